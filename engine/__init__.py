@@ -1,0 +1,19 @@
+"""Scheduler Lab engine: an iteration-level simulator of an LLM inference server.
+
+Importable without Streamlit. Main entry points::
+
+    scenario = load_scenario("data/scenarios/example.toml", overrides=["policy.name=priority"])
+    result = simulate(scenario)
+    result.summary, result.requests, result.timeseries
+"""
+
+from ._numba_cache import ensure_cache_dir
+
+ensure_cache_dir()
+
+from .config import Scenario, apply_overrides, load_scenario, scenario_to_dict  # noqa: E402
+from .errors import ScenarioError, TraceError  # noqa: E402
+from .simulate import Result, simulate  # noqa: E402
+
+__all__ = ["Scenario", "Result", "ScenarioError", "TraceError", "apply_overrides", "load_scenario",
+           "scenario_to_dict", "simulate"]

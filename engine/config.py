@@ -1,0 +1,445 @@
+"""Scenario configuration: frozen, typed, validated on load.
+
+A scenario is a TOML file (or a dict of the same shape). ``load_scenario``
+turns it into a tree of frozen dataclasses; every field carries its unit,
+default and help text in ``metadata`` so the same text documents the keys
+(``python -m engine keys``) and explains errors. Validation happens in one
+place: field-level checks come from the metadata (``ge``, ``gt``, ``le``,
+``choices``), cross-field checks from each class's ``_check`` method. Every
+error is a ``ScenarioError`` whose message starts with the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from .errors import ScenarioError
+
+_MISSING = dataclasses.MISSING
+
+
+def opt(default: Any = _MISSING, help: str = "", unit: str = "", **checks: Any) -> Any:
+    """A dataclass field with documentation and validation metadata."""
+    meta = {"help": help, "unit": unit, **checks}
+    return field(default=default, metadata=meta)
+
+
+# --------------------------------------------------------------------------- workload
+
+
+@dataclass(frozen=True)
+class TokenDist:
+    """Distribution of a token count (prompt or output length), always >= 1."""
+
+    dist: str = opt(help="distribution family", choices=("constant", "uniform", "geometric", "lognormal"))
+    value: Optional[int] = opt(None, "the constant (dist = constant)", "tokens", ge=1)
+    low: Optional[int] = opt(None, "smallest value, inclusive (dist = uniform)", "tokens", ge=1)
+    high: Optional[int] = opt(None, "largest value, inclusive (dist = uniform)", "tokens", ge=1)
+    mean: Optional[float] = opt(None, "mean before truncation (dist = geometric on {1,2,...}, or lognormal)",
+                                "tokens", ge=1.0)
+    cv: Optional[float] = opt(None, "coefficient of variation std/mean (dist = lognormal)", "", ge=0.0)
+    max: Optional[int] = opt(None, "optional cap: larger draws are clipped to it (any dist)", "tokens", ge=1)
+
+    _PARAMS = {
+        "constant": ("value",),
+        "uniform": ("low", "high"),
+        "geometric": ("mean",),
+        "lognormal": ("mean", "cv"),
+    }
+
+    def _check(self, path: str) -> None:
+        needed = self._PARAMS[self.dist]
+        for name in ("value", "low", "high", "mean", "cv"):
+            given = getattr(self, name) is not None
+            if name in needed and not given:
+                raise ScenarioError(f"{path}.{name} is required for dist = {self.dist!r} "
+                                    f"(it takes {', '.join(needed)} and optional max)")
+            if name not in needed and given:
+                raise ScenarioError(f"{path}.{name} is not a parameter of dist = {self.dist!r} "
+                                    f"(it takes {', '.join(needed)} and optional max)")
+        if self.dist == "uniform" and self.low > self.high:
+            raise ScenarioError(f"{path}: low = {self.low} is above high = {self.high}; swap them")
+
+    def upper_bound(self) -> float:
+        """Largest value a draw can take (``inf`` when unbounded)."""
+        bound = {"constant": self.value, "uniform": self.high}.get(self.dist, math.inf)
+        return min(bound, self.max) if self.max is not None else bound
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Synthetic arrival process."""
+
+    process: str = opt(help="inter-arrival law: poisson (exponential gaps) or gamma (burstiness cv)",
+                       choices=("poisson", "gamma"))
+    rate_per_s: float = opt(help="mean arrival rate over all classes", unit="req/s", gt=0.0)
+    cv: Optional[float] = opt(None, "coefficient of variation of inter-arrival gaps (process = gamma; "
+                                    "1 = Poisson, > 1 burstier)", "", gt=0.0)
+
+    def _check(self, path: str) -> None:
+        if self.process == "gamma" and self.cv is None:
+            raise ScenarioError(f"{path}.cv is required for process = 'gamma' (1.0 = Poisson-like)")
+        if self.process == "poisson" and self.cv is not None:
+            raise ScenarioError(f"{path}.cv is only used with process = 'gamma'; remove it")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Replay of a recorded request trace instead of synthetic arrivals."""
+
+    path: str = opt(help="trace file; a relative path is taken from the scenario file's folder")
+    format: str = opt("csv", "csv: arrival_s,prompt_tokens,output_tokens[,class]; azure: Azure LLM "
+                             "inference 2023 CSV; mooncake: Mooncake FAST'25 JSONL",
+                      choices=("csv", "azure", "mooncake"))
+    rate_scale: float = opt(1.0, "speed-up factor: arrival times are divided by it", "", gt=0.0)
+    jitter_ms: float = opt(0.0, "add a seeded uniform offset in [0, jitter_ms) to every arrival "
+                                "(spreads the quantised Mooncake timestamps)", "ms", ge=0.0)
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    """One class of traffic (interactive chat, offline batch, a tenant tier...)."""
+
+    name: str = opt(help="class name, unique; trace rows may refer to it")
+    share: float = opt(help="fraction of arrivals in this class; shares sum to 1", gt=0.0, le=1.0)
+    priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0)
+    tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0)
+    sla_ttft_ms: Optional[float] = opt(None, "SLA target on time to first token (none = no target)", "ms", gt=0.0)
+    sla_e2e_ms: Optional[float] = opt(None, "SLA target on end-to-end latency (none = no target)", "ms", gt=0.0)
+    timeout_ms: Optional[float] = opt(None, "client gives up if no first token by then (none = never)",
+                                      "ms", gt=0.0)
+    prompt_tokens: Optional[TokenDist] = opt(None, "prompt length distribution (required without a trace)")
+    output_tokens: Optional[TokenDist] = opt(None, "output length distribution (required without a trace)")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What arrives: classes, lengths, arrival process or trace, and how many."""
+
+    classes: tuple[RequestClass, ...] = opt(help="request classes ([[workload.classes]] tables)")
+    num_requests: Optional[int] = opt(None, "stop generating after this many requests", "requests", ge=1)
+    duration_s: Optional[float] = opt(None, "stop generating arrivals after this time", "s", gt=0.0)
+    arrival: Optional[Arrival] = opt(None, "synthetic arrival process (required without a trace)")
+    trace: Optional[Trace] = opt(None, "replay a trace file instead of synthetic arrivals and lengths")
+
+    def _check(self, path: str) -> None:
+        if not self.classes:
+            raise ScenarioError(f"{path}.classes: at least one [[workload.classes]] table is required")
+        names = [c.name for c in self.classes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ScenarioError(f"{path}.classes: duplicate class name {dupes[0]!r}; names must be unique")
+        total = sum(c.share for c in self.classes)
+        if abs(total - 1.0) > 1e-6:
+            raise ScenarioError(f"{path}.classes: shares sum to {total:g}; they must sum to 1")
+        if self.trace is None:
+            if self.arrival is None:
+                raise ScenarioError(f"{path}.arrival is required unless {path}.trace is given")
+            if self.num_requests is None and self.duration_s is None:
+                raise ScenarioError(f"{path}: give num_requests or duration_s (or both) to bound the run")
+            for i, c in enumerate(self.classes):
+                for key in ("prompt_tokens", "output_tokens"):
+                    if getattr(c, key) is None:
+                        raise ScenarioError(f"{path}.classes[{i}].{key} is required unless {path}.trace is given")
+
+
+# --------------------------------------------------------------------------- server, policy, limits
+
+
+@dataclass(frozen=True)
+class Server:
+    """One inference server: step-time model, batching limits and KV-cache memory."""
+
+    step_model: str = opt("fixed", "fixed: constant iteration time; roofline: from GPU and model tables",
+                          choices=("fixed", "roofline"))
+    step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", gt=0.0)
+    max_batch_size: int = opt(256, "most sequences in one iteration", "sequences", ge=1)
+    max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); "
+                                        "longer prompts are prefilled in chunks", "tokens", ge=1)
+    min_batch_size: int = opt(1, "do not start an iteration with fewer ready requests ...", "requests", ge=1)
+    wait_timeout_ms: float = opt(0.0, "... unless the oldest ready request has waited this long", "ms", ge=0.0)
+    kv_capacity_tokens: int = opt(0, "KV-cache capacity (step_model = fixed; 0 = unlimited)", "tokens", ge=0)
+    block_size_tokens: int = opt(16, "KV-cache block (page) size", "tokens", ge=1)
+    kv_allocation: str = opt("paged", "paged: blocks allocated as a sequence grows; static: max_seq_len "
+                                      "reserved per request on admission", choices=("paged", "static"))
+    max_seq_len: int = opt(0, "longest prompt + output allowed (0 = no limit; required > 0 for static)",
+                           "tokens", ge=0)
+    gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)")
+    model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)")
+    quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)")
+    gpu_memory_utilization: float = opt(0.9, "share of GPU memory the server may use (roofline)", "",
+                                        gt=0.0, le=1.0)
+    activation_reserve_gib: Optional[float] = opt(None, "memory kept for activations (roofline; none = "
+                                                        "estimated from the token budget)", "GiB", ge=0.0)
+
+    def _check(self, path: str) -> None:
+        if self.max_batched_tokens < self.max_batch_size:
+            raise ScenarioError(f"{path}.max_batched_tokens = {self.max_batched_tokens} is below max_batch_size = "
+                                f"{self.max_batch_size}: a full batch of decodes needs one token each; "
+                                f"raise it to at least {self.max_batch_size}")
+        if self.min_batch_size > self.max_batch_size:
+            raise ScenarioError(f"{path}.min_batch_size = {self.min_batch_size} is above max_batch_size = "
+                                f"{self.max_batch_size}; lower it")
+        if self.kv_allocation == "static" and self.max_seq_len == 0:
+            raise ScenarioError(f"{path}.max_seq_len must be > 0 with kv_allocation = 'static' "
+                                f"(it is the reservation per request)")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Scheduling policy: ordering of requests and choice of preemption victims."""
+
+    name: str = opt("fifo", "fifo: first come first served; priority: lower level first, FIFO within a level",
+                    choices=("fifo", "priority"))
+    preemptive: bool = opt(False, "a waiting request may evict a running one of a worse level when the "
+                                  "batch or memory is full (priority)")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds that stop an overloaded run instead of letting it grow without end."""
+
+    max_waiting_requests: int = opt(20000, "stop the run when more requests than this wait at once "
+                                           "(the queue is not draining)", "requests", ge=1)
+    max_drain_s: float = opt(3600.0, "stop the run this long after the last arrival", "s", gt=0.0)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole what-if: workload, server, policy, seed."""
+
+    workload: Workload = opt(help="[workload] table")
+    name: str = opt("scenario", "label shown in reports")
+    seed: int = opt(0, "seed of the single random generator (same seed, same result)", "", ge=0)
+    server: Server = opt(Server(), "[server] table")
+    policy: Policy = opt(Policy(), "[policy] table")
+    limits: Limits = opt(Limits(), "[limits] table")
+    base_dir: str = field(default=".", metadata={"internal": True})
+
+
+# --------------------------------------------------------------------------- generic loader
+
+
+def _is_config(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, "a table")
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    tp, optional = _unwrap_optional(tp)
+    if value is None and optional:
+        return None
+    if _is_config(tp):
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{path} must be a table ({{key = value, ...}}), got {value!r}")
+        return _build(tp, value, path)
+    if typing.get_origin(tp) is tuple:
+        item_tp = typing.get_args(tp)[0]
+        if not isinstance(value, (list, tuple)):
+            raise ScenarioError(f"{path} must be an array of tables ([[{path}]]), got {value!r}")
+        return tuple(_convert(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value))
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ScenarioError(f"{path} must be a finite number, got {value!r}")
+        return float(value)
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if tp in (int, bool, str) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
+        return value
+    raise ScenarioError(f"{path} must be {_type_name(tp)}, got {value!r}")
+
+
+def _check_field(value: Any, meta: Mapping[str, Any], path: str) -> None:
+    if value is None or isinstance(value, (tuple, bool)) or dataclasses.is_dataclass(value):
+        return
+    unit = f" {meta['unit']}" if meta.get("unit") else ""
+    if "choices" in meta and value not in meta["choices"]:
+        allowed = ", ".join(repr(c) for c in meta["choices"])
+        raise ScenarioError(f"{path} = {value!r} is not allowed; choose one of {allowed}")
+    if "ge" in meta and value < meta["ge"]:
+        raise ScenarioError(f"{path} = {value!r} must be >= {meta['ge']}{unit}")
+    if "gt" in meta and value <= meta["gt"]:
+        raise ScenarioError(f"{path} = {value!r} must be > {meta['gt']}{unit}")
+    if "le" in meta and value > meta["le"]:
+        raise ScenarioError(f"{path} = {value!r} must be <= {meta['le']}{unit}")
+
+
+def _public_fields(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
+
+
+def _build(cls: type, data: Mapping[str, Any], path: str) -> Any:
+    fields = {f.name: f for f in _public_fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise ScenarioError(f"{where} is not a known key; allowed here: {', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        key_path = f"{path}.{name}" if path else name
+        if name not in data:
+            if f.default is _MISSING:
+                raise ScenarioError(f"{key_path} is required: {f.metadata['help']}")
+            continue
+        value = _convert(data[name], hints[name], key_path)
+        _check_field(value, f.metadata, key_path)
+        kwargs[name] = value
+    obj = cls(**kwargs)
+    if hasattr(obj, "_check"):
+        obj._check(path or cls.__name__.lower())
+    return obj
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def _parse_value(text: str) -> Any:
+    """A ``--set`` value as TOML (numbers, booleans, quoted strings, tables); bare words are strings."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: dict, overrides: Mapping[str, Any] | list[str]) -> dict:
+    """Return a copy of raw scenario ``data`` with dotted ``key=value`` overrides applied.
+
+    Keys are dotted paths (``policy.name``, ``workload.arrival.rate_per_s``); a class is
+    addressed by index or name (``workload.classes.0.share``, ``workload.classes.offline.share``).
+    String values are parsed as TOML, bare words kept as strings.
+    """
+    import copy
+
+    data = copy.deepcopy(data)
+    if isinstance(overrides, list):
+        pairs = []
+        for item in overrides:
+            if "=" not in item:
+                raise ScenarioError(f"override {item!r} must look like key=value (e.g. policy.name=priority)")
+            key, text = item.split("=", 1)
+            pairs.append((key.strip(), _parse_value(text.strip())))
+    else:
+        pairs = list(overrides.items())
+    for key, value in pairs:
+        parts = key.split(".")
+        node: Any = data
+        for depth, part in enumerate(parts[:-1]):
+            node = _descend(node, part, ".".join(parts[: depth + 1]))
+        last = parts[-1]
+        if isinstance(node, list):
+            node[_list_index(node, last, key)] = value
+        else:
+            node[last] = value
+    return data
+
+
+def _list_index(items: list, part: str, path: str) -> int:
+    if part.isdigit() and int(part) < len(items):
+        return int(part)
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping) and item.get("name") == part:
+            return i
+    raise ScenarioError(f"override {path}: no entry {part!r} (use an index below {len(items)} or a class name)")
+
+
+def _descend(node: Any, part: str, path: str) -> Any:
+    if isinstance(node, list):
+        return node[_list_index(node, part, path)]
+    if not isinstance(node, dict):
+        raise ScenarioError(f"override {path}: {node!r} is not a table")
+    return node.setdefault(part, {})
+
+
+def read_toml(path: str | Path) -> dict:
+    """Parse a scenario TOML file, turning syntax errors into ``ScenarioError``."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ScenarioError(f"scenario file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"scenario file {str(path)!r} is not valid TOML: {exc}") from None
+
+
+def load_scenario(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | list[str] | None = None,
+                  ) -> Scenario:
+    """Load and validate a scenario from a TOML path or a dict, with optional dotted overrides."""
+    if isinstance(source, Mapping):
+        data, base_dir = dict(source), "."
+    else:
+        data, base_dir = read_toml(source), str(Path(source).resolve().parent)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    scenario = _build(Scenario, data, "")
+    return dataclasses.replace(scenario, base_dir=base_dir)
+
+
+def scenario_to_dict(scenario: Scenario) -> dict:
+    """The scenario as plain data (no ``None`` values), loadable again by ``load_scenario``."""
+
+    def strip(obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            return {f.name: strip(getattr(obj, f.name)) for f in _public_fields(type(obj))
+                    if getattr(obj, f.name) is not None}
+        if isinstance(obj, tuple):
+            return [strip(v) for v in obj]
+        return obj
+
+    return strip(scenario)
+
+
+def keys_reference() -> list[dict[str, str]]:
+    """Every scenario key with its type, unit, default and help, in file order (for docs)."""
+    rows: list[dict[str, str]] = []
+
+    def walk(cls: type, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in _public_fields(cls):
+            key = f"{prefix}{f.name}"
+            tp, _ = _unwrap_optional(hints[f.name])
+            inner = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
+            if _is_config(inner):
+                walk(inner, f"{key}[]." if inner is not tp else f"{key}.")
+                continue
+            if f.default is _MISSING:
+                default = "required"
+            elif f.default is None:
+                default = "none"
+            else:
+                default = repr(f.default).replace("'", '"') if not isinstance(f.default, bool) \
+                    else str(f.default).lower()
+            help_text = f.metadata["help"]
+            if "choices" in f.metadata:
+                help_text += " (" + " \\| ".join(f.metadata["choices"]) + ")"
+            rows.append({"key": key, "unit": f.metadata.get("unit", ""), "default": default, "help": help_text})
+
+    walk(Scenario, "")
+    return rows
+
+
+def keys_markdown() -> str:
+    """The keys reference as a Markdown table (the README section is generated from it)."""
+    lines = ["| key | unit | default | meaning |", "|---|---|---|---|"]
+    for row in keys_reference():
+        lines.append(f"| `{row['key']}` | {row['unit']} | {row['default']} | {row['help']} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,123 @@
+"""GPU, model and weight-format tables, and the roofline step-time coefficients.
+
+The tables live in ``data/hardware/*.csv`` (one row per item, with ``source``
+and ``as_of``); nothing here hard-codes a hardware number. ``roofline_profile``
+derives, for one (GPU, model, quant), the per-token coefficients the compiled
+loop needs, and ``kv_capacity_tokens`` the KV-cache capacity left after weights
+and the activation reserve. Formulas (units in the names):
+
+- parameters = L * (h*n_h*d [Q] + 2*h*n_kv*d [K,V] + n_h*d*h [O] + 3*h*I [MLP] + 2*h [norms])
+  + 2 * vocab * h [embedding + untied lm_head] + h [final norm]
+- matmul FLOPs per token = 2 * (parameters - vocab*h)       (embedding lookup is not a matmul)
+- attention FLOPs per (token, context token) = 4 * L * n_h * d   (Q.K^T and A.V)
+- KV bytes per token = 2 [K and V] * L * n_kv * d * 2 bytes (FP16 cache)
+- weight bytes read per iteration = (parameters - vocab*h) * bytes per weight
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .config import Server
+from .errors import ScenarioError
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
+KV_CACHE_BYTES_PER_VALUE = 2  # FP16/BF16 KV cache
+ACTIVATION_BYTES = 2  # FP16 activations
+LOGIT_BYTES = 4  # FP32 logits
+GIB = 1024 ** 3
+
+
+@functools.lru_cache(maxsize=None)
+def load_table(name: str) -> pd.DataFrame:
+    """One table from ``data/hardware/NAME.csv``, indexed by its first column."""
+    frame = pd.read_csv(DATA_DIR / f"{name}.csv")
+    return frame.set_index(frame.columns[0])
+
+
+def _row(table: str, key: str, field: str) -> pd.Series:
+    frame = load_table(table)
+    if key not in frame.index:
+        raise ScenarioError(f"server.{field} = {key!r} is not in data/hardware/{table}.csv; "
+                            f"choose one of {', '.join(frame.index)}")
+    return frame.loc[key]
+
+
+@dataclass(frozen=True)
+class RooflineProfile:
+    """Per-iteration cost coefficients for one GPU, model and weight format."""
+
+    parameters: float
+    weight_bytes: float                 # bytes read per iteration for the matmul weights
+    resident_weight_bytes: float        # bytes of all weights in GPU memory (incl. embedding)
+    kv_bytes_per_token: float
+    matmul_flops_per_token: float
+    attention_flops_per_context_token: float
+    effective_flops_per_s: float        # peak tensor throughput x compute efficiency
+    effective_bytes_per_s: float        # HBM bandwidth x bandwidth efficiency
+    iteration_overhead_s: float
+    memory_bytes: float
+    activation_bytes_per_token: float   # transient activations of one batched token
+    logit_bytes_per_sequence: float
+
+
+def roofline_profile(server: Server) -> RooflineProfile:
+    """Coefficients of the roofline step-time model for ``server.gpu/model/quant``."""
+    gpu = _row("gpus", server.gpu, "gpu")
+    model = _row("models", server.model, "model")
+    quant = _row("quant", server.quant, "quant")
+    L, h, n_h, n_kv, d = (int(model[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim"))
+    inter, vocab = int(model["intermediate"]), int(model["vocab"])
+    layer_params = h * n_h * d + 2 * h * n_kv * d + n_h * d * h + 3 * h * inter + 2 * h
+    parameters = L * layer_params + 2 * vocab * h + h
+    matmul_params = parameters - vocab * h
+    peak_column = {"fp16": "fp16_tflops", "fp8": "fp8_tflops", "int8": "int8_tops"}[quant["compute"]]
+    peak = gpu[peak_column]
+    if pd.isna(peak):
+        raise ScenarioError(f"server.quant = {server.quant!r} needs {quant['compute']} tensor cores, which "
+                            f"{server.gpu} does not have; choose fp16, bf16 or int4 (or another GPU)")
+    bytes_per_weight = float(quant["weight_bytes_per_param"])
+    return RooflineProfile(
+        parameters=float(parameters),
+        weight_bytes=matmul_params * bytes_per_weight,
+        resident_weight_bytes=parameters * bytes_per_weight,
+        kv_bytes_per_token=float(2 * L * n_kv * d * KV_CACHE_BYTES_PER_VALUE),
+        matmul_flops_per_token=2.0 * matmul_params,
+        attention_flops_per_context_token=4.0 * L * n_h * d,
+        effective_flops_per_s=float(peak) * 1e12 * float(gpu["compute_efficiency"]),
+        effective_bytes_per_s=float(gpu["mem_bw_tb_s"]) * 1e12 * float(gpu["bandwidth_efficiency"]),
+        iteration_overhead_s=float(gpu["iteration_overhead_ms"]) / 1000.0,
+        memory_bytes=float(gpu["memory_gb"]) * 1e9,
+        activation_bytes_per_token=float((4 * h + 2 * inter) * ACTIVATION_BYTES),
+        logit_bytes_per_sequence=float(vocab * LOGIT_BYTES),
+    )
+
+
+def activation_reserve_bytes(server: Server, profile: RooflineProfile) -> float:
+    """Memory held back for activations: the given GiB, or an estimate of one full iteration's peak.
+
+    Estimate = max_batched_tokens x (4*h + 2*I) x 2 B (residual, norm, attention and MLP
+    intermediates of every batched token) + max_batch_size x vocab x 4 B (FP32 logits).
+    """
+    if server.activation_reserve_gib is not None:
+        return server.activation_reserve_gib * GIB
+    return (server.max_batched_tokens * profile.activation_bytes_per_token
+            + server.max_batch_size * profile.logit_bytes_per_sequence)
+
+
+def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
+    """KV-cache tokens that fit: (memory x utilisation - weights - reserve) / KV bytes per token."""
+    usable = profile.memory_bytes * server.gpu_memory_utilization
+    reserve = activation_reserve_bytes(server, profile)
+    free = usable - profile.resident_weight_bytes - reserve
+    if free < profile.kv_bytes_per_token * server.block_size_tokens:
+        raise ScenarioError(
+            f"server.model = {server.model!r} ({server.quant}) does not fit on {server.gpu}: weights "
+            f"{profile.resident_weight_bytes / GIB:.1f} GiB + activation reserve {reserve / GIB:.1f} GiB leave "
+            f"no KV cache in {usable / GIB:.1f} GiB usable (gpu_memory_utilization = "
+            f"{server.gpu_memory_utilization}); choose a lower-bit quant, a smaller model or a larger GPU")
+    return int(free // profile.kv_bytes_per_token)

@@ -1,0 +1,491 @@
+"""The compiled iteration loop: continuous batching with chunked prefill, paged KV memory, preemption.
+
+One call of ``run_nb`` simulates one server from t = 0 until every request has
+left, or a limit stops it. Each iteration:
+
+1. admit arrivals up to now; drop requests whose time-out passed before a first token;
+2. if nothing is ready, jump to the next arrival; hold back while fewer than
+   ``min_batch_size`` are ready, until the oldest has waited ``wait_timeout_s``;
+3. order the running requests by the policy key and give each its next chunk
+   (one token when decoding, up to the token budget when prefilling), growing its
+   KV blocks; when memory runs out, preempt from the worst end (recompute);
+4. admit waiting requests in key order while a slot, budget and memory remain
+   (a preemptive policy may evict a worse running request);
+5. compute the step time (fixed, or roofline), advance every scheduled request:
+   a request whose pending tokens reach zero emits one output token;
+6. record counters and the (stride-decimated) time series.
+
+Progress follows one rule for prefill, chunked prefill, decode and recompute:
+``pending`` tokens must be processed before the next output token appears
+(the prompt at first, 1 while decoding, prompt + generated after a preemption).
+
+State layout: the per-request arrays of ``layout.py`` (one int64 and one float64
+2-D array with named columns), three index lists (waiting, running, batch) and a
+counter array. Few array objects keep Numba's reference counting out of the hot
+loops: each read of an array held in a namedtuple costs a reference-count round trip.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY,
+                     I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_KV_TOKENS, I_OUTPUT, I_PENDING, I_PREEMPTIONS,
+                     I_PROMPT, I_STATE, RUNNING, TIMED_OUT, WAITING)
+from .policies import P_PREEMPTIVE, policy_key_nb
+
+# Why a run stopped.
+DRAINED, QUEUE_BOUND, HORIZON = 0, 1, 2
+# Step-time models.
+FIXED, ROOFLINE = 0, 1
+
+# Counter array indices.
+C_NEXT_ARRIVAL, C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS = range(6)
+N_COUNTERS = 6
+
+# Stats array indices (filled at the end of a run).
+(S_SIM_END_S, S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS,
+ S_PREEMPTIONS, S_STOP_REASON, S_SERIES_ROWS, S_SERIES_STRIDE) = range(10)
+N_STATS = 10
+
+# Time-series columns; per-class batch and waiting counts follow the fixed columns.
+(T_START_S, T_STEP_S, T_BATCH, T_PREFILL_TOKENS, T_DECODE_TOKENS, T_KV_USED_TOKENS,
+ T_WAITING, T_RUNNING, T_PREEMPTIONS) = range(9)
+SERIES_FIXED_COLUMNS = ("time_s", "step_s", "batch_size", "prefill_tokens", "decode_tokens",
+                        "kv_used_tokens", "waiting", "running", "preemptions")
+N_SERIES_FIXED = 9
+
+# Parameter tuples (plain tuples indexed by these constants: Numba's on-disk cache stays valid
+# across code changes only for built-in types).
+(SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
+ SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES) = range(10)
+(ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
+ ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S) = range(9)
+
+
+def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
+                  block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes):
+    """The server tuple of ``run_nb`` (integers as int64, times in seconds)."""
+    i = np.int64
+    return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
+            i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes))
+
+
+def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
+                weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0):
+    """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
+    return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
+            float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
+            float(flops_per_s), float(bytes_per_s), float(overhead_s))
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+@njit(cache=True, inline="always")
+def _before_nb(fl, a, b):
+    """True when request ``a`` ranks before ``b``: lower key, then earlier arrival, then lower index."""
+    if fl[a, F_KEY] != fl[b, F_KEY]:
+        return fl[a, F_KEY] < fl[b, F_KEY]
+    if fl[a, F_ARRIVAL] != fl[b, F_ARRIVAL]:
+        return fl[a, F_ARRIVAL] < fl[b, F_ARRIVAL]
+    return a < b
+
+
+@njit(cache=True, inline="always")
+def _release_nb(ints, cnt, r):
+    """Free every KV block of ``r``."""
+    cnt[C_USED_BLOCKS] -= ints[r, I_BLOCKS]
+    ints[r, I_BLOCKS] = 0
+    ints[r, I_KV_TOKENS] = 0
+
+
+@njit(cache=True, inline="always")
+def _leave_nb(ints, fl, cnt, r, state, t):
+    """``r`` leaves the system (completed or timed out) at ``t``."""
+    _release_nb(ints, cnt, r)
+    ints[r, I_STATE] = state
+    fl[r, F_FINISH] = t
+
+
+@njit(cache=True)
+def _preempt_nb(ints, waiting, cnt, r):
+    """Recompute preemption: drop ``r``'s KV, re-queue it; it must re-prefill prompt + generated tokens."""
+    _release_nb(ints, cnt, r)
+    ints[r, I_PENDING] = ints[r, I_PROMPT] + ints[r, I_GENERATED]
+    ints[r, I_CHUNK] = 0
+    ints[r, I_STATE] = WAITING
+    ints[r, I_PREEMPTIONS] += 1
+    cnt[C_PREEMPTIONS] += 1
+    waiting[cnt[C_WAITING]] = r
+    cnt[C_WAITING] += 1
+
+
+@njit(cache=True, inline="always")
+def _remove_nb(items, n, r):
+    """Remove ``r`` from ``items[:n]`` keeping order; returns the new length."""
+    j = 0
+    for i in range(n):
+        if items[i] != r:
+            items[j] = items[i]
+            j += 1
+    return j
+
+
+@njit(cache=True, inline="always")
+def _keep_state_nb(ints, items, n, state):
+    """Keep only the requests of ``items[:n]`` in ``state``, in order; returns the new length."""
+    j = 0
+    for i in range(n):
+        r = items[i]
+        if ints[r, I_STATE] == state:
+            items[j] = r
+            j += 1
+    return j
+
+
+@njit(cache=True, inline="always")
+def _blocks_needed_nb(srv, ints, r, chunk):
+    """Extra KV blocks ``r`` needs to hold ``chunk`` more tokens."""
+    if srv[SV_STATIC_BLOCKS] > 0:
+        return srv[SV_STATIC_BLOCKS] - ints[r, I_BLOCKS]
+    bs = srv[SV_BLOCK_SIZE_TOKENS]
+    return (ints[r, I_KV_TOKENS] + chunk + bs - 1) // bs - ints[r, I_BLOCKS]
+
+
+@njit(cache=True, inline="always")
+def _schedule_nb(ints, batch, cnt, r, chunk, blocks):
+    ints[r, I_BLOCKS] += blocks
+    cnt[C_USED_BLOCKS] += blocks
+    ints[r, I_CHUNK] = chunk
+    batch[cnt[C_BATCH]] = r
+    cnt[C_BATCH] += 1
+
+
+# --------------------------------------------------------------------------- loop phases
+
+
+@njit(cache=True, inline="always")
+def _admit_arrivals_nb(ints, fl, waiting, cnt, t):
+    n = ints.shape[0]
+    while cnt[C_NEXT_ARRIVAL] < n and fl[cnt[C_NEXT_ARRIVAL], F_ARRIVAL] <= t:
+        r = cnt[C_NEXT_ARRIVAL]
+        ints[r, I_STATE] = WAITING
+        waiting[cnt[C_WAITING]] = r
+        cnt[C_WAITING] += 1
+        cnt[C_NEXT_ARRIVAL] += 1
+
+
+@njit(cache=True, inline="always")
+def _drop_timeouts_nb(ints, fl, items, n, cnt, t):
+    """Time out requests of ``items[:n]`` with no first token by ``t``; returns the new length."""
+    j = 0
+    for i in range(n):
+        r = items[i]
+        if ints[r, I_GENERATED] == 0 and t >= fl[r, F_DEADLINE]:
+            _leave_nb(ints, fl, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+        else:
+            items[j] = r
+            j += 1
+    return j
+
+
+@njit(cache=True, inline="always")
+def _gate_release_s_nb(srv, fl, waiting, running, cnt, t):
+    """Time at which the min-batch gate opens (``t`` if it is open now)."""
+    n_wait, n_run = cnt[C_WAITING], cnt[C_RUNNING]
+    if n_wait + n_run >= srv[SV_MIN_BATCH_SIZE]:
+        return t
+    oldest = np.inf
+    for i in range(n_wait):
+        oldest = min(oldest, fl[waiting[i], F_ARRIVAL])
+    for i in range(n_run):
+        oldest = min(oldest, fl[running[i], F_ARRIVAL])
+    return max(t, oldest + srv[SV_WAIT_TIMEOUT_S])
+
+
+@njit(cache=True)
+def _next_event_s_nb(ints, fl, waiting, cnt, t_release):
+    """Earliest of: gate release, next arrival, next time-out of a waiting request."""
+    t_next = t_release
+    if cnt[C_NEXT_ARRIVAL] < ints.shape[0]:
+        t_next = min(t_next, fl[cnt[C_NEXT_ARRIVAL], F_ARRIVAL])
+    for i in range(cnt[C_WAITING]):
+        r = waiting[i]
+        if ints[r, I_GENERATED] == 0:
+            t_next = min(t_next, fl[r, F_DEADLINE])
+    return t_next
+
+
+@njit(cache=True, inline="always")
+def _order_running_nb(policy, classes, ints, fl, running, cnt, t):
+    """Refresh keys and insertion-sort the running list (it is nearly sorted between iterations)."""
+    n = cnt[C_RUNNING]
+    for i in range(n):
+        r = running[i]
+        fl[r, F_KEY] = policy_key_nb(policy, classes, ints, fl, r, t)
+    for i in range(1, n):
+        r = running[i]
+        j = i - 1
+        while j >= 0 and _before_nb(fl, r, running[j]):
+            running[j + 1] = running[j]
+            j -= 1
+        running[j + 1] = r
+
+
+@njit(cache=True, inline="always")
+def _schedule_running_nb(srv, ints, waiting, running, batch, cnt, budget):
+    """Give each running request its next chunk, best key first; preempt from the tail when memory is short.
+
+    Returns (token budget left, whether a memory preemption happened).
+    """
+    preempted = False
+    i = 0
+    while i < cnt[C_RUNNING]:
+        r = running[i]
+        chunk = min(ints[r, I_PENDING], budget)
+        if chunk == 0:
+            i += 1
+            continue
+        need = _blocks_needed_nb(srv, ints, r, chunk)
+        while need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+            victim = running[cnt[C_RUNNING] - 1]
+            cnt[C_RUNNING] -= 1
+            _preempt_nb(ints, waiting, cnt, victim)
+            preempted = True
+            if victim == r:
+                break
+        if ints[r, I_STATE] != RUNNING:
+            break
+        _schedule_nb(ints, batch, cnt, r, chunk, need)
+        budget -= chunk
+        i += 1
+    return budget, preempted
+
+
+@njit(cache=True)
+def _evict_worse_nb(ints, fl, waiting, running, batch, cnt, candidate):
+    """Policy preemption: evict the worst running request if ``candidate``'s key is strictly lower.
+
+    Undoes the victim's place in this iteration's batch; returns the token budget it gave back,
+    or -1 when no running request is worse than the candidate.
+    """
+    victim = running[0]
+    for i in range(1, cnt[C_RUNNING]):
+        if _before_nb(fl, victim, running[i]):
+            victim = running[i]
+    if not fl[candidate, F_KEY] < fl[victim, F_KEY]:
+        return -1
+    budget_back = ints[victim, I_CHUNK]
+    if budget_back > 0:
+        cnt[C_BATCH] = _remove_nb(batch, cnt[C_BATCH], victim)
+    cnt[C_RUNNING] = _remove_nb(running, cnt[C_RUNNING], victim)
+    _preempt_nb(ints, waiting, cnt, victim)
+    return budget_back
+
+
+@njit(cache=True, inline="always")
+def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, t, budget):
+    """Move waiting requests into the batch in key order while slot, budget and memory allow."""
+    n_candidates = cnt[C_WAITING]
+    for i in range(n_candidates):
+        r = waiting[i]
+        fl[r, F_KEY] = policy_key_nb(policy, classes, ints, fl, r, t)
+    while budget > 0:
+        best = -1
+        for i in range(n_candidates):
+            r = waiting[i]
+            if ints[r, I_STATE] == WAITING and (best < 0 or _before_nb(fl, r, best)):
+                best = r
+        if best < 0:
+            break
+        chunk = min(ints[best, I_PENDING], budget)
+        need = _blocks_needed_nb(srv, ints, best, chunk)
+        if cnt[C_RUNNING] >= srv[SV_MAX_BATCH_SIZE] or need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+            if not policy[P_PREEMPTIVE] or cnt[C_RUNNING] == 0:
+                break
+            budget_back = _evict_worse_nb(ints, fl, waiting, running, batch, cnt, best)
+            if budget_back < 0:
+                break
+            budget += budget_back
+            continue
+        ints[best, I_STATE] = RUNNING
+        if np.isnan(fl[best, F_FIRST_SCHEDULED]):
+            fl[best, F_FIRST_SCHEDULED] = t
+        running[cnt[C_RUNNING]] = best
+        cnt[C_RUNNING] += 1
+        _schedule_nb(ints, batch, cnt, best, chunk, need)
+        budget -= chunk
+    cnt[C_WAITING] = _keep_state_nb(ints, waiting, cnt[C_WAITING], WAITING)
+
+
+@njit(cache=True)
+def step_time_s_nb(step, tokens, context_pairs, context_reads):
+    """Iteration time: fixed, or roofline max(compute, memory) + overhead.
+
+    compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
+    memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
+    where context_pairs = sum over batched tokens of the positions each attends to, and
+    context_reads = KV tokens already cached for the batched sequences (read once each).
+    """
+    if step[ST_MODEL] == FIXED:
+        return step[ST_STEP_TIME_S]
+    flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
+    bytes_moved = step[ST_WEIGHT_BYTES] + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
+    return max(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S]) + step[ST_OVERHEAD_S]
+
+
+@njit(cache=True, inline="always")
+def _step_s_nb(step, ints, batch, cnt):
+    """Duration of this iteration and its (prefill, decode) token counts."""
+    prefill_tokens = 0
+    decode_tokens = 0
+    context_pairs = 0.0   # sum over batched tokens of the context each attends to
+    context_reads = 0.0   # KV tokens read (each sequence's cached context, once)
+    for i in range(cnt[C_BATCH]):
+        r = batch[i]
+        chunk = ints[r, I_CHUNK]
+        kv = ints[r, I_KV_TOKENS]
+        if ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1:
+            decode_tokens += 1
+        else:
+            prefill_tokens += chunk
+        context_pairs += chunk * kv + chunk * (chunk + 1) / 2.0
+        context_reads += kv
+    dt = step_time_s_nb(step, prefill_tokens + decode_tokens, context_pairs, context_reads)
+    return dt, prefill_tokens, decode_tokens
+
+
+@njit(cache=True, inline="always")
+def _advance_nb(ints, fl, running, batch, cnt, t_end):
+    """Apply the iteration's work at ``t_end``: emit tokens, finish or time out requests."""
+    for i in range(cnt[C_BATCH]):
+        r = batch[i]
+        chunk = ints[r, I_CHUNK]
+        ints[r, I_CHUNK] = 0
+        ints[r, I_KV_TOKENS] += chunk
+        ints[r, I_PENDING] -= chunk
+        if ints[r, I_PENDING] > 0:
+            continue
+        if ints[r, I_GENERATED] == 0:
+            if t_end > fl[r, F_DEADLINE]:
+                _leave_nb(ints, fl, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+                continue
+            fl[r, F_FIRST_TOKEN] = t_end
+        ints[r, I_GENERATED] += 1
+        if ints[r, I_GENERATED] == ints[r, I_OUTPUT]:
+            _leave_nb(ints, fl, cnt, r, COMPLETED, t_end)
+        else:
+            ints[r, I_PENDING] = 1
+    cnt[C_RUNNING] = _keep_state_nb(ints, running, cnt[C_RUNNING], RUNNING)
+    cnt[C_BATCH] = 0
+
+
+@njit(cache=True)
+def _record_nb(srv, ints, waiting, batch, cnt, series, row, t, dt, prefill, decode, preemptions):
+    series[row, T_START_S] = t
+    series[row, T_STEP_S] = dt
+    series[row, T_BATCH] = cnt[C_BATCH]
+    series[row, T_PREFILL_TOKENS] = prefill
+    series[row, T_DECODE_TOKENS] = decode
+    series[row, T_KV_USED_TOKENS] = cnt[C_USED_BLOCKS] * srv[SV_BLOCK_SIZE_TOKENS]
+    series[row, T_WAITING] = cnt[C_WAITING]
+    series[row, T_RUNNING] = cnt[C_RUNNING]
+    series[row, T_PREEMPTIONS] = preemptions
+    base = N_SERIES_FIXED
+    for k in range(2 * srv[SV_N_CLASSES]):
+        series[row, base + k] = 0.0
+    for i in range(cnt[C_BATCH]):
+        series[row, base + ints[batch[i], I_CLASS]] += 1.0
+    for i in range(cnt[C_WAITING]):
+        series[row, base + srv[SV_N_CLASSES] + ints[waiting[i], I_CLASS]] += 1.0
+
+
+@njit(cache=True)
+def _halve_series_nb(series):
+    """Keep every other row (the time series doubles its stride when full)."""
+    half = series.shape[0] // 2
+    for k in range(half):
+        series[k, :] = series[2 * k, :]
+    return half
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+@njit(cache=True)
+def run_nb(srv, step, policy, classes, ints, fl, series, stats):
+    """Simulate until drained or a limit; fills ``ints``/``fl``, ``series`` (decimated) and ``stats``."""
+    n = ints.shape[0]
+    waiting = np.empty(n, np.int64)
+    running = np.empty(srv[SV_MAX_BATCH_SIZE], np.int64)
+    batch = np.empty(srv[SV_MAX_BATCH_SIZE], np.int64)
+    cnt = np.zeros(N_COUNTERS, np.int64)
+    t = 0.0
+    iterations = 0
+    busy_s = 0.0
+    batch_sum = 0.0
+    kv_block_s = 0.0
+    kv_peak = 0
+    rows = 0
+    stride = 1
+    stop = DRAINED
+    while True:
+        _admit_arrivals_nb(ints, fl, waiting, cnt, t)
+        cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, waiting, cnt[C_WAITING], cnt, t)
+        cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, running, cnt[C_RUNNING], cnt, t)
+        if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
+            if cnt[C_NEXT_ARRIVAL] == n:
+                break
+            t = fl[cnt[C_NEXT_ARRIVAL], F_ARRIVAL]
+            continue
+        if cnt[C_WAITING] > srv[SV_MAX_WAITING_REQUESTS]:
+            stop = QUEUE_BOUND
+            break
+        if t > srv[SV_HORIZON_S]:
+            stop = HORIZON
+            break
+        t_release = _gate_release_s_nb(srv, fl, waiting, running, cnt, t)
+        if t_release > t:
+            t_next = _next_event_s_nb(ints, fl, waiting, cnt, t_release)
+            kv_block_s += cnt[C_USED_BLOCKS] * (t_next - t)
+            t = t_next
+            continue
+
+        preemptions_before = cnt[C_PREEMPTIONS]
+        _order_running_nb(policy, classes, ints, fl, running, cnt, t)
+        budget, memory_preempted = _schedule_running_nb(srv, ints, waiting, running, batch, cnt,
+                                                        srv[SV_MAX_BATCHED_TOKENS])
+        if not memory_preempted and (cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]):
+            _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, t, budget)
+        if cnt[C_BATCH] == 0:
+            raise RuntimeError("internal error: requests are ready but none could be scheduled")
+
+        dt, prefill, decode = _step_s_nb(step, ints, batch, cnt)
+        if iterations % stride == 0:
+            if rows == series.shape[0]:
+                rows = _halve_series_nb(series)
+                stride *= 2
+            if iterations % stride == 0:
+                _record_nb(srv, ints, waiting, batch, cnt, series, rows, t, dt, prefill, decode,
+                           cnt[C_PREEMPTIONS] - preemptions_before)
+                rows += 1
+        iterations += 1
+        busy_s += dt
+        batch_sum += cnt[C_BATCH]
+        kv_block_s += cnt[C_USED_BLOCKS] * dt
+        kv_peak = max(kv_peak, cnt[C_USED_BLOCKS])
+        t += dt
+        _advance_nb(ints, fl, running, batch, cnt, t)
+
+    stats[S_SIM_END_S] = t
+    stats[S_ITERATIONS] = iterations
+    stats[S_BUSY_S] = busy_s
+    stats[S_BATCH_SUM] = batch_sum
+    stats[S_KV_BLOCK_SECONDS] = kv_block_s
+    stats[S_KV_PEAK_BLOCKS] = kv_peak
+    stats[S_PREEMPTIONS] = cnt[C_PREEMPTIONS]
+    stats[S_STOP_REASON] = stop
+    stats[S_SERIES_ROWS] = rows
+    stats[S_SERIES_STRIDE] = stride

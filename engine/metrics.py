@@ -1,0 +1,98 @@
+"""Per-request records and summary metrics of one run.
+
+Definitions (all times from the request's arrival):
+- queue delay = first time scheduled; TTFT = first output token; end-to-end = last output token;
+- TPOT = (end-to-end - TTFT) / (output tokens - 1), for requests with more than one output token;
+- latency statistics (mean, p50, p90, p99; linear-interpolated percentiles) use completed requests;
+- SLA attainment = completed requests that met every SLA target their class sets, divided by
+  completed + timed-out requests (unfinished ones are not judged);
+- output tokens per second = output tokens emitted during the run / simulated time;
+- arrived = completed + timed_out + unfinished (requests still waiting or running at the end).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .config import Scenario
+from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
+                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_STATE, NOT_ARRIVED, RUNNING, TIMED_OUT, WAITING)
+
+STATE_NAMES = {NOT_ARRIVED: "not_arrived", WAITING: "waiting", RUNNING: "running",
+               COMPLETED: "completed", TIMED_OUT: "timed_out"}
+LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
+
+
+def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) -> pd.DataFrame:
+    """One row per request: inputs, outcome, timestamps and latencies (ms), from the final state arrays."""
+    names = np.array([c.name for c in scenario.workload.classes], dtype=object)
+    arrival_s, first_token_s, finish_s = floats[:, F_ARRIVAL], floats[:, F_FIRST_TOKEN], floats[:, F_FINISH]
+    first_scheduled_s = floats[:, F_FIRST_SCHEDULED]
+    output = ints[:, I_OUTPUT]
+    completed = ints[:, I_STATE] == COMPLETED
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot_ms = np.where(output > 1, (finish_s - first_token_s) / (output - 1) * 1e3, np.nan)
+    frame = pd.DataFrame({
+        "request_id": np.arange(len(ints)),
+        "class": names[ints[:, I_CLASS]],
+        "arrival_s": arrival_s,
+        "prompt_tokens": ints[:, I_PROMPT],
+        "output_tokens": output,
+        "state": pd.Categorical.from_codes(ints[:, I_STATE], list(STATE_NAMES.values())),
+        "generated_tokens": ints[:, I_GENERATED],
+        "preemptions": ints[:, I_PREEMPTIONS],
+        "first_scheduled_s": first_scheduled_s,
+        "first_token_s": first_token_s,
+        "finish_s": finish_s,
+        "queue_ms": (first_scheduled_s - arrival_s) * 1e3,
+        "ttft_ms": (first_token_s - arrival_s) * 1e3,
+        "e2e_ms": np.where(completed, (finish_s - arrival_s) * 1e3, np.nan),
+        "tpot_ms": np.where(completed, tpot_ms, np.nan),
+    })
+    frame["sla_met"] = _sla_met(scenario, frame)
+    return frame
+
+
+def _sla_met(scenario: Scenario, frame: pd.DataFrame) -> np.ndarray:
+    ttft_target = frame["class"].map({c.name: c.sla_ttft_ms or math.inf for c in scenario.workload.classes})
+    e2e_target = frame["class"].map({c.name: c.sla_e2e_ms or math.inf for c in scenario.workload.classes})
+    met = (frame["state"] == "completed") & (frame["ttft_ms"] <= ttft_target) & (frame["e2e_ms"] <= e2e_target)
+    return met.to_numpy(dtype=bool)
+
+
+def _stats(values: np.ndarray) -> dict:
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return {"mean": None, "p50": None, "p90": None, "p99": None}
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {"mean": float(values.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
+    """The metric block M of the JSON report for the requests in ``frame``."""
+    state = frame["state"]
+    arrived = int((state != "not_arrived").sum())
+    completed = int((state == "completed").sum())
+    timed_out = int((state == "timed_out").sum())
+    done = frame[state == "completed"]
+    judged = completed + timed_out
+    block = {
+        "arrived": arrived,
+        "completed": completed,
+        "timed_out": timed_out,
+        "unfinished": arrived - completed - timed_out,
+        **{col: _stats(done[col].to_numpy(dtype=np.float64)) for col in LATENCY_COLUMNS},
+        "sla_attainment": float(frame["sla_met"].sum() / judged) if judged else None,
+        "output_tokens_per_s": float(frame["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
+    }
+    return block
+
+
+def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tuple[dict, dict]:
+    """Per-class and overall metric blocks."""
+    classes = {c.name: group_metrics(frame[frame["class"] == c.name], sim_time_s)
+               for c in scenario.workload.classes}
+    return classes, group_metrics(frame, sim_time_s)

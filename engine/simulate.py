@@ -1,0 +1,163 @@
+"""``simulate(scenario) -> Result``: draw the workload, check it can be served, run the compiled loop.
+
+This module is the only bridge between typed configuration and the arrays of
+the compiled loop; it also checks impossible set-ups before running (a request
+longer than the whole KV cache would never be served) and estimates the
+offered load so that overloaded runs are reported as such.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import kernel
+from .config import Scenario
+from .errors import ScenarioError
+from .hardware import kv_capacity_tokens, roofline_profile
+from .layout import pack_requests
+from .metrics import request_records, summarize
+from .policies import policy_inputs
+from .workload import RequestArrays, build_requests
+
+UNLIMITED_BLOCKS = 2 ** 62
+SERIES_MAX_ROWS = 65536  # time-series rows kept; longer runs keep every 2^k-th iteration
+STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon"}
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one run produced: the JSON-ready summary and two DataFrames for plots."""
+
+    scenario: Scenario
+    summary: dict
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+
+
+def _step_params(scenario: Scenario) -> tuple[tuple, int]:
+    """Step-time coefficients and the KV capacity in tokens (0 = unlimited)."""
+    server = scenario.server
+    if server.step_model == "fixed":
+        step = kernel.step_params(kernel.FIXED, step_time_s=server.step_time_ms / 1000.0)
+        return step, server.kv_capacity_tokens
+    profile = roofline_profile(server)
+    step = kernel.step_params(kernel.ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
+                              attention_flops_per_context_token=profile.attention_flops_per_context_token,
+                              weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,
+                              flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
+                              overhead_s=profile.iteration_overhead_s)
+    return step, kv_capacity_tokens(server, profile)
+
+
+def _check_fits(scenario: Scenario, requests: RequestArrays, capacity_tokens: int) -> None:
+    """Every request must fit alone, or the loop could never serve it."""
+    server = scenario.server
+    seq_tokens = requests.prompt_tokens + requests.output_tokens
+    if server.max_seq_len > 0 and len(seq_tokens) and seq_tokens.max() > server.max_seq_len:
+        r = int(np.argmax(seq_tokens))
+        raise ScenarioError(f"server.max_seq_len = {server.max_seq_len} is below request {r}'s prompt + output = "
+                            f"{seq_tokens[r]} tokens; raise max_seq_len or cap the token distributions' max")
+    if capacity_tokens == 0:
+        return
+    bs = server.block_size_tokens
+    capacity_blocks = capacity_tokens // bs
+    if server.kv_allocation == "static":
+        need_blocks = math.ceil(server.max_seq_len / bs)
+        if need_blocks > capacity_blocks:
+            raise ScenarioError(f"server.max_seq_len = {server.max_seq_len} reserves {need_blocks * bs} KV tokens per "
+                                f"request but the cache holds {capacity_blocks * bs}; lower max_seq_len or use paged")
+        return
+    peak_blocks = -(-(seq_tokens - 1) // bs)
+    if len(peak_blocks) and peak_blocks.max() > capacity_blocks:
+        r = int(np.argmax(peak_blocks))
+        raise ScenarioError(
+            f"request {r} needs {peak_blocks[r] * bs} KV tokens (prompt {requests.prompt_tokens[r]} + output "
+            f"{requests.output_tokens[r]}) but the KV cache holds {capacity_blocks * bs} "
+            f"(server.kv_capacity_tokens or GPU memory); enlarge the cache or cap prompt/output max")
+
+
+def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capacity_tokens: int) -> float:
+    """Estimated utilisation: arrival rate x iterations per request x full-batch step time / concurrent slots.
+
+    Exact for the fixed model with max_batch_size = 1 (rho = lambda E[S] of M/G/1); an estimate
+    otherwise (slots = min(max_batch_size, KV cache / mean KV per request); roofline step time of a
+    full batch of decodes at the mean context length).
+    """
+    n = len(requests)
+    span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
+    if span_s <= 0:
+        return 0.0
+    server = scenario.server
+    rate_per_s = (n - 1) / span_s
+    prefill_iterations = np.ceil(requests.prompt_tokens / server.max_batched_tokens)
+    iterations = float(np.mean(prefill_iterations + requests.output_tokens - 1))
+    mean_kv_tokens = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2.0))
+    slots = float(server.max_batch_size)
+    if capacity_tokens > 0:
+        slots = max(1.0, min(slots, capacity_tokens / mean_kv_tokens))
+    full_step_s = kernel.step_time_s_nb(step, slots, slots * mean_kv_tokens, slots * mean_kv_tokens)
+    return rate_per_s * iterations * full_step_s / slots
+
+
+def _deadlines_s(scenario: Scenario, requests: RequestArrays) -> np.ndarray:
+    timeout_s = np.array([c.timeout_ms / 1000.0 if c.timeout_ms else np.inf for c in scenario.workload.classes])
+    return requests.arrival_s + timeout_s[requests.class_id]
+
+
+def simulate(scenario: Scenario) -> Result:
+    """Run one scenario; same scenario and seed give the same result, bit for bit."""
+    started = time.perf_counter()
+    requests = build_requests(scenario)
+    if len(requests) == 0:
+        raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
+    step, capacity_tokens = _step_params(scenario)
+    _check_fits(scenario, requests, capacity_tokens)
+    server, n_classes = scenario.server, len(scenario.workload.classes)
+    bs = server.block_size_tokens
+    srv = kernel.server_params(
+        server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0,
+        capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
+        math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
+        scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes)
+    ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
+                                 requests.class_id, _deadlines_s(scenario, requests))
+    columns = list(kernel.SERIES_FIXED_COLUMNS) + [f"batch_{c.name}" for c in scenario.workload.classes] \
+        + [f"waiting_{c.name}" for c in scenario.workload.classes]
+    series = np.zeros((SERIES_MAX_ROWS, len(columns)))
+    stats = np.zeros(kernel.N_STATS)
+    policy, class_params = policy_inputs(scenario)
+    kernel.run_nb(srv, step, policy, class_params, ints, floats, series, stats)
+
+    sim_time_s = float(stats[kernel.S_SIM_END_S])
+    frame = request_records(scenario, ints, floats)
+    classes, overall = summarize(scenario, frame, sim_time_s)
+    load = offered_load(scenario, requests, step, capacity_tokens)
+    stop_reason = STOP_REASONS[int(stats[kernel.S_STOP_REASON])]
+    capacity_known = capacity_tokens > 0
+    iterations = int(stats[kernel.S_ITERATIONS])
+    system = {
+        "sim_time_s": sim_time_s,
+        "iterations": iterations,
+        "mean_batch_size": float(stats[kernel.S_BATCH_SUM] / iterations) if iterations else 0.0,
+        "gpu_busy_frac": float(stats[kernel.S_BUSY_S] / sim_time_s) if sim_time_s > 0 else 0.0,
+        "kv_mean_frac": float(stats[kernel.S_KV_BLOCK_SECONDS] / sim_time_s / (capacity_tokens // bs))
+        if capacity_known and sim_time_s > 0 else None,
+        "kv_peak_frac": float(stats[kernel.S_KV_PEAK_BLOCKS] / (capacity_tokens // bs)) if capacity_known else None,
+        "preemptions": int(stats[kernel.S_PREEMPTIONS]),
+        "kv_capacity_tokens": int(capacity_tokens // bs * bs) if capacity_known else None,
+        "offered_load": load,
+        "stop_reason": stop_reason,
+        "unstable": bool(stop_reason != "drained" or load >= 1.0),
+        "timeseries_stride": int(stats[kernel.S_SERIES_STRIDE]),
+    }
+    wall_s = time.perf_counter() - started
+    summary = {"classes": classes, "overall": overall, "system": system,
+               "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
+                       "scenario": scenario.name}}
+    timeseries = pd.DataFrame(series[: int(stats[kernel.S_SERIES_ROWS])], columns=columns)
+    return Result(scenario, summary, frame, timeseries)

@@ -1,0 +1,104 @@
+"""Turn a scenario's workload into arrays of requests, before the compiled loop runs.
+
+Every random draw of a run happens here, from one ``numpy.random.Generator``
+seeded with ``scenario.seed``, in a fixed order (gaps, classes, then lengths
+class by class), so the same scenario and seed give the same requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import Scenario, Workload
+from .distributions import sample_gaps_s, sample_tokens
+from .errors import TraceError
+from .traces import read_trace
+
+_GAP_CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class RequestArrays:
+    """The requests of one run, sorted by arrival time (struct of arrays)."""
+
+    arrival_s: np.ndarray      # float64, seconds from the start of the run
+    prompt_tokens: np.ndarray  # int64, >= 1
+    output_tokens: np.ndarray  # int64, >= 1
+    class_id: np.ndarray       # int64, index into scenario.workload.classes
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def _synthetic_arrivals_s(workload: Workload, rng: np.random.Generator) -> np.ndarray:
+    if workload.num_requests is not None:
+        arrivals = np.cumsum(sample_gaps_s(workload.arrival, workload.num_requests, rng))
+    else:
+        chunks, last_s = [], 0.0
+        while last_s <= workload.duration_s:
+            chunk = last_s + np.cumsum(sample_gaps_s(workload.arrival, _GAP_CHUNK, rng))
+            chunks.append(chunk)
+            last_s = chunk[-1]
+        arrivals = np.concatenate(chunks)
+    if workload.duration_s is not None:
+        arrivals = arrivals[arrivals <= workload.duration_s]
+    return arrivals
+
+
+def _assign_classes(n: int, workload: Workload, rng: np.random.Generator) -> np.ndarray:
+    shares = np.array([c.share for c in workload.classes])
+    return rng.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
+
+
+def _synthetic(workload: Workload, rng: np.random.Generator) -> RequestArrays:
+    arrival_s = _synthetic_arrivals_s(workload, rng)
+    class_id = _assign_classes(len(arrival_s), workload, rng)
+    prompt = np.empty(len(arrival_s), dtype=np.int64)
+    output = np.empty(len(arrival_s), dtype=np.int64)
+    for k, cls in enumerate(workload.classes):
+        members = class_id == k
+        prompt[members] = sample_tokens(cls.prompt_tokens, int(members.sum()), rng)
+        output[members] = sample_tokens(cls.output_tokens, int(members.sum()), rng)
+    return RequestArrays(arrival_s, prompt, output, class_id)
+
+
+def _replayed(workload: Workload, base_dir: str, rng: np.random.Generator) -> RequestArrays:
+    trace = workload.trace
+    path = Path(trace.path)
+    if not path.is_absolute():
+        path = Path(base_dir) / path
+    rows = read_trace(path, trace.format)
+    arrival_s = rows.arrival_s / trace.rate_scale
+    if trace.jitter_ms > 0:
+        arrival_s = arrival_s + rng.uniform(0.0, trace.jitter_ms / 1000.0, size=len(arrival_s))
+    order = np.argsort(arrival_s, kind="stable")
+    arrival_s = arrival_s[order] - arrival_s[order].min()
+    keep = np.ones(len(arrival_s), dtype=bool)
+    if workload.duration_s is not None:
+        keep &= arrival_s <= workload.duration_s
+    if workload.num_requests is not None:
+        keep &= np.arange(len(arrival_s)) < workload.num_requests
+    order = order[keep]
+    class_id = _assign_classes(len(order), workload, rng)
+    if rows.class_names is not None:
+        names = {c.name: k for k, c in enumerate(workload.classes)}
+        for pos, name in enumerate(rows.class_names[order]):
+            if name is None:
+                continue
+            if name not in names:
+                raise TraceError(f"{path}: class {name!r} (request {pos + 1} in arrival order) is not a class "
+                                 f"of the scenario; known classes: {', '.join(names)}")
+            class_id[pos] = names[name]
+    return RequestArrays(arrival_s[keep], rows.prompt_tokens[order], rows.output_tokens[order], class_id)
+
+
+def build_requests(scenario: Scenario) -> RequestArrays:
+    """Draw (or replay) the requests of ``scenario`` with its seed."""
+    rng = np.random.default_rng(scenario.seed)
+    workload = scenario.workload
+    if workload.trace is not None:
+        return _replayed(workload, scenario.base_dir, rng)
+    return _synthetic(workload, rng)
