@@ -34,11 +34,10 @@ from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDUL
                      I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_KV_TOKENS, I_OUTPUT, I_PENDING, I_PREEMPTIONS,
                      I_PROMPT, I_STATE, RUNNING, TIMED_OUT, WAITING)
 from .policies import P_PREEMPTIVE, policy_key_nb
+from .steptime import step_time_s_nb
 
 # Why a run stopped.
 DRAINED, QUEUE_BOUND, HORIZON = 0, 1, 2
-# Step-time models.
-FIXED, ROOFLINE = 0, 1
 
 # Counter array indices.
 C_NEXT_ARRIVAL, C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS = range(6)
@@ -56,28 +55,16 @@ SERIES_FIXED_COLUMNS = ("time_s", "step_s", "batch_size", "prefill_tokens", "dec
                         "kv_used_tokens", "waiting", "running", "preemptions")
 N_SERIES_FIXED = 9
 
-# Parameter tuples (plain tuples indexed by these constants: Numba's on-disk cache stays valid
-# across code changes only for built-in types).
+# The server tuple of ``run_nb`` (a plain tuple indexed by these constants: Numba's on-disk
+# cache stays valid across code changes only for built-in types).
 (SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES) = range(10)
-(ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
- ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S) = range(9)
-
-
 def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds)."""
     i = np.int64
     return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes))
-
-
-def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
-                weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0):
-    """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
-    return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
-            float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
-            float(flops_per_s), float(bytes_per_s), float(overhead_s))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -318,22 +305,6 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
         _schedule_nb(ints, batch, cnt, best, chunk, need)
         budget -= chunk
     cnt[C_WAITING] = _keep_state_nb(ints, waiting, cnt[C_WAITING], WAITING)
-
-
-@njit(cache=True)
-def step_time_s_nb(step, tokens, context_pairs, context_reads):
-    """Iteration time: fixed, or roofline max(compute, memory) + overhead.
-
-    compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
-    memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
-    where context_pairs = sum over batched tokens of the positions each attends to, and
-    context_reads = KV tokens already cached for the batched sequences (read once each).
-    """
-    if step[ST_MODEL] == FIXED:
-        return step[ST_STEP_TIME_S]
-    flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
-    bytes_moved = step[ST_WEIGHT_BYTES] + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
-    return max(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S]) + step[ST_OVERHEAD_S]
 
 
 @njit(cache=True, inline="always")

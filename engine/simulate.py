@@ -22,6 +22,7 @@ from .hardware import kv_capacity_tokens, roofline_profile
 from .layout import pack_requests
 from .metrics import request_records, summarize
 from .policies import policy_inputs
+from .steptime import FIXED, ROOFLINE, request_work_s_nb, step_params
 from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
@@ -43,10 +44,10 @@ def _step_params(scenario: Scenario) -> tuple[tuple, int]:
     """Step-time coefficients and the KV capacity in tokens (0 = unlimited)."""
     server = scenario.server
     if server.step_model == "fixed":
-        step = kernel.step_params(kernel.FIXED, step_time_s=server.step_time_ms / 1000.0)
+        step = step_params(FIXED, step_time_s=server.step_time_ms / 1000.0)
         return step, server.kv_capacity_tokens
     profile = roofline_profile(server)
-    step = kernel.step_params(kernel.ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
+    step = step_params(ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
                               attention_flops_per_context_token=profile.attention_flops_per_context_token,
                               weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,
                               flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
@@ -82,26 +83,23 @@ def _check_fits(scenario: Scenario, requests: RequestArrays, capacity_tokens: in
 
 
 def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capacity_tokens: int) -> float:
-    """Estimated utilisation: arrival rate x iterations per request x full-batch step time / concurrent slots.
+    """Estimated utilisation rho = arrival rate x GPU seconds per request (``steptime.request_work_s_nb``).
 
     Exact for the fixed model with max_batch_size = 1 (rho = lambda E[S] of M/G/1); an estimate
-    otherwise (slots = min(max_batch_size, KV cache / mean KV per request); roofline step time of a
-    full batch of decodes at the mean context length).
+    otherwise, with slots = min(max_batch_size, KV cache / mean KV per request).
     """
     n = len(requests)
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
     if span_s <= 0:
         return 0.0
     server = scenario.server
-    rate_per_s = (n - 1) / span_s
-    prefill_iterations = np.ceil(requests.prompt_tokens / server.max_batched_tokens)
-    iterations = float(np.mean(prefill_iterations + requests.output_tokens - 1))
-    mean_kv_tokens = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2.0))
+    mean_context_tokens = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2.0))
     slots = float(server.max_batch_size)
     if capacity_tokens > 0:
-        slots = max(1.0, min(slots, capacity_tokens / mean_kv_tokens))
-    full_step_s = kernel.step_time_s_nb(step, slots, slots * mean_kv_tokens, slots * mean_kv_tokens)
-    return rate_per_s * iterations * full_step_s / slots
+        slots = max(1.0, min(slots, capacity_tokens / mean_context_tokens))
+    work_s = request_work_s_nb(step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
+                               slots, mean_context_tokens)
+    return (n - 1) / span_s * work_s
 
 
 def _deadlines_s(scenario: Scenario, requests: RequestArrays) -> np.ndarray:

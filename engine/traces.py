@@ -54,7 +54,8 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: not a readable CSV file ({exc})") from None
+        detail = str(exc).strip().splitlines()[0]
+        raise TraceError(f"{path}: not a readable CSV file ({detail})") from None
     except pd.errors.EmptyDataError:
         raise TraceError(f"{path}: the file is empty; expected a header {','.join(columns)}") from None
     missing = [c for c in columns if c not in frame.columns]
@@ -118,6 +119,19 @@ def _read_mooncake(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, None
         raise TraceError(f"{path}: the trace has no requests")
     table = np.array(rows, dtype=np.float64)
     return table[:, 0] / 1000.0, table[:, 1].astype(np.int64), table[:, 2].astype(np.int64), None
+
+
+def guess_trace_format(path: str | Path) -> str:
+    """``mooncake`` for ``.jsonl``, ``azure`` for a CSV whose header starts with TIMESTAMP, else ``csv``."""
+    path = Path(path)
+    if path.suffix.lower() in (".jsonl", ".json"):
+        return "mooncake"
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            header = fh.readline()
+    except OSError:
+        return "csv"  # read_trace reports the missing file
+    return "azure" if header.strip().upper().startswith("TIMESTAMP") else "csv"
 
 
 _READERS = {"csv": _read_own_csv, "azure": _read_azure, "mooncake": _read_mooncake}

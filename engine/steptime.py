@@ -1,0 +1,63 @@
+"""Iteration time of the two step models, and the offered-load estimate built on it.
+
+``fixed``: every iteration lasts ``step_time_s``. ``roofline``: an iteration is
+bounded by compute or by memory traffic, whichever is slower, plus a fixed
+overhead (coefficients from ``hardware.roofline_profile``)::
+
+    compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
+    memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
+    step_s    = max(compute_s, memory_s) + overhead_s
+
+where ``tokens`` = prefill tokens + decodes in the batch, ``context_pairs`` = sum
+over batched tokens of the positions each attends to (a chunk of c tokens on top
+of k cached ones attends to c*k + c(c+1)/2), ``context_reads`` = KV tokens
+already cached for the batched sequences (each read once).
+"""
+
+import numpy as np
+from numba import njit
+
+FIXED, ROOFLINE = 0, 1
+
+# The step tuple (a plain tuple indexed by these constants).
+(ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
+ ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S) = range(9)
+
+
+def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
+                weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0):
+    """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
+    return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
+            float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
+            float(flops_per_s), float(bytes_per_s), float(overhead_s))
+
+
+@njit(cache=True)
+def step_time_s_nb(step, tokens, context_pairs, context_reads):
+    """Seconds one iteration takes (formula in the module docstring)."""
+    if step[ST_MODEL] == FIXED:
+        return step[ST_STEP_TIME_S]
+    flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
+    bytes_moved = step[ST_WEIGHT_BYTES] + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
+    return max(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S]) + step[ST_OVERHEAD_S]
+
+
+@njit(cache=True)
+def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, slots, mean_context_tokens):
+    """Estimated GPU seconds per request when ``slots`` requests share each iteration (for the offered load).
+
+    fixed: (prefill iterations + output - 1) x step / slots, exact for max_batch_size = 1.
+    roofline: prefill compute time (FLOPs / FLOP/s) + (output - 1) x full-batch decode step / slots,
+    the decode step taken at ``mean_context_tokens`` per sequence.
+    """
+    total = 0.0
+    decode_step_s = step_time_s_nb(step, slots, slots * mean_context_tokens, slots * mean_context_tokens)
+    for r in range(len(prompt_tokens)):
+        p = prompt_tokens[r]
+        if step[ST_MODEL] == FIXED:
+            iterations = (p + max_batched_tokens - 1) // max_batched_tokens + output_tokens[r] - 1
+            total += iterations * step[ST_STEP_TIME_S] / slots
+        else:
+            flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * p * (p + 1) / 2.0
+            total += flops / step[ST_FLOPS_PER_S] + (output_tokens[r] - 1) * decode_step_s / slots
+    return total / max(len(prompt_tokens), 1)

@@ -1,0 +1,53 @@
+"""The simulator against queueing theory on the fixed step model (see engine/theory.py)."""
+
+import numpy as np
+import pytest
+
+import engine
+from conftest import synthetic
+from engine.theory import cobham_waits_s, pollaczek_khinchine_wait_s, theory_checks
+
+# 4 standard errors of the batch-means estimate: a correct simulator fails with probability
+# about 6e-5 per check, while a systematic error of a few percent (one extra iteration per
+# request, a wrong queue order) moves the estimate by many standard errors.
+Z_TOLERANCE = 4.0
+
+
+def test_formulas_reduce_to_known_cases():
+    # Exponential service, mean 0.5 s, lambda 1/s: M/M/1 wait rho / (mu - lambda) = 0.5 s.
+    assert pollaczek_khinchine_wait_s(1.0, 0.5, 2 * 0.5 ** 2) == pytest.approx(0.5)
+    # One priority class is plain FIFO.
+    assert cobham_waits_s([1.0], [0], [(0.5, 0.5)]) == pytest.approx([0.5])
+    with pytest.raises(ValueError):
+        pollaczek_khinchine_wait_s(3.0, 0.5, 0.5)
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return theory_checks()
+
+
+def test_all_setups_were_checked(checks):
+    names = {(c.name, c.cls) for c in checks}
+    assert names == {("M/G/1 FIFO, constant output", "all"), ("M/G/1 FIFO, geometric output", "all"),
+                     ("M/G/1 non-preemptive priority", "urgent"), ("M/G/1 non-preemptive priority", "batch")}
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_mean_queue_delay_matches_the_formula(checks, index):
+    check = sorted(checks, key=lambda c: (c.name, c.cls))[index]
+    assert abs(check.simulated_ms - check.theory_ms) <= Z_TOLERANCE * check.std_error_ms, check
+
+
+def test_unlimited_batch_has_no_queueing():
+    """Every request starts at the first iteration boundary after it arrives and is never slowed down."""
+    classes = [{"name": "all", "share": 1.0, "prompt_tokens": {"dist": "uniform", "low": 1, "high": 64},
+                "output_tokens": {"dist": "geometric", "mean": 20}}]
+    scenario = synthetic(classes, rate_per_s=200.0, num_requests=5000,
+                         server={"max_batch_size": 100000, "max_batched_tokens": 10_000_000})
+    frame = engine.simulate(scenario).requests
+    assert (frame["state"] == "completed").all()
+    assert frame["queue_ms"].max() < 10.0
+    service_ms = frame["e2e_ms"] - frame["queue_ms"]
+    np.testing.assert_allclose(service_ms, frame["output_tokens"] * 10.0, atol=1e-6)
+    assert frame["queue_ms"].max() > 5.0  # arrivals mid-iteration do wait for the boundary
