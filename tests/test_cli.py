@@ -1,0 +1,73 @@
+"""The command line: table, JSON shape, CSV export, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, SCENARIOS
+
+METRIC_KEYS = {"arrived", "completed", "timed_out", "unfinished", "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms",
+               "sla_attainment", "output_tokens_per_s"}
+SYSTEM_KEYS = {"sim_time_s", "iterations", "mean_batch_size", "gpu_busy_frac", "kv_mean_frac", "kv_peak_frac",
+               "preemptions"}
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_json_has_the_documented_shape(tmp_path):
+    csv_path = tmp_path / "requests.csv"
+    done = cli("run", str(SCENARIOS / "example.toml"), "--set", "workload.num_requests=500", "--seed", "3",
+               "--json", "-", "--requests-csv", str(csv_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report) >= {"classes", "overall", "system", "run"}
+    assert set(report["classes"]) == {"interactive", "offline"}
+    for block in [report["overall"], *report["classes"].values()]:
+        assert set(block) >= METRIC_KEYS
+        assert set(block["ttft_ms"]) == {"mean", "p50", "p90", "p99"}
+    assert set(report["system"]) >= SYSTEM_KEYS
+    assert set(report["run"]) >= {"wall_s", "requests", "seed"} and report["run"]["seed"] == 3
+    requests = pd.read_csv(csv_path)
+    assert len(requests) == 500 and {"class", "state", "ttft_ms", "e2e_ms"} <= set(requests.columns)
+
+
+def test_table_is_printed_by_default():
+    done = cli("run", str(SCENARIOS / "example.toml"), "--set", "workload.num_requests=200")
+    assert done.returncode == 0
+    assert "interactive" in done.stdout and "overall" in done.stdout and "offered load" in done.stdout
+
+
+def test_trace_option_replays_a_file(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,20,5\n")
+    done = cli("run", str(SCENARIOS / "example.toml"), "--trace", str(trace), "--json", "-")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["overall"]["completed"] == 2
+
+
+@pytest.mark.parametrize("args, words", [
+    (("run", "missing.toml"), "does not exist"),
+    (("run", str(SCENARIOS / "example.toml"), "--set", "policy.name=lottery"), "policy.name"),
+    (("run", str(SCENARIOS / "example.toml"), "--set", "server.kv_capacity_tokens=100"), "KV cache holds"),
+    (("run", str(SCENARIOS / "example.toml"), "--trace", "nowhere.csv"), "does not exist"),
+    (("run", str(SCENARIOS / "example.toml"), "--no-such-flag"), "unrecognized arguments"),
+    (("run", str(SCENARIOS / "example.toml"), "--json", "/nonexistent-dir/out.json",
+      "--set", "workload.num_requests=10"), "/nonexistent-dir/out.json"),
+])
+def test_invalid_input_gives_one_line_and_exit_code_2(args, words):
+    done = cli(*args)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_keys_prints_the_reference():
+    done = cli("keys")
+    assert done.returncode == 0 and "| `server.max_batch_size` | sequences | 256 |" in done.stdout

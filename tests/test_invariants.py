@@ -1,0 +1,107 @@
+"""Properties that hold for every valid scenario (Hypothesis): nothing lost, memory within capacity,
+batches within limits, time runs forward, same seed gives the same result."""
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engine
+
+MAX_PROMPT = 200
+MAX_OUTPUT = 50
+
+
+def token_dist(max_tokens: int):
+    return st.one_of(
+        st.builds(lambda v: {"dist": "constant", "value": v}, st.integers(1, max_tokens)),
+        st.integers(1, max_tokens).flatmap(lambda lo: st.integers(lo, max_tokens).map(
+            lambda hi: {"dist": "uniform", "low": lo, "high": hi})),
+        st.builds(lambda m: {"dist": "geometric", "mean": m, "max": max_tokens}, st.floats(1.0, max_tokens / 2)),
+        st.builds(lambda m, cv: {"dist": "lognormal", "mean": m, "cv": cv, "max": max_tokens},
+                  st.floats(1.0, max_tokens / 2), st.floats(0.0, 2.0)),
+    )
+
+
+@st.composite
+def scenarios(draw):
+    n_classes = draw(st.integers(1, 3))
+    weights = draw(st.lists(st.integers(1, 10), min_size=n_classes, max_size=n_classes))
+    classes = []
+    for k, w in enumerate(weights):
+        cls = {"name": f"c{k}", "share": w / sum(weights), "priority": draw(st.integers(0, 2)),
+               "prompt_tokens": draw(token_dist(MAX_PROMPT)), "output_tokens": draw(token_dist(MAX_OUTPUT))}
+        timeout = draw(st.one_of(st.none(), st.floats(5.0, 500.0)))
+        if timeout is not None:
+            cls["timeout_ms"] = timeout
+        classes.append(cls)
+    classes[-1]["share"] = 1.0 - sum(c["share"] for c in classes[:-1])
+    arrival = draw(st.one_of(
+        st.builds(lambda r: {"process": "poisson", "rate_per_s": r}, st.floats(1.0, 300.0)),
+        st.builds(lambda r, cv: {"process": "gamma", "rate_per_s": r, "cv": cv}, st.floats(1.0, 300.0),
+                  st.floats(0.3, 4.0))))
+    max_batch = draw(st.integers(1, 16))
+    block = draw(st.sampled_from([1, 4, 16, 32]))
+    static = draw(st.booleans())
+    server = {"step_model": "fixed", "step_time_ms": draw(st.floats(1.0, 50.0)), "max_batch_size": max_batch,
+              "max_batched_tokens": draw(st.integers(max_batch, 512)),
+              "min_batch_size": draw(st.integers(1, max_batch)), "wait_timeout_ms": draw(st.floats(0.0, 50.0)),
+              "block_size_tokens": block,
+              "kv_capacity_tokens": draw(st.sampled_from([0, 320, 600, 1000, 4096])),
+              "kv_allocation": "static" if static else "paged"}
+    if static:
+        server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
+        server["kv_capacity_tokens"] = draw(st.sampled_from([0, 600, 1000, 4096]))
+    return {"seed": draw(st.integers(0, 2 ** 31)), "workload": {
+        "num_requests": draw(st.integers(1, 150)), "arrival": arrival, "classes": classes},
+        "server": server,
+        "policy": {"name": draw(st.sampled_from(["fifo", "priority"])), "preemptive": draw(st.booleans())}}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_invariants_hold(data):
+    scenario = engine.load_scenario(data)
+    result = engine.simulate(scenario)
+    frame, series, summary = result.requests, result.timeseries, result.summary
+    server = scenario.server
+
+    # Nothing lost: every arrived request is completed, timed out or still in the system.
+    for block in [summary["overall"], *summary["classes"].values()]:
+        assert block["arrived"] == block["completed"] + block["timed_out"] + block["unfinished"]
+    assert summary["overall"]["arrived"] == len(frame)
+    assert summary["system"]["stop_reason"] == "drained" and summary["overall"]["unfinished"] == 0
+
+    # Tokens: a completed request got exactly its output, a timed-out one none.
+    done = frame[frame["state"] == "completed"]
+    assert (done["generated_tokens"] == done["output_tokens"]).all()
+    assert (frame.loc[frame["state"] == "timed_out", "generated_tokens"] == 0).all()
+
+    # Time runs forward for every request.
+    assert (done["first_scheduled_s"] >= done["arrival_s"]).all()
+    assert (done["first_token_s"] > done["first_scheduled_s"]).all()
+    assert (done["finish_s"] >= done["first_token_s"]).all()
+
+    # Limits hold in every iteration (small runs record every iteration).
+    assert summary["system"]["timeseries_stride"] == 1 and len(series) == summary["system"]["iterations"]
+    assert (series["batch_size"] <= server.max_batch_size).all()
+    assert (series["prefill_tokens"] + series["decode_tokens"] <= server.max_batched_tokens).all()
+    if server.kv_capacity_tokens:
+        assert (series["kv_used_tokens"] <= server.kv_capacity_tokens).all()
+        assert summary["system"]["kv_peak_frac"] <= 1.0
+
+    # Determinism: the same scenario and seed give the same result, bit for bit.
+    again = engine.simulate(engine.load_scenario(data))
+    pd.testing.assert_frame_equal(frame, again.requests, check_exact=True)
+    pd.testing.assert_frame_equal(series, again.timeseries, check_exact=True)
+    assert {k: v for k, v in summary.items() if k != "run"} == {k: v for k, v in again.summary.items() if k != "run"}
+
+
+def test_different_seeds_give_different_arrivals():
+    data = {"seed": 1, "workload": {"num_requests": 50, "arrival": {"process": "poisson", "rate_per_s": 5.0},
+                                    "classes": [{"name": "a", "share": 1.0,
+                                                 "prompt_tokens": {"dist": "constant", "value": 4},
+                                                 "output_tokens": {"dist": "constant", "value": 4}}]}}
+    first = engine.simulate(engine.load_scenario(data)).requests["arrival_s"].to_numpy()
+    second = engine.simulate(engine.load_scenario({**data, "seed": 2})).requests["arrival_s"].to_numpy()
+    assert not np.array_equal(first, second)
