@@ -382,10 +382,13 @@ def read_toml(path: str | Path) -> dict:
 
 
 def load_scenario(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | list[str] | None = None,
-                  ) -> Scenario:
-    """Load and validate a scenario from a TOML path or a dict, with optional dotted overrides."""
+                  base_dir: str | Path = ".") -> Scenario:
+    """Load and validate a scenario from a TOML path or a dict, with optional dotted overrides.
+
+    Relative trace paths are taken from the TOML file's folder, or from ``base_dir`` for a dict.
+    """
     if isinstance(source, Mapping):
-        data, base_dir = dict(source), "."
+        data, base_dir = dict(source), str(base_dir)
     else:
         data, base_dir = read_toml(source), str(Path(source).resolve().parent)
     if overrides:

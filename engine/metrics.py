@@ -28,7 +28,7 @@ LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
 
 def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) -> pd.DataFrame:
     """One row per request: inputs, outcome, timestamps and latencies (ms), from the final state arrays."""
-    names = np.array([c.name for c in scenario.workload.classes], dtype=object)
+    names = [c.name for c in scenario.workload.classes]
     arrival_s, first_token_s, finish_s = floats[:, F_ARRIVAL], floats[:, F_FIRST_TOKEN], floats[:, F_FINISH]
     first_scheduled_s = floats[:, F_FIRST_SCHEDULED]
     output = ints[:, I_OUTPUT]
@@ -37,7 +37,7 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
         tpot_ms = np.where(output > 1, (finish_s - first_token_s) / (output - 1) * 1e3, np.nan)
     frame = pd.DataFrame({
         "request_id": np.arange(len(ints)),
-        "class": names[ints[:, I_CLASS]],
+        "class": pd.Categorical.from_codes(ints[:, I_CLASS], names),
         "arrival_s": arrival_s,
         "prompt_tokens": ints[:, I_PROMPT],
         "output_tokens": output,
@@ -52,15 +52,12 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
         "e2e_ms": np.where(completed, (finish_s - arrival_s) * 1e3, np.nan),
         "tpot_ms": np.where(completed, tpot_ms, np.nan),
     })
-    frame["sla_met"] = _sla_met(scenario, frame)
+    ttft_target_ms = np.array([c.sla_ttft_ms or math.inf for c in scenario.workload.classes])[ints[:, I_CLASS]]
+    e2e_target_ms = np.array([c.sla_e2e_ms or math.inf for c in scenario.workload.classes])[ints[:, I_CLASS]]
+    with np.errstate(invalid="ignore"):
+        frame["sla_met"] = completed & (frame["ttft_ms"].to_numpy() <= ttft_target_ms) & \
+            (frame["e2e_ms"].to_numpy() <= e2e_target_ms)
     return frame
-
-
-def _sla_met(scenario: Scenario, frame: pd.DataFrame) -> np.ndarray:
-    ttft_target = frame["class"].map({c.name: c.sla_ttft_ms or math.inf for c in scenario.workload.classes})
-    e2e_target = frame["class"].map({c.name: c.sla_e2e_ms or math.inf for c in scenario.workload.classes})
-    met = (frame["state"] == "completed") & (frame["ttft_ms"] <= ttft_target) & (frame["e2e_ms"] <= e2e_target)
-    return met.to_numpy(dtype=bool)
 
 
 def _stats(values: np.ndarray) -> dict:
@@ -93,6 +90,6 @@ def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
 
 def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tuple[dict, dict]:
     """Per-class and overall metric blocks."""
-    classes = {c.name: group_metrics(frame[frame["class"] == c.name], sim_time_s)
-               for c in scenario.workload.classes}
+    codes = frame["class"].cat.codes.to_numpy()
+    classes = {c.name: group_metrics(frame[codes == k], sim_time_s) for k, c in enumerate(scenario.workload.classes)}
     return classes, group_metrics(frame, sim_time_s)
