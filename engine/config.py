@@ -11,6 +11,7 @@ error is a ``ScenarioError`` whose message starts with the dotted key.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import tomllib
@@ -327,8 +328,6 @@ def apply_overrides(data: dict, overrides: Mapping[str, Any] | list[str]) -> dic
     addressed by index or name (``workload.classes.0.share``, ``workload.classes.offline.share``).
     String values are parsed as TOML, bare words kept as strings.
     """
-    import copy
-
     data = copy.deepcopy(data)
     if isinstance(overrides, list):
         pairs = []
