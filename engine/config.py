@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+import tomli_w
+
 from .errors import ScenarioError
 
 _MISSING = dataclasses.MISSING
@@ -232,7 +234,7 @@ def _is_config(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
-def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+def unwrap_optional(tp: Any) -> tuple[Any, bool]:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
@@ -245,7 +247,7 @@ def _type_name(tp: Any) -> str:
 
 
 def _convert(value: Any, tp: Any, path: str) -> Any:
-    tp, optional = _unwrap_optional(tp)
+    tp, optional = unwrap_optional(tp)
     if value is None and optional:
         return None
     if _is_config(tp):
@@ -380,6 +382,19 @@ def read_toml(path: str | Path) -> dict:
         raise ScenarioError(f"scenario file {str(path)!r} is not valid TOML: {exc}") from None
 
 
+def to_toml(data: Mapping[str, Any]) -> str:
+    """Raw scenario data as TOML text (keys whose value is None are left out: they mean "default")."""
+
+    def strip(obj: Any) -> Any:
+        if isinstance(obj, Mapping):
+            return {k: strip(v) for k, v in obj.items() if v is not None}
+        if isinstance(obj, (list, tuple)):
+            return [strip(v) for v in obj]
+        return obj
+
+    return tomli_w.dumps(strip(data))
+
+
 def load_scenario(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | list[str] | None = None,
                   base_dir: str | Path = ".") -> Scenario:
     """Load and validate a scenario from a TOML path or a dict, with optional dotted overrides.
@@ -418,7 +433,7 @@ def keys_reference() -> list[dict[str, str]]:
         hints = typing.get_type_hints(cls)
         for f in _public_fields(cls):
             key = f"{prefix}{f.name}"
-            tp, _ = _unwrap_optional(hints[f.name])
+            tp, _ = unwrap_optional(hints[f.name])
             inner = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
             if _is_config(inner):
                 walk(inner, f"{key}[]." if inner is not tp else f"{key}.")

@@ -93,3 +93,17 @@ def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tup
     codes = frame["class"].cat.codes.to_numpy()
     classes = {c.name: group_metrics(frame[codes == k], sim_time_s) for k, c in enumerate(scenario.workload.classes)}
     return classes, group_metrics(frame, sim_time_s)
+
+
+def flat_metrics(summary: dict) -> pd.DataFrame:
+    """One row per class (and ``overall``) with every metric as a flat column (``ttft_p99_ms``...)."""
+    rows = []
+    for name, block in [*summary["classes"].items(), ("overall", summary["overall"])]:
+        row = {"class": name}
+        for key, value in block.items():
+            if isinstance(value, dict):
+                row.update({f"{key[:-3]}_{stat}_ms": v for stat, v in value.items()})
+            else:
+                row[key] = value
+        rows.append(row)
+    return pd.DataFrame(rows).astype({"class": "string"})

@@ -42,6 +42,25 @@ POLICIES = {
                            "interactive traffic must never wait behind offline work and the low levels can starve"),
 }
 
+@dataclass(frozen=True)
+class PolicyParam:
+    """A ``[policy]`` key as the UI shows it; type, unit, default and help come from ``config.Policy``."""
+
+    key: str
+    label: str
+    policies: tuple[str, ...]   # the policies that read this key
+
+
+POLICY_PARAMS = (
+    PolicyParam("preemptive", "Preemptive", ("priority",)),
+)
+
+
+def params_of(policy: str) -> list[PolicyParam]:
+    """The parameters ``policy`` reads, in display order."""
+    return [p for p in POLICY_PARAMS if policy in p.policies]
+
+
 # The policy tuple (code, switches) is indexed by P_*; per-class parameters go in a float array
 # with the K_* columns.
 P_CODE, P_PREEMPTIVE = 0, 1

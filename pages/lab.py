@@ -1,68 +1,202 @@
-"""Scheduler Lab page: pick a preset, adjust load and policy, see per-class latency and SLA figures."""
+"""Scheduler Lab: move the load, the policy and the server limits; see latency, SLA and throughput."""
 
-import json
-from pathlib import Path
+import copy
 
-import pandas as pd
 import streamlit as st
 
 import engine
-from engine.config import read_toml
-from engine.policies import POLICIES
+from engine.config import Policy, RequestClass, Server
+from engine.metrics import flat_metrics
+from engine.policies import POLICIES, params_of
+from ui import charts, runner, scenario_sidebar, state
+from ui.widgets import field_input
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
-DEFAULT_PRESET = "example.toml"
-
-
-@st.cache_data(show_spinner="Simulating...", max_entries=64)
-def run_scenario(scenario_json: str, base_dir: str) -> dict:
-    """Simulate a scenario given as JSON (the cache key is the whole scenario)."""
-    return engine.simulate(engine.load_scenario(json.loads(scenario_json), base_dir=base_dir)).summary
-
-
-def class_table(summary: dict) -> pd.DataFrame:
-    rows = []
-    for name, m in [*summary["classes"].items(), ("overall", summary["overall"])]:
-        rows.append({"class": name, "arrived": m["arrived"], "completed": m["completed"],
-                     "timed out": m["timed_out"], "TTFT p50 (ms)": m["ttft_ms"]["p50"],
-                     "TTFT p99 (ms)": m["ttft_ms"]["p99"], "E2E p50 (ms)": m["e2e_ms"]["p50"],
-                     "E2E p99 (ms)": m["e2e_ms"]["p99"], "SLA met": m["sla_attainment"],
-                     "output tok/s": m["output_tokens_per_s"]})
-    return pd.DataFrame(rows).set_index("class")
+BATCHING_KEYS = ("max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
+FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
+ROOFLINE_KEYS = ("gpu", "model", "quant", "gpu_memory_utilization")
+MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len")
+CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms")
+LOWER_IS_BETTER = ("ttft", "e2e", "tpot", "queue", "timed_out")
+KPIS = (("TTFT p50", "ttft_p50_ms"), ("TTFT p99", "ttft_p99_ms"), ("E2E p50", "e2e_p50_ms"),
+        ("E2E p99", "e2e_p99_ms"), ("SLA met", "sla_attainment"), ("Timed out", "timed_out"),
+        ("Output tok/s", "output_tokens_per_s"), ("Queue p99", "queue_p99_ms"))
+POLICY_LABELS = {name: spec.label for name, spec in POLICIES.items()}
 
 
+def load_controls(data: dict, v: int) -> None:
+    workload = data["workload"]
+    arrival = workload.get("arrival")
+    if arrival and not workload.get("trace"):
+        anchor = st.session_state.setdefault(f"rate_anchor_{v}", float(arrival["rate_per_s"]))
+        arrival["rate_per_s"] = st.slider("Arrival rate (req/s)", round(anchor / 20, 3), round(anchor * 3, 3),
+                                          float(arrival["rate_per_s"]), key=f"rate_{v}",
+                                          help="mean arrivals per second over all classes")
+    else:
+        st.caption("Arrivals replay a trace (see the Workload page).")
+    workload["num_requests"] = st.number_input("Requests simulated", 100, 1_000_000,
+                                               int(workload.get("num_requests") or 20000), step=1000,
+                                               key=f"requests_{v}", help="the run ends after this many arrivals")
+    for i, cls in enumerate(workload["classes"]):
+        with st.popover(f"Class {cls['name']}", width="stretch"):
+            for key in CLASS_KEYS:
+                cls[key] = field_input(RequestClass, key, cls.get(key), key=f"class_{i}_{key}_{v}")
+    total = sum(c["share"] or 0.0 for c in workload["classes"])
+    if total > 0 and abs(total - 1.0) > 1e-9:
+        for cls in workload["classes"]:
+            cls["share"] = (cls["share"] or 0.0) / total
+        st.caption("Shares are normalised to sum to 1.")
+
+
+def policy_controls(data: dict, v: int) -> None:
+    policy = data.setdefault("policy", {})
+    policy["name"] = st.selectbox("Policy", list(POLICIES), index=list(POLICIES).index(policy.get("name", "fifo")),
+                                  format_func=POLICY_LABELS.get, key=f"policy_{v}",
+                                  help="how waiting and running requests are ordered and who is preempted")
+    st.caption(f"Orders by {POLICIES[policy['name']].key}. Use it when {POLICIES[policy['name']].use_when}.")
+    for param in params_of(policy["name"]):
+        policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=f"policy_{param.key}_{v}",
+                                        label=param.label)
+
+
+def server_controls(data: dict, v: int) -> None:
+    server = data.setdefault("server", {})
+    server["step_model"] = field_input(Server, "step_model", server.get("step_model"), key=f"step_model_{v}",
+                                       label="Step-time model")
+    model_keys = FIXED_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
+    for key in (*model_keys, *BATCHING_KEYS, *MEMORY_KEYS):
+        server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}")
+
+
+def edited_scenario() -> dict:
+    """The sidebar controls applied to a copy of the current scenario."""
+    data = copy.deepcopy(state.current())
+    v = state.version()
+    with st.sidebar:
+        st.divider()
+        with st.expander("Load and traffic mix", expanded=True):
+            load_controls(data, v)
+        with st.expander("Policy", expanded=True):
+            policy_controls(data, v)
+        with st.expander("Server: batching, memory, step time"):
+            server_controls(data, v)
+    return data
+
+
+def run_current(data: dict) -> tuple[dict, runner.Run] | None:
+    """Simulate the scenario; on an impossible set-up show why and fall back to the last one that ran.
+
+    Returns the scenario whose results are shown and its run (None before any run succeeded).
+    """
+    key = runner.canonical(data)
+    try:
+        run = runner.simulate(key)
+    except engine.ScenarioError as exc:
+        st.error(f"{exc}. Showing the last scenario that ran.")
+        last = st.session_state.get("last_good")
+        return None if last is None else (last[0], runner.simulate(last[1]))
+    if st.session_state.get("last_good") and st.session_state["last_good"][1] != key:
+        st.session_state["previous_summary"] = runner.simulate(st.session_state["last_good"][1]).summary
+    st.session_state["last_good"] = (data, key)
+    return data, run
+
+
+def kpi_text(key: str, value: float, signed: bool = False) -> str:
+    """A KPI value with its unit; milliseconds switch to seconds from 1,000 ms."""
+    sign = "+" if signed else ""
+    if key.endswith("_ms"):
+        return f"{value:{sign},.0f} ms" if abs(value) < 1000 else f"{value / 1000:{sign},.2f} s"
+    if key == "sla_attainment":
+        return f"{100 * value:{sign}.1f}%" if not signed else f"{100 * value:+.1f} pt"
+    return f"{value:{sign},.0f}"
+
+
+def kpi_cards(summary: dict, previous: dict | None) -> None:
+    """One card per class (and overall), each metric with its change against the previous run."""
+    current = flat_metrics(summary).set_index("class")
+    before = flat_metrics(previous).set_index("class") if previous else None
+    for col, name in zip(st.columns(len(current.index)), current.index):
+        card = col.container(border=True)
+        card.markdown(f"**{name}** · {current.loc[name, 'completed']:,} of {current.loc[name, 'arrived']:,} completed")
+        cells = card.columns(2)
+        for i, (label, key) in enumerate(KPIS):
+            value = current.loc[name, key]
+            old = before.loc[name, key] if before is not None and name in before.index else None
+            delta = kpi_text(key, value - old, signed=True) if value is not None and old is not None and \
+                value != old else None
+            cells[i % 2].metric(label, "-" if value is None else kpi_text(key, value), delta,
+                                delta_color="inverse" if key.startswith(LOWER_IS_BETTER) else "normal")
+
+
+@st.fragment
+def comparison_view(frame) -> None:
+    metric = st.selectbox("Metric", list(charts.METRIC_LABELS), format_func=charts.METRIC_LABELS.get,
+                          key="comparison_metric")
+    st.plotly_chart(charts.comparison_bars(frame, metric, POLICY_LABELS), width="stretch")
+
+
+@st.fragment
+def curves_view(frame, current_rate: float) -> None:
+    metric = st.selectbox("Metric", ["ttft_p99_ms", "e2e_p99_ms", "sla_attainment", "output_tokens_per_s"],
+                          format_func=charts.METRIC_LABELS.get, key="curves_metric")
+    st.plotly_chart(charts.load_curves(frame, metric, current_rate, POLICY_LABELS), width="stretch")
+
+
+@st.fragment
+def cdf_view(requests) -> None:
+    column = st.radio("Latency", list(charts.CDF_LABELS), horizontal=True, key="cdf_column",
+                      format_func=charts.CDF_LABELS.get)
+    st.plotly_chart(charts.latency_cdf(requests, column), width="stretch")
+
+
+scenario_sidebar.render()
+runner.warm_up()
+data = edited_scenario()
+state.update(data)
 st.title("Scheduler Lab")
-presets = sorted(p.name for p in SCENARIO_DIR.glob("*.toml"))
-preset = st.sidebar.selectbox("Preset scenario", presets, index=presets.index(DEFAULT_PRESET))
-data = read_toml(SCENARIO_DIR / preset)
-st.caption(data.get("name", preset))
-
-arrival = data["workload"].get("arrival")
-if arrival:
-    arrival["rate_per_s"] = st.sidebar.slider("Arrival rate (req/s)", 0.1, 4.0 * arrival["rate_per_s"],
-                                              float(arrival["rate_per_s"]), help="mean requests per second, all classes")
-policy = data.setdefault("policy", {})
-names = list(POLICIES)
-policy["name"] = st.sidebar.selectbox("Policy", names, index=names.index(policy.get("name", "fifo")),
-                                      format_func=lambda n: POLICIES[n].label)
-policy["preemptive"] = st.sidebar.toggle("Preemptive", bool(policy.get("preemptive", False)),
-                                         help="a more urgent request may evict a running one")
-data["workload"]["num_requests"] = st.sidebar.number_input(
-    "Requests to simulate", 1000, 200_000, int(data["workload"].get("num_requests", 20000)), step=1000)
-
-try:
-    summary = run_scenario(json.dumps(data, sort_keys=True), str(SCENARIO_DIR))
-except engine.ScenarioError as exc:
-    st.error(str(exc))
+shown = run_current(state.current())
+if shown is None:
     st.stop()
+scenario, run = shown
+st.caption(scenario.get("name", ""))
+summary, system = run.summary, run.summary["system"]
+if system["unstable"]:
+    st.warning(f"Unstable: offered load {system['offered_load']:.2f} (estimate) and stop reason "
+               f"'{system['stop_reason']}'. The queue grows while requests arrive; latencies describe a backlog.")
 
-system = summary["system"]
-cols = st.columns(4)
+st.subheader("Per-class results")
+kpi_cards(summary, st.session_state.get("previous_summary"))
+cols = st.columns(5)
 cols[0].metric("Offered load (estimate)", f"{system['offered_load']:.2f}")
 cols[1].metric("Mean batch", f"{system['mean_batch_size']:.1f}")
-cols[2].metric("Preemptions", f"{system['preemptions']:,}")
-cols[3].metric("Simulated time", f"{system['sim_time_s']:,.0f} s")
-if system["unstable"]:
-    st.warning("Unstable: the offered load reaches the server's capacity or the run hit a limit; "
-               "latencies describe a growing backlog.")
-st.dataframe(class_table(summary), width="stretch")
+cols[2].metric("GPU busy", f"{system['gpu_busy_frac']:.0%}")
+cols[3].metric("KV peak", "unlimited" if system["kv_peak_frac"] is None else f"{system['kv_peak_frac']:.0%}")
+cols[4].metric("Preemptions", f"{system['preemptions']:,}")
+
+st.subheader("Policy comparison (same arrivals)")
+comparison = runner.policy_comparison(scenario, list(POLICIES))
+comparison_view(comparison)
+with st.expander("Comparison table"):
+    st.dataframe(comparison, width="stretch", hide_index=True)
+
+st.subheader("Curves against load")
+arrival = scenario["workload"].get("arrival")
+if arrival and not scenario["workload"].get("trace"):
+    rates = runner.sweep_rates(arrival["rate_per_s"], system["offered_load"])
+    sweep = runner.load_sweep(scenario, rates, list(POLICIES))
+    st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, "
+               f"{min(scenario['workload'].get('num_requests') or 0, runner.SWEEP_MAX_REQUESTS):,} requests each.")
+    curves_view(sweep, arrival["rate_per_s"])
+else:
+    st.info("Curves against load need synthetic arrivals; this scenario replays a trace.")
+
+cdf_tab, timeline_tab = st.tabs(["Latency distribution", "Timeline of this run"])
+with cdf_tab:
+    cdf_view(run.requests)
+with timeline_tab:
+    classes = [c["name"] for c in scenario["workload"]["classes"]]
+    st.plotly_chart(charts.timeline(run.timeseries, classes, system["kv_capacity_tokens"]), width="stretch")
+    if system["timeseries_stride"] > 1:
+        st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")
+
+st.download_button("Download per-request results (CSV)", run.requests.to_csv(index=False), "requests.csv",
+                   mime="text/csv")

@@ -1,36 +1,126 @@
-"""The Streamlit app, driven headless with AppTest."""
+"""Every page driven headless with AppTest: widgets change the outputs the right way, no exception."""
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO
+import engine
+from conftest import REPO, SCENARIOS
+from engine.config import read_toml
+from ui import state
+from ui.scenario_sidebar import scenario_from_upload
 
 
-def app() -> AppTest:
-    return AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+def lab() -> AppTest:
+    return AppTest.from_file(str(REPO / "app.py"), default_timeout=180)
 
 
-def test_lab_runs_the_default_preset():
-    at = app().run()
-    assert not at.exception
+def metric(at: AppTest, card: int, label: str) -> str:
+    """The value of KPI ``label`` in the ``card``-th class card (0 = first class)."""
+    cards = [m for m in at.metric if m.label == label]
+    return cards[card].value
+
+
+def test_lab_shows_every_section_for_the_default_preset():
+    at = lab().run()
+    assert not at.exception and not at.error
     assert at.title[0].value == "Scheduler Lab"
-    table = at.dataframe[0].value
-    assert list(table.index) == ["interactive", "offline", "overall"]
-    assert table.loc["overall", "completed"] == 20000
+    assert {h.value for h in at.subheader} == {"Scenario", "Per-class results", "Policy comparison (same arrivals)",
+                                               "Curves against load"}
+    assert len([m for m in at.metric if m.label == "TTFT p99"]) == 3  # interactive, offline, overall
+    assert len(at.get("plotly_chart")) == 4  # comparison, curves, CDF, timeline
 
 
-def test_switching_policy_changes_the_interactive_latency():
-    at = app().run()
-    fifo_p99 = at.dataframe[0].value.loc["interactive", "TTFT p99 (ms)"]
-    at.sidebar.selectbox[1].set_value("priority").run()
+def test_priority_policy_cuts_interactive_latency_and_shows_the_change():
+    at = lab().run()
+    fifo = metric(at, 0, "TTFT p99")
+    at.selectbox(key="policy_1").set_value("priority").run()
     assert not at.exception
-    priority_p99 = at.dataframe[0].value.loc["interactive", "TTFT p99 (ms)"]
-    assert priority_p99 < fifo_p99
+    priority = metric(at, 0, "TTFT p99")
+    assert priority != fifo
+    as_seconds = lambda text: float(text.split()[0].replace(",", "")) * (1 if text.endswith(" s") else 1e-3)
+    assert as_seconds(priority) < as_seconds(fifo)
+    delta = [m for m in at.metric if m.label == "TTFT p99"][0].delta
+    assert delta is not None and delta.startswith("-")
 
 
-def test_every_preset_renders():
-    at = app().run()
-    for preset in at.sidebar.selectbox[0].options:
-        at.sidebar.selectbox[0].set_value(preset)
-        at.sidebar.number_input[0].set_value(1000).run()
-        assert not at.exception, preset
-        assert at.dataframe[0].value.loc["overall", "arrived"] == 1000
+def test_invalid_setting_names_the_field_and_keeps_the_last_results():
+    at = lab().run()
+    before = metric(at, 0, "E2E p99")
+    at.number_input(key="server_max_batched_tokens_1").set_value(2).run()
+    assert not at.exception
+    assert any("max_batched_tokens = 2 is below max_batch_size = 8" in e.value for e in at.error)
+    assert metric(at, 0, "E2E p99") == before
+
+
+def test_impossible_memory_shows_the_fix_and_the_previous_run():
+    at = lab().run()
+    before = metric(at, 0, "E2E p99")
+    at.number_input(key="server_kv_capacity_tokens_1").set_value(512).run()
+    assert not at.exception
+    assert any("KV cache holds" in e.value and "enlarge the cache" in e.value for e in at.error)
+    assert metric(at, 0, "E2E p99") == before
+
+
+def test_shared_link_reopens_the_same_scenario():
+    data = read_toml(SCENARIOS / "example.toml")
+    data["policy"]["name"] = "priority"
+    data["workload"]["arrival"]["rate_per_s"] = 3.0
+    data["workload"]["num_requests"] = 4000
+    at = lab()
+    at.query_params[state.QUERY_KEY] = state.encode(data)
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="policy_1").value == "priority"
+    assert at.slider(key="rate_1").value == 3.0
+    expected = engine.simulate(engine.load_scenario(data)).summary["classes"]["interactive"]["completed"]
+    card = next(m.value for m in at.markdown if m.value.startswith("**interactive**"))
+    assert f"{expected:,} of" in card
+    link = at.query_params[state.QUERY_KEY]
+    linked = state.decode(link if isinstance(link, str) else link[0])
+    assert engine.load_scenario(linked) == engine.load_scenario(data)
+
+
+def test_damaged_link_falls_back_to_the_default_with_an_error():
+    at = lab()
+    at.query_params[state.QUERY_KEY] = "not-a-scenario"
+    at.run()
+    assert not at.exception
+    assert any("damaged" in e.value for e in at.error)
+    assert "example" in [c.value for c in at.sidebar.caption]
+
+
+def test_preset_picker_replaces_the_scenario():
+    at = lab().run()
+    at.selectbox(key="preset_pick").set_value("priority_teaching.toml").run()
+    assert not at.exception
+    assert "M/G/1 teaching: FIFO vs priority" in [c.value for c in at.sidebar.caption]
+    assert at.selectbox(key="policy_2").value == "priority"
+
+
+def test_uploaded_toml_must_be_valid():
+    assert scenario_from_upload("ok.toml", (SCENARIOS / "example.toml").read_bytes())["name"] == "example"
+    with pytest.raises(engine.ScenarioError, match="bad.toml is not valid TOML"):
+        scenario_from_upload("bad.toml", b"name = = 3")
+
+
+def test_workload_page_draws_the_distributions_and_reacts():
+    at = lab().run()
+    at.switch_page("pages/workload.py").run()
+    assert not at.exception and not at.error
+    charts = at.get("plotly_chart")
+    assert len(charts) == 5  # prompt and output per class, inter-arrival gaps
+    rate = [m for m in at.metric if m.label == "Rate"][0].value
+    at.number_input(key="w_rate_1").set_value(10.0).run()
+    assert not at.exception
+    assert [m for m in at.metric if m.label == "Rate"][0].value != rate
+    assert float([m for m in at.metric if m.label == "Rate"][0].value.split()[0]) == pytest.approx(10.0, rel=0.05)
+
+
+def test_method_page_shows_the_theory_checks():
+    at = lab().run()
+    at.switch_page("pages/method.py").run()
+    assert not at.exception
+    checks = at.dataframe[1].value
+    assert len(checks) == 4
+    gap = (checks["simulated (ms)"] - checks["theory (ms)"]).abs()
+    assert (gap <= 4 * checks["std. error (ms)"]).all()

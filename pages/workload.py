@@ -1,0 +1,154 @@
+"""Workload: define classes and their distributions with live histograms, or inspect and use a trace."""
+
+import copy
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+import engine
+from engine.config import Arrival, TokenDist
+from engine.trace_stats import per_minute_rate, trace_statistics
+from engine.traces import TRACE_FORMATS, guess_trace_format, read_trace
+from engine.workload import build_requests
+from ui import charts, runner, scenario_sidebar, state
+from ui.widgets import field_input
+
+SAMPLE_REQUESTS = 20000
+UPLOAD_DIR = Path(tempfile.gettempdir()) / "scheduler-lab-traces"
+DIST_KEYS = ("value", "low", "high", "mean", "cv", "max")
+
+
+@st.cache_data(max_entries=32, show_spinner="Drawing the workload...")
+def drawn_workload(scenario_json: str) -> pd.DataFrame:
+    """The requests the engine would simulate (at most SAMPLE_REQUESTS), as a frame."""
+    data = json.loads(scenario_json)
+    data["workload"]["num_requests"] = min(data["workload"].get("num_requests") or SAMPLE_REQUESTS, SAMPLE_REQUESTS)
+    scenario = state.validate(data)
+    requests = build_requests(scenario)
+    names = [c.name for c in scenario.workload.classes]
+    return pd.DataFrame({"arrival_s": requests.arrival_s, "prompt_tokens": requests.prompt_tokens,
+                         "output_tokens": requests.output_tokens,
+                         "class": pd.Categorical.from_codes(requests.class_id, names)})
+
+
+def dist_controls(dist: dict, key: str) -> dict:
+    """Family and parameters of one token distribution."""
+    family = field_input(TokenDist, "dist", dist.get("dist"), key=f"{key}_dist", label="Distribution")
+    params = {"constant": ("value", "max"), "uniform": ("low", "high", "max"), "geometric": ("mean", "max"),
+              "lognormal": ("mean", "cv", "max")}[family]
+    fallback = {"value": 256, "low": 32, "high": 1024, "mean": 256.0, "cv": 1.0}
+    edited = {"dist": family}
+    for name in params:
+        value = dist.get(name) if dist.get("dist") == family or name == "max" else None
+        edited[name] = field_input(TokenDist, name, value if value is not None else fallback.get(name),
+                                   key=f"{key}_{name}_{family}")
+    return {k: v for k, v in edited.items() if v is not None}
+
+
+def synthetic_section(data: dict, v: int) -> None:
+    workload = data["workload"]
+    if workload.get("arrival"):
+        arrival = workload["arrival"]
+        cols = st.columns(3)
+        with cols[0]:
+            arrival["process"] = field_input(Arrival, "process", arrival.get("process"), key=f"w_process_{v}")
+        with cols[1]:
+            arrival["rate_per_s"] = field_input(Arrival, "rate_per_s", arrival.get("rate_per_s"), key=f"w_rate_{v}")
+        with cols[2]:
+            if arrival["process"] == "gamma":
+                arrival["cv"] = field_input(Arrival, "cv", arrival.get("cv") or 1.0, key=f"w_cv_{v}")
+            else:
+                arrival.pop("cv", None)
+    for i, cls in enumerate(workload["classes"]):
+        st.markdown(f"**Class {cls['name']}** (share {cls['share']:.0%})")
+        left, right = st.columns(2)
+        for col, side in ((left, "prompt_tokens"), (right, "output_tokens")):
+            with col, st.popover(f"{side.replace('_', ' ')}", width="stretch"):
+                cls[side] = dist_controls(cls.get(side) or {"dist": "constant", "value": 128}, f"w_{i}_{side}_{v}")
+
+
+def synthetic_charts(scenario: dict) -> None:
+    try:
+        frame = drawn_workload(runner.canonical(scenario))
+    except engine.ScenarioError as exc:
+        st.error(str(exc))
+        return
+    for name, group in frame.groupby("class", observed=True):
+        left, right = st.columns(2)
+        left.plotly_chart(charts.histogram(group["prompt_tokens"].to_numpy(), f"{name}: prompt tokens"),
+                          width="stretch", key=f"hist_prompt_{name}")
+        right.plotly_chart(charts.histogram(group["output_tokens"].to_numpy(), f"{name}: output tokens"),
+                           width="stretch", key=f"hist_output_{name}")
+    gaps_ms = frame["arrival_s"].diff().dropna().to_numpy() * 1000.0
+    st.plotly_chart(charts.histogram(gaps_ms, "inter-arrival time (ms)"), width="stretch", key="hist_gaps")
+    stats_table(trace_statistics(frame["arrival_s"].to_numpy(), frame["prompt_tokens"].to_numpy(),
+                                 frame["output_tokens"].to_numpy()))
+
+
+def stats_table(stats: dict) -> None:
+    cols = st.columns(4)
+    cols[0].metric("Requests", f"{stats['requests']:,}")
+    cols[1].metric("Rate", f"{stats['rate_per_s']:.2f} req/s")
+    cols[2].metric("Inter-arrival cv", f"{stats['iat_cv']:.2f}", help="1 = Poisson; larger = burstier")
+    cols[3].metric("Per-minute cv", f"{stats['minute_cv']:.2f}", help="spread of requests per minute")
+    lengths = pd.DataFrame({kind: [stats[f"{kind}_{s}"] for s in ("mean", "p50", "p90", "p99", "max")]
+                            for kind in ("prompt", "output")}, index=["mean", "p50", "p90", "p99", "max"])
+    st.dataframe(lengths.T.round(1), width="stretch")
+
+
+def save_upload(upload) -> Path:
+    UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
+    content = upload.getvalue()
+    path = UPLOAD_DIR / f"{hashlib.sha256(content).hexdigest()[:16]}{Path(upload.name).suffix}"
+    path.write_bytes(content)
+    return path
+
+
+def trace_section(data: dict) -> None:
+    upload = st.file_uploader("Upload a trace", type=["csv", "jsonl", "json"],
+                              help="CSV arrival_s,prompt_tokens,output_tokens[,class]; Azure LLM 2023 CSV; "
+                                   "Mooncake JSONL")
+    if upload is None:
+        return
+    path = save_upload(upload)
+    fmt = st.selectbox("Format", TRACE_FORMATS, index=TRACE_FORMATS.index(guess_trace_format(path)))
+    try:
+        trace = read_trace(path, fmt)
+    except engine.ScenarioError as exc:
+        st.error(str(exc).replace(str(path), upload.name))
+        return
+    stats_table(trace_statistics(trace.arrival_s, trace.prompt_tokens, trace.output_tokens))
+    st.plotly_chart(charts.rate_over_time(per_minute_rate(trace.arrival_s)), width="stretch")
+    jitter = st.number_input("Jitter (ms)", 0.0, 60_000.0, 3000.0 if fmt == "mooncake" else 0.0,
+                             help="spread quantised timestamps (Mooncake: ~3,000 ms buckets)")
+    if st.button("Use this trace in the Lab", type="primary"):
+        edited = copy.deepcopy(data)
+        edited["workload"]["trace"] = {"path": str(path), "format": fmt, "jitter_ms": jitter}
+        edited["workload"].pop("duration_s", None)
+        edited["workload"]["num_requests"] = None
+        if state.replace(edited):
+            st.success(f"The Lab now replays {upload.name} ({len(trace.arrival_s):,} requests).")
+
+
+scenario_sidebar.render()
+st.title("Workload")
+data = copy.deepcopy(state.current())
+v = state.version()
+if data["workload"].get("trace"):
+    st.info(f"The scenario replays the trace {Path(data['workload']['trace']['path']).name}.")
+    if st.button("Back to synthetic arrivals") and data["workload"].get("arrival"):
+        data["workload"].pop("trace")
+        state.replace(data)
+        st.rerun()
+
+synthetic_tab, trace_tab = st.tabs(["Classes and distributions", "Trace"])
+with synthetic_tab:
+    synthetic_section(data, v)
+    state.update(data)
+    synthetic_charts(state.current())
+with trace_tab:
+    trace_section(state.current())

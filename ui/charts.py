@@ -1,0 +1,116 @@
+"""Plotly figures of the Lab and Workload pages (pure functions of DataFrames)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+METRIC_LABELS = {
+    "ttft_p99_ms": "TTFT p99 (ms)", "ttft_p50_ms": "TTFT p50 (ms)", "e2e_p99_ms": "End-to-end p99 (ms)",
+    "e2e_p50_ms": "End-to-end p50 (ms)", "queue_p99_ms": "Queue delay p99 (ms)", "tpot_mean_ms": "TPOT mean (ms)",
+    "sla_attainment": "SLA attainment", "output_tokens_per_s": "Output tokens/s", "timed_out": "Timed out",
+}
+
+
+CDF_LABELS = {"ttft_ms": "TTFT", "e2e_ms": "end-to-end latency", "tpot_ms": "TPOT", "queue_ms": "queue delay"}
+COLORS = px.colors.qualitative.Plotly
+LOG_METRICS = ("_ms",)
+
+
+def comparison_bars(frame: pd.DataFrame, metric: str, labels: dict[str, str]) -> go.Figure:
+    """Grouped bars: one group per class, one bar per policy."""
+    shown = frame[frame["class"] != "overall"]
+    fig = go.Figure()
+    for k, (policy, group) in enumerate(shown.groupby("policy", sort=False)):
+        fig.add_trace(go.Bar(x=group["class"], y=group[metric], name=labels.get(policy, policy),
+                             marker_color=COLORS[k % len(COLORS)]))
+    fig.update_layout(barmode="group", height=320, margin=dict(t=30, b=10),
+                      yaxis_title=METRIC_LABELS.get(metric, metric))
+    return fig
+
+
+def load_curves(frame: pd.DataFrame, metric: str, current_rate: float, labels: dict[str, str]) -> go.Figure:
+    """Metric against arrival rate, one panel per class, one line per policy; the current rate dashed.
+
+    Latencies use a log axis: past saturation they grow by orders of magnitude.
+    """
+    shown = frame[frame["class"] != "overall"]
+    classes = list(dict.fromkeys(shown["class"]))
+    fig = make_subplots(rows=1, cols=len(classes), subplot_titles=classes, shared_yaxes=True)
+    for col, name in enumerate(classes, start=1):
+        for k, (policy, group) in enumerate(shown[shown["class"] == name].groupby("policy", sort=False)):
+            fig.add_trace(go.Scatter(x=group["rate_per_s"], y=group[metric], mode="lines+markers",
+                                     name=labels.get(policy, policy), legendgroup=policy, showlegend=col == 1,
+                                     line=dict(color=COLORS[k % len(COLORS)])), row=1, col=col)
+        fig.add_vline(x=current_rate, line_dash="dash", line_color="grey", row=1, col=col)
+        fig.update_xaxes(title_text="arrival rate (req/s)", row=1, col=col)
+    fig.update_yaxes(title_text=METRIC_LABELS.get(metric, metric), row=1, col=1)
+    if metric.endswith(LOG_METRICS):
+        fig.update_yaxes(type="log")
+    fig.update_layout(height=340, margin=dict(t=40, b=10))
+    return fig
+
+
+def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
+    """Empirical CDF of a latency column per class (completed requests)."""
+    fig = go.Figure()
+    for k, (name, group) in enumerate(requests.groupby("class", observed=True)):
+        values = np.sort(group[column].dropna().to_numpy())
+        if len(values) == 0:
+            continue
+        step = max(1, len(values) // 2000)  # at most ~2,000 points per line
+        fig.add_trace(go.Scatter(x=values[::step], y=np.arange(1, len(values) + 1)[::step] / len(values),
+                                 mode="lines", name=str(name), line=dict(color=COLORS[k % len(COLORS)])))
+    fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title=f"{CDF_LABELS.get(column, column)} (ms)",
+                      yaxis_title="fraction of requests", xaxis_type="log")
+    return fig
+
+
+TIMELINE_MAX_POINTS = 3000
+
+
+def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int | None) -> go.Figure:
+    """Waiting requests per class, batch composition (stacked), KV use and preemptions over time.
+
+    Lines show at most ``TIMELINE_MAX_POINTS`` evenly spaced iterations (zoom reveals no more: the
+    browser would choke on hundreds of thousands of points); preemption markers come from every row.
+    """
+    preempted = series[series["preemptions"] > 0]
+    series = series.iloc[:: max(1, len(series) // TIMELINE_MAX_POINTS)]
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("waiting requests", "batch composition", "KV cache"))
+    for k, name in enumerate(classes):
+        color = COLORS[k % len(COLORS)]
+        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"waiting_{name}"], name=f"{name} waiting",
+                                 line=dict(color=color), legendgroup=name), row=1, col=1)
+        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"batch_{name}"], name=f"{name} in batch",
+                                 stackgroup="batch", line=dict(color=color), legendgroup=name), row=2, col=1)
+    scale = 100.0 / kv_capacity_tokens if kv_capacity_tokens else 1.0
+    fig.add_trace(go.Scatter(x=series["time_s"], y=series["kv_used_tokens"] * scale, name="KV used",
+                             line=dict(color="black")), row=3, col=1)
+    if len(preempted):
+        fig.add_trace(go.Scatter(x=preempted["time_s"], y=preempted["kv_used_tokens"] * scale, mode="markers",
+                                 name="preemption",
+                                 marker=dict(symbol="x", color="red", size=7)), row=3, col=1)
+    fig.update_yaxes(title_text="% of capacity" if kv_capacity_tokens else "tokens", row=3, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
+    fig.update_layout(height=620, margin=dict(t=40, b=10))
+    return fig
+
+
+def histogram(values: np.ndarray, title: str, log_x: bool = False) -> go.Figure:
+    fig = go.Figure(go.Histogram(x=values, nbinsx=60))
+    fig.update_layout(height=260, margin=dict(t=30, b=10), title=title, bargap=0.02, showlegend=False)
+    if log_x:
+        fig.update_xaxes(type="log")
+    return fig
+
+
+def rate_over_time(counts: pd.DataFrame) -> go.Figure:
+    fig = go.Figure(go.Scatter(x=counts["minute"], y=counts["requests_per_s"], mode="lines"))
+    fig.update_layout(height=260, margin=dict(t=30, b=10), title="arrival rate per minute",
+                      xaxis_title="minute of the trace", yaxis_title="requests/s")
+    return fig

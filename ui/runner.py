@@ -1,0 +1,101 @@
+"""Cached engine calls for the pages. Every cache key is the whole scenario as canonical JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+import engine
+from engine.config import apply_overrides
+from engine.metrics import flat_metrics
+from engine.sweep import run_summary
+from ui.state import PRESET_DIR
+
+SWEEP_MAX_REQUESTS = 5000
+SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
+
+
+def canonical(data: dict) -> str:
+    return json.dumps(data, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the Lab shows of one simulation."""
+
+    summary: dict
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+
+
+@st.cache_resource(show_spinner="Loading the compiled simulator...")
+def warm_up() -> bool:
+    """Load (or compile) the simulator once per server process."""
+    engine.simulate(engine.load_scenario(PRESET_DIR / "example.toml", overrides=["workload.num_requests=50"]))
+    return True
+
+
+@st.cache_data(max_entries=64, show_spinner="Simulating...")
+def simulate(scenario_json: str) -> Run:
+    result = engine.simulate(engine.load_scenario(json.loads(scenario_json), base_dir=PRESET_DIR))
+    return Run(result.summary, result.requests, result.timeseries)
+
+
+@st.cache_data(max_entries=2048, show_spinner=False)
+def summary(scenario_json: str) -> dict:
+    return run_summary(json.loads(scenario_json), str(PRESET_DIR))
+
+
+def policy_comparison(data: dict, policies: list[str]) -> pd.DataFrame:
+    """Flat metrics of each policy on the same arrivals (one cached run per policy)."""
+    frames = []
+    for name in policies:
+        frame = flat_metrics(summary(canonical(apply_overrides(data, {"policy.name": name}))))
+        frame.insert(0, "policy", name)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _round_sig(x: float, digits: int = 3) -> float:
+    return round(x, digits - 1 - int(math.floor(math.log10(abs(x))))) if x > 0 else x
+
+
+def sweep_rates(rate_per_s: float, offered_load: float) -> list[float]:
+    """Arrival rates at fixed fractions of the estimated capacity (so moving the rate reuses the curves)."""
+    capacity_per_s = rate_per_s / offered_load if offered_load > 0 else rate_per_s
+    return sorted({_round_sig(capacity_per_s * f) for f in SWEEP_LOAD_FACTORS})
+
+
+def load_sweep(data: dict, rates: list[float], policies: list[str]) -> pd.DataFrame:
+    """Flat metrics per (rate, policy), at most ``SWEEP_MAX_REQUESTS`` requests a point, with a progress bar.
+
+    The assembled frame is kept in the session under a key without the current rate, so moving the
+    rate only moves the marker; each point is also cached on its own (``summary``).
+    """
+    base = apply_overrides(data, {"workload.arrival.rate_per_s": 1.0})
+    key = ("sweep", canonical(base), tuple(rates), tuple(policies))
+    if st.session_state.get("sweep_key") == key:
+        return st.session_state["sweep_frame"]
+    workload = dict(base["workload"])
+    workload["num_requests"] = min(int(workload.get("num_requests") or SWEEP_MAX_REQUESTS), SWEEP_MAX_REQUESTS)
+    base["workload"] = workload
+    points = [(rate, name) for rate in rates for name in policies]
+    bar = st.progress(0.0, text="Sweeping the arrival rate...")
+    frames = []
+    for i, (rate, name) in enumerate(points):
+        varied = apply_overrides(base, {"workload.arrival.rate_per_s": rate, "policy.name": name})
+        result = summary(canonical(varied))
+        frame = flat_metrics(result)
+        frame.insert(0, "policy", name)
+        frame.insert(0, "rate_per_s", rate)
+        frame["unstable"] = result["system"]["unstable"]
+        frames.append(frame)
+        bar.progress((i + 1) / len(points), text=f"Sweeping the arrival rate... {i + 1}/{len(points)}")
+    bar.empty()
+    frame = pd.concat(frames, ignore_index=True)
+    st.session_state["sweep_key"], st.session_state["sweep_frame"] = key, frame
+    return frame

@@ -1,0 +1,53 @@
+"""The sidebar every page shares: pick a preset, upload or download the scenario."""
+
+from __future__ import annotations
+
+import tomllib
+
+import streamlit as st
+
+import engine
+from engine.config import to_toml
+from ui import state
+
+
+def scenario_from_upload(name: str, content: bytes) -> dict:
+    """The scenario data in an uploaded TOML file; ``ScenarioError`` when it is not valid TOML."""
+    try:
+        return tomllib.loads(content.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise engine.ScenarioError(f"{name} is not valid TOML: {exc}") from None
+
+
+PICK = "choose a preset..."
+
+
+def _pick_preset() -> None:
+    name = st.session_state.get("preset_pick")
+    if name and name != PICK:
+        state.replace(state.preset_data(name))
+    st.session_state["preset_pick"] = PICK
+
+
+def render() -> None:
+    data = state.current()
+    error = state.pop_load_error()
+    if error:
+        st.error(error)
+    with st.sidebar:
+        st.subheader("Scenario")
+        st.caption(data.get("name", "unnamed scenario"))
+        st.selectbox("Load a preset", [PICK, *state.presets()], key="preset_pick", on_change=_pick_preset,
+                     help="replace the current scenario with one from data/scenarios/")
+        upload = st.file_uploader("Upload a scenario (TOML)", type=["toml"], key=f"upload_{state.version()}")
+        if upload is not None:
+            try:
+                uploaded = scenario_from_upload(upload.name, upload.getvalue())
+            except engine.ScenarioError as exc:
+                st.error(str(exc))
+            else:
+                if state.replace(uploaded):
+                    st.rerun()
+        st.download_button("Download this scenario (TOML)", to_toml(data), file_name="scenario.toml",
+                           mime="application/toml", width="stretch")
+        st.caption("The address bar holds the whole scenario: copy it to share this view.")

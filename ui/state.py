@@ -1,0 +1,110 @@
+"""The current scenario of a browser session, kept in session state and mirrored in the URL.
+
+The whole scenario travels in one query parameter (``?s=``: JSON, zlib-compressed, base64url), so a
+copied link reopens the same view. Widgets are keyed by a *version* that changes whenever the
+scenario is replaced wholesale (preset, upload, link), so they re-read their values from it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from pathlib import Path
+
+import streamlit as st
+
+import engine
+from engine.config import read_toml
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+DEFAULT_PRESET = "example.toml"
+QUERY_KEY = "s"
+
+
+def encode(data: dict) -> str:
+    raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def decode(text: str) -> dict:
+    """The scenario dict in a link; ``ScenarioError`` when the text is not one."""
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        data = json.loads(raw)
+    except (binascii.Error, zlib.error, ValueError):
+        raise engine.ScenarioError("the link's scenario (?s=...) is damaged; the default scenario is shown") from None
+    if not isinstance(data, dict):
+        raise engine.ScenarioError("the link's scenario (?s=...) is not a scenario table")
+    return data
+
+
+def presets() -> list[str]:
+    return sorted(p.name for p in PRESET_DIR.glob("*.toml"))
+
+
+def preset_data(name: str) -> dict:
+    return read_toml(PRESET_DIR / name)
+
+
+def validate(data: dict) -> engine.Scenario:
+    """The typed scenario, or ``ScenarioError`` naming the bad field."""
+    return engine.load_scenario(data, base_dir=PRESET_DIR)
+
+
+def _store(data: dict, new_version: bool) -> None:
+    st.session_state["scenario"] = data
+    if new_version:
+        st.session_state["scenario_version"] = st.session_state.get("scenario_version", 0) + 1
+    st.query_params[QUERY_KEY] = encode(data)
+
+
+def current() -> dict:
+    """The session's scenario (from the link on first load, else the default preset)."""
+    if "scenario" not in st.session_state:
+        data = preset_data(DEFAULT_PRESET)
+        text = st.query_params.get(QUERY_KEY)
+        if text:
+            try:
+                linked = decode(text)
+                validate(linked)
+                data = linked
+            except engine.ScenarioError as exc:
+                st.session_state["load_error"] = str(exc)
+        _store(data, new_version=True)
+    else:
+        st.query_params[QUERY_KEY] = encode(st.session_state["scenario"])
+    return st.session_state["scenario"]
+
+
+def version() -> int:
+    return st.session_state.get("scenario_version", 0)
+
+
+def replace(data: dict) -> bool:
+    """Make ``data`` the scenario and reset the widgets; False (and an error shown) if it is invalid."""
+    try:
+        validate(data)
+    except engine.ScenarioError as exc:
+        st.error(str(exc))
+        return False
+    _store(data, new_version=True)
+    return True
+
+
+def update(data: dict) -> bool:
+    """Apply an edit made through the widgets; False (and an error shown) if it is invalid."""
+    if data == st.session_state.get("scenario"):
+        return True
+    try:
+        validate(data)
+    except engine.ScenarioError as exc:
+        st.error(f"{exc}. The last valid scenario stays in use.")
+        return False
+    _store(data, new_version=False)
+    return True
+
+
+def pop_load_error() -> str | None:
+    return st.session_state.pop("load_error", None)

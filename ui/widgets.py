@@ -1,0 +1,50 @@
+"""Widgets generated from the scenario's own field metadata (type, unit, range, choices, help).
+
+``field_input`` renders one ``[server]``/``[policy]``/class key and returns the chosen value; labels
+carry the unit, help comes from the config's help text, so the UI and the docs never disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Optional
+
+import streamlit as st
+
+from engine.config import unwrap_optional
+
+
+def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:
+    """(type, metadata, default) of field ``name`` of config class ``cls``."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    tp, _ = unwrap_optional(typing.get_type_hints(cls)[name])
+    return tp, dict(f.metadata), f.default
+
+
+def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str] = None,
+                max_value: Optional[float] = None, options: Optional[list] = None) -> Any:
+    """One input for ``cls.name`` showing ``value`` (the field's default when None is not allowed)."""
+    tp, meta, default = field_meta(cls, name)
+    unit = meta.get("unit", "")
+    text = (label or name.replace("_", " ").capitalize()) + (f" ({unit})" if unit else "")
+    help_text = meta.get("help") or None
+    if value is None and default is not dataclasses.MISSING:
+        value = default
+    if tp is bool:
+        return st.toggle(text, value=bool(value), key=key, help=help_text)
+    choices = options or meta.get("choices")
+    if choices:
+        choices = list(choices)
+        return st.selectbox(text, choices, index=choices.index(value) if value in choices else 0, key=key,
+                            help=help_text)
+    if tp is str:
+        return st.text_input(text, value=value or "", key=key, help=help_text)
+    low = meta.get("ge", meta.get("gt"))
+    if tp is int:
+        return st.number_input(text, value=None if value is None else int(value), step=1, key=key, help=help_text,
+                               min_value=None if low is None else int(low),
+                               max_value=None if max_value is None else int(max_value))
+    return st.number_input(text, value=None if value is None else float(value), key=key, help=help_text,
+                           min_value=None if low is None else float(low),
+                           max_value=meta.get("le", max_value), format="%g")
