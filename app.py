@@ -1,7 +1,7 @@
 """Scheduler Lab entry point: page config and navigation only.
 
-Each page draws the shared scenario sidebar itself (``ui.scenario_sidebar.render``), so the page
-works the same whether Streamlit runs it through this entry point or directly (as AppTest reruns do).
+Each page first draws the shared scenario sidebar (``ui.scenario_sidebar.render``), which also
+reruns through this entry point whenever Streamlit started the page on its own.
 """
 
 import streamlit as st

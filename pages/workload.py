@@ -109,7 +109,7 @@ def save_upload(upload) -> Path:
 
 
 def trace_section(data: dict) -> None:
-    upload = st.file_uploader("Upload a trace", type=["csv", "jsonl", "json"],
+    upload = st.file_uploader("Upload a trace", type=["csv", "jsonl", "json"], key="trace_upload",
                               help="CSV arrival_s,prompt_tokens,output_tokens[,class]; Azure LLM 2023 CSV; "
                                    "Mooncake JSONL")
     if upload is None:
@@ -125,13 +125,29 @@ def trace_section(data: dict) -> None:
     st.plotly_chart(charts.rate_over_time(per_minute_rate(trace.arrival_s)), width="stretch")
     jitter = st.number_input("Jitter (ms)", 0.0, 60_000.0, 3000.0 if fmt == "mooncake" else 0.0,
                              help="spread quantised timestamps (Mooncake: ~3,000 ms buckets)")
-    if st.button("Use this trace in the Lab", type="primary"):
-        edited = copy.deepcopy(data)
-        edited["workload"]["trace"] = {"path": str(path), "format": fmt, "jitter_ms": jitter}
-        edited["workload"].pop("duration_s", None)
-        edited["workload"]["num_requests"] = None
-        if state.replace(edited):
-            st.success(f"The Lab now replays {upload.name} ({len(trace.arrival_s):,} requests).")
+    st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
+              args=(data, {"path": str(path), "format": fmt, "jitter_ms": jitter},
+                    f"The Lab now replays {upload.name} ({len(trace.arrival_s):,} requests)."))
+    notice = st.session_state.pop("trace_notice", None)
+    if notice:
+        st.success(notice)
+
+
+def use_trace(data: dict, trace: dict, notice: str) -> None:
+    """Button callback: replay ``trace`` instead of synthetic arrivals (all of it)."""
+    edited = copy.deepcopy(data)
+    edited["workload"]["trace"] = trace
+    edited["workload"].pop("duration_s", None)
+    edited["workload"]["num_requests"] = None
+    if state.replace(edited):
+        st.session_state["trace_notice"] = notice
+
+
+def back_to_synthetic(data: dict) -> None:
+    """Button callback: drop the trace and use the scenario's synthetic arrivals again."""
+    edited = copy.deepcopy(data)
+    edited["workload"].pop("trace")
+    state.replace(edited)
 
 
 scenario_sidebar.render()
@@ -140,10 +156,8 @@ data = copy.deepcopy(state.current())
 v = state.version()
 if data["workload"].get("trace"):
     st.info(f"The scenario replays the trace {Path(data['workload']['trace']['path']).name}.")
-    if st.button("Back to synthetic arrivals") and data["workload"].get("arrival"):
-        data["workload"].pop("trace")
-        state.replace(data)
-        st.rerun()
+    if data["workload"].get("arrival"):
+        st.button("Back to synthetic arrivals", on_click=back_to_synthetic, args=(data,))
 
 synthetic_tab, trace_tab = st.tabs(["Classes and distributions", "Trace"])
 with synthetic_tab:

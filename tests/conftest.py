@@ -50,3 +50,11 @@ def traces_dir() -> Path:
     if not TRACES.is_dir():
         pytest.skip(f"team traces not found at {TRACES} (the checkout's ../shared/traces)")
     return TRACES
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Expose each phase's report on the test item (the browser test screenshots failed runs)."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)

@@ -124,3 +124,44 @@ def test_method_page_shows_the_theory_checks():
     assert len(checks) == 4
     gap = (checks["simulated (ms)"] - checks["theory (ms)"]).abs()
     assert (gap <= 4 * checks["std. error (ms)"]).all()
+
+
+def workload_page() -> AppTest:
+    at = lab().run()
+    return at.switch_page("pages/workload.py").run()
+
+
+def test_trace_upload_shows_statistics_and_moves_into_the_lab(traces_dir):
+    at = workload_page()
+    content = (traces_dir / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv").read_bytes()
+    at.file_uploader(key="trace_upload").set_value(("conv.csv", content, "text/csv")).run()
+    assert not at.exception and not at.error
+    assert [m for m in at.metric if m.label == "Rate"][-1].value == "5.53 req/s"
+    at.button(key="use_trace").click().run()
+    assert not at.exception
+    assert any("now replays conv.csv (19,366 requests)" in s.value for s in at.success)
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception and not at.error
+    assert any("replays a trace" in i.value for i in at.info)
+    assert [m for m in at.metric if m.label == "TTFT p99"]
+
+
+def test_malformed_trace_upload_names_the_line():
+    at = workload_page()
+    at.file_uploader(key="trace_upload").set_value(
+        ("bad.csv", b"arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,five,3\n", "text/csv")).run()
+    assert not at.exception
+    assert any("bad.csv: line 3: prompt_tokens = 'five' must be an integer >= 1" in e.value for e in at.error)
+
+
+def test_scenario_upload_replaces_or_explains():
+    at = lab().run()
+    at.file_uploader(key="upload_1").set_value(("mine.toml", (SCENARIOS / "priority_teaching.toml").read_bytes(),
+                                                "application/toml")).run()
+    assert not at.exception
+    assert "M/G/1 teaching: FIFO vs priority" in [c.value for c in at.sidebar.caption]
+    at.file_uploader(key="upload_2").set_value(("broken.toml", b"[server]\nmax_batch_size = 0\n",
+                                                "application/toml")).run()
+    assert not at.exception
+    assert any("workload is required" in e.value for e in at.error)
+    assert "M/G/1 teaching: FIFO vs priority" in [c.value for c in at.sidebar.caption]

@@ -61,7 +61,7 @@ def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
         values = np.sort(group[column].dropna().to_numpy())
         if len(values) == 0:
             continue
-        step = max(1, len(values) // 2000)  # at most ~2,000 points per line
+        step = max(1, len(values) // 1000)  # at most ~1,000 points per line
         fig.add_trace(go.Scatter(x=values[::step], y=np.arange(1, len(values) + 1)[::step] / len(values),
                                  mode="lines", name=str(name), line=dict(color=COLORS[k % len(COLORS)])))
     fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title=f"{CDF_LABELS.get(column, column)} (ms)",
@@ -69,7 +69,7 @@ def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
     return fig
 
 
-TIMELINE_MAX_POINTS = 3000
+TIMELINE_MAX_POINTS = 1500
 
 
 def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int | None) -> go.Figure:

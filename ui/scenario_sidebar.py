@@ -29,7 +29,23 @@ def _pick_preset() -> None:
     st.session_state["preset_pick"] = PICK
 
 
+def _through_entrypoint() -> None:
+    """Rerun through app.py when Streamlit ran this page on its own.
+
+    With a ``pages/`` folder beside app.py, a fresh server's first request for a page URL runs that
+    page directly (Streamlit's older multipage mode), skipping app.py's ``st.navigation``; Streamlit
+    leaves that mode for good once ``st.navigation`` has run. Rerunning makes every entry path the same.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def render() -> None:
+    """Draw the shared scenario sidebar (every page calls this first)."""
+    _through_entrypoint()
     data = state.current()
     error = state.pop_load_error()
     if error:

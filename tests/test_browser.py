@@ -1,0 +1,164 @@
+"""The main flow in a real browser: Debian's Chromium driven by Playwright against `streamlit run`.
+
+Load the Lab, change the policy with the keyboard, see a KPI and a chart change, switch pages, and
+reopen the shared link. Failed runs leave a screenshot in tests/artifacts/; every run writes the
+measured update times to tests/artifacts/browser_timings.json.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from conftest import REPO
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+ARTIFACTS = REPO / "tests" / "artifacts"
+TIMEOUT_MS = 120_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    log = open(ARTIFACTS / "streamlit.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+                             f"--server.port={port}", "--server.address=127.0.0.1",
+                             "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
+                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"streamlit did not become healthy; see {ARTIFACTS / 'streamlit.log'}")
+        time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert CHROMIUM.exists(), "Chromium is missing: run `bash .ci/setup` (apt-get install chromium)"
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.set_default_timeout(TIMEOUT_MS)
+    yield page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
+    page.close()
+
+
+def wait_idle(page) -> None:
+    """Until the script run finished (Streamlit's running indicator is gone)."""
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=TIMEOUT_MS)
+
+
+def open_lab(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("text=Per-class results")
+    page.wait_for_function(CDF_JS + " !== null", timeout=TIMEOUT_MS)
+    wait_idle(page)
+
+
+FIRST_TTFT_P99_JS = """(() => {
+  for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
+    if (m.querySelector('[data-testid="stMetricLabel"]').innerText.trim() === 'TTFT p99')
+      return m.querySelector('[data-testid="stMetricValue"]').innerText.trim();
+  }
+  return null; })()"""
+CDF_JS = """(() => {
+  for (const p of document.querySelectorAll('.js-plotly-plot')) {
+    const t = p.layout && p.layout.xaxis && p.layout.xaxis.title;
+    if (t && String(t.text).startsWith('TTFT')) return JSON.stringify(p.data.map(d => d.x));
+  }
+  return null; })()"""
+
+
+def timed_key_press(page, control, key: str, kpi_before: str) -> dict:
+    """Press ``key`` on ``control``; seconds until the first TTFT p99 KPI changed and until the run ended."""
+    started = time.monotonic()
+    control.press(key)
+    page.wait_for_function(f"{FIRST_TTFT_P99_JS} !== {json.dumps(kpi_before)}", timeout=TIMEOUT_MS)
+    kpi_s = time.monotonic() - started
+    wait_idle(page)
+    return {"to_kpi_s": kpi_s, "to_all_charts_s": time.monotonic() - started}
+
+
+def test_page_link_on_a_fresh_server_gets_the_app_navigation(server, page):
+    """The first request of a new server is a page URL: it must still run through app.py."""
+    page.goto(server + "/method")
+    page.wait_for_selector("text=Validation against queueing theory")
+    nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+    assert "Scheduler Lab" in nav and "Workload" in nav and "app" not in nav.split()
+
+
+def test_lab_policy_change_shared_link_and_pages(server, page, browser):
+    open_lab(page, server + "/")
+    kpi_before = page.evaluate(FIRST_TTFT_P99_JS)
+    cdf_before = page.evaluate(CDF_JS)
+    assert kpi_before and cdf_before
+
+    policy = page.get_by_role("combobox", name="Policy")
+    policy.click()
+    policy.press_sequentially("Strict")
+    timings = {"policy_change": timed_key_press(page, policy, "Enter", kpi_before)}
+    kpi_after = page.evaluate(FIRST_TTFT_P99_JS)
+    assert page.evaluate(CDF_JS) != cdf_before
+
+    rate = page.get_by_role("slider", name="Arrival rate (req/s)")
+    rate.focus()
+    timings["rate_change"] = timed_key_press(page, rate, "ArrowRight", kpi_after)
+    kpi_after = page.evaluate(FIRST_TTFT_P99_JS)
+    (ARTIFACTS / "browser_timings.json").write_text(json.dumps(timings, indent=2))
+
+    shared_link = page.url
+    assert "?s=" in shared_link
+    page.get_by_role("link", name="Workload").click()
+    page.wait_for_selector("text=Classes and distributions")
+    assert urlsplit(page.url).path == "/workload"
+
+    other = browser.new_page(viewport={"width": 1400, "height": 1600})
+    other.set_default_timeout(TIMEOUT_MS)
+    try:
+        open_lab(other, shared_link)
+        assert other.get_by_role("combobox", name="Policy").input_value() == "Strict priority levels"
+        assert other.evaluate(FIRST_TTFT_P99_JS) == kpi_after
+    except Exception:
+        other.screenshot(path=str(ARTIFACTS / "shared_link.png"))
+        raise
+    finally:
+        other.close()
