@@ -1,6 +1,7 @@
 """Scheduler Lab: move the load, the policy and the server limits; see latency, SLA and throughput."""
 
 import copy
+import logging
 
 import streamlit as st
 
@@ -21,6 +22,7 @@ KPIS = (("TTFT p50", "ttft_p50_ms"), ("TTFT p99", "ttft_p99_ms"), ("E2E p50", "e
         ("E2E p99", "e2e_p99_ms"), ("SLA met", "sla_attainment"), ("Timed out", "timed_out"),
         ("Output tok/s", "output_tokens_per_s"), ("Queue p99", "queue_p99_ms"))
 POLICY_LABELS = {name: spec.label for name, spec in POLICIES.items()}
+LOG = logging.getLogger(__name__)
 
 
 def load_controls(data: dict, v: int) -> None:
@@ -90,8 +92,13 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
     key = runner.canonical(data)
     try:
         run = runner.simulate(key)
-    except engine.ScenarioError as exc:
-        st.error(f"{exc}. Showing the last scenario that ran.")
+    except Exception as exc:  # noqa: BLE001 - the page shows one line, never a traceback
+        if isinstance(exc, engine.ScenarioError):
+            st.error(f"{exc}. Showing the last scenario that ran.")
+        else:
+            LOG.exception("simulation failed for %s", key)
+            st.error(f"The simulation failed unexpectedly ({type(exc).__name__}: {exc}); the last scenario that "
+                     "ran is shown. Please report this with the page link.")
         last = st.session_state.get("last_good")
         return None if last is None else (last[0], runner.simulate(last[1]))
     if st.session_state.get("last_good") and st.session_state["last_good"][1] != key:
