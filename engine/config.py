@@ -181,6 +181,9 @@ class Server:
                                         gt=0.0, le=1.0)
     activation_reserve_gib: Optional[float] = opt(None, "memory kept for activations (roofline; none = "
                                                         "estimated from the token budget)", "GiB", ge=0.0)
+    host_link_gb_s: float = opt(25.0, "GPU-host bandwidth per direction for swapped KV (policy.preempt_mode = "
+                                      "swap; PCIe Gen4 x16 peaks at 32); KV bytes per token come from "
+                                      "server.model", "GB/s", gt=0.0)
 
     def _check(self, path: str) -> None:
         if self.max_batched_tokens < self.max_batch_size:
@@ -197,12 +200,46 @@ class Server:
 
 @dataclass(frozen=True)
 class Policy:
-    """Scheduling policy: ordering of requests and choice of preemption victims."""
+    """Scheduling policy: ordering of requests, choice of preemption victims, and how preemption works.
 
-    name: str = opt("fifo", "fifo: first come first served; priority: lower level first, FIFO within a level",
-                    choices=("fifo", "priority"))
-    preemptive: bool = opt(False, "a waiting request may evict a running one of a worse level when the "
-                                  "batch or memory is full (priority)")
+    Each key says which policies read it; the policy table in ``policies.py`` is the reference.
+    """
+
+    name: str = opt("fifo", "scheduling policy (see the Method page)",
+                    choices=("fifo", "priority", "wfq", "dynamic", "sjf", "srpt", "edf", "vllm-fcfs",
+                             "vllm-priority"))
+    preemptive: bool = opt(False, "a waiting request may evict a running one it outranks when the batch or "
+                                  "memory is full (priority, edf, wfq)")
+    aging_per_s: float = opt(0.0, "priority levels a waiting request gains per second of waiting (priority)",
+                             "levels/s", ge=0.0)
+    max_wait_ms: Optional[float] = opt(None, "after waiting this long a request is promoted to level 0 "
+                                             "(priority; none = never)", "ms", gt=0.0)
+    weights: Optional[dict] = opt(None, "class name -> share weight, e.g. {interactive = 70, offline = 30} "
+                                        "(wfq; none = equal)", "")
+    prefill_token_weight: float = opt(1.0, "GPU service of one prefill token counted in decode tokens "
+                                           "(wfq, dynamic)", "", ge=0.0)
+    alpha: float = opt(1.0, "weight of waited / SLA target in the cost (dynamic)", "", ge=0.0)
+    beta: float = opt(1.0, "weight of service consumed / expected service in the cost (dynamic)", "", ge=0.0)
+    gamma: float = opt(1.0, "weight of the class's tier_weight in the cost (dynamic)", "", ge=0.0)
+    margin: float = opt(0.1, "a waiting request preempts only if its cost exceeds the victim's by this much "
+                             "(dynamic)", "", ge=0.0)
+    default_sla_ms: float = opt(60000.0, "SLA target in the cost for classes that set none (dynamic)", "ms",
+                                gt=0.0)
+    preempt_mode: str = opt("recompute", "what a preempted request keeps: keep (KV stays on the GPU), swap (KV "
+                                         "to host memory and back) or recompute (KV dropped, prefill redone); "
+                                         "the vllm-* presets always recompute",
+                            choices=("keep", "swap", "recompute"))
+    preempt_overhead_ms: float = opt(1.0, "GPU time of one pause and resume (preempt_mode = keep)", "ms",
+                                     ge=0.0, le=1000.0)
+    predictor_error: float = opt(0.0, "output-length predictor quality: 0 = exact, 1 = an unrelated draw from "
+                                      "the class (sjf, srpt, dynamic)", "", ge=0.0, le=1.0)
+
+    def _check(self, path: str) -> None:
+        if self.weights is None:
+            return
+        for name, weight in self.weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+                raise ScenarioError(f"{path}.weights.{name} = {weight!r} must be a number > 0")
 
 
 @dataclass(frozen=True)
@@ -226,6 +263,18 @@ class Scenario:
     limits: Limits = opt(Limits(), "[limits] table")
     base_dir: str = field(default=".", metadata={"internal": True})
 
+    def _check(self, path: str) -> None:
+        weights = self.policy.weights
+        if weights is None:
+            return
+        names = [c.name for c in self.workload.classes]
+        unknown = sorted(set(weights) - set(names))
+        if unknown:
+            raise ScenarioError(f"policy.weights.{unknown[0]} is not a class; classes are {', '.join(names)}")
+        missing = [n for n in names if n not in weights]
+        if missing:
+            raise ScenarioError(f"policy.weights lacks class {missing[0]!r}; give a weight for every class")
+
 
 # --------------------------------------------------------------------------- generic loader
 
@@ -243,7 +292,8 @@ def unwrap_optional(tp: Any) -> tuple[Any, bool]:
 
 
 def _type_name(tp: Any) -> str:
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, "a table")
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a table"}.get(
+        tp, "a table")
 
 
 def _convert(value: Any, tp: Any, path: str) -> Any:
@@ -259,6 +309,10 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ScenarioError(f"{path} must be an array of tables ([[{path}]]), got {value!r}")
         return tuple(_convert(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value))
+    if tp is dict:
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{path} must be a table {{name = number, ...}}, got {value!r}")
+        return dict(value)
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise ScenarioError(f"{path} must be a finite number, got {value!r}")
@@ -271,7 +325,7 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
 
 
 def _check_field(value: Any, meta: Mapping[str, Any], path: str) -> None:
-    if value is None or isinstance(value, (tuple, bool)) or dataclasses.is_dataclass(value):
+    if value is None or isinstance(value, (tuple, bool, dict)) or dataclasses.is_dataclass(value):
         return
     unit = f" {meta['unit']}" if meta.get("unit") else ""
     if "choices" in meta and value not in meta["choices"]:
@@ -308,7 +362,7 @@ def _build(cls: type, data: Mapping[str, Any], path: str) -> Any:
         kwargs[name] = value
     obj = cls(**kwargs)
     if hasattr(obj, "_check"):
-        obj._check(path or cls.__name__.lower())
+        obj._check(path or "scenario")
     return obj
 
 

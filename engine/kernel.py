@@ -32,9 +32,11 @@ import numpy as np
 from numba import njit
 
 from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY,
-                     I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_KV_TOKENS, I_OUTPUT, I_PENDING, I_PREEMPTIONS,
-                     I_PROMPT, I_STATE, RUNNING, TIMED_OUT, WAITING)
-from .policies import P_PREEMPTIVE, policy_key_nb
+                     I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT, I_PAUSED,
+                     I_PENDING, I_PREEMPTIONS, I_PROMPT, I_RECOMPUTE_LEFT, I_STATE, K_ACTIVE, RUNNING, TIMED_OUT,
+                     WAITING)
+from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
+                       policy_key_nb, policy_on_arrival_nb)
 from .steptime import step_time_s_nb
 
 # Why a run stopped.
@@ -46,8 +48,12 @@ N_COUNTERS = 6
 
 # Stats array indices (filled at the end of a run).
 (S_SIM_END_S, S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS,
- S_PREEMPTIONS, S_STOP_REASON, S_SERIES_ROWS, S_SERIES_STRIDE) = range(10)
-N_STATS = 10
+ S_PREEMPTIONS, S_STOP_REASON, S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S) = range(11)
+N_STATS = 11
+
+# Seconds accumulated during one iteration: preemption transfers and pauses that lengthen it, and
+# the part of them (plus recomputed prefill) that is wasted work.
+A_EXTRA_S, A_WASTE_S = 0, 1
 
 # Time-series columns; per-class batch and waiting counts follow the fixed columns.
 (T_START_S, T_STEP_S, T_BATCH, T_PREFILL_TOKENS, T_DECODE_TOKENS, T_KV_USED_TOKENS,
@@ -59,15 +65,17 @@ N_SERIES_FIXED = 9
 # The server tuple of ``run_nb`` (a plain tuple indexed by these constants: Numba's on-disk
 # cache stays valid across code changes only for built-in types).
 (SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
- SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES) = range(10)
+ SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
+ SV_SWAP_S_PER_TOKEN) = range(11)
 
 
 def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
-                  block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes):
+                  block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds)."""
     i = np.int64
     return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
-            i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes))
+            i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
+            float(swap_s_per_token))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -84,32 +92,86 @@ def _before_nb(fl, a, b):
 
 
 @njit(cache=True, inline="always")
-def _release_nb(ints, cnt, r):
-    """Free every KV block of ``r``."""
+def _free_blocks_nb(ints, cnt, r):
+    """Return ``r``'s KV blocks to the pool (its cached tokens are gone from the GPU)."""
     cnt[C_USED_BLOCKS] -= ints[r, I_BLOCKS]
     ints[r, I_BLOCKS] = 0
-    ints[r, I_KV_TOKENS] = 0
 
 
 @njit(cache=True, inline="always")
-def _leave_nb(ints, fl, cnt, r, state, t):
+def _drop_kv_nb(ints, cnt, r):
+    """Drop ``r``'s KV: it must re-prefill prompt + generated tokens, the already computed ones wasted."""
+    redo = ints[r, I_KV_TOKENS] + ints[r, I_RECOMPUTE_LEFT]
+    _free_blocks_nb(ints, cnt, r)
+    ints[r, I_KV_TOKENS] = 0
+    ints[r, I_HOST_TOKENS] = 0
+    ints[r, I_PAUSED] = 0
+    ints[r, I_PENDING] = ints[r, I_PROMPT] + ints[r, I_GENERATED]
+    ints[r, I_RECOMPUTE_LEFT] = min(redo, ints[r, I_PENDING])
+
+
+@njit(cache=True, inline="always")
+def _leave_nb(ints, fl, classes, cnt, r, state, t):
     """``r`` leaves the system (completed or timed out) at ``t``."""
-    _release_nb(ints, cnt, r)
+    _free_blocks_nb(ints, cnt, r)
+    ints[r, I_KV_TOKENS] = 0
     ints[r, I_STATE] = state
     fl[r, F_FINISH] = t
+    classes[ints[r, I_CLASS], K_ACTIVE] -= 1
 
 
 @njit(cache=True)
-def _preempt_nb(ints, waiting, cnt, r):
-    """Recompute preemption: drop ``r``'s KV, re-queue it; it must re-prefill prompt + generated tokens."""
-    _release_nb(ints, cnt, r)
-    ints[r, I_PENDING] = ints[r, I_PROMPT] + ints[r, I_GENERATED]
+def _preempt_nb(srv, ints, waiting, cnt, acc, r, mode):
+    """Take ``r`` out of the batch into the waiting queue.
+
+    keep: its KV stays on the GPU (a pause/resume overhead is paid on resume); swap: its KV goes to
+    host memory (transfer time now and again on resume); recompute: its KV is dropped.
+    """
+    if mode == KEEP:
+        ints[r, I_PAUSED] = 1
+    elif mode == SWAP:
+        ints[r, I_HOST_TOKENS] = ints[r, I_KV_TOKENS]
+        _free_blocks_nb(ints, cnt, r)
+        transfer_s = ints[r, I_HOST_TOKENS] * srv[SV_SWAP_S_PER_TOKEN]
+        acc[A_EXTRA_S] += transfer_s
+        acc[A_WASTE_S] += transfer_s
+    else:
+        _drop_kv_nb(ints, cnt, r)
     ints[r, I_CHUNK] = 0
     ints[r, I_STATE] = WAITING
     ints[r, I_PREEMPTIONS] += 1
     cnt[C_PREEMPTIONS] += 1
     waiting[cnt[C_WAITING]] = r
     cnt[C_WAITING] += 1
+
+
+@njit(cache=True)
+def _reclaim_paused_nb(ints, fl, waiting, cnt, exclude):
+    """Drop the KV of the worst-ranked paused waiting request (not ``exclude``); False if none holds any."""
+    victim = -1
+    for i in range(cnt[C_WAITING]):
+        r = waiting[i]
+        if r != exclude and ints[r, I_STATE] == WAITING and ints[r, I_BLOCKS] > 0 and \
+                (victim < 0 or _before_nb(fl, victim, r)):
+            victim = r
+    if victim < 0:
+        return False
+    _drop_kv_nb(ints, cnt, victim)
+    return True
+
+
+@njit(cache=True, inline="always")
+def _resume_nb(srv, policy, ints, acc, r):
+    """Costs of bringing a paused or swapped request back into the batch."""
+    if ints[r, I_PAUSED] == 1:
+        ints[r, I_PAUSED] = 0
+        acc[A_EXTRA_S] += policy[P_OVERHEAD_S]
+        acc[A_WASTE_S] += policy[P_OVERHEAD_S]
+    if ints[r, I_HOST_TOKENS] > 0:
+        transfer_s = ints[r, I_HOST_TOKENS] * srv[SV_SWAP_S_PER_TOKEN]
+        ints[r, I_HOST_TOKENS] = 0
+        acc[A_EXTRA_S] += transfer_s
+        acc[A_WASTE_S] += transfer_s
 
 
 @njit(cache=True, inline="always")
@@ -157,10 +219,11 @@ def _schedule_nb(ints, batch, cnt, r, chunk, blocks):
 
 
 @njit(cache=True, inline="always")
-def _admit_arrivals_nb(ints, fl, waiting, cnt, t):
+def _admit_arrivals_nb(ints, fl, classes, waiting, cnt, t):
     n = ints.shape[0]
     while cnt[C_NEXT_ARRIVAL] < n and fl[cnt[C_NEXT_ARRIVAL], F_ARRIVAL] <= t:
         r = cnt[C_NEXT_ARRIVAL]
+        policy_on_arrival_nb(classes, ints[r, I_CLASS])
         ints[r, I_STATE] = WAITING
         waiting[cnt[C_WAITING]] = r
         cnt[C_WAITING] += 1
@@ -168,13 +231,13 @@ def _admit_arrivals_nb(ints, fl, waiting, cnt, t):
 
 
 @njit(cache=True, inline="always")
-def _drop_timeouts_nb(ints, fl, items, n, cnt, t):
+def _drop_timeouts_nb(ints, fl, classes, items, n, cnt, t):
     """Time out requests of ``items[:n]`` with no first token by ``t``; returns the new length."""
     j = 0
     for i in range(n):
         r = items[i]
         if ints[r, I_GENERATED] == 0 and t >= fl[r, F_DEADLINE]:
-            _leave_nb(ints, fl, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+            _leave_nb(ints, fl, classes, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
         else:
             items[j] = r
             j += 1
@@ -225,11 +288,13 @@ def _order_running_nb(policy, classes, ints, fl, running, cnt, t):
 
 
 @njit(cache=True, inline="always")
-def _schedule_running_nb(srv, ints, waiting, running, batch, cnt, budget):
-    """Give each running request its next chunk, best key first; preempt from the tail when memory is short.
+def _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, budget):
+    """Give each running request its next chunk, best key first. When memory is short, first drop the KV
+    of paused requests, then preempt from the tail (keeping KV frees nothing, so keep mode recomputes).
 
     Returns (token budget left, whether a memory preemption happened).
     """
+    mode = RECOMPUTE if policy[P_MODE] == KEEP else policy[P_MODE]
     preempted = False
     i = 0
     while i < cnt[C_RUNNING]:
@@ -240,9 +305,11 @@ def _schedule_running_nb(srv, ints, waiting, running, batch, cnt, budget):
             continue
         need = _blocks_needed_nb(srv, ints, r, chunk)
         while need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+            if _reclaim_paused_nb(ints, fl, waiting, cnt, -1):
+                continue
             victim = running[cnt[C_RUNNING] - 1]
             cnt[C_RUNNING] -= 1
-            _preempt_nb(ints, waiting, cnt, victim)
+            _preempt_nb(srv, ints, waiting, cnt, acc, victim, mode)
             preempted = True
             if victim == r:
                 break
@@ -255,28 +322,34 @@ def _schedule_running_nb(srv, ints, waiting, running, batch, cnt, budget):
 
 
 @njit(cache=True)
-def _evict_worse_nb(ints, fl, waiting, running, batch, cnt, candidate):
-    """Policy preemption: evict the worst running request if ``candidate``'s key is strictly lower.
-
-    Undoes the victim's place in this iteration's batch; returns the token budget it gave back,
-    or -1 when no running request is worse than the candidate.
+def _evict_worse_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, candidate):
+    """Policy preemption: evict the worst running request if ``candidate``'s key is lower by more than
+    the policy's margin. Undoes the victim's place in this iteration's batch; returns the token budget
+    it gave back, or -1 when no running request is worse enough.
     """
     victim = running[0]
     for i in range(1, cnt[C_RUNNING]):
         if _before_nb(fl, victim, running[i]):
             victim = running[i]
-    if not fl[candidate, F_KEY] < fl[victim, F_KEY]:
+    if not fl[candidate, F_KEY] + policy[P_MARGIN] < fl[victim, F_KEY]:
         return -1
     budget_back = ints[victim, I_CHUNK]
     if budget_back > 0:
         cnt[C_BATCH] = _remove_nb(batch, cnt[C_BATCH], victim)
     cnt[C_RUNNING] = _remove_nb(running, cnt[C_RUNNING], victim)
-    _preempt_nb(ints, waiting, cnt, victim)
+    if ints[victim, I_BLOCKS] > 0 and budget_back > 0:
+        # Its blocks for this iteration's chunk were allocated already: give back the unused ones.
+        bs = srv[SV_BLOCK_SIZE_TOKENS]
+        keep_blocks = (ints[victim, I_KV_TOKENS] + bs - 1) // bs if srv[SV_STATIC_BLOCKS] == 0 else \
+            ints[victim, I_BLOCKS]
+        cnt[C_USED_BLOCKS] -= ints[victim, I_BLOCKS] - keep_blocks
+        ints[victim, I_BLOCKS] = keep_blocks
+    _preempt_nb(srv, ints, waiting, cnt, acc, victim, policy[P_MODE])
     return budget_back
 
 
 @njit(cache=True, inline="always")
-def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, t, budget):
+def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget):
     """Move waiting requests into the batch in key order while slot, budget and memory allow."""
     n_candidates = cnt[C_WAITING]
     for i in range(n_candidates):
@@ -292,14 +365,18 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
             break
         chunk = min(ints[best, I_PENDING], budget)
         need = _blocks_needed_nb(srv, ints, best, chunk)
+        if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] and need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
+                _reclaim_paused_nb(ints, fl, waiting, cnt, best):
+            continue
         if cnt[C_RUNNING] >= srv[SV_MAX_BATCH_SIZE] or need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
             if not policy[P_PREEMPTIVE] or cnt[C_RUNNING] == 0:
                 break
-            budget_back = _evict_worse_nb(ints, fl, waiting, running, batch, cnt, best)
+            budget_back = _evict_worse_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, best)
             if budget_back < 0:
                 break
             budget += budget_back
             continue
+        _resume_nb(srv, policy, ints, acc, best)
         ints[best, I_STATE] = RUNNING
         if np.isnan(fl[best, F_FIRST_SCHEDULED]):
             fl[best, F_FIRST_SCHEDULED] = t
@@ -312,9 +389,10 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
 
 @njit(cache=True, inline="always")
 def _step_s_nb(step, ints, batch, cnt):
-    """Duration of this iteration and its (prefill, decode) token counts."""
+    """Duration of this iteration, its (prefill, decode) token counts and its recomputed tokens."""
     prefill_tokens = 0
     decode_tokens = 0
+    recomputed = 0
     context_pairs = 0.0   # sum over batched tokens of the context each attends to
     context_reads = 0.0   # KV tokens read (each sequence's cached context, once)
     for i in range(cnt[C_BATCH]):
@@ -325,18 +403,25 @@ def _step_s_nb(step, ints, batch, cnt):
             decode_tokens += 1
         else:
             prefill_tokens += chunk
+        redo = min(chunk, ints[r, I_RECOMPUTE_LEFT])
+        ints[r, I_RECOMPUTE_LEFT] -= redo
+        recomputed += redo
         context_pairs += chunk * kv + chunk * (chunk + 1) / 2.0
         context_reads += kv
     dt = step_time_s_nb(step, prefill_tokens + decode_tokens, context_pairs, context_reads)
-    return dt, prefill_tokens, decode_tokens
+    return dt, prefill_tokens, decode_tokens, recomputed
 
 
 @njit(cache=True, inline="always")
-def _advance_nb(ints, fl, running, batch, cnt, t_end):
-    """Apply the iteration's work at ``t_end``: emit tokens, finish or time out requests."""
+def _advance_nb(policy, classes, ints, fl, running, batch, cnt, t_end):
+    """Apply the iteration's work at ``t_end``: charge service, emit tokens, finish or time out requests."""
     for i in range(cnt[C_BATCH]):
         r = batch[i]
         chunk = ints[r, I_CHUNK]
+        if ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1:
+            policy_charge_nb(policy, classes, ints[r, I_CLASS], 0, 1)
+        else:
+            policy_charge_nb(policy, classes, ints[r, I_CLASS], chunk, 0)
         ints[r, I_CHUNK] = 0
         ints[r, I_KV_TOKENS] += chunk
         ints[r, I_PENDING] -= chunk
@@ -344,12 +429,12 @@ def _advance_nb(ints, fl, running, batch, cnt, t_end):
             continue
         if ints[r, I_GENERATED] == 0:
             if t_end > fl[r, F_DEADLINE]:
-                _leave_nb(ints, fl, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+                _leave_nb(ints, fl, classes, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
                 continue
             fl[r, F_FIRST_TOKEN] = t_end
         ints[r, I_GENERATED] += 1
         if ints[r, I_GENERATED] == ints[r, I_OUTPUT]:
-            _leave_nb(ints, fl, cnt, r, COMPLETED, t_end)
+            _leave_nb(ints, fl, classes, cnt, r, COMPLETED, t_end)
         else:
             ints[r, I_PENDING] = 1
     cnt[C_RUNNING] = _keep_state_nb(ints, running, cnt[C_RUNNING], RUNNING)
@@ -396,6 +481,8 @@ def run_nb(srv, step, policy, classes, ints, fl, series, stats):
     running = np.empty(srv[SV_MAX_BATCH_SIZE], np.int64)
     batch = np.empty(srv[SV_MAX_BATCH_SIZE], np.int64)
     cnt = np.zeros(N_COUNTERS, np.int64)
+    acc = np.zeros(2)
+    waste_s = 0.0
     t = 0.0
     iterations = 0
     busy_s = 0.0
@@ -406,9 +493,9 @@ def run_nb(srv, step, policy, classes, ints, fl, series, stats):
     stride = 1
     stop = DRAINED
     while True:
-        _admit_arrivals_nb(ints, fl, waiting, cnt, t)
-        cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, waiting, cnt[C_WAITING], cnt, t)
-        cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, running, cnt[C_RUNNING], cnt, t)
+        _admit_arrivals_nb(ints, fl, classes, waiting, cnt, t)
+        cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, waiting, cnt[C_WAITING], cnt, t)
+        cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, classes, running, cnt[C_RUNNING], cnt, t)
         if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
             if cnt[C_NEXT_ARRIVAL] == n:
                 break
@@ -429,14 +516,18 @@ def run_nb(srv, step, policy, classes, ints, fl, series, stats):
 
         preemptions_before = cnt[C_PREEMPTIONS]
         _order_running_nb(policy, classes, ints, fl, running, cnt, t)
-        budget, memory_preempted = _schedule_running_nb(srv, ints, waiting, running, batch, cnt,
+        budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc,
                                                         srv[SV_MAX_BATCHED_TOKENS])
         if not memory_preempted and (cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]):
-            _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, t, budget)
+            _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget)
         if cnt[C_BATCH] == 0:
             raise RuntimeError("internal error: requests are ready but none could be scheduled")
 
-        dt, prefill, decode = _step_s_nb(step, ints, batch, cnt)
+        dt, prefill, decode, recomputed = _step_s_nb(step, ints, batch, cnt)
+        waste_s += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
+        dt += acc[A_EXTRA_S]
+        acc[A_EXTRA_S] = 0.0
+        acc[A_WASTE_S] = 0.0
         if iterations % stride == 0:
             if rows == series.shape[0]:
                 rows = _halve_series_nb(series)
@@ -451,7 +542,7 @@ def run_nb(srv, step, policy, classes, ints, fl, series, stats):
         kv_block_s += cnt[C_USED_BLOCKS] * dt
         kv_peak = max(kv_peak, cnt[C_USED_BLOCKS])
         t += dt
-        _advance_nb(ints, fl, running, batch, cnt, t)
+        _advance_nb(policy, classes, ints, fl, running, batch, cnt, t)
 
     stats[S_SIM_END_S] = t
     stats[S_ITERATIONS] = iterations
@@ -463,3 +554,4 @@ def run_nb(srv, step, policy, classes, ints, fl, series, stats):
     stats[S_STOP_REASON] = stop
     stats[S_SERIES_ROWS] = rows
     stats[S_SERIES_STRIDE] = stride
+    stats[S_WASTE_S] = waste_s

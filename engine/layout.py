@@ -9,22 +9,32 @@ import numpy as np
 
 # Request states.
 NOT_ARRIVED, WAITING, RUNNING, COMPLETED, TIMED_OUT = 0, 1, 2, 3, 4
-# Per-request integer columns.
+# Per-request integer columns. I_PREDICTED: the output length a predictor would announce;
+# I_RECOMPUTE_LEFT: tokens of the next re-prefill that had been computed before (wasted work);
+# I_HOST_TOKENS: KV tokens swapped out to host memory; I_PAUSED: 1 while paused with its KV kept.
 (I_PROMPT, I_OUTPUT, I_CLASS, I_STATE, I_KV_TOKENS, I_PENDING, I_GENERATED, I_BLOCKS, I_CHUNK,
- I_PREEMPTIONS) = range(10)
-N_INT_FIELDS = 10
+ I_PREEMPTIONS, I_PREDICTED, I_RECOMPUTE_LEFT, I_HOST_TOKENS, I_PAUSED) = range(14)
+N_INT_FIELDS = 14
 # Per-request float columns (seconds, except the policy key).
 F_ARRIVAL, F_DEADLINE, F_KEY, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_FINISH = range(6)
 N_FLOAT_FIELDS = 6
 
 
-def pack_requests(arrival_s, prompt_tokens, output_tokens, class_id, deadline_s):
+# Per-class columns of the float ``classes`` array: parameters set before the run, then state the
+# loop updates (requests in the system, service received, the fair-queuing virtual time).
+(K_LEVEL, K_TIER, K_WEIGHT, K_SLA_TTFT_S, K_SLA_E2E_S, K_ACTIVE, K_PREFILL_SERVED, K_DECODE_SERVED,
+ K_VTIME) = range(9)
+N_CLASS_FIELDS = 9
+
+
+def pack_requests(arrival_s, prompt_tokens, output_tokens, class_id, deadline_s, predicted_tokens):
     """The (int, float) state arrays of fresh requests: nothing computed, all before arrival."""
     n = len(arrival_s)
     ints = np.zeros((n, N_INT_FIELDS), np.int64)
     ints[:, I_PROMPT] = prompt_tokens
     ints[:, I_OUTPUT] = output_tokens
     ints[:, I_CLASS] = class_id
+    ints[:, I_PREDICTED] = predicted_tokens
     ints[:, I_PENDING] = prompt_tokens
     floats = np.full((n, N_FLOAT_FIELDS), np.nan)
     floats[:, F_ARRIVAL] = arrival_s

@@ -19,7 +19,8 @@ import pandas as pd
 
 from .config import Scenario
 from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
-                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_STATE, NOT_ARRIVED, RUNNING, TIMED_OUT, WAITING)
+                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED, NOT_ARRIVED,
+                     RUNNING, TIMED_OUT, WAITING)
 
 STATE_NAMES = {NOT_ARRIVED: "not_arrived", WAITING: "waiting", RUNNING: "running",
                COMPLETED: "completed", TIMED_OUT: "timed_out"}
@@ -68,6 +69,15 @@ def _stats(values: np.ndarray) -> dict:
     return {"mean": float(values.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
 
 
+def _longest_wait_ms(frame: pd.DataFrame, sim_time_s: float) -> float | None:
+    """Longest time any arrived request waited before it was first scheduled (or left, or the run ended)."""
+    arrived = frame[frame["state"] != "not_arrived"]
+    if arrived.empty:
+        return None
+    end_s = arrived["first_scheduled_s"].fillna(arrived["finish_s"]).fillna(sim_time_s)
+    return float((end_s - arrived["arrival_s"]).max() * 1e3)
+
+
 def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
     """The metric block M of the JSON report for the requests in ``frame``."""
     state = frame["state"]
@@ -84,6 +94,7 @@ def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
         **{col: _stats(done[col].to_numpy(dtype=np.float64)) for col in LATENCY_COLUMNS},
         "sla_attainment": float(frame["sla_met"].sum() / judged) if judged else None,
         "output_tokens_per_s": float(frame["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
+        "longest_wait_ms": _longest_wait_ms(frame, sim_time_s),
     }
     return block
 
@@ -93,6 +104,15 @@ def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tup
     codes = frame["class"].cat.codes.to_numpy()
     classes = {c.name: group_metrics(frame[codes == k], sim_time_s) for k, c in enumerate(scenario.workload.classes)}
     return classes, group_metrics(frame, sim_time_s)
+
+
+def add_service_shares(classes: dict, class_params: np.ndarray, prefill_token_weight: float) -> None:
+    """Add each class's GPU service (decode tokens + weight x prefill tokens) and its share of the total."""
+    service = class_params[:, K_DECODE_SERVED] + prefill_token_weight * class_params[:, K_PREFILL_SERVED]
+    total = service.sum()
+    for block, tokens in zip(classes.values(), service):
+        block["service_tokens"] = float(tokens)
+        block["service_share"] = float(tokens / total) if total > 0 else None
 
 
 def flat_metrics(summary: dict) -> pd.DataFrame:

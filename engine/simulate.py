@@ -20,8 +20,8 @@ from .config import Scenario
 from .errors import ScenarioError
 from .hardware import kv_capacity_tokens, roofline_profile
 from .layout import pack_requests
-from .metrics import request_records, summarize
-from .policies import policy_inputs
+from .metrics import add_service_shares, request_records, summarize
+from .policies import policy_inputs, predicted_tokens
 from .steptime import FIXED, ROOFLINE, request_work_s_nb, step_params
 from .workload import RequestArrays, build_requests
 
@@ -121,9 +121,12 @@ def simulate(scenario: Scenario) -> Result:
         server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0,
         capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
-        scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes)
+        scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
+        roofline_profile(server).kv_bytes_per_token / (server.host_link_gb_s * 1e9))
+    predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
+                                 scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
-                                 requests.class_id, _deadlines_s(scenario, requests))
+                                 requests.class_id, _deadlines_s(scenario, requests), predicted)
     columns = list(kernel.SERIES_FIXED_COLUMNS) + [f"batch_{c.name}" for c in scenario.workload.classes] \
         + [f"waiting_{c.name}" for c in scenario.workload.classes]
     series = np.zeros((SERIES_MAX_ROWS, len(columns)))
@@ -134,6 +137,7 @@ def simulate(scenario: Scenario) -> Result:
     sim_time_s = float(stats[kernel.S_SIM_END_S])
     frame = request_records(scenario, ints, floats)
     classes, overall = summarize(scenario, frame, sim_time_s)
+    add_service_shares(classes, class_params, scenario.policy.prefill_token_weight)
     load = offered_load(scenario, requests, step, capacity_tokens)
     stop_reason = STOP_REASONS[int(stats[kernel.S_STOP_REASON])]
     capacity_known = capacity_tokens > 0
@@ -147,6 +151,7 @@ def simulate(scenario: Scenario) -> Result:
         if capacity_known and sim_time_s > 0 else None,
         "kv_peak_frac": float(stats[kernel.S_KV_PEAK_BLOCKS] / (capacity_tokens // bs)) if capacity_known else None,
         "preemptions": int(stats[kernel.S_PREEMPTIONS]),
+        "preemption_waste_s": float(stats[kernel.S_WASTE_S]),
         "kv_capacity_tokens": int(capacity_tokens // bs * bs) if capacity_known else None,
         "offered_load": load,
         "stop_reason": stop_reason,

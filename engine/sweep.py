@@ -1,4 +1,4 @@
-"""One scenario under variations: every policy on the same arrivals, and a sweep over arrival rate.
+"""One scenario under every policy, on the same arrivals.
 
 The scenario is passed as plain data (the dict ``load_scenario`` takes) so callers can cache on it.
 Policies differ only in ``policy.name``; the other ``[policy]`` keys and the seed stay, so every
@@ -7,7 +7,7 @@ variant sees exactly the same requests.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 import pandas as pd
 
@@ -37,20 +37,4 @@ def compare_policies(data: dict, base_dir: str = ".", policies: Optional[list[st
     for name in policies or list(POLICIES):
         summary = run_summary(apply_overrides(data, {"policy.name": name}), base_dir)
         frames.append(_tagged(summary, policy=name))
-    return pd.concat(frames, ignore_index=True)
-
-
-def load_sweep(data: dict, rates_per_s: list[float], policies: list[str], base_dir: str = ".",
-               progress: Optional[Callable[[float], None]] = None) -> pd.DataFrame:
-    """Flat metrics for each (arrival rate, policy), one row per class; ``progress`` gets 0..1."""
-    if "arrival" not in data.get("workload", {}):
-        raise ValueError("a load sweep needs synthetic arrivals (workload.arrival), not a trace")
-    frames = []
-    total = len(rates_per_s) * len(policies)
-    for i, rate in enumerate(rates_per_s):
-        for j, name in enumerate(policies):
-            varied = apply_overrides(data, {"workload.arrival.rate_per_s": float(rate), "policy.name": name})
-            frames.append(_tagged(run_summary(varied, base_dir), rate_per_s=float(rate), policy=name))
-            if progress is not None:
-                progress((i * len(policies) + j + 1) / total)
     return pd.concat(frames, ignore_index=True)

@@ -28,6 +28,7 @@ class RequestArrays:
     prompt_tokens: np.ndarray  # int64, >= 1
     output_tokens: np.ndarray  # int64, >= 1
     class_id: np.ndarray       # int64, index into scenario.workload.classes
+    unrelated_output_tokens: np.ndarray  # int64, an independent length from the same class (predictor noise)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -53,7 +54,7 @@ def _assign_classes(n: int, workload: Workload, rng: np.random.Generator) -> np.
     return rng.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
 
 
-def _synthetic(workload: Workload, rng: np.random.Generator) -> RequestArrays:
+def _synthetic(workload: Workload, rng: np.random.Generator) -> tuple:
     arrival_s = _synthetic_arrivals_s(workload, rng)
     class_id = _assign_classes(len(arrival_s), workload, rng)
     prompt = np.empty(len(arrival_s), dtype=np.int64)
@@ -62,10 +63,10 @@ def _synthetic(workload: Workload, rng: np.random.Generator) -> RequestArrays:
         members = class_id == k
         prompt[members] = sample_tokens(cls.prompt_tokens, int(members.sum()), rng)
         output[members] = sample_tokens(cls.output_tokens, int(members.sum()), rng)
-    return RequestArrays(arrival_s, prompt, output, class_id)
+    return arrival_s, prompt, output, class_id
 
 
-def _replayed(workload: Workload, base_dir: str, rng: np.random.Generator) -> RequestArrays:
+def _replayed(workload: Workload, base_dir: str, rng: np.random.Generator) -> tuple:
     trace = workload.trace
     path = Path(trace.path)
     if not path.is_absolute():
@@ -92,7 +93,21 @@ def _replayed(workload: Workload, base_dir: str, rng: np.random.Generator) -> Re
                 raise TraceError(f"{path}: class {name!r} (request {pos + 1} in arrival order) is not a class "
                                  f"of the scenario; known classes: {', '.join(names)}")
             class_id[pos] = names[name]
-    return RequestArrays(arrival_s[keep], rows.prompt_tokens[order], rows.output_tokens[order], class_id)
+    return arrival_s[keep], rows.prompt_tokens[order], rows.output_tokens[order], class_id
+
+
+def _unrelated_outputs(output: np.ndarray, class_id: np.ndarray, n_classes: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """For each request, the output length of another request of its class drawn at random.
+
+    Drawn last and always, so the arrivals and lengths do not depend on the policy or its predictor.
+    """
+    unrelated = np.empty_like(output)
+    for k in range(n_classes):
+        members = np.flatnonzero(class_id == k)
+        if len(members):
+            unrelated[members] = output[members][rng.integers(0, len(members), size=len(members))]
+    return unrelated
 
 
 def build_requests(scenario: Scenario) -> RequestArrays:
@@ -100,5 +115,8 @@ def build_requests(scenario: Scenario) -> RequestArrays:
     rng = np.random.default_rng(scenario.seed)
     workload = scenario.workload
     if workload.trace is not None:
-        return _replayed(workload, scenario.base_dir, rng)
-    return _synthetic(workload, rng)
+        arrival_s, prompt, output, class_id = _replayed(workload, scenario.base_dir, rng)
+    else:
+        arrival_s, prompt, output, class_id = _synthetic(workload, rng)
+    unrelated = _unrelated_outputs(output, class_id, len(workload.classes), rng)
+    return RequestArrays(arrival_s, prompt, output, class_id, unrelated)

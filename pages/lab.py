@@ -10,7 +10,7 @@ from engine.config import Policy, RequestClass, Server
 from engine.metrics import flat_metrics
 from engine.policies import POLICIES, params_of
 from ui import charts, runner, scenario_sidebar, state
-from ui.widgets import field_input
+from ui.widgets import field_input, field_meta
 
 BATCHING_KEYS = ("max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
@@ -54,10 +54,28 @@ def policy_controls(data: dict, v: int) -> None:
     policy["name"] = st.selectbox("Policy", list(POLICIES), index=list(POLICIES).index(policy.get("name", "fifo")),
                                   format_func=POLICY_LABELS.get, key=f"policy_{v}",
                                   help="how waiting and running requests are ordered and who is preempted")
-    st.caption(f"Orders by {POLICIES[policy['name']].key}. Use it when {POLICIES[policy['name']].use_when}.")
+    spec = POLICIES[policy["name"]]
+    st.caption(f"Orders by {spec.key}. Use it when {spec.use_when}.")
     for param in params_of(policy["name"]):
-        policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=f"policy_{param.key}_{v}",
-                                        label=param.label)
+        key = f"policy_{param.key}_{v}"
+        if param.key == "weights":
+            policy["weights"] = weight_inputs(data, policy.get("weights"), key)
+        elif param.slider:
+            low, high, step = param.slider
+            _, meta, default = field_meta(Policy, param.key)
+            value = float(policy.get(param.key, default))
+            policy[param.key] = st.slider(f"{param.label}" + (f" ({meta['unit']})" if meta["unit"] else ""),
+                                          low, max(high, value), value, step, key=key, help=meta["help"])
+        else:
+            policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=key, label=param.label)
+
+
+def weight_inputs(data: dict, weights: dict | None, key: str) -> dict:
+    """One weight per class (fair-queuing shares); equal by default."""
+    names = [c["name"] for c in data["workload"]["classes"]]
+    return {name: st.number_input(f"Weight of {name}", min_value=0.01, value=float((weights or {}).get(name, 1.0)),
+                                  key=f"{key}_{name}", help="GPU service share of this class when all are busy")
+            for name in names}
 
 
 def server_controls(data: dict, v: int) -> None:
@@ -134,6 +152,28 @@ def kpi_cards(summary: dict, previous: dict | None) -> None:
                                 delta_color="inverse" if key.startswith(LOWER_IS_BETTER) else "normal")
 
 
+def policy_extras(scenario: dict, summary: dict) -> None:
+    """Views specific to the current policy: starvation, fair shares, the dynamic cost map."""
+    name = scenario["policy"].get("name", "fifo")
+    classes = summary["classes"]
+    cols = st.columns(len(classes))
+    for col, (cls, block) in zip(cols, classes.items()):
+        col.metric(f"Longest wait, {cls}", "-" if block["longest_wait_ms"] is None else
+                   kpi_text("wait_ms", block["longest_wait_ms"]), help="longest time any request of the class "
+                   "waited before it was first scheduled: starvation shows here")
+    if name == "wfq":
+        weights = scenario["policy"].get("weights") or {c: 1.0 for c in classes}
+        st.plotly_chart(charts.share_bars(classes, weights), width="stretch")
+    if name == "dynamic" and st.toggle("Map alpha and gamma at this load", key="alpha_gamma",
+                                       help="16 runs of the dynamic policy on the first "
+                                            f"{runner.SWEEP_MAX_REQUESTS:,} requests"):
+        grid = runner.alpha_gamma_map(scenario, [0.0, 1.0, 3.0, 10.0], [0.0, 1.0, 3.0, 10.0])
+        left, right = st.columns(2)
+        first, last = list(classes)[0], list(classes)[-1]
+        left.plotly_chart(charts.heatmap(grid, first, "ttft_p99_ms"), width="stretch")
+        right.plotly_chart(charts.heatmap(grid, last, "output_tokens_per_s"), width="stretch")
+
+
 @st.fragment
 def comparison_view(frame) -> None:
     metric = st.selectbox("Metric", list(charts.METRIC_LABELS), format_func=charts.METRIC_LABELS.get,
@@ -179,8 +219,14 @@ cols[2].metric("GPU busy", f"{system['gpu_busy_frac']:.0%}")
 cols[3].metric("KV peak", "unlimited" if system["kv_peak_frac"] is None else f"{system['kv_peak_frac']:.0%}")
 cols[4].metric("Preemptions", f"{system['preemptions']:,}")
 
+if system["preemptions"]:
+    st.caption(f"{system['preemptions']:,} preemptions wasted {system['preemption_waste_s']:.1f} s of GPU time "
+               f"({system['preemption_waste_s'] / max(system['sim_time_s'], 1e-9):.1%} of the run).")
+policy_extras(scenario, summary)
+
 st.subheader("Policy comparison (same arrivals)")
 comparison = runner.policy_comparison(scenario, list(POLICIES))
+st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_MAX_REQUESTS:,} requests.")
 comparison_view(comparison)
 with st.expander("Comparison table"):
     st.dataframe(comparison, width="stretch", hide_index=True)
@@ -189,7 +235,10 @@ st.subheader("Curves against load")
 arrival = scenario["workload"].get("arrival")
 if arrival and not scenario["workload"].get("trace"):
     rates = runner.sweep_rates(arrival["rate_per_s"], system["offered_load"])
-    sweep = runner.load_sweep(scenario, rates, list(POLICIES))
+    default_curves = list(dict.fromkeys(["fifo", "priority", scenario["policy"].get("name", "fifo")]))
+    shown_policies = st.multiselect("Policies", list(POLICIES), default_curves, format_func=POLICY_LABELS.get,
+                                    key="curve_policies", help="each policy adds one run per arrival rate")
+    sweep = runner.load_sweep(scenario, rates, shown_policies or default_curves)
     st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, "
                f"{min(scenario['workload'].get('num_requests') or 0, runner.SWEEP_MAX_REQUESTS):,} requests each.")
     curves_view(sweep, arrival["rate_per_s"])

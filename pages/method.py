@@ -59,11 +59,40 @@ unless `activation_reserve_gib` is set.
 st.markdown("### Policies")
 st.markdown("A policy gives every request one number, its key (lower runs first); the running request with "
             "the highest key is the preemption victim. Ties break by arrival time, then request index.")
-st.dataframe(pd.DataFrame([{"policy": name, "label": spec.label, "orders by": spec.key, "use it when": spec.use_when}
-                           for name, spec in POLICIES.items()]), hide_index=True, width="stretch")
-st.markdown("With `preemptive = true`, a waiting request evicts the worst running one when the batch or "
-            "memory is full and its key is strictly lower (equal levels never preempt each other).")
+for name, spec in POLICIES.items():
+    st.markdown(f"**{spec.label}** (`{name}`): orders by {spec.key}. *Use it when* {spec.use_when}.")
+    st.latex(spec.formula)
+st.markdown("""
+- **Priority with anti-starvation**: `aging_per_s` lowers (improves) the effective level by that many
+  levels per second waited; after `max_wait_ms` a request is promoted to level 0 (FIFO by arrival among
+  level 0). The Lab shows the longest wait per class, where starvation appears.
+- **Weighted fair queuing**: each class keeps a virtual time V = service received / weight, service
+  counted in tokens processed (one per decode, `prefill_token_weight` per prefill token); the batch
+  goes to the class with the lowest V. It is work conserving: a class with nothing waiting takes no
+  slot, and when it comes back its V is raised to the lowest V of the busy classes, so idle time earns
+  no credit.
+- **Dynamic cost**: waited = time since arrival; SLA = the class's TTFT target before the first token
+  and its end-to-end target after (the other when only one is set, `default_sla_ms` when none);
+  consumed / expected = processed tokens (prefill tokens weighted by `prefill_token_weight`) / (the
+  prompt + the predicted output). A waiting request preempts the running one with the lowest cost
+  when its cost is higher by more than `margin`.
+- **SJF / SRPT / dynamic** use a predicted output length: true^(1-e) x r^e, with e =
+  `predictor_error` and r the length of another request of the same class drawn at random (e = 0 exact,
+  e = 1 no information about this request).
+- **EDF**: deadline = arrival + TTFT target before the first token, arrival + end-to-end target after;
+  requests without any target come after every request with one.
+- **vLLM presets**: `vllm-fcfs` is FIFO that never preempts for policy reasons (memory preemption takes
+  the latest arrival); `vllm-priority` orders by (priority level, arrival), preempts the lowest priority,
+  latest arrival; both always recompute.
 
+**Preemption modes** (`preempt_mode`): `recompute` drops the KV and the request re-prefills its prompt
+and the tokens it generated; `swap` moves the KV to host memory and back (each way: KV bytes /
+`host_link_gb_s`, added to the iteration in which it happens); `keep` leaves the KV on the GPU and
+charges `preempt_overhead_ms` when the request resumes. Keeping frees no memory, so a preemption forced
+by a full KV cache recomputes in `keep` mode, and paused requests give up their KV first when memory
+runs out. **Wasted GPU time** = transfers and pauses, plus each iteration's time times the share of its
+tokens that recompute work done before.
+""")
 st.markdown("""
 ### Metrics, assumptions and limits
 - Queue delay = arrival to first scheduled; TTFT = arrival to first token; TPOT = (last - first token) /
@@ -78,8 +107,10 @@ st.markdown("""
 
 st.markdown("### Validation against queueing theory")
 st.markdown("With `max_batch_size = 1` on the fixed model the server is an M/G/1 queue (service = output "
-            "tokens x step). Mean queue delay against Pollaczek-Khinchine (FIFO) and Cobham (non-preemptive "
-            "priority), several seeds, first 10% of each run cut as warm-up:")
+            "tokens x step). Mean queue delay against Pollaczek-Khinchine (FIFO), Cobham (non-preemptive "
+            "priority; SJF as one class per job size) and mean time in system against preemptive-resume "
+            "priority (allowed one iteration: the simulator preempts at iteration boundaries). Several seeds, "
+            "first 10% of each run cut as warm-up:")
 
 
 CHECK_SEEDS = 8
@@ -90,8 +121,9 @@ CHECK_REQUESTS = 20000
 def checks_table() -> pd.DataFrame:
     return pd.DataFrame([{"set-up": c.name, "class": c.cls, "theory (ms)": c.theory_ms,
                           "simulated (ms)": c.simulated_ms, "std. error (ms)": c.std_error_ms,
-                          "error": f"{100 * c.rel_error:+.2f}%",
-                          "within 2 std. errors": abs(c.simulated_ms - c.theory_ms) <= 2 * c.std_error_ms}
+                          "allowance (ms)": c.allowance_ms, "error": f"{100 * c.rel_error:+.2f}%",
+                          "within 2 std. errors + allowance":
+                              abs(c.simulated_ms - c.theory_ms) <= 2 * c.std_error_ms + c.allowance_ms}
                          for c in theory_checks(seeds=range(CHECK_SEEDS), num_requests=CHECK_REQUESTS)])
 
 

@@ -101,6 +101,28 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
     return fig
 
 
+def share_bars(classes: dict, weights: dict) -> go.Figure:
+    """Fair queuing: each class's achieved share of GPU service against its configured weight share."""
+    names = list(classes)
+    total = sum(weights[n] for n in names)
+    fig = go.Figure([go.Bar(x=names, y=[weights[n] / total for n in names], name="configured"),
+                     go.Bar(x=names, y=[classes[n]["service_share"] or 0.0 for n in names], name="achieved")])
+    fig.update_layout(barmode="group", height=280, margin=dict(t=30, b=10), yaxis_tickformat=".0%",
+                      title="GPU service share per class (all classes busy: achieved follows the weights)")
+    return fig
+
+
+def heatmap(grid: pd.DataFrame, cls: str, metric: str) -> go.Figure:
+    """``metric`` of class ``cls`` over the (alpha, gamma) grid of the dynamic policy."""
+    table = grid[grid["class"] == cls].pivot(index="gamma", columns="alpha", values=metric)
+    fig = go.Figure(go.Heatmap(z=table.to_numpy(), x=[str(a) for a in table.columns],
+                               y=[str(g) for g in table.index], colorbar=dict(title=""),
+                               texttemplate="%{z:,.0f}"))
+    fig.update_layout(height=300, margin=dict(t=40, b=10), title=f"{cls}: {METRIC_LABELS.get(metric, metric)}",
+                      xaxis_title="alpha (waiting)", yaxis_title="gamma (tier)")
+    return fig
+
+
 def histogram(values: np.ndarray, title: str, log_x: bool = False) -> go.Figure:
     fig = go.Figure(go.Histogram(x=values, nbinsx=60))
     fig.update_layout(height=260, margin=dict(t=30, b=10), title=title, bargap=0.02, showlegend=False)

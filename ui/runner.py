@@ -50,14 +50,33 @@ def summary(scenario_json: str) -> dict:
     return run_summary(json.loads(scenario_json), str(PRESET_DIR))
 
 
-def policy_comparison(data: dict, policies: list[str]) -> pd.DataFrame:
-    """Flat metrics of each policy on the same arrivals (one cached run per policy)."""
+def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:
+    """``data`` with at most ``max_requests`` requests (comparisons and sweeps run many variants)."""
+    return apply_overrides(data, {"workload.num_requests": min(int(data["workload"].get("num_requests") or
+                                                                   max_requests), max_requests)})
+
+
+def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> pd.DataFrame:
+    """Flat metrics of each (overrides, tags) variant of ``base``: cached per run, with a progress bar."""
+    bar = st.progress(0.0, text=text)
     frames = []
-    for name in policies:
-        frame = flat_metrics(summary(canonical(apply_overrides(data, {"policy.name": name}))))
-        frame.insert(0, "policy", name)
+    for i, (overrides, tags) in enumerate(variants):
+        result = summary(canonical(apply_overrides(base, overrides)))
+        frame = flat_metrics(result)
+        for column, value in reversed(tags.items()):
+            frame.insert(0, column, value)
+        frame["unstable"] = result["system"]["unstable"]
+        frame["preemptions"] = result["system"]["preemptions"]
         frames.append(frame)
+        bar.progress((i + 1) / len(variants), text=f"{text} {i + 1}/{len(variants)}")
+    bar.empty()
     return pd.concat(frames, ignore_index=True)
+
+
+def policy_comparison(data: dict, policies: list[str]) -> pd.DataFrame:
+    """Every policy on the same arrivals (the first ``SWEEP_MAX_REQUESTS`` requests)."""
+    return _variants(capped(data), [({"policy.name": name}, {"policy": name}) for name in policies],
+                     "Running every policy...")
 
 
 def _round_sig(x: float, digits: int = 3) -> float:
@@ -76,26 +95,18 @@ def load_sweep(data: dict, rates: list[float], policies: list[str]) -> pd.DataFr
     The assembled frame is kept in the session under a key without the current rate, so moving the
     rate only moves the marker; each point is also cached on its own (``summary``).
     """
-    base = apply_overrides(data, {"workload.arrival.rate_per_s": 1.0})
+    base = capped(apply_overrides(data, {"workload.arrival.rate_per_s": 1.0}))
     key = ("sweep", canonical(base), tuple(rates), tuple(policies))
-    if st.session_state.get("sweep_key") == key:
-        return st.session_state["sweep_frame"]
-    workload = dict(base["workload"])
-    workload["num_requests"] = min(int(workload.get("num_requests") or SWEEP_MAX_REQUESTS), SWEEP_MAX_REQUESTS)
-    base["workload"] = workload
-    points = [(rate, name) for rate in rates for name in policies]
-    bar = st.progress(0.0, text="Sweeping the arrival rate...")
-    frames = []
-    for i, (rate, name) in enumerate(points):
-        varied = apply_overrides(base, {"workload.arrival.rate_per_s": rate, "policy.name": name})
-        result = summary(canonical(varied))
-        frame = flat_metrics(result)
-        frame.insert(0, "policy", name)
-        frame.insert(0, "rate_per_s", rate)
-        frame["unstable"] = result["system"]["unstable"]
-        frames.append(frame)
-        bar.progress((i + 1) / len(points), text=f"Sweeping the arrival rate... {i + 1}/{len(points)}")
-    bar.empty()
-    frame = pd.concat(frames, ignore_index=True)
-    st.session_state["sweep_key"], st.session_state["sweep_frame"] = key, frame
-    return frame
+    if st.session_state.get("sweep_key") != key:
+        variants = [({"workload.arrival.rate_per_s": rate, "policy.name": name},
+                     {"rate_per_s": rate, "policy": name}) for rate in rates for name in policies]
+        frame = _variants(base, variants, "Sweeping the arrival rate...")
+        st.session_state["sweep_key"], st.session_state["sweep_frame"] = key, frame
+    return st.session_state["sweep_frame"]
+
+
+def alpha_gamma_map(data: dict, alphas: list[float], gammas: list[float]) -> pd.DataFrame:
+    """The dynamic policy over a grid of (alpha, gamma) at the current load."""
+    variants = [({"policy.name": "dynamic", "policy.alpha": a, "policy.gamma": g}, {"alpha": a, "gamma": g})
+                for a in alphas for g in gammas]
+    return _variants(capped(data), variants, "Mapping alpha and gamma...")
