@@ -129,7 +129,9 @@ def kpi_text(key: str, value: float, signed: bool = False) -> str:
     """A KPI value with its unit; milliseconds switch to seconds from 1,000 ms."""
     sign = "+" if signed else ""
     if key.endswith("_ms"):
-        return f"{value:{sign},.0f} ms" if abs(value) < 1000 else f"{value / 1000:{sign},.2f} s"
+        if abs(value) < 1000:
+            return f"{value:{sign},.0f} ms"
+        return f"{value / 1000:{sign},.2f} s" if abs(value) < 100_000 else f"{value / 1000:{sign},.0f} s"
     if key == "sla_attainment":
         return f"{100 * value:{sign}.1f}%" if not signed else f"{100 * value:+.1f} pt"
     return f"{value:{sign},.0f}"

@@ -108,7 +108,8 @@ def share_bars(classes: dict, weights: dict) -> go.Figure:
     fig = go.Figure([go.Bar(x=names, y=[weights[n] / total for n in names], name="configured"),
                      go.Bar(x=names, y=[classes[n]["service_share"] or 0.0 for n in names], name="achieved")])
     fig.update_layout(barmode="group", height=280, margin=dict(t=30, b=10), yaxis_tickformat=".0%",
-                      title="GPU service share per class (all classes busy: achieved follows the weights)")
+                      title="GPU service share per class: a class that asks for less than its weight's share "
+                            "leaves the rest to the others")
     return fig
 
 
@@ -119,7 +120,8 @@ def heatmap(grid: pd.DataFrame, cls: str, metric: str) -> go.Figure:
                                y=[str(g) for g in table.index], colorbar=dict(title=""),
                                texttemplate="%{z:,.0f}"))
     fig.update_layout(height=300, margin=dict(t=40, b=10), title=f"{cls}: {METRIC_LABELS.get(metric, metric)}",
-                      xaxis_title="alpha (waiting)", yaxis_title="gamma (tier)")
+                      xaxis_title="alpha (waiting)", yaxis_title="gamma (tier)", xaxis_type="category",
+                      yaxis_type="category")
     return fig
 
 
