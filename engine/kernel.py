@@ -8,16 +8,21 @@ left, or a limit stops it. Each iteration:
    ``min_batch_size`` are ready, until the oldest has waited ``wait_timeout_s``;
 3. order the running requests by the policy key and give each its next chunk
    (one token when decoding, up to the token budget when prefilling), growing its
-   KV blocks; when memory runs out, preempt from the worst end (recompute);
+   KV blocks; when memory runs out, drop the KV of paused requests, then preempt
+   from the worst end;
 4. admit waiting requests in key order while a slot, budget and memory remain
-   (a preemptive policy may evict a worse running request);
+   (a preemptive policy may evict a worse running request); a request that was
+   paused or swapped out pays its resume cost;
 5. compute the step time (fixed, or roofline), advance every scheduled request:
    a request whose pending tokens reach zero emits one output token;
 6. record counters and the (stride-decimated) time series.
 
 Progress follows one rule for prefill, chunked prefill, decode and recompute:
 ``pending`` tokens must be processed before the next output token appears
-(the prompt at first, 1 while decoding, prompt + generated after a preemption).
+(the prompt at first, 1 while decoding, prompt + generated after a recompute
+preemption). A preempted request keeps its KV on the GPU (keep), moves it to host
+memory (swap: transfer time each way) or drops it (recompute); the time this
+wastes is accumulated per iteration.
 
 State layout: the per-request arrays of ``layout.py`` (one int64 and one float64
 2-D array with named columns), three index lists (waiting, running, batch) and a
