@@ -44,7 +44,8 @@ def test_impossible_setups_say_how_to_fix_them():
             "server": {"step_model": "roofline", "gpu": "A100-80G", "model": "Llama-3-70B", "quant": "fp16"}}
     with pytest.raises(engine.ScenarioError, match="does not fit on A100-80G.*lower-bit quant"):
         engine.simulate(engine.load_scenario(base))
-    with pytest.raises(engine.ScenarioError, match="server.gpu = 'T1000' is not in .*choose one of A100-80G, H100-80G"):
+    with pytest.raises(engine.ScenarioError,
+                       match="server.gpu = .T1000. is not in .*choose one of T4, RTX-3090, .*H100-80G"):
         engine.simulate(engine.load_scenario(base, overrides=["server.gpu=T1000"]))
     with pytest.raises(engine.ScenarioError, match="needs fp8 tensor cores"):
         engine.simulate(engine.load_scenario(base, overrides=["server.quant=fp8"]))

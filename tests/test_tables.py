@@ -1,0 +1,50 @@
+"""The hardware tables load, validate and reproduce the published model sizes."""
+
+import pandas as pd
+import pytest
+
+from engine.config import Server
+from engine.hardware import DATA_DIR, roofline_profile
+
+REQUIRED = {
+    "gpus": ["memory_gb", "mem_bw_tb_s", "fp16_tflops", "int8_tops", "interconnect_gb_s", "compute_efficiency",
+             "bandwidth_efficiency", "iteration_overhead_ms"],
+    "models": ["layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"],
+    "quant": ["weight_bytes_per_param"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_rows_are_complete_sourced_and_unique(name):
+    table = pd.read_csv(DATA_DIR / f"{name}.csv")
+    key = table.columns[0]
+    assert table[key].is_unique, f"duplicate {key} in {name}.csv"
+    assert table["source"].str.len().min() > 10 and table["as_of"].notna().all()
+    for column in REQUIRED[name]:
+        assert pd.to_numeric(table[column]).gt(0).all(), f"{name}.csv {column} must be positive"
+
+
+def test_gpu_units_are_plausible():
+    gpus = pd.read_csv(DATA_DIR / "gpus.csv")
+    assert gpus["memory_gb"].between(8, 256).all()          # GB per card
+    assert gpus["mem_bw_tb_s"].between(0.1, 10).all()       # TB/s
+    assert gpus["fp16_tflops"].between(20, 3000).all()      # dense TFLOPS, not sparse
+    assert (gpus["int8_tops"] >= gpus["fp16_tflops"]).all()
+    assert gpus[["compute_efficiency", "bandwidth_efficiency"]].le(1).all().all()
+
+
+@pytest.mark.parametrize("model, params_b", [
+    ("Llama-2-7B", 6.74), ("Llama-2-13B", 13.02), ("Llama-2-70B", 68.98), ("Llama-3-8B", 8.03),
+    ("Llama-3-70B", 70.55), ("Llama-3.1-405B", 405.85), ("Mistral-7B", 7.24), ("Qwen2.5-14B", 14.77),
+    ("Qwen2.5-72B", 72.71),
+])
+def test_parameter_counts_match_the_published_sizes(model, params_b):
+    # Published figures from ../shared/reference/hardware_and_models.md; Qwen adds Q/K/V biases (< 0.01B).
+    profile = roofline_profile(Server(step_model="roofline", model=model))
+    assert profile.parameters / 1e9 == pytest.approx(params_b, abs=0.015)
+
+
+@pytest.mark.parametrize("model, kv_bytes", [("Llama-2-7B", 524288), ("Llama-2-70B", 327680),
+                                             ("Qwen2.5-7B", 57344), ("Llama-3.1-405B", 516096)])
+def test_kv_bytes_per_token(model, kv_bytes):
+    assert roofline_profile(Server(step_model="roofline", model=model)).kv_bytes_per_token == kv_bytes
