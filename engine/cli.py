@@ -72,7 +72,8 @@ def format_table(result: Result) -> str:
                      f"{_fmt(m['e2e_ms']['p50']):>10}{_fmt(m['e2e_ms']['p99']):>10}"
                      f"{_fmt(m['tpot_ms']['mean'], 1):>8}{sla:>7}{_fmt(m['output_tokens_per_s'], 1):>9}")
     s = summary["system"]
-    kv = "unlimited" if s["kv_peak_frac"] is None else f"mean {100 * s['kv_mean_frac']:.1f}% peak {100 * s['kv_peak_frac']:.1f}%"
+    kv = "unlimited" if s["kv_peak_frac"] is None else \
+        f"mean {100 * s['kv_mean_frac']:.1f}% peak {100 * s['kv_peak_frac']:.1f}%"
     lines.append(f"system: {s['sim_time_s']:,.1f} s simulated, {s['iterations']:,} iterations, mean batch "
                  f"{s['mean_batch_size']:.2f}, GPU busy {100 * s['gpu_busy_frac']:.1f}%, KV {kv}, "
                  f"{s['preemptions']:,} preemptions, offered load {s['offered_load']:.2f} (estimate)")

@@ -177,6 +177,9 @@ class Server:
     gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)")
     model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)")
     quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)")
+    tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
+                                  "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
+                               choices=(1, 2, 4, 8))
     gpu_memory_utilization: float = opt(0.9, "share of GPU memory the server may use (roofline)", "",
                                         gt=0.0, le=1.0)
     activation_reserve_gib: Optional[float] = opt(None, "memory kept for activations (roofline; none = "
@@ -501,7 +504,7 @@ def keys_reference() -> list[dict[str, str]]:
                     else str(f.default).lower()
             help_text = f.metadata["help"]
             if "choices" in f.metadata:
-                help_text += " (" + " \\| ".join(f.metadata["choices"]) + ")"
+                help_text += " (" + " \\| ".join(str(c) for c in f.metadata["choices"]) + ")"
             rows.append({"key": key, "unit": f.metadata.get("unit", ""), "default": default, "help": help_text})
 
     walk(Scenario, "")

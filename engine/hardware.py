@@ -12,6 +12,10 @@ and the activation reserve. Formulas (units in the names):
 - attention FLOPs per (token, context token) = 4 * L * n_h * d   (Q.K^T and A.V)
 - KV bytes per token = 2 [K and V] * L * n_kv * d * 2 bytes (FP16 cache)
 - weight bytes read per iteration = (parameters - vocab*h) * bytes per weight
+
+Tensor parallelism over T cards divides weights, KV, FLOP/s and bandwidth by T and adds two
+all-reduces of the batch's activations per layer (ring: 2 (T-1)/T x tokens x h x 2 B over the
+per-direction link bandwidth, plus a fixed latency each), not overlapped with compute.
 """
 
 from __future__ import annotations
@@ -60,13 +64,17 @@ class RooflineProfile:
     effective_flops_per_s: float        # peak tensor throughput x compute efficiency
     effective_bytes_per_s: float        # HBM bandwidth x bandwidth efficiency
     iteration_overhead_s: float
-    memory_bytes: float
+    memory_bytes: float                 # all cards of the server together
+    comm_s_per_token: float             # tensor-parallel all-reduce time per batched token
+    comm_fixed_s: float                 # tensor-parallel all-reduce latency per iteration
     activation_bytes_per_token: float   # transient activations of one batched token
     logit_bytes_per_sequence: float
 
 
-def roofline_profile(server: Server) -> RooflineProfile:
-    """Coefficients of the roofline step-time model for ``server.gpu/model/quant``."""
+def roofline_profile(server: Server, tensor_parallel: int | None = None) -> RooflineProfile:
+    """Coefficients of the roofline step-time model for ``server.gpu/model/quant`` over
+    ``tensor_parallel`` cards (default: ``server.tensor_parallel``)."""
+    tp = tensor_parallel or server.tensor_parallel
     gpu = _row("gpus", server.gpu, "gpu")
     model = _row("models", server.model, "model")
     quant = _row("quant", server.quant, "quant")
@@ -81,6 +89,8 @@ def roofline_profile(server: Server) -> RooflineProfile:
         raise ScenarioError(f"server.quant = {server.quant!r} needs {quant['compute']} tensor cores, which "
                             f"{server.gpu} does not have; choose fp16, bf16 or int4 (or another GPU)")
     bytes_per_weight = float(quant["weight_bytes_per_param"])
+    link_bytes_per_s = float(gpu["interconnect_gb_s"]) * 1e9 / 2  # the table gives both directions
+    allreduces = 2 * L
     return RooflineProfile(
         parameters=float(parameters),
         weight_bytes=matmul_params * bytes_per_weight,
@@ -88,36 +98,57 @@ def roofline_profile(server: Server) -> RooflineProfile:
         kv_bytes_per_token=float(2 * L * n_kv * d * KV_CACHE_BYTES_PER_VALUE),
         matmul_flops_per_token=2.0 * matmul_params,
         attention_flops_per_context_token=4.0 * L * n_h * d,
-        effective_flops_per_s=float(peak) * 1e12 * float(gpu["compute_efficiency"]),
-        effective_bytes_per_s=float(gpu["mem_bw_tb_s"]) * 1e12 * float(gpu["bandwidth_efficiency"]),
+        effective_flops_per_s=tp * float(peak) * 1e12 * float(gpu["compute_efficiency"]),
+        effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12 * float(gpu["bandwidth_efficiency"]),
         iteration_overhead_s=float(gpu["iteration_overhead_ms"]) / 1000.0,
-        memory_bytes=float(gpu["memory_gb"]) * 1e9,
+        memory_bytes=tp * float(gpu["memory_gb"]) * 1e9,
+        comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
+        comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,
         activation_bytes_per_token=float((4 * h + 2 * inter) * ACTIVATION_BYTES),
         logit_bytes_per_sequence=float(vocab * LOGIT_BYTES),
     )
 
 
-def activation_reserve_bytes(server: Server, profile: RooflineProfile) -> float:
-    """Memory held back for activations: the given GiB, or an estimate of one full iteration's peak.
+def activation_reserve_bytes(server: Server, profile: RooflineProfile, tensor_parallel: int) -> float:
+    """Memory held back for activations on all cards: the given GiB per card, or an estimate.
 
-    Estimate = max_batched_tokens x (4*h + 2*I) x 2 B (residual, norm, attention and MLP
-    intermediates of every batched token) + max_batch_size x vocab x 4 B (FP32 logits).
+    Estimate per card = max_batched_tokens x (4*h + 2*I) x 2 B (residual, norm, attention and MLP
+    intermediates of every batched token) + max_batch_size x vocab x 4 B (FP32 logits); every card
+    keeps the full residual stream, so the estimate is not divided by the tensor-parallel degree.
     """
     if server.activation_reserve_gib is not None:
-        return server.activation_reserve_gib * GIB
-    return (server.max_batched_tokens * profile.activation_bytes_per_token
-            + server.max_batch_size * profile.logit_bytes_per_sequence)
+        return tensor_parallel * server.activation_reserve_gib * GIB
+    return tensor_parallel * (server.max_batched_tokens * profile.activation_bytes_per_token
+                              + server.max_batch_size * profile.logit_bytes_per_sequence)
+
+
+def _free_kv_bytes(server: Server, tensor_parallel: int) -> float:
+    profile = roofline_profile(server, tensor_parallel)
+    return (profile.memory_bytes * server.gpu_memory_utilization - profile.resident_weight_bytes
+            - activation_reserve_bytes(server, profile, tensor_parallel))
+
+
+TP_DEGREES = (1, 2, 4, 8)
 
 
 def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
-    """KV-cache tokens that fit: (memory x utilisation - weights - reserve) / KV bytes per token."""
-    usable = profile.memory_bytes * server.gpu_memory_utilization
-    reserve = activation_reserve_bytes(server, profile)
-    free = usable - profile.resident_weight_bytes - reserve
+    """KV-cache tokens that fit: (memory x utilisation - weights - reserve) / KV bytes per token.
+
+    A model that leaves no room raises ``ScenarioError`` naming the smallest tensor-parallel degree
+    that would fit (or the other fixes when none up to 8 does).
+    """
+    tp = server.tensor_parallel
+    free = _free_kv_bytes(server, tp)
     if free < profile.kv_bytes_per_token * server.block_size_tokens:
+        usable = profile.memory_bytes * server.gpu_memory_utilization
+        reserve = activation_reserve_bytes(server, profile, tp)
+        fits = [d for d in TP_DEGREES if d > tp and
+                _free_kv_bytes(server, d) >= profile.kv_bytes_per_token * server.block_size_tokens]
+        fix = (f"set server.tensor_parallel = {fits[0]} (the smallest that fits), or choose a lower-bit quant "
+               f"or a larger GPU") if fits else "choose a lower-bit quant, a smaller model or a larger GPU"
         raise ScenarioError(
-            f"server.model = {server.model!r} ({server.quant}) does not fit on {server.gpu}: weights "
+            f"server.model = {server.model!r} ({server.quant}) does not fit on {tp} x {server.gpu}: weights "
             f"{profile.resident_weight_bytes / GIB:.1f} GiB + activation reserve {reserve / GIB:.1f} GiB leave "
             f"no KV cache in {usable / GIB:.1f} GiB usable (gpu_memory_utilization = "
-            f"{server.gpu_memory_utilization}); choose a lower-bit quant, a smaller model or a larger GPU")
+            f"{server.gpu_memory_utilization}); {fix}")
     return int(free // profile.kv_bytes_per_token)

@@ -51,7 +51,8 @@ def _step_params(scenario: Scenario) -> tuple[tuple, int]:
                               attention_flops_per_context_token=profile.attention_flops_per_context_token,
                               weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,
                               flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
-                              overhead_s=profile.iteration_overhead_s)
+                              overhead_s=profile.iteration_overhead_s, comm_s_per_token=profile.comm_s_per_token,
+                              comm_fixed_s=profile.comm_fixed_s)
     return step, kv_capacity_tokens(server, profile)
 
 

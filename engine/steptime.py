@@ -6,7 +6,8 @@ overhead (coefficients from ``hardware.roofline_profile``)::
 
     compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
     memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
-    step_s    = max(compute_s, memory_s) + overhead_s
+    comm_s    = comm_fixed_s + comm_s_per_token x tokens     (tensor-parallel all-reduces)
+    step_s    = max(compute_s, memory_s) + comm_s + overhead_s
 
 where ``tokens`` = prefill tokens + decodes in the batch, ``context_pairs`` = sum
 over batched tokens of the positions each attends to (a chunk of c tokens on top
@@ -21,15 +22,17 @@ FIXED, ROOFLINE = 0, 1
 
 # The step tuple (a plain tuple indexed by these constants).
 (ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
- ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S) = range(9)
+ ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S, ST_COMM_S_PER_TOKEN,
+ ST_COMM_FIXED_S) = range(11)
 
 
 def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
-                weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0):
+                weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0,
+                comm_s_per_token=0.0, comm_fixed_s=0.0):
     """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
     return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
             float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
-            float(flops_per_s), float(bytes_per_s), float(overhead_s))
+            float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s))
 
 
 @njit(cache=True)
@@ -39,7 +42,8 @@ def step_time_s_nb(step, tokens, context_pairs, context_reads):
         return step[ST_STEP_TIME_S]
     flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
     bytes_moved = step[ST_WEIGHT_BYTES] + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
-    return max(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S]) + step[ST_OVERHEAD_S]
+    comm_s = step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens
+    return max(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S]) + comm_s + step[ST_OVERHEAD_S]
 
 
 @njit(cache=True)

@@ -14,7 +14,7 @@ from ui.widgets import field_input, field_meta
 
 BATCHING_KEYS = ("max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
-ROOFLINE_KEYS = ("gpu", "model", "quant", "gpu_memory_utilization")
+ROOFLINE_KEYS = ("gpu", "model", "quant", "tensor_parallel", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms")
 LOWER_IS_BETTER = ("ttft", "e2e", "tpot", "queue", "timed_out")

@@ -42,7 +42,7 @@ def test_impossible_setups_say_how_to_fix_them():
                          "classes": [{"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 8},
                                       "output_tokens": {"dist": "constant", "value": 8}}]},
             "server": {"step_model": "roofline", "gpu": "A100-80G", "model": "Llama-3-70B", "quant": "fp16"}}
-    with pytest.raises(engine.ScenarioError, match="does not fit on A100-80G.*lower-bit quant"):
+    with pytest.raises(engine.ScenarioError, match="does not fit on 1 x A100-80G.*lower-bit quant"):
         engine.simulate(engine.load_scenario(base))
     with pytest.raises(engine.ScenarioError,
                        match="server.gpu = .T1000. is not in .*choose one of T4, RTX-3090, .*H100-80G"):
@@ -55,3 +55,46 @@ def test_every_table_row_has_a_source_and_a_date():
     for name in ("gpus", "models", "quant"):
         table = pd.read_csv(DATA_DIR / f"{name}.csv")
         assert table["source"].str.len().min() > 10 and table["as_of"].notna().all(), name
+
+
+def step_of(profile):
+    return step_params(ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
+                       attention_flops_per_context_token=profile.attention_flops_per_context_token,
+                       weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,
+                       flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
+                       overhead_s=profile.iteration_overhead_s, comm_s_per_token=profile.comm_s_per_token,
+                       comm_fixed_s=profile.comm_fixed_s)
+
+
+def test_fit_check_names_the_smallest_tensor_parallel_degree():
+    """Llama-3-70B FP16 weights are 141 GB: two A100-80G (144 GB usable) leave no room, four do."""
+    server = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-70B", quant="fp16")
+    with pytest.raises(engine.ScenarioError, match=r"does not fit on 1 x A100-80G.*set server.tensor_parallel = 4"):
+        kv_capacity_tokens(server, roofline_profile(server))
+    tp4 = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-70B", quant="fp16", tensor_parallel=4,
+                 activation_reserve_gib=1.0)
+    profile = roofline_profile(tp4)
+    expected = (4 * 80e9 * 0.9 - profile.parameters * 2 - 4 * GIB) // 327680
+    assert kv_capacity_tokens(tp4, profile) == expected
+    with pytest.raises(engine.ScenarioError, match="smaller model"):
+        big = Server(step_model="roofline", gpu="T4", model="Llama-3.1-405B", quant="fp16")
+        kv_capacity_tokens(big, roofline_profile(big))
+
+
+def test_more_cards_are_faster_per_iteration_until_communication_dominates():
+    batch, context = 32, 2000
+    times = []
+    for tp in (1, 2, 4, 8):
+        profile = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Llama-3-70B", quant="int4",
+                                          tensor_parallel=tp))
+        times.append(step_time_s_nb(step_of(profile), batch, batch * (context + 1), batch * context))
+    assert times == sorted(times, reverse=True) and times[-1] < times[0] / 2
+    # The all-reduces (and the fixed overhead) make the gain sub-linear, over NVLink and over PCIe.
+    assert times[2] / times[3] < 2
+    gains = {}
+    for gpu in ("H100-80G", "L40S"):
+        p4, p8 = (roofline_profile(Server(step_model="roofline", gpu=gpu, model="Llama-3-8B", tensor_parallel=tp))
+                  for tp in (4, 8))
+        assert p8.comm_s_per_token > p4.comm_s_per_token > 0
+        gains[gpu] = step_time_s_nb(step_of(p4), 1, 1001, 1000) / step_time_s_nb(step_of(p8), 1, 1001, 1000)
+    assert all(1 < gain < 2 for gain in gains.values()), gains
