@@ -6,7 +6,8 @@ Definitions (all times from the request's arrival):
 - latency statistics (mean, p50, p90, p99; linear-interpolated percentiles) use completed requests;
 - SLA attainment = completed requests that met every SLA target their class sets, divided by
   completed + timed-out requests (unfinished ones are not judged);
-- output tokens per second = output tokens emitted during the run / simulated time;
+- output tokens per second = output tokens emitted during the run / simulated time; prompt tokens per
+  second counts the prompts of requests that received a first token; SLA-met requests per second;
 - arrived = completed + timed_out + unfinished (requests still waiting or running at the end).
 """
 
@@ -94,6 +95,9 @@ def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
         **{col: _stats(done[col].to_numpy(dtype=np.float64)) for col in LATENCY_COLUMNS},
         "sla_attainment": float(frame["sla_met"].sum() / judged) if judged else None,
         "output_tokens_per_s": float(frame["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
+        "prompt_tokens_per_s": float(frame.loc[frame["first_token_s"].notna(), "prompt_tokens"].sum() / sim_time_s)
+        if sim_time_s > 0 else 0.0,
+        "sla_met_per_s": float(frame["sla_met"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
         "longest_wait_ms": _longest_wait_ms(frame, sim_time_s),
     }
     return block

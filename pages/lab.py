@@ -7,6 +7,7 @@ import streamlit as st
 
 import engine
 from engine.config import Policy, RequestClass, Server
+from engine.cost import BILLING_MODES, CURRENCIES, deployment_cost, offers_for, unit_costs
 from engine.metrics import flat_metrics
 from engine.policies import POLICIES, params_of
 from ui import charts, runner, scenario_sidebar, state
@@ -176,6 +177,53 @@ def policy_extras(scenario: dict, summary: dict) -> None:
         right.plotly_chart(charts.heatmap(grid, last, "output_tokens_per_s"), width="stretch")
 
 
+def money(values: tuple[float, float] | list, currency: str) -> str:
+    low, high = values
+    if low is None:
+        return "-"
+    digits = 2 if high < 100 else 0
+    text = f"{low:,.{digits}f}" if abs(high - low) < 1e-9 * max(1.0, high) else f"{low:,.{digits}f}-{high:,.{digits}f}"
+    return f"{text} {currency}"
+
+
+@st.fragment
+def cost_view(scenario: dict, summary: dict) -> None:
+    """Rental cost of this server and its unit costs at the simulated load (view only: no re-simulation)."""
+    server = scenario.get("server", {})
+    if server.get("step_model", "fixed") != "roofline":
+        st.caption("Choose the roofline step model (a real GPU) to price this server.")
+        return
+    gpu, cards = server.get("gpu", Server.gpu), int(server.get("tensor_parallel", 1))
+    offers = offers_for(gpu)
+    if offers.empty:
+        st.info(f"No rental offer for {gpu} in data/hardware/offers.csv.")
+        return
+    cols = st.columns([3, 1, 1, 1])
+
+    def label(o: str) -> str:
+        price = money((offers.loc[o, "price_low"], offers.loc[o, "price_high"]), offers.loc[o, "currency"])
+        return f"{offers.loc[o, 'vendor']}: {price}/{offers.loc[o, 'period']} per {offers.loc[o, 'gpus_per_unit']:g} card(s)"
+
+    offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label)
+    billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
+    currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
+    cny_per_usd = cols[3].number_input("CNY per USD", 1.0, 20.0, 7.1, 0.05, key="cost_fx",
+                                       help="exchange rate: your setting, not a market quote")
+    cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
+    row = offers.loc[offer]
+    st.caption(f"{cards} x {gpu} rents {cost.units} unit(s) of {offer}: {row['notes']}. Source: {row['source']} "
+               f"({row['as_of']}).{' Estimate: the price is a range or marked as estimated.' if cost.estimate else ''}")
+    per_unit = [unit_costs(p, summary["overall"]) for p in cost.per_hour]
+    cols = st.columns(5)
+    cols[0].metric("Per hour", money(cost.per_hour, currency))
+    cols[1].metric("Per month", money(cost.per_month, currency))
+    for col, (label, key) in zip(cols[2:], (("Per 1M output tokens", "per_million_output_tokens"),
+                                            ("Per 1M total tokens", "per_million_total_tokens"),
+                                            ("Per SLA-met request", "per_sla_met_request"))):
+        col.metric(label, money((per_unit[0][key], per_unit[1][key]), currency),
+                   help="at the simulated load; the GPU is rented whether busy or not")
+
+
 @st.fragment
 def comparison_view(frame) -> None:
     metric = st.selectbox("Metric", list(charts.METRIC_LABELS), format_func=charts.METRIC_LABELS.get,
@@ -225,6 +273,9 @@ if system["preemptions"]:
     st.caption(f"{system['preemptions']:,} preemptions wasted {system['preemption_waste_s']:.1f} s of GPU time "
                f"({system['preemption_waste_s'] / max(system['sim_time_s'], 1e-9):.1%} of the run).")
 policy_extras(scenario, summary)
+
+st.subheader("Cost")
+cost_view(scenario, summary)
 
 st.subheader("Policy comparison (same arrivals)")
 comparison = runner.policy_comparison(scenario, list(POLICIES))

@@ -24,8 +24,8 @@ def test_lab_shows_every_section_for_the_default_preset():
     at = lab().run()
     assert not at.exception and not at.error
     assert at.title[0].value == "Scheduler Lab"
-    assert {h.value for h in at.subheader} == {"Scenario", "Per-class results", "Policy comparison (same arrivals)",
-                                               "Curves against load"}
+    assert {h.value for h in at.subheader} == {"Scenario", "Per-class results", "Cost",
+                                               "Policy comparison (same arrivals)", "Curves against load"}
     assert len([m for m in at.metric if m.label == "TTFT p99"]) == 3  # interactive, offline, overall
     assert len(at.get("plotly_chart")) == 4  # comparison, curves, CDF, timeline
 
@@ -165,3 +165,22 @@ def test_scenario_upload_replaces_or_explains():
     assert not at.exception
     assert any("workload is required" in e.value for e in at.error)
     assert "M/G/1 teaching: FIFO vs priority" in [c.value for c in at.sidebar.caption]
+
+
+def test_cost_section_prices_a_roofline_server():
+    data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
+    data["workload"]["num_requests"] = 2000
+    at = lab()
+    at.query_params[state.QUERY_KEY] = state.encode(data)
+    at.run()
+    assert not at.exception and not at.error
+    per_month = [m for m in at.metric if m.label == "Per month"][0].value
+    assert per_month.endswith(" CNY") or per_month.endswith(" USD")
+    at.selectbox(key="cost_currency").set_value("USD").run()
+    assert [m for m in at.metric if m.label == "Per month"][0].value.endswith(" USD")
+    assert [m for m in at.metric if m.label == "Per 1M output tokens"][0].value != "-"
+
+
+def test_cost_section_explains_the_fixed_model():
+    at = lab().run()
+    assert any("roofline step model" in c.value for c in at.caption)

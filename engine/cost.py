@@ -1,0 +1,80 @@
+"""Rental cost of a deployment and its unit costs at the simulated load.
+
+Offers live in ``data/hardware/offers.csv`` (one row per offer, with source, date, currency, the
+period the price is quoted for, an annual-prepay discount and a low-high range where the price is an
+estimate). A deployment of N cards rents ceil(N / cards per unit) units of an offer. A month is
+730 hours (365 x 24 / 12). Exchange between CNY and USD uses a rate the user sets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .errors import ScenarioError
+from .hardware import load_table
+
+HOURS_PER_MONTH = 730.0
+BILLING_MODES = ("pay as you go", "annual prepay")
+CURRENCIES = ("CNY", "USD")
+
+
+def offers_for(gpu: str) -> pd.DataFrame:
+    """The offers that rent whole cards of ``gpu`` (slices of other profiles are listed, not matched)."""
+    offers = load_table("offers")
+    return offers[offers["gpu"] == gpu]
+
+
+def convert(amount: float, currency: str, to_currency: str, cny_per_usd: float) -> float:
+    if currency == to_currency:
+        return amount
+    if {currency, to_currency} != set(CURRENCIES):
+        raise ScenarioError(f"no exchange from {currency} to {to_currency}; currencies are {', '.join(CURRENCIES)}")
+    return amount * cny_per_usd if to_currency == "CNY" else amount / cny_per_usd
+
+
+@dataclass(frozen=True)
+class DeploymentCost:
+    """What renting ``cards`` cards through one offer costs (low and high end of the offer's range)."""
+
+    offer: str
+    units: int
+    currency: str
+    per_hour: tuple[float, float]
+    per_month: tuple[float, float]
+    estimate: bool
+
+
+def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per_usd: float) -> DeploymentCost:
+    """Cost of ``cards`` cards rented through ``offer`` under ``billing``, in ``currency``."""
+    offers = load_table("offers")
+    if offer not in offers.index:
+        raise ScenarioError(f"offer {offer!r} is not in data/hardware/offers.csv")
+    if billing not in BILLING_MODES:
+        raise ScenarioError(f"billing {billing!r} is not one of {', '.join(BILLING_MODES)}")
+    row = offers.loc[offer]
+    units = math.ceil(cards / float(row["gpus_per_unit"]) - 1e-9)
+    hours = HOURS_PER_MONTH if row["period"] == "month" else 1.0
+    discount = float(row["annual_discount"]) if billing == "annual prepay" else 0.0
+    per_hour = tuple(convert(units * float(row[col]) / hours * (1 - discount), row["currency"], currency,
+                             cny_per_usd) for col in ("price_low", "price_high"))
+    return DeploymentCost(offer, units, currency, per_hour, tuple(p * HOURS_PER_MONTH for p in per_hour),
+                          bool(row["estimate"]) or row["price_low"] != row["price_high"])
+
+
+def unit_costs(per_hour: float, overall: dict) -> dict:
+    """Cost per million output tokens, per million total (prompt + output) tokens and per SLA-met request.
+
+    ``overall`` is the summary's overall metric block: token rates are per simulated second.
+    """
+    per_s = per_hour / 3600.0
+    output_per_s = overall["output_tokens_per_s"]
+    total_per_s = output_per_s + overall["prompt_tokens_per_s"]
+    met_per_s = overall["sla_met_per_s"]
+    return {
+        "per_million_output_tokens": per_s / output_per_s * 1e6 if output_per_s else None,
+        "per_million_total_tokens": per_s / total_per_s * 1e6 if total_per_s else None,
+        "per_sla_met_request": per_s / met_per_s if met_per_s else None,
+    }

@@ -1,0 +1,54 @@
+"""Rental cost arithmetic, checked by hand."""
+
+import pandas as pd
+import pytest
+
+import engine
+from engine.cost import HOURS_PER_MONTH, deployment_cost, offers_for, unit_costs
+from engine.hardware import DATA_DIR
+
+
+def test_offers_table_is_sourced_and_consistent():
+    offers = pd.read_csv(DATA_DIR / "offers.csv")
+    assert offers["offer"].is_unique
+    assert offers["source"].str.len().min() > 10 and offers["as_of"].notna().all()
+    assert (offers["price_low"] > 0).all() and (offers["price_high"] >= offers["price_low"]).all()
+    assert set(offers["currency"]) <= {"CNY", "USD"} and set(offers["period"]) <= {"hour", "month"}
+    assert offers["annual_discount"].between(0, 0.5).all()
+    # Ranges are estimates.
+    assert offers.loc[offers["price_low"] != offers["price_high"], "estimate"].all()
+
+
+def test_monthly_offer_with_annual_discount_and_exchange():
+    """2,800 CNY a month, 20% off when prepaid yearly; 7 CNY per USD."""
+    cost = deployment_cost("ref-a100-40g-single", 1, "annual prepay", "USD", 7.0)
+    assert cost.units == 1
+    assert cost.per_month[0] == pytest.approx(2800 * 0.8 / 7)
+    assert cost.per_hour[0] == pytest.approx(2800 * 0.8 / 7 / HOURS_PER_MONTH)
+    assert not cost.estimate
+
+
+def test_cards_round_up_to_whole_units_and_ranges_stay_ranges():
+    """Four H100s from an 8-card server offer rent the whole server: 80,000-120,000 CNY a month."""
+    cost = deployment_cost("ref-8x-h100-server", 4, "pay as you go", "CNY", 7.0)
+    assert cost.units == 1 and cost.per_month == pytest.approx((80000, 120000)) and cost.estimate
+    hourly = deployment_cost("runpod-h100-sxm-secure", 4, "pay as you go", "USD", 7.0)
+    assert hourly.units == 4 and hourly.per_hour == pytest.approx((4 * 2.69, 4 * 2.69))
+    assert hourly.per_month[0] == pytest.approx(4 * 2.69 * HOURS_PER_MONTH)
+
+
+def test_unit_costs_by_hand():
+    overall = {"output_tokens_per_s": 1000.0, "prompt_tokens_per_s": 3000.0, "sla_met_per_s": 2.0}
+    costs = unit_costs(3.6, overall)  # 0.001 per second
+    assert costs["per_million_output_tokens"] == pytest.approx(1.0)
+    assert costs["per_million_total_tokens"] == pytest.approx(0.25)
+    assert costs["per_sla_met_request"] == pytest.approx(0.0005)
+
+
+def test_offers_are_matched_to_the_simulated_gpu_and_bad_names_are_errors():
+    assert set(offers_for("H100-80G").index) >= {"ref-8x-h100-server", "runpod-h100-sxm-secure"}
+    assert "ref-h100-mig-1of7" not in offers_for("H100-80G").index
+    with pytest.raises(engine.ScenarioError, match="offer 'nope' is not in"):
+        deployment_cost("nope", 1, "pay as you go", "USD", 7.0)
+    with pytest.raises(engine.ScenarioError, match="billing"):
+        deployment_cost("ref-t4-card", 1, "weekly", "USD", 7.0)
