@@ -423,10 +423,8 @@ def _advance_nb(policy, classes, ints, fl, running, batch, cnt, t_end):
     for i in range(cnt[C_BATCH]):
         r = batch[i]
         chunk = ints[r, I_CHUNK]
-        if ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1:
-            policy_charge_nb(policy, classes, ints[r, I_CLASS], 0, 1)
-        else:
-            policy_charge_nb(policy, classes, ints[r, I_CLASS], chunk, 0)
+        decode = 1 if ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1 else 0
+        policy_charge_nb(policy, classes, ints[r, I_CLASS], chunk * (1 - decode), decode)
         ints[r, I_CHUNK] = 0
         ints[r, I_KV_TOKENS] += chunk
         ints[r, I_PENDING] -= chunk
