@@ -133,7 +133,8 @@ def simulate(scenario: Scenario) -> Result:
     series = np.zeros((SERIES_MAX_ROWS, len(columns)))
     stats = np.zeros(kernel.N_STATS)
     policy, class_params = policy_inputs(scenario)
-    kernel.run_nb(srv, step, policy, class_params, ints, floats, series, stats)
+    kernel.run_nb(srv, step, policy, class_params, ints, floats, series, stats,
+                  *kernel.work_arrays(len(requests), server.max_batch_size))
 
     sim_time_s = float(stats[kernel.S_SIM_END_S])
     frame = request_records(scenario, ints, floats)
