@@ -8,6 +8,9 @@ and the activation reserve. Formulas (units in the names):
 
 - parameters = L * (h*n_h*d [Q] + 2*h*n_kv*d [K,V] + n_h*d*h [O] + 3*h*I [MLP] + 2*h [norms])
   + 2 * vocab * h [embedding + untied lm_head] + h [final norm]
+- mixture of experts (E experts, k per token): the MLP term becomes E * 3*h*I + h*E [router]; a token
+  uses k experts, and an iteration of T tokens reads the weights of the E * (1 - (1 - k/E)^T) experts
+  it is expected to touch in each layer
 - matmul FLOPs per token = 2 * (parameters - vocab*h)       (embedding lookup is not a matmul)
 - attention FLOPs per (token, context token) = 4 * L * n_h * d   (Q.K^T and A.V)
 - KV bytes per token = 2 [K and V] * L * n_kv * d * 2 bytes (FP16 cache)
@@ -28,6 +31,7 @@ import pandas as pd
 
 from .config import Server
 from .errors import ScenarioError
+from .steptime import ROOFLINE, step_params
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
 KV_CACHE_BYTES_PER_VALUE = 2  # FP16/BF16 KV cache
@@ -56,7 +60,11 @@ class RooflineProfile:
     """Per-iteration cost coefficients for one GPU, model and weight format."""
 
     parameters: float
-    weight_bytes: float                 # bytes read per iteration for the matmul weights
+    active_parameters: float            # used by one token (all of them for a dense model)
+    weight_bytes: float                 # matmul weights read per iteration, experts excluded
+    expert_bytes: float                 # one expert's weights in all layers (mixture of experts)
+    experts: int
+    experts_per_token: int
     resident_weight_bytes: float        # bytes of all weights in GPU memory (incl. embedding)
     kv_bytes_per_token: float
     matmul_flops_per_token: float
@@ -80,9 +88,17 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None) -> Roof
     quant = _row("quant", server.quant, "quant")
     L, h, n_h, n_kv, d = (int(model[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim"))
     inter, vocab = int(model["intermediate"]), int(model["vocab"])
-    layer_params = h * n_h * d + 2 * h * n_kv * d + n_h * d * h + 3 * h * inter + 2 * h
+    experts, per_token = int(model["experts"]), int(model["experts_per_token"])
+    expert_params = 3 * h * inter  # one MLP (gate, up, down)
+    attention_params = h * n_h * d + 2 * h * n_kv * d + n_h * d * h
+    if experts:
+        layer_params = attention_params + experts * expert_params + h * experts + 2 * h
+        active_layer_params = attention_params + per_token * expert_params + h * experts + 2 * h
+    else:
+        layer_params = active_layer_params = attention_params + expert_params + 2 * h
     parameters = L * layer_params + 2 * vocab * h + h
     matmul_params = parameters - vocab * h
+    active_matmul_params = L * active_layer_params + vocab * h + h
     peak_column = {"fp16": "fp16_tflops", "fp8": "fp8_tflops", "int8": "int8_tops"}[quant["compute"]]
     peak = gpu[peak_column]
     if pd.isna(peak):
@@ -93,10 +109,14 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None) -> Roof
     allreduces = 2 * L
     return RooflineProfile(
         parameters=float(parameters),
-        weight_bytes=matmul_params * bytes_per_weight,
+        active_parameters=float(active_matmul_params + vocab * h),
+        weight_bytes=(matmul_params - L * experts * expert_params) * bytes_per_weight,
+        expert_bytes=L * expert_params * bytes_per_weight if experts else 0.0,
+        experts=experts,
+        experts_per_token=per_token,
         resident_weight_bytes=parameters * bytes_per_weight,
         kv_bytes_per_token=float(2 * L * n_kv * d * KV_CACHE_BYTES_PER_VALUE),
-        matmul_flops_per_token=2.0 * matmul_params,
+        matmul_flops_per_token=2.0 * active_matmul_params,
         attention_flops_per_context_token=4.0 * L * n_h * d,
         effective_flops_per_s=tp * float(peak) * 1e12 * float(gpu["compute_efficiency"]),
         effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12 * float(gpu["bandwidth_efficiency"]),
@@ -107,6 +127,17 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None) -> Roof
         activation_bytes_per_token=float((4 * h + 2 * inter) * ACTIVATION_BYTES),
         logit_bytes_per_sequence=float(vocab * LOGIT_BYTES),
     )
+
+
+def roofline_step_params(profile: RooflineProfile) -> tuple:
+    """The compiled loop's step tuple for ``profile``."""
+    return step_params(ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
+                       attention_flops_per_context_token=profile.attention_flops_per_context_token,
+                       weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,
+                       flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
+                       overhead_s=profile.iteration_overhead_s, comm_s_per_token=profile.comm_s_per_token,
+                       comm_fixed_s=profile.comm_fixed_s, expert_bytes=profile.expert_bytes,
+                       experts=profile.experts, experts_per_token=profile.experts_per_token)
 
 
 def activation_reserve_bytes(server: Server, profile: RooflineProfile, tensor_parallel: int) -> float:

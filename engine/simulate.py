@@ -18,11 +18,11 @@ import pandas as pd
 from . import kernel
 from .config import Scenario
 from .errors import ScenarioError
-from .hardware import kv_capacity_tokens, roofline_profile
+from .hardware import kv_capacity_tokens, roofline_profile, roofline_step_params
 from .layout import pack_requests
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
-from .steptime import FIXED, ROOFLINE, request_work_s_nb, step_params
+from .steptime import FIXED, request_work_s_nb, step_params
 from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
@@ -47,12 +47,7 @@ def _step_params(scenario: Scenario) -> tuple[tuple, int]:
         step = step_params(FIXED, step_time_s=server.step_time_ms / 1000.0)
         return step, server.kv_capacity_tokens
     profile = roofline_profile(server)
-    step = step_params(ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
-                              attention_flops_per_context_token=profile.attention_flops_per_context_token,
-                              weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,
-                              flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
-                              overhead_s=profile.iteration_overhead_s, comm_s_per_token=profile.comm_s_per_token,
-                              comm_fixed_s=profile.comm_fixed_s)
+    step = roofline_step_params(profile)
     return step, kv_capacity_tokens(server, profile)
 
 

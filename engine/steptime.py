@@ -6,6 +6,7 @@ overhead (coefficients from ``hardware.roofline_profile``)::
 
     compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
     memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
+                (for a mixture of experts, the weight bytes count the experts the tokens touch)
     comm_s    = comm_fixed_s + comm_s_per_token x tokens     (tensor-parallel all-reduces)
     step_s    = max(compute_s, memory_s) + comm_s + overhead_s
 
@@ -23,16 +24,17 @@ FIXED, ROOFLINE = 0, 1
 # The step tuple (a plain tuple indexed by these constants).
 (ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
  ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S, ST_COMM_S_PER_TOKEN,
- ST_COMM_FIXED_S) = range(11)
+ ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN) = range(14)
 
 
 def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
                 weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0,
-                comm_s_per_token=0.0, comm_fixed_s=0.0):
+                comm_s_per_token=0.0, comm_fixed_s=0.0, expert_bytes=0.0, experts=0, experts_per_token=0):
     """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
     return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
             float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
-            float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s))
+            float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s),
+            float(expert_bytes), float(experts), float(experts_per_token))
 
 
 @njit(cache=True)
@@ -41,7 +43,11 @@ def step_time_s_nb(step, tokens, context_pairs, context_reads):
     if step[ST_MODEL] == FIXED:
         return step[ST_STEP_TIME_S]
     flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
-    bytes_moved = step[ST_WEIGHT_BYTES] + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
+    weight_bytes = step[ST_WEIGHT_BYTES]
+    if step[ST_EXPERTS] > 0:  # experts this many tokens are expected to touch (mixture of experts)
+        untouched = (1.0 - step[ST_EXPERTS_PER_TOKEN] / step[ST_EXPERTS]) ** tokens
+        weight_bytes += step[ST_EXPERT_BYTES] * step[ST_EXPERTS] * (1.0 - untouched)
+    bytes_moved = weight_bytes + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
     comm_s = step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens
     return max(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S]) + comm_s + step[ST_OVERHEAD_S]
 

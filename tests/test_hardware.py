@@ -4,8 +4,8 @@ import pytest
 
 import engine
 from engine.config import Server
-from engine.hardware import GIB, kv_capacity_tokens, roofline_profile
-from engine.steptime import ROOFLINE, step_params, step_time_s_nb
+from engine.hardware import GIB, kv_capacity_tokens, roofline_profile, roofline_step_params
+from engine.steptime import step_time_s_nb
 
 
 @pytest.mark.parametrize("model, params_b, kv_bytes", [("Llama-3-8B", 8.03, 131072), ("Llama-3-70B", 70.55, 327680)])
@@ -27,8 +27,7 @@ def test_kv_capacity_by_hand():
 def test_decode_step_at_batch_one_is_memory_bound():
     server = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-70B", quant="int4")
     p = roofline_profile(server)
-    step = step_params(ROOFLINE, 0.0, p.matmul_flops_per_token, p.attention_flops_per_context_token, p.weight_bytes,
-                       p.kv_bytes_per_token, p.effective_flops_per_s, p.effective_bytes_per_s, p.iteration_overhead_s)
+    step = roofline_step_params(p)
     context = 1000
     by_hand = (p.weight_bytes + p.kv_bytes_per_token * (context + 1)) / (3.35e12 * 0.85) + 0.002
     assert step_time_s_nb(step, 1, context + 1, context) == pytest.approx(by_hand)
@@ -48,15 +47,6 @@ def test_impossible_setups_say_how_to_fix_them():
         engine.simulate(engine.load_scenario(base, overrides=["server.gpu=T1000"]))
     with pytest.raises(engine.ScenarioError, match="needs fp8 tensor cores"):
         engine.simulate(engine.load_scenario(base, overrides=["server.quant=fp8"]))
-
-
-def step_of(profile):
-    return step_params(ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
-                       attention_flops_per_context_token=profile.attention_flops_per_context_token,
-                       weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,
-                       flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
-                       overhead_s=profile.iteration_overhead_s, comm_s_per_token=profile.comm_s_per_token,
-                       comm_fixed_s=profile.comm_fixed_s)
 
 
 def test_fit_check_names_the_smallest_tensor_parallel_degree():
@@ -80,7 +70,7 @@ def test_more_cards_are_faster_per_iteration_until_communication_dominates():
     for tp in (1, 2, 4, 8):
         profile = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Llama-3-70B", quant="int4",
                                           tensor_parallel=tp))
-        times.append(step_time_s_nb(step_of(profile), batch, batch * (context + 1), batch * context))
+        times.append(step_time_s_nb(roofline_step_params(profile), batch, batch * (context + 1), batch * context))
     assert times == sorted(times, reverse=True) and times[-1] < times[0] / 2
     # The all-reduces (and the fixed overhead) make the gain sub-linear, over NVLink and over PCIe.
     assert times[2] / times[3] < 2
@@ -89,5 +79,19 @@ def test_more_cards_are_faster_per_iteration_until_communication_dominates():
         p4, p8 = (roofline_profile(Server(step_model="roofline", gpu=gpu, model="Llama-3-8B", tensor_parallel=tp))
                   for tp in (4, 8))
         assert p8.comm_s_per_token > p4.comm_s_per_token > 0
-        gains[gpu] = step_time_s_nb(step_of(p4), 1, 1001, 1000) / step_time_s_nb(step_of(p8), 1, 1001, 1000)
+        gains[gpu] = step_time_s_nb(roofline_step_params(p4), 1, 1001, 1000) / step_time_s_nb(roofline_step_params(p8), 1, 1001, 1000)
     assert all(1 < gain < 2 for gain in gains.values()), gains
+
+
+def test_mixture_of_experts_sizes_and_expert_reads():
+    """Mixtral-8x7B: 46.7B parameters, 12.9B used per token (published); one token reads 2 of 8 experts
+    per layer, a large batch reads all 8."""
+    profile = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Mixtral-8x7B", quant="fp16"))
+    assert profile.parameters / 1e9 == pytest.approx(46.70, abs=0.01)
+    assert profile.active_parameters / 1e9 == pytest.approx(12.88, abs=0.01)
+    step = roofline_step_params(profile)
+    one, many = (step_time_s_nb(step, t, 0.0, 0.0) for t in (1, 512))
+    bandwidth = profile.effective_bytes_per_s
+    assert one == pytest.approx((profile.weight_bytes + 2 * profile.expert_bytes + profile.kv_bytes_per_token)
+                                / bandwidth + profile.iteration_overhead_s)
+    assert many >= (profile.weight_bytes + 8 * profile.expert_bytes * (1 - 0.75 ** 512)) / bandwidth
