@@ -153,8 +153,8 @@ def activation_reserve_bytes(server: Server, profile: RooflineProfile, tensor_pa
                               + server.max_batch_size * profile.logit_bytes_per_sequence)
 
 
-def _free_kv_bytes(server: Server, tensor_parallel: int) -> float:
-    profile = roofline_profile(server, tensor_parallel)
+def _free_kv_bytes(server: Server, profile: RooflineProfile, tensor_parallel: int) -> float:
+    """Bytes left for the KV cache on ``tensor_parallel`` cards described by ``profile``."""
     return (profile.memory_bytes * server.gpu_memory_utilization - profile.resident_weight_bytes
             - activation_reserve_bytes(server, profile, tensor_parallel))
 
@@ -169,12 +169,13 @@ def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
     that would fit (or the other fixes when none up to 8 does).
     """
     tp = server.tensor_parallel
-    free = _free_kv_bytes(server, tp)
-    if free < profile.kv_bytes_per_token * server.block_size_tokens:
+    one_block = profile.kv_bytes_per_token * server.block_size_tokens
+    free = _free_kv_bytes(server, profile, tp)
+    if free < one_block:
         usable = profile.memory_bytes * server.gpu_memory_utilization
         reserve = activation_reserve_bytes(server, profile, tp)
         fits = [d for d in TP_DEGREES if d > tp and
-                _free_kv_bytes(server, d) >= profile.kv_bytes_per_token * server.block_size_tokens]
+                _free_kv_bytes(server, roofline_profile(server, d), d) >= one_block]
         fix = (f"set server.tensor_parallel = {fits[0]} (the smallest that fits), or choose a lower-bit quant "
                f"or a larger GPU") if fits else "choose a lower-bit quant, a smaller model or a larger GPU"
         raise ScenarioError(

@@ -65,7 +65,7 @@ A_EXTRA_S, A_WASTE_S = 0, 1
  T_WAITING, T_RUNNING, T_PREEMPTIONS) = range(9)
 SERIES_FIXED_COLUMNS = ("time_s", "step_s", "batch_size", "prefill_tokens", "decode_tokens",
                         "kv_used_tokens", "waiting", "running", "preemptions")
-N_SERIES_FIXED = 9
+N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 
 # The server tuple of ``run_nb`` (a plain tuple indexed by these constants: Numba's on-disk
 # cache stays valid across code changes only for built-in types).

@@ -18,7 +18,7 @@ import pandas as pd
 from . import kernel
 from .config import Scenario
 from .errors import ScenarioError
-from .hardware import kv_capacity_tokens, roofline_profile, roofline_step_params
+from .hardware import RooflineProfile, kv_capacity_tokens, roofline_profile, roofline_step_params
 from .layout import pack_requests
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
@@ -40,13 +40,12 @@ class Result:
     timeseries: pd.DataFrame
 
 
-def _step_params(scenario: Scenario) -> tuple[tuple, int]:
+def _step_params(scenario: Scenario, profile: RooflineProfile) -> tuple[tuple, int]:
     """Step-time coefficients and the KV capacity in tokens (0 = unlimited)."""
     server = scenario.server
     if server.step_model == "fixed":
         step = step_params(FIXED, step_time_s=server.step_time_ms / 1000.0)
         return step, server.kv_capacity_tokens
-    profile = roofline_profile(server)
     step = roofline_step_params(profile)
     return step, kv_capacity_tokens(server, profile)
 
@@ -109,7 +108,8 @@ def simulate(scenario: Scenario) -> Result:
     requests = build_requests(scenario)
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
-    step, capacity_tokens = _step_params(scenario)
+    profile = roofline_profile(scenario.server)  # also sizes swapped KV under the fixed model
+    step, capacity_tokens = _step_params(scenario, profile)
     _check_fits(scenario, requests, capacity_tokens)
     server, n_classes = scenario.server, len(scenario.workload.classes)
     bs = server.block_size_tokens
@@ -118,7 +118,7 @@ def simulate(scenario: Scenario) -> Result:
         capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
-        roofline_profile(server).kv_bytes_per_token / (server.host_link_gb_s * 1e9))
+        profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9))
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,

@@ -21,9 +21,10 @@ def run_summary(data: dict, base_dir: str = ".") -> dict:
     return simulate(load_scenario(data, base_dir=base_dir)).summary
 
 
-def _tagged(summary: dict, **tags) -> pd.DataFrame:
+def tagged_metrics(summary: dict, **tags) -> pd.DataFrame:
+    """Flat metrics of one run (one row per class), led by ``tags`` columns, with its system verdicts."""
     frame = flat_metrics(summary)
-    for key, value in tags.items():
+    for key, value in reversed(tags.items()):
         frame.insert(0, key, value)
     frame["offered_load"] = summary["system"]["offered_load"]
     frame["unstable"] = summary["system"]["unstable"]
@@ -36,5 +37,5 @@ def compare_policies(data: dict, base_dir: str = ".", policies: Optional[list[st
     frames = []
     for name in policies or list(POLICIES):
         summary = run_summary(apply_overrides(data, {"policy.name": name}), base_dir)
-        frames.append(_tagged(summary, policy=name))
+        frames.append(tagged_metrics(summary, policy=name))
     return pd.concat(frames, ignore_index=True)

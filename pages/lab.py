@@ -119,10 +119,11 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
             st.error(f"The simulation failed unexpectedly ({type(exc).__name__}: {exc}); the last scenario that "
                      "ran is shown. Please report this with the page link.")
         last = st.session_state.get("last_good")
-        return None if last is None else (last[0], runner.simulate(last[1]))
-    if st.session_state.get("last_good") and st.session_state["last_good"][1] != key:
-        st.session_state["previous_summary"] = runner.simulate(st.session_state["last_good"][1]).summary
-    st.session_state["last_good"] = (data, key)
+        return None if last is None else (last[0], last[2])
+    last = st.session_state.get("last_good")
+    if last and last[1] != key:
+        st.session_state["previous_summary"] = last[2].summary
+    st.session_state["last_good"] = (data, key, run)
     return data, run
 
 
@@ -202,7 +203,8 @@ def cost_view(scenario: dict, summary: dict) -> None:
 
     def label(o: str) -> str:
         price = money((offers.loc[o, "price_low"], offers.loc[o, "price_high"]), offers.loc[o, "currency"])
-        return f"{offers.loc[o, 'vendor']}: {price}/{offers.loc[o, 'period']} per {offers.loc[o, 'gpus_per_unit']:g} card(s)"
+        cards = offers.loc[o, "gpus_per_unit"]
+        return f"{offers.loc[o, 'vendor']}: {price}/{offers.loc[o, 'period']} per {cards:g} card(s)"
 
     offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label)
     billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")

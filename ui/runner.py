@@ -11,8 +11,7 @@ import streamlit as st
 
 import engine
 from engine.config import apply_overrides
-from engine.metrics import flat_metrics
-from engine.sweep import run_summary
+from engine.sweep import run_summary, tagged_metrics
 from ui.state import PRESET_DIR
 
 SWEEP_MAX_REQUESTS = 5000
@@ -61,13 +60,7 @@ def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> pd.Da
     bar = st.progress(0.0, text=text)
     frames = []
     for i, (overrides, tags) in enumerate(variants):
-        result = summary(canonical(apply_overrides(base, overrides)))
-        frame = flat_metrics(result)
-        for column, value in reversed(tags.items()):
-            frame.insert(0, column, value)
-        frame["unstable"] = result["system"]["unstable"]
-        frame["preemptions"] = result["system"]["preemptions"]
-        frames.append(frame)
+        frames.append(tagged_metrics(summary(canonical(apply_overrides(base, overrides))), **tags))
         bar.progress((i + 1) / len(variants), text=f"{text} {i + 1}/{len(variants)}")
     bar.empty()
     return pd.concat(frames, ignore_index=True)
