@@ -177,6 +177,8 @@ class Server:
     gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)")
     model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)")
     quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)")
+    kv_quant: str = opt("fp16", "KV-cache format from data/hardware/kv_quant.csv (sizes the cache and its "
+                                "reads)")
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
                                   "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
                                choices=(1, 2, 4, 8))
@@ -255,6 +257,17 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Fleet:
+    """Data-parallel replicas of the server behind one router, all on one clock."""
+
+    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs", "replicas", ge=1, le=64)
+    router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
+                                     "holding the fewest prompt + predicted output tokens) or shortest-queue "
+                                     "(the replica holding the fewest requests)",
+                      choices=("round-robin", "least-tokens", "shortest-queue"))
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A whole what-if: workload, server, policy, seed."""
 
@@ -263,6 +276,7 @@ class Scenario:
     seed: int = opt(0, "seed of the single random generator (same seed, same result)", "", ge=0)
     server: Server = opt(Server(), "[server] table")
     policy: Policy = opt(Policy(), "[policy] table")
+    fleet: Fleet = opt(Fleet(), "[fleet] table")
     limits: Limits = opt(Limits(), "[limits] table")
     base_dir: str = field(default=".", metadata={"internal": True})
 

@@ -22,7 +22,7 @@ CURRENCIES = ("CNY", "USD")
 
 
 def offers_for(gpu: str) -> pd.DataFrame:
-    """The offers that rent whole cards of ``gpu`` (slices of other profiles are listed, not matched)."""
+    """The offers that rent ``gpu``: whole cards of a card profile, or slices of a slice profile."""
     offers = load_table("offers")
     return offers[offers["gpu"] == gpu]
 

@@ -2,23 +2,33 @@
 
 The tables live in ``data/hardware/*.csv`` (one row per item, with ``source``
 and ``as_of``); nothing here hard-codes a hardware number. ``roofline_profile``
-derives, for one (GPU, model, quant), the per-token coefficients the compiled
-loop needs, and ``kv_capacity_tokens`` the KV-cache capacity left after weights
-and the activation reserve. Formulas (units in the names):
+derives, for one (GPU, model, quant, KV format), the per-token coefficients the
+compiled loop needs, and ``kv_capacity_tokens`` the KV-cache capacity left after
+weights and the activation reserve. Formulas (units in the names):
 
-- parameters = L * (h*n_h*d [Q] + 2*h*n_kv*d [K,V] + n_h*d*h [O] + 3*h*I [MLP] + 2*h [norms])
-  + 2 * vocab * h [embedding + untied lm_head] + h [final norm]
-- mixture of experts (E experts, k per token): the MLP term becomes E * 3*h*I + h*E [router]; a token
-  uses k experts, and an iteration of T tokens reads the weights of the E * (1 - (1 - k/E)^T) experts
-  it is expected to touch in each layer
-- matmul FLOPs per token = 2 * (parameters - vocab*h)       (embedding lookup is not a matmul)
-- attention FLOPs per (token, context token) = 4 * L * n_h * d   (Q.K^T and A.V)
-- KV bytes per token = 2 [K and V] * L * n_kv * d * 2 bytes (FP16 cache)
-- weight bytes read per iteration = (parameters - vocab*h) * bytes per weight
+- attention parameters per layer: grouped-query h*n_h*d [Q] + 2*h*n_kv*d [K,V] + n_h*d*h [O];
+  multi-head latent (MLA, DeepSeek-V3): h*q_r + q_r + q_r*n_h*(d + d_rope) [Q down, norm, up]
+  + h*(kv_r + d_rope) + kv_r + kv_r*n_h*(d + d_v) [KV down, norm, up] + n_h*d_v*h [O]
+- MLP per layer: 3*h*I (gate, up, down); a mixture-of-experts layer has E routed experts of 3*h*I_e,
+  S shared ones and a router h*E, and a token uses k routed + S shared; the first ``dense_layers``
+  layers of a MoE model are dense. An iteration of T tokens reads the weights of the
+  E * (1 - (1 - k/E)^T) routed experts it is expected to touch in each MoE layer
+- parameters = L * (attention + MLP + 2*h [norms]) + 2 * vocab * h [embedding + untied lm_head] + h
+- matmul FLOPs per token = 2 * (active parameters - vocab*h)      (embedding lookup is not a matmul)
+- attention FLOPs per (token, context token) = 2 * L * n_h * (score dim + value dim): 4 * L * n_h * d
+  for grouped-query attention; MLA in the absorbed form MLA-aware engines use: score dim kv_r + d_rope,
+  value dim kv_r
+- KV bytes per token = cached values per layer x L x bytes per value of ``server.kv_quant``:
+  2 * n_kv * d (keys and values), or kv_r + d_rope for MLA (one compressed latent)
+- weight bytes read per iteration = non-expert matmul parameters * bytes per weight (+ touched experts)
 
 Tensor parallelism over T cards divides weights, KV, FLOP/s and bandwidth by T and adds two
 all-reduces of the batch's activations per layer (ring: 2 (T-1)/T x tokens x h x 2 B over the
 per-direction link bandwidth, plus a fixed latency each), not overlapped with compute.
+
+A GPU slice (``gpu_slices.csv``: MIG instances and fractional cloud slices) is its parent card with
+compute scaled by its SM share and memory and bandwidth by its memory share; slices have no link
+between them, so they serve with tensor_parallel = 1 (use fleet replicas for more).
 """
 
 from __future__ import annotations
@@ -34,7 +44,6 @@ from .errors import ScenarioError
 from .steptime import ROOFLINE, step_params
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
-KV_CACHE_BYTES_PER_VALUE = 2  # FP16/BF16 KV cache
 ACTIVATION_BYTES = 2  # FP16 activations
 LOGIT_BYTES = 4  # FP32 logits
 GIB = 1024 ** 3
@@ -53,6 +62,82 @@ def _row(table: str, key: str, field: str) -> pd.Series:
         raise ScenarioError(f"server.{field} = {key!r} is not in data/hardware/{table}.csv; "
                             f"choose one of {', '.join(frame.index)}")
     return frame.loc[key]
+
+
+def gpu_names() -> list[str]:
+    """Every GPU profile: whole cards, then slices."""
+    return [*load_table("gpus").index, *load_table("gpu_slices").index]
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_row(name: str) -> pd.Series:
+    """The ``gpus.csv`` row of a card, or the derived row of a slice (``parent``/``kind`` set, no link)."""
+    slices = load_table("gpu_slices")
+    if name not in slices.index:
+        if name not in load_table("gpus").index:
+            raise ScenarioError(f"server.gpu = {name!r} is neither in data/hardware/gpus.csv nor gpu_slices.csv; "
+                                f"choose one of {', '.join(gpu_names())}")
+        return load_table("gpus").loc[name].copy()
+    cut = slices.loc[name]
+    row = load_table("gpus").loc[cut["parent"]].copy()
+    for column in ("fp16_tflops", "fp8_tflops", "int8_tops"):
+        row[column] = row[column] * cut["sm_fraction"]
+    row["memory_gb"] = row["memory_gb"] * cut["memory_fraction"]
+    row["mem_bw_tb_s"] = row["mem_bw_tb_s"] * cut["memory_fraction"]
+    row["interconnect_gb_s"] = float("nan")
+    row["parent"], row["kind"] = cut["parent"], cut["kind"]
+    row["source"] = f"{cut['source']}; parent card: {row['source']}"
+    return row
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Parameter counts and per-token sizes of one model (formulas in the module docstring)."""
+
+    parameters: float                 # all weights, embedding included
+    matmul_parameters: float          # all weights a matmul reads (no embedding lookup), experts included
+    active_matmul_parameters: float   # used by one token
+    expert_parameters: float          # one routed expert in all MoE layers
+    kv_values_per_token: float        # cached values per token, all layers
+    attention_flops_per_context_token: float
+
+
+def model_shape(model: pd.Series) -> ModelShape:
+    """Parameter and KV arithmetic of a ``models.csv`` row."""
+    L, h, n_h, n_kv, d = (int(model[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim"))
+    inter, vocab = int(model["intermediate"]), int(model["vocab"])
+    experts, per_token = int(model["experts"]), int(model["experts_per_token"])
+    if model["attention"] == "mla":
+        q_r, kv_r, d_rope, d_v = (int(model[k]) for k in ("q_lora_rank", "kv_lora_rank", "rope_head_dim",
+                                                           "v_head_dim"))
+        attention = (h * q_r + q_r + q_r * n_h * (d + d_rope) + h * (kv_r + d_rope) + kv_r
+                     + kv_r * n_h * (d + d_v) + n_h * d_v * h)
+        kv_values_per_layer = kv_r + d_rope
+        score_dim, value_dim = kv_r + d_rope, kv_r
+    else:
+        attention = h * n_h * d + 2 * h * n_kv * d + n_h * d * h
+        kv_values_per_layer = 2 * n_kv * d
+        score_dim = value_dim = d
+    dense_layer = attention + 3 * h * inter + 2 * h
+    if experts:
+        expert = 3 * h * int(model["expert_intermediate"])
+        shared = int(model["shared_experts"]) * expert
+        moe_layers = L - int(model["dense_layers"])
+        moe_layer = attention + experts * expert + shared + h * experts + 2 * h
+        active_moe_layer = attention + per_token * expert + shared + h * experts + 2 * h
+    else:
+        expert = moe_layers = moe_layer = active_moe_layer = 0
+    dense_layers = L - moe_layers
+    layers = dense_layers * dense_layer + moe_layers * moe_layer
+    parameters = layers + 2 * vocab * h + h
+    return ModelShape(
+        parameters=float(parameters),
+        matmul_parameters=float(parameters - vocab * h),
+        active_matmul_parameters=float(dense_layers * dense_layer + moe_layers * active_moe_layer + vocab * h + h),
+        expert_parameters=float(moe_layers * expert),
+        kv_values_per_token=float(L * kv_values_per_layer),
+        attention_flops_per_context_token=2.0 * L * n_h * (score_dim + value_dim),
+    )
 
 
 @dataclass(frozen=True)
@@ -80,51 +165,44 @@ class RooflineProfile:
 
 
 def roofline_profile(server: Server, tensor_parallel: int | None = None) -> RooflineProfile:
-    """Coefficients of the roofline step-time model for ``server.gpu/model/quant`` over
+    """Coefficients of the roofline step-time model for ``server.gpu/model/quant/kv_quant`` over
     ``tensor_parallel`` cards (default: ``server.tensor_parallel``)."""
     tp = tensor_parallel or server.tensor_parallel
-    gpu = _row("gpus", server.gpu, "gpu")
+    gpu = gpu_row(server.gpu)
     model = _row("models", server.model, "model")
     quant = _row("quant", server.quant, "quant")
-    L, h, n_h, n_kv, d = (int(model[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim"))
-    inter, vocab = int(model["intermediate"]), int(model["vocab"])
-    experts, per_token = int(model["experts"]), int(model["experts_per_token"])
-    expert_params = 3 * h * inter  # one MLP (gate, up, down)
-    attention_params = h * n_h * d + 2 * h * n_kv * d + n_h * d * h
-    if experts:
-        layer_params = attention_params + experts * expert_params + h * experts + 2 * h
-        active_layer_params = attention_params + per_token * expert_params + h * experts + 2 * h
-    else:
-        layer_params = active_layer_params = attention_params + expert_params + 2 * h
-    parameters = L * layer_params + 2 * vocab * h + h
-    matmul_params = parameters - vocab * h
-    active_matmul_params = L * active_layer_params + vocab * h + h
+    kv_bytes_per_value = float(_row("kv_quant", server.kv_quant, "kv_quant")["bytes_per_value"])
+    if tp > 1 and pd.isna(gpu["interconnect_gb_s"]):
+        raise ScenarioError(f"server.tensor_parallel = {tp}: {server.gpu} is a {gpu['kind']} slice with no link to "
+                            f"other slices; set tensor_parallel = 1 and add fleet.replicas instead")
+    shape = model_shape(model)
+    h, vocab, experts = int(model["hidden"]), int(model["vocab"]), int(model["experts"])
     peak_column = {"fp16": "fp16_tflops", "fp8": "fp8_tflops", "int8": "int8_tops"}[quant["compute"]]
     peak = gpu[peak_column]
     if pd.isna(peak):
         raise ScenarioError(f"server.quant = {server.quant!r} needs {quant['compute']} tensor cores, which "
                             f"{server.gpu} does not have; choose fp16, bf16 or int4 (or another GPU)")
     bytes_per_weight = float(quant["weight_bytes_per_param"])
-    link_bytes_per_s = float(gpu["interconnect_gb_s"]) * 1e9 / 2  # the table gives both directions
-    allreduces = 2 * L
+    link_bytes_per_s = float(gpu["interconnect_gb_s"]) * 1e9 / 2 if tp > 1 else 1.0  # both directions listed
+    allreduces = 2 * int(model["layers"])
     return RooflineProfile(
-        parameters=float(parameters),
-        active_parameters=float(active_matmul_params + vocab * h),
-        weight_bytes=(matmul_params - L * experts * expert_params) * bytes_per_weight,
-        expert_bytes=L * expert_params * bytes_per_weight if experts else 0.0,
+        parameters=shape.parameters,
+        active_parameters=shape.active_matmul_parameters + vocab * h,
+        weight_bytes=(shape.matmul_parameters - experts * shape.expert_parameters) * bytes_per_weight,
+        expert_bytes=shape.expert_parameters * bytes_per_weight,
         experts=experts,
-        experts_per_token=per_token,
-        resident_weight_bytes=parameters * bytes_per_weight,
-        kv_bytes_per_token=float(2 * L * n_kv * d * KV_CACHE_BYTES_PER_VALUE),
-        matmul_flops_per_token=2.0 * active_matmul_params,
-        attention_flops_per_context_token=4.0 * L * n_h * d,
+        experts_per_token=int(model["experts_per_token"]),
+        resident_weight_bytes=shape.parameters * bytes_per_weight,
+        kv_bytes_per_token=shape.kv_values_per_token * kv_bytes_per_value,
+        matmul_flops_per_token=2.0 * shape.active_matmul_parameters,
+        attention_flops_per_context_token=shape.attention_flops_per_context_token,
         effective_flops_per_s=tp * float(peak) * 1e12 * float(gpu["compute_efficiency"]),
         effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12 * float(gpu["bandwidth_efficiency"]),
         iteration_overhead_s=float(gpu["iteration_overhead_ms"]) / 1000.0,
         memory_bytes=tp * float(gpu["memory_gb"]) * 1e9,
         comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
         comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,
-        activation_bytes_per_token=float((4 * h + 2 * inter) * ACTIVATION_BYTES),
+        activation_bytes_per_token=float((4 * h + 2 * int(model["intermediate"])) * ACTIVATION_BYTES),
         logit_bytes_per_sequence=float(vocab * LOGIT_BYTES),
     )
 
@@ -174,7 +252,8 @@ def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
     if free < one_block:
         usable = profile.memory_bytes * server.gpu_memory_utilization
         reserve = activation_reserve_bytes(server, profile, tp)
-        fits = [d for d in TP_DEGREES if d > tp and
+        sliced = pd.isna(gpu_row(server.gpu)["interconnect_gb_s"])  # slices cannot split a model
+        fits = [d for d in TP_DEGREES if d > tp and not sliced and
                 _free_kv_bytes(server, roofline_profile(server, d), d) >= one_block]
         fix = (f"set server.tensor_parallel = {fits[0]} (the smallest that fits), or choose a lower-bit quant "
                f"or a larger GPU") if fits else "choose a lower-bit quant, a smaller model or a larger GPU"

@@ -1,10 +1,17 @@
-"""The compiled iteration loop: continuous batching with chunked prefill, paged KV memory, preemption.
+"""The compiled iteration loop: a fleet of replicas with continuous batching, chunked prefill, paged KV
+memory and preemption, fed by a router, on one clock.
 
-One call of ``run_nb`` simulates one server from t = 0 until every request has
-left, or a limit stops it. Each iteration:
+One call of ``run_nb`` simulates R identical replicas (servers) from t = 0 until
+every request has left, or a limit stops it. Events are taken in time order: an
+arrival (earliest first; at a tie, before a replica's decision) is sent by the
+router to one replica -- round robin, least outstanding tokens (the tokens its
+requests still have to process: pending prefill plus the predicted output not yet
+generated) or join the shortest queue (fewest requests it holds); ties go to the
+lowest replica index -- and wakes it if it is idle. A
+replica's decision, at the end of its iteration or when it wakes, is:
 
-1. admit arrivals up to now; drop requests whose time-out passed before a first token;
-2. if nothing is ready, jump to the next arrival; hold back while fewer than
+1. apply the finished iteration; drop requests whose time-out passed before a first token;
+2. if nothing is ready, go idle until the router sends a request; hold back while fewer than
    ``min_batch_size`` are ready, until the oldest has waited ``wait_timeout_s``;
 3. order the running requests by the policy key and give each its next chunk
    (one token when decoding, up to the token budget when prefilling), growing its
@@ -25,8 +32,10 @@ memory (swap: transfer time each way) or drops it (recompute); the time this
 wastes is accumulated per iteration.
 
 State layout: the per-request arrays of ``layout.py`` (one int64 and one float64
-2-D array with named columns), three index lists (waiting, running, batch) and a
-counter array. Few array objects keep Numba's reference counting out of the hot
+2-D array with named columns); per replica (first axis) three index lists
+(waiting, running, batch), a counter row, a clock row, its own policy class state,
+time series and statistics. With one replica this is exactly the single-server
+loop. Few array objects keep Numba's reference counting out of the hot
 loops (reading an array out of a namedtuple inside a loop cost a reference-count round
 trip each time: 3x slower on the default scenario).
 """
@@ -38,8 +47,8 @@ from numba import njit
 
 from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY,
                      I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT, I_PAUSED,
-                     I_PENDING, I_PREEMPTIONS, I_PROMPT, I_RECOMPUTE_LEFT, I_STATE, K_ACTIVE, RUNNING, TIMED_OUT,
-                     WAITING)
+                     I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE,
+                     RUNNING, TIMED_OUT, WAITING)
 from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
                        policy_key_nb, policy_on_arrival_nb)
 from .steptime import step_time_s_nb
@@ -47,14 +56,27 @@ from .steptime import step_time_s_nb
 # Why a run stopped.
 DRAINED, QUEUE_BOUND, HORIZON = 0, 1, 2
 
-# Counter array indices.
-C_NEXT_ARRIVAL, C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS = range(6)
-N_COUNTERS = 6
+# Routers.
+ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE = 0, 1, 2
+ROUTERS = {"round-robin": ROUND_ROBIN, "least-tokens": LEAST_TOKENS, "shortest-queue": SHORTEST_QUEUE}
 
-# Stats array indices (filled at the end of a run).
-(S_SIM_END_S, S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS,
- S_PREEMPTIONS, S_STOP_REASON, S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S) = range(11)
-N_STATS = 11
+# Counter columns (one row per replica).
+C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS = range(5)
+N_COUNTERS = 5
+
+# Clock columns (one row per replica): time of its next decision (inf while idle), its mode, and
+# when its current wait began.
+CK_NEXT_S, CK_MODE, CK_WAIT_START_S = range(3)
+N_CLOCK = 3
+IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
+
+# Statistics columns (one row per replica, filled during the run).
+(S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_PREEMPTIONS,
+ S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED) = range(10)
+N_STATS = 10
+# Outcome of the whole run.
+O_END_S, O_STOP_REASON = range(2)
+N_OUTCOME = 2
 
 # Seconds accumulated during one iteration: preemption transfers and pauses that lengthen it, and
 # the part of them (plus recomputed prefill) that is wasted work.
@@ -224,15 +246,41 @@ def _schedule_nb(ints, batch, cnt, r, chunk, blocks):
 
 
 @njit(cache=True, inline="always")
-def _admit_arrivals_nb(ints, fl, classes, waiting, cnt, t):
-    n = ints.shape[0]
-    while cnt[C_NEXT_ARRIVAL] < n and fl[cnt[C_NEXT_ARRIVAL], F_ARRIVAL] <= t:
-        r = cnt[C_NEXT_ARRIVAL]
-        policy_on_arrival_nb(classes, ints[r, I_CLASS])
-        ints[r, I_STATE] = WAITING
-        waiting[cnt[C_WAITING]] = r
-        cnt[C_WAITING] += 1
-        cnt[C_NEXT_ARRIVAL] += 1
+def _outstanding_tokens_nb(ints, items, n):
+    """Tokens the requests of ``items[:n]`` still have to process, as a router can know them: pending
+    tokens before the next output, then the predicted output not yet generated."""
+    total = 0
+    for i in range(n):
+        r = items[i]
+        total += ints[r, I_PENDING] + max(ints[r, I_PREDICTED] - ints[r, I_GENERATED] - 1, 0)
+    return total
+
+
+@njit(cache=True)
+def _route_nb(router, ints, waiting, running, cnt, r):
+    """The replica arrival ``r`` goes to (ties: lowest index)."""
+    replicas = cnt.shape[0]
+    if router == ROUND_ROBIN or replicas == 1:
+        return r % replicas
+    best, best_load = 0, 0
+    for k in range(replicas):
+        if router == LEAST_TOKENS:
+            load = _outstanding_tokens_nb(ints, waiting[k], cnt[k, C_WAITING]) + \
+                _outstanding_tokens_nb(ints, running[k], cnt[k, C_RUNNING])
+        else:
+            load = cnt[k, C_WAITING] + cnt[k, C_RUNNING]
+        if k == 0 or load < best_load:
+            best, best_load = k, load
+    return best
+
+
+@njit(cache=True, inline="always")
+def _arrive_nb(ints, classes, waiting, cnt, r):
+    """Request ``r`` joins this replica's waiting queue."""
+    policy_on_arrival_nb(classes, ints[r, I_CLASS])
+    ints[r, I_STATE] = WAITING
+    waiting[cnt[C_WAITING]] = r
+    cnt[C_WAITING] += 1
 
 
 @njit(cache=True, inline="always")
@@ -265,10 +313,8 @@ def _gate_release_s_nb(srv, fl, waiting, running, cnt, t):
 
 @njit(cache=True)
 def _next_event_s_nb(ints, fl, waiting, cnt, t_release):
-    """Earliest of: gate release, next arrival, next time-out of a waiting request."""
+    """Earliest of: gate release, next time-out of a waiting request (an arrival wakes the replica too)."""
     t_next = t_release
-    if cnt[C_NEXT_ARRIVAL] < ints.shape[0]:
-        t_next = min(t_next, fl[cnt[C_NEXT_ARRIVAL], F_ARRIVAL])
     for i in range(cnt[C_WAITING]):
         r = waiting[i]
         if ints[r, I_GENERATED] == 0:
@@ -477,93 +523,131 @@ def _halve_series_nb(series):
 # --------------------------------------------------------------------------- the loop
 
 
-def work_arrays(n_requests: int, max_batch_size: int) -> tuple:
-    """Scratch arrays of ``run_nb``: waiting, running and batch lists, counters, per-iteration sums."""
-    return (np.empty(n_requests, np.int64), np.empty(max_batch_size, np.int64), np.empty(max_batch_size, np.int64),
-            np.zeros(N_COUNTERS, np.int64), np.zeros(2))
+def work_arrays(n_requests: int, max_batch_size: int, replicas: int) -> tuple:
+    """Scratch arrays of ``run_nb``, one row per replica: waiting, running and batch lists, counters,
+    clock, per-iteration sums."""
+    return (np.empty((replicas, n_requests), np.int64), np.empty((replicas, max_batch_size), np.int64),
+            np.empty((replicas, max_batch_size), np.int64), np.zeros((replicas, N_COUNTERS), np.int64),
+            np.zeros((replicas, N_CLOCK)), np.zeros((replicas, 2)))
+
+
+@njit(cache=True, inline="always")
+def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, running, batch, cnt, clock, acc,
+               t, queued_elsewhere):
+    """One replica's decision at ``t``: finish its iteration, then start the next one, wait or go idle.
+
+    ``queued_elsewhere``: requests waiting at the other replicas (for the queue bound, on the fleet). Returns the stop reason
+    (``DRAINED`` = carry on).
+    """
+    if clock[CK_MODE] == BUSY:
+        _advance_nb(policy, classes, ints, fl, running, batch, cnt, t)
+    elif clock[CK_MODE] == WAITING_FOR_GATE:
+        stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
+    cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, waiting, cnt[C_WAITING], cnt, t)
+    cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, classes, running, cnt[C_RUNNING], cnt, t)
+    if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
+        clock[CK_MODE] = IDLE
+        clock[CK_NEXT_S] = np.inf
+        return DRAINED
+    if queued_elsewhere + cnt[C_WAITING] > srv[SV_MAX_WAITING_REQUESTS]:
+        return QUEUE_BOUND
+    if t > srv[SV_HORIZON_S]:
+        return HORIZON
+    t_release = _gate_release_s_nb(srv, fl, waiting, running, cnt, t)
+    if t_release > t:
+        clock[CK_MODE] = WAITING_FOR_GATE
+        clock[CK_WAIT_START_S] = t
+        clock[CK_NEXT_S] = _next_event_s_nb(ints, fl, waiting, cnt, t_release)
+        return DRAINED
+
+    preemptions_before = cnt[C_PREEMPTIONS]
+    _order_running_nb(policy, classes, ints, fl, running, cnt, t)
+    budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc,
+                                                    srv[SV_MAX_BATCHED_TOKENS])
+    if not memory_preempted and (cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]):
+        _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget)
+    if cnt[C_BATCH] == 0:
+        raise RuntimeError("internal error: requests are ready but none could be scheduled")
+
+    dt, prefill, decode, recomputed = _step_s_nb(step, ints, batch, cnt)
+    stats[S_WASTE_S] += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
+    dt += acc[A_EXTRA_S]
+    acc[A_EXTRA_S] = 0.0
+    acc[A_WASTE_S] = 0.0
+    iterations = np.int64(stats[S_ITERATIONS])
+    stride = np.int64(stats[S_SERIES_STRIDE])
+    if iterations % stride == 0:
+        rows = np.int64(stats[S_SERIES_ROWS])
+        if rows == series.shape[0]:
+            rows = _halve_series_nb(series)
+            stride *= 2
+            stats[S_SERIES_STRIDE] = stride
+        if iterations % stride == 0:
+            _record_nb(srv, ints, waiting, batch, cnt, series, rows, t, dt, prefill, decode,
+                       cnt[C_PREEMPTIONS] - preemptions_before)
+            rows += 1
+        stats[S_SERIES_ROWS] = rows
+    stats[S_ITERATIONS] = iterations + 1
+    stats[S_BUSY_S] += dt
+    stats[S_BATCH_SUM] += cnt[C_BATCH]
+    stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * dt
+    stats[S_KV_PEAK_BLOCKS] = max(stats[S_KV_PEAK_BLOCKS], cnt[C_USED_BLOCKS])
+    stats[S_PREEMPTIONS] = cnt[C_PREEMPTIONS]
+    clock[CK_MODE] = BUSY
+    clock[CK_NEXT_S] = t + dt
+    return DRAINED
 
 
 # Compiled without reference counting (``_nrt=False``): the loop allocates nothing (its scratch arrays
 # come from ``work_arrays``), and every array it touches outlives the call, so the counting Numba would
 # otherwise do around each inlined helper is pure overhead (about a third of the run time).
 @njit(cache=True, _nrt=False)
-def run_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, running, batch, cnt, acc):
-    """Simulate until drained or a limit; fills ``ints``/``fl``, ``series`` (decimated) and ``stats``."""
+def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome, waiting, running, batch, cnt,
+           clock, acc):
+    """Simulate the fleet until drained or a limit; fills ``ints``/``fl``, and per replica (first axis of
+    ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated) and statistics."""
     n = ints.shape[0]
-    for i in range(N_COUNTERS):
-        cnt[i] = 0
-    acc[A_EXTRA_S] = 0.0
-    acc[A_WASTE_S] = 0.0
-    waste_s = 0.0
+    replicas = cnt.shape[0]
+    for k in range(replicas):
+        for i in range(N_COUNTERS):
+            cnt[k, i] = 0
+        for i in range(N_STATS):
+            stats[k, i] = 0.0
+        stats[k, S_SERIES_STRIDE] = 1.0
+        clock[k, CK_NEXT_S] = np.inf
+        clock[k, CK_MODE] = IDLE
+        acc[k, A_EXTRA_S] = 0.0
+        acc[k, A_WASTE_S] = 0.0
+    next_arrival = 0
     t = 0.0
-    iterations = 0
-    busy_s = 0.0
-    batch_sum = 0.0
-    kv_block_s = 0.0
-    kv_peak = 0
-    rows = 0
-    stride = 1
     stop = DRAINED
     while True:
-        _admit_arrivals_nb(ints, fl, classes, waiting, cnt, t)
-        cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, waiting, cnt[C_WAITING], cnt, t)
-        cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, classes, running, cnt[C_RUNNING], cnt, t)
-        if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
-            if cnt[C_NEXT_ARRIVAL] == n:
-                break
-            t = fl[cnt[C_NEXT_ARRIVAL], F_ARRIVAL]
+        k = -1
+        t_decide = np.inf
+        for j in range(replicas):
+            if clock[j, CK_NEXT_S] < t_decide:
+                t_decide = clock[j, CK_NEXT_S]
+                k = j
+        if next_arrival < n and fl[next_arrival, F_ARRIVAL] <= t_decide:
+            r = next_arrival
+            next_arrival += 1
+            j = _route_nb(router, ints, waiting, running, cnt, r)
+            ints[r, I_REPLICA] = j
+            stats[j, S_ROUTED] += 1.0
+            _arrive_nb(ints, classes[j], waiting[j], cnt[j], r)
+            if clock[j, CK_MODE] != BUSY:
+                clock[j, CK_NEXT_S] = min(clock[j, CK_NEXT_S], fl[r, F_ARRIVAL])
             continue
-        if cnt[C_WAITING] > srv[SV_MAX_WAITING_REQUESTS]:
-            stop = QUEUE_BOUND
+        if k < 0:
             break
-        if t > srv[SV_HORIZON_S]:
-            stop = HORIZON
+        t = t_decide
+        queued_elsewhere = 0
+        for j in range(replicas):
+            if j != k:
+                queued_elsewhere += cnt[j, C_WAITING]
+        stop = _decide_nb(srv, step, policy, classes[k], ints, fl, series[k], stats[k], waiting[k], running[k],
+                          batch[k], cnt[k], clock[k], acc[k], t, queued_elsewhere)
+        if stop != DRAINED:
             break
-        t_release = _gate_release_s_nb(srv, fl, waiting, running, cnt, t)
-        if t_release > t:
-            t_next = _next_event_s_nb(ints, fl, waiting, cnt, t_release)
-            kv_block_s += cnt[C_USED_BLOCKS] * (t_next - t)
-            t = t_next
-            continue
-
-        preemptions_before = cnt[C_PREEMPTIONS]
-        _order_running_nb(policy, classes, ints, fl, running, cnt, t)
-        budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc,
-                                                        srv[SV_MAX_BATCHED_TOKENS])
-        if not memory_preempted and (cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]):
-            _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget)
-        if cnt[C_BATCH] == 0:
-            raise RuntimeError("internal error: requests are ready but none could be scheduled")
-
-        dt, prefill, decode, recomputed = _step_s_nb(step, ints, batch, cnt)
-        waste_s += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
-        dt += acc[A_EXTRA_S]
-        acc[A_EXTRA_S] = 0.0
-        acc[A_WASTE_S] = 0.0
-        if iterations % stride == 0:
-            if rows == series.shape[0]:
-                rows = _halve_series_nb(series)
-                stride *= 2
-            if iterations % stride == 0:
-                _record_nb(srv, ints, waiting, batch, cnt, series, rows, t, dt, prefill, decode,
-                           cnt[C_PREEMPTIONS] - preemptions_before)
-                rows += 1
-        iterations += 1
-        busy_s += dt
-        batch_sum += cnt[C_BATCH]
-        kv_block_s += cnt[C_USED_BLOCKS] * dt
-        kv_peak = max(kv_peak, cnt[C_USED_BLOCKS])
-        t += dt
-        _advance_nb(policy, classes, ints, fl, running, batch, cnt, t)
-
-    stats[S_SIM_END_S] = t
-    stats[S_ITERATIONS] = iterations
-    stats[S_BUSY_S] = busy_s
-    stats[S_BATCH_SUM] = batch_sum
-    stats[S_KV_BLOCK_SECONDS] = kv_block_s
-    stats[S_KV_PEAK_BLOCKS] = kv_peak
-    stats[S_PREEMPTIONS] = cnt[C_PREEMPTIONS]
-    stats[S_STOP_REASON] = stop
-    stats[S_SERIES_ROWS] = rows
-    stats[S_SERIES_STRIDE] = stride
-    stats[S_WASTE_S] = waste_s
+    outcome[O_END_S] = t
+    outcome[O_STOP_REASON] = stop

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .config import Scenario
 from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
-                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED, NOT_ARRIVED,
+                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_REPLICA, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED, NOT_ARRIVED,
                      RUNNING, TIMED_OUT, WAITING)
 
 STATE_NAMES = {NOT_ARRIVED: "not_arrived", WAITING: "waiting", RUNNING: "running",
@@ -46,6 +46,7 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
         "state": pd.Categorical.from_codes(ints[:, I_STATE], list(STATE_NAMES.values())),
         "generated_tokens": ints[:, I_GENERATED],
         "preemptions": ints[:, I_PREEMPTIONS],
+        "replica": ints[:, I_REPLICA],
         "first_scheduled_s": first_scheduled_s,
         "first_token_s": first_token_s,
         "finish_s": finish_s,

@@ -26,7 +26,8 @@ from .steptime import FIXED, request_work_s_nb, step_params
 from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
-SERIES_MAX_ROWS = 65536  # time-series rows kept; longer runs keep every 2^k-th iteration
+SERIES_MAX_ROWS = 65536  # time-series rows kept over all replicas; longer runs keep every 2^k-th iteration
+SERIES_MIN_ROWS = 4096   # per replica, however many there are
 STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon"}
 
 
@@ -78,10 +79,11 @@ def _check_fits(scenario: Scenario, requests: RequestArrays, capacity_tokens: in
 
 
 def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capacity_tokens: int) -> float:
-    """Estimated utilisation rho = arrival rate x GPU seconds per request (``steptime.request_work_s_nb``).
+    """Estimated utilisation rho = arrival rate x GPU seconds per request (``steptime.request_work_s_nb``)
+    / replicas.
 
-    Exact for the fixed model with max_batch_size = 1 (rho = lambda E[S] of M/G/1); an estimate
-    otherwise, with slots = min(max_batch_size, KV cache / mean KV per request).
+    Exact for the fixed model with max_batch_size = 1 on one replica (rho = lambda E[S] of M/G/1); an
+    estimate otherwise, with slots = min(max_batch_size, KV cache / mean KV per request).
     """
     n = len(requests)
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
@@ -94,12 +96,46 @@ def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capac
         slots = max(1.0, min(slots, capacity_tokens / mean_context_tokens))
     work_s = request_work_s_nb(step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
                                slots, mean_context_tokens)
-    return (n - 1) / span_s * work_s
+    return (n - 1) / span_s * work_s / scenario.fleet.replicas
 
 
 def _deadlines_s(scenario: Scenario, requests: RequestArrays) -> np.ndarray:
     timeout_s = np.array([c.timeout_ms / 1000.0 if c.timeout_ms else np.inf for c in scenario.workload.classes])
     return requests.arrival_s + timeout_s[requests.class_id]
+
+
+def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | None, block_size_tokens: int) -> dict:
+    """Fleet-wide counters from the per-replica statistics rows: sums, except the peak KV share (the
+    fullest replica's); busy and KV shares are of all replicas' time."""
+    replica_s = sim_time_s * stats.shape[0]
+    iterations = int(stats[:, kernel.S_ITERATIONS].sum())
+    capacity_blocks = capacity_tokens // block_size_tokens if capacity_tokens else 0
+    return {
+        "sim_time_s": sim_time_s,
+        "iterations": iterations,
+        "mean_batch_size": float(stats[:, kernel.S_BATCH_SUM].sum() / iterations) if iterations else 0.0,
+        "gpu_busy_frac": float(stats[:, kernel.S_BUSY_S].sum() / replica_s) if replica_s > 0 else 0.0,
+        "kv_mean_frac": float(stats[:, kernel.S_KV_BLOCK_SECONDS].sum() / replica_s / capacity_blocks)
+        if capacity_blocks and replica_s > 0 else None,
+        "kv_peak_frac": float(stats[:, kernel.S_KV_PEAK_BLOCKS].max() / capacity_blocks) if capacity_blocks else None,
+        "preemptions": int(stats[:, kernel.S_PREEMPTIONS].sum()),
+        "preemption_waste_s": float(stats[:, kernel.S_WASTE_S].sum()),
+        "kv_capacity_tokens": capacity_tokens,
+        "timeseries_stride": int(stats[:, kernel.S_SERIES_STRIDE].max()),
+    }
+
+
+def _replica_stats(frame: pd.DataFrame, stats: np.ndarray, sim_time_s: float, replicas: int) -> list[dict]:
+    """Per replica: requests routed to it, completed there, output tokens it generated, its busy share."""
+    done = frame[frame["state"] == "completed"]
+    completed = np.bincount(done["replica"], minlength=replicas)
+    tokens = np.bincount(done["replica"], weights=done["output_tokens"], minlength=replicas)
+    return [{"replica": k, "routed": int(stats[k, kernel.S_ROUTED]), "completed": int(completed[k]),
+             "output_tokens": int(tokens[k]),
+             "busy_frac": float(stats[k, kernel.S_BUSY_S] / sim_time_s) if sim_time_s > 0 else 0.0,
+             "mean_batch_size": float(stats[k, kernel.S_BATCH_SUM] / stats[k, kernel.S_ITERATIONS])
+             if stats[k, kernel.S_ITERATIONS] else 0.0}
+            for k in range(replicas)]
 
 
 def simulate(scenario: Scenario) -> Result:
@@ -125,39 +161,31 @@ def simulate(scenario: Scenario) -> Result:
                                  requests.class_id, _deadlines_s(scenario, requests), predicted)
     columns = list(kernel.SERIES_FIXED_COLUMNS) + [f"batch_{c.name}" for c in scenario.workload.classes] \
         + [f"waiting_{c.name}" for c in scenario.workload.classes]
-    series = np.zeros((SERIES_MAX_ROWS, len(columns)))
-    stats = np.zeros(kernel.N_STATS)
+    replicas = scenario.fleet.replicas
+    series = np.zeros((replicas, max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas), len(columns)))
+    stats = np.zeros((replicas, kernel.N_STATS))
+    outcome = np.zeros(kernel.N_OUTCOME)
     policy, class_params = policy_inputs(scenario)
-    kernel.run_nb(srv, step, policy, class_params, ints, floats, series, stats,
-                  *kernel.work_arrays(len(requests), server.max_batch_size))
+    replica_classes = np.repeat(class_params[np.newaxis], replicas, axis=0)
+    kernel.run_nb(srv, step, policy, kernel.ROUTERS[scenario.fleet.router], replica_classes, ints, floats, series,
+                  stats, outcome, *kernel.work_arrays(len(requests), server.max_batch_size, replicas))
 
-    sim_time_s = float(stats[kernel.S_SIM_END_S])
+    sim_time_s = float(outcome[kernel.O_END_S])
     frame = request_records(scenario, ints, floats)
     classes, overall = summarize(scenario, frame, sim_time_s)
-    add_service_shares(classes, class_params, scenario.policy.prefill_token_weight)
+    add_service_shares(classes, replica_classes.sum(axis=0), scenario.policy.prefill_token_weight)
     load = offered_load(scenario, requests, step, capacity_tokens)
-    stop_reason = STOP_REASONS[int(stats[kernel.S_STOP_REASON])]
-    capacity_known = capacity_tokens > 0
-    iterations = int(stats[kernel.S_ITERATIONS])
-    system = {
-        "sim_time_s": sim_time_s,
-        "iterations": iterations,
-        "mean_batch_size": float(stats[kernel.S_BATCH_SUM] / iterations) if iterations else 0.0,
-        "gpu_busy_frac": float(stats[kernel.S_BUSY_S] / sim_time_s) if sim_time_s > 0 else 0.0,
-        "kv_mean_frac": float(stats[kernel.S_KV_BLOCK_SECONDS] / sim_time_s / (capacity_tokens // bs))
-        if capacity_known and sim_time_s > 0 else None,
-        "kv_peak_frac": float(stats[kernel.S_KV_PEAK_BLOCKS] / (capacity_tokens // bs)) if capacity_known else None,
-        "preemptions": int(stats[kernel.S_PREEMPTIONS]),
-        "preemption_waste_s": float(stats[kernel.S_WASTE_S]),
-        "kv_capacity_tokens": int(capacity_tokens // bs * bs) if capacity_known else None,
-        "offered_load": load,
-        "stop_reason": stop_reason,
-        "unstable": bool(stop_reason != "drained" or load >= 1.0),
-        "timeseries_stride": int(stats[kernel.S_SERIES_STRIDE]),
-    }
+    stop_reason = STOP_REASONS[int(outcome[kernel.O_STOP_REASON])]
+    system = {**_system_stats(stats, sim_time_s, capacity_tokens // bs * bs if capacity_tokens else None, bs),
+              "offered_load": load,
+              "stop_reason": stop_reason,
+              "unstable": bool(stop_reason != "drained" or load >= 1.0),
+              "replicas": _replica_stats(frame, stats, sim_time_s, replicas)}
     wall_s = time.perf_counter() - started
     summary = {"classes": classes, "overall": overall, "system": system,
                "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
                        "scenario": scenario.name}}
-    timeseries = pd.DataFrame(series[: int(stats[kernel.S_SERIES_ROWS])], columns=columns)
+    timeseries = pd.concat(
+        [pd.DataFrame(series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
+         for k in range(replicas)], ignore_index=True)
     return Result(scenario, summary, frame, timeseries)

@@ -17,7 +17,7 @@ ONE_CLASS = [{"name": "only", "share": 1.0}]
 
 
 def trace_scenario(tmp_path: Path, rows: list[tuple], server: dict, policy: dict | None = None,
-                   classes: list[dict] | None = None) -> engine.Scenario:
+                   classes: list[dict] | None = None, fleet: dict | None = None) -> engine.Scenario:
     """A scenario replaying ``rows`` of (arrival_s, prompt_tokens, output_tokens[, class]) exactly."""
     with_class = any(len(r) == 4 for r in rows)
     lines = ["arrival_s,prompt_tokens,output_tokens" + (",class" if with_class else "")]
@@ -28,6 +28,7 @@ def trace_scenario(tmp_path: Path, rows: list[tuple], server: dict, policy: dict
         "workload": {"classes": copy.deepcopy(classes or ONE_CLASS), "trace": {"path": str(path)}},
         "server": {"step_model": "fixed", "step_time_ms": 10.0, **server},
         "policy": policy or {"name": "fifo"},
+        "fleet": fleet or {},
     }
     return engine.load_scenario(data)
 

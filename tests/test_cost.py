@@ -48,6 +48,7 @@ def test_unit_costs_by_hand():
 def test_offers_are_matched_to_the_simulated_gpu_and_bad_names_are_errors():
     assert set(offers_for("H100-80G").index) >= {"ref-8x-h100-server", "runpod-h100-sxm-secure"}
     assert "ref-h100-mig-1of7" not in offers_for("H100-80G").index
+    assert list(offers_for("H100-80G-MIG-1g.10gb").index) == ["ref-h100-mig-1of7"]  # slices rent as slices
     with pytest.raises(engine.ScenarioError, match="offer 'nope' is not in"):
         deployment_cost("nope", 1, "pay as you go", "USD", 7.0)
     with pytest.raises(engine.ScenarioError, match="billing"):

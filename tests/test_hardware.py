@@ -43,7 +43,7 @@ def test_impossible_setups_say_how_to_fix_them():
     with pytest.raises(engine.ScenarioError, match="does not fit on 1 x A100-80G.*lower-bit quant"):
         engine.simulate(engine.load_scenario(base))
     with pytest.raises(engine.ScenarioError,
-                       match="server.gpu = .T1000. is not in .*choose one of T4, RTX-3090, .*H100-80G"):
+                       match="server.gpu = .T1000. is neither in .*choose one of T4, RTX-3090, .*H100-80G.*MIG"):
         engine.simulate(engine.load_scenario(base, overrides=["server.gpu=T1000"]))
     with pytest.raises(engine.ScenarioError, match="needs fp8 tensor cores"):
         engine.simulate(engine.load_scenario(base, overrides=["server.quant=fp8"]))
@@ -95,3 +95,44 @@ def test_mixture_of_experts_sizes_and_expert_reads():
     assert one == pytest.approx((profile.weight_bytes + 2 * profile.expert_bytes + profile.kv_bytes_per_token)
                                 / bandwidth + profile.iteration_overhead_s)
     assert many >= (profile.weight_bytes + 8 * profile.expert_bytes * (1 - 0.75 ** 512)) / bandwidth
+
+
+def test_deepseek_v3_latent_attention_by_hand():
+    """MLA caches one latent of kv_lora_rank + rope dims = 576 values per layer; the absorbed attention
+    scores use 576 dims and values 512 per head (2 x 61 layers x 128 heads x (576 + 512) FLOPs)."""
+    profile = roofline_profile(Server(step_model="roofline", gpu="H200", model="DeepSeek-V3", quant="fp8"))
+    assert profile.parameters / 1e9 == pytest.approx(671.03, abs=0.01)      # 671B published
+    assert profile.active_parameters / 1e9 == pytest.approx(37.55, abs=0.01)  # 37B activated per token
+    assert profile.kv_bytes_per_token == 61 * 576 * 2
+    assert profile.attention_flops_per_context_token == 2 * 61 * 128 * (576 + 512)
+    assert profile.experts == 256 and profile.experts_per_token == 8
+    assert profile.expert_bytes == 58 * 3 * 7168 * 2048 * 1.0  # 58 MoE layers, FP8 weights
+
+
+def test_kv_cache_quantisation_halves_bytes_and_doubles_capacity():
+    base = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-8B", activation_reserve_gib=2.0)
+    fp8 = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-8B", activation_reserve_gib=2.0,
+                 kv_quant="fp8")
+    full, half = roofline_profile(base), roofline_profile(fp8)
+    assert half.kv_bytes_per_token == full.kv_bytes_per_token / 2 == 65536
+    free = 80e9 * 0.9 - full.resident_weight_bytes - 2 * GIB
+    assert kv_capacity_tokens(base, full) == free // 131072
+    assert kv_capacity_tokens(fp8, half) == free // 65536
+    with pytest.raises(engine.ScenarioError, match="server.kv_quant = 'fp4' is not in data/hardware/kv_quant.csv"):
+        roofline_profile(Server(step_model="roofline", kv_quant="fp4"))
+
+
+def test_mig_slice_is_its_share_of_the_card():
+    """H100 1g.10gb: 16 of 132 SMs, 1/8 of memory and (by our inference) of bandwidth."""
+    card = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", quant="int4"))
+    cut = roofline_profile(Server(step_model="roofline", gpu="H100-80G-MIG-1g.10gb", model="Llama-3-8B",
+                                  quant="int4"))
+    assert cut.memory_bytes == card.memory_bytes / 8
+    assert cut.effective_bytes_per_s == pytest.approx(card.effective_bytes_per_s / 8)
+    assert cut.effective_flops_per_s == pytest.approx(card.effective_flops_per_s * 16 / 132, rel=1e-5)
+    with pytest.raises(engine.ScenarioError, match="no link to other slices; set tensor_parallel = 1 and add "
+                                                   "fleet.replicas"):
+        roofline_profile(Server(step_model="roofline", gpu="H100-80G-MIG-1g.10gb", tensor_parallel=2))
+    too_big = Server(step_model="roofline", gpu="H100-80G-MIG-1g.10gb", model="Llama-3-8B", quant="fp16")
+    with pytest.raises(engine.ScenarioError, match="does not fit.*lower-bit quant, a smaller model or a larger GPU"):
+        kv_capacity_tokens(too_big, roofline_profile(too_big))

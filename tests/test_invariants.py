@@ -56,6 +56,8 @@ def scenarios(draw):
     return {"seed": draw(st.integers(0, 2 ** 31)), "workload": {
         "num_requests": draw(st.integers(1, 150)), "arrival": arrival, "classes": classes},
         "server": server,
+        "fleet": {"replicas": draw(st.integers(1, 4)),
+                  "router": draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue"]))},
         "policy": {"name": draw(st.sampled_from(sorted(POLICIES))), "preemptive": draw(st.booleans()),
                    "preempt_mode": draw(st.sampled_from(["keep", "swap", "recompute"])),
                    "preempt_overhead_ms": draw(st.floats(0.0, 2.0)), "aging_per_s": draw(st.floats(0.0, 5.0)),
@@ -79,6 +81,11 @@ def test_invariants_hold(data):
     assert summary["overall"]["arrived"] == len(frame)
     assert summary["system"]["stop_reason"] == "drained" and summary["overall"]["unfinished"] == 0
 
+    # Every arrived request went to one replica; the replicas' counts add up.
+    replicas = pd.DataFrame(summary["system"]["replicas"])
+    assert frame["replica"].between(0, scenario.fleet.replicas - 1).all()
+    assert replicas["routed"].sum() == len(frame) and replicas["completed"].sum() == summary["overall"]["completed"]
+
     # Tokens: never more than asked for; a completed request got exactly its output, a timed-out one none.
     assert (frame["generated_tokens"] <= frame["output_tokens"]).all()
     done = frame[frame["state"] == "completed"]
@@ -90,7 +97,7 @@ def test_invariants_hold(data):
     assert (done["first_token_s"] > done["first_scheduled_s"]).all()
     assert (done["finish_s"] >= done["first_token_s"]).all()
 
-    # Limits hold in every iteration (small runs record every iteration).
+    # Limits hold in every iteration of every replica (small runs record every iteration).
     assert summary["system"]["timeseries_stride"] == 1 and len(series) == summary["system"]["iterations"]
     assert (series["batch_size"] <= server.max_batch_size).all()
     assert (series["prefill_tokens"] + series["decode_tokens"] <= server.max_batched_tokens).all()

@@ -11,6 +11,8 @@ REQUIRED = {
              "bandwidth_efficiency", "iteration_overhead_ms"],
     "models": ["layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"],
     "quant": ["weight_bytes_per_param"],
+    "kv_quant": ["bytes_per_value"],
+    "gpu_slices": ["sm_fraction", "memory_fraction", "max_per_card"],
 }
 
 
@@ -31,6 +33,25 @@ def test_gpu_units_are_plausible():
     assert gpus["fp16_tflops"].between(20, 3000).all()      # dense TFLOPS, not sparse
     assert (gpus["int8_tops"] >= gpus["fp16_tflops"]).all()
     assert gpus[["compute_efficiency", "bandwidth_efficiency"]].le(1).all().all()
+
+
+def test_slices_are_real_shares_of_a_listed_card():
+    slices = pd.read_csv(DATA_DIR / "gpu_slices.csv")
+    cards = set(pd.read_csv(DATA_DIR / "gpus.csv")["gpu"])
+    assert set(slices["parent"]) <= cards and not set(slices["slice"]) & cards
+    assert set(slices["kind"]) <= {"mig", "cloud"}
+    # As many instances as the card holds never exceed the whole card.
+    assert (slices["max_per_card"] * slices["sm_fraction"]).le(1 + 1e-6).all()
+    assert (slices["max_per_card"] * slices["memory_fraction"]).le(1 + 1e-6).all()
+
+
+def test_latent_attention_rows_give_their_latent_sizes():
+    models = pd.read_csv(DATA_DIR / "models.csv")
+    assert set(models["attention"]) == {"gqa", "mla"}
+    mla = models[models["attention"] == "mla"]
+    assert (mla[["q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim"]] > 0).all().all()
+    moe = models[models["experts"] > 0]
+    assert (moe["expert_intermediate"] > 0).all() and (moe["experts_per_token"] < moe["experts"]).all()
 
 
 @pytest.mark.parametrize("model, params_b", [
