@@ -91,6 +91,23 @@ def gpu_row(name: str) -> pd.Series:
 
 
 @dataclass(frozen=True)
+class Efficiency:
+    """How close a serving engine gets to the card's peaks: shares of tensor FLOP/s and of HBM bandwidth,
+    and a fixed cost per iteration (scheduling, kernel launches, sampling)."""
+
+    compute: float
+    bandwidth: float
+    overhead_ms: float
+
+
+def efficiency_for(gpu: str) -> Efficiency:
+    """The fitted efficiency of ``gpu``'s family (``calibration.csv``; slices use their parent's)."""
+    row = load_table("calibration").loc[gpu_row(gpu)["family"]]
+    return Efficiency(float(row["compute_efficiency"]), float(row["bandwidth_efficiency"]),
+                      float(row["iteration_overhead_ms"]))
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """Parameter counts and per-token sizes of one model (formulas in the module docstring)."""
 
@@ -164,11 +181,14 @@ class RooflineProfile:
     logit_bytes_per_sequence: float
 
 
-def roofline_profile(server: Server, tensor_parallel: int | None = None) -> RooflineProfile:
+def roofline_profile(server: Server, tensor_parallel: int | None = None,
+                     efficiency: Efficiency | None = None) -> RooflineProfile:
     """Coefficients of the roofline step-time model for ``server.gpu/model/quant/kv_quant`` over
-    ``tensor_parallel`` cards (default: ``server.tensor_parallel``)."""
+    ``tensor_parallel`` cards (default: ``server.tensor_parallel``), at ``efficiency`` (default: the
+    GPU family's calibration)."""
     tp = tensor_parallel or server.tensor_parallel
     gpu = gpu_row(server.gpu)
+    eff = efficiency or efficiency_for(server.gpu)
     model = _row("models", server.model, "model")
     quant = _row("quant", server.quant, "quant")
     kv_bytes_per_value = float(_row("kv_quant", server.kv_quant, "kv_quant")["bytes_per_value"])
@@ -196,9 +216,9 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None) -> Roof
         kv_bytes_per_token=shape.kv_values_per_token * kv_bytes_per_value,
         matmul_flops_per_token=2.0 * shape.active_matmul_parameters,
         attention_flops_per_context_token=shape.attention_flops_per_context_token,
-        effective_flops_per_s=tp * float(peak) * 1e12 * float(gpu["compute_efficiency"]),
-        effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12 * float(gpu["bandwidth_efficiency"]),
-        iteration_overhead_s=float(gpu["iteration_overhead_ms"]) / 1000.0,
+        effective_flops_per_s=tp * float(peak) * 1e12 * eff.compute,
+        effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12 * eff.bandwidth,
+        iteration_overhead_s=eff.overhead_ms / 1000.0,
         memory_bytes=tp * float(gpu["memory_gb"]) * 1e9,
         comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
         comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,
@@ -263,3 +283,16 @@ def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
             f"no KV cache in {usable / GIB:.1f} GiB usable (gpu_memory_utilization = "
             f"{server.gpu_memory_utilization}); {fix}")
     return int(free // profile.kv_bytes_per_token)
+
+
+def memory_breakdown_gib(server: Server) -> dict[str, float]:
+    """One card's memory in GiB: weights, activation reserve, the KV cache left, the share held back by
+    ``gpu_memory_utilization``, and by how much the model overflows (0 when it fits)."""
+    tp = server.tensor_parallel
+    profile = roofline_profile(server)
+    card = profile.memory_bytes / tp
+    parts = {"weights": profile.resident_weight_bytes / tp,
+             "activation reserve": activation_reserve_bytes(server, profile, tp) / tp,
+             "held back": card * (1.0 - server.gpu_memory_utilization)}
+    kv = card - sum(parts.values())
+    return {**{k: v / GIB for k, v in parts.items()}, "KV cache": max(kv, 0.0) / GIB, "over by": max(-kv, 0.0) / GIB}

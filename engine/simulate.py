@@ -18,7 +18,7 @@ import pandas as pd
 from . import kernel
 from .config import Scenario
 from .errors import ScenarioError
-from .hardware import RooflineProfile, kv_capacity_tokens, roofline_profile, roofline_step_params
+from .hardware import Efficiency, RooflineProfile, kv_capacity_tokens, roofline_profile, roofline_step_params
 from .layout import pack_requests
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
@@ -138,13 +138,14 @@ def _replica_stats(frame: pd.DataFrame, stats: np.ndarray, sim_time_s: float, re
             for k in range(replicas)]
 
 
-def simulate(scenario: Scenario) -> Result:
-    """Run one scenario; same scenario and seed give the same result, bit for bit."""
+def simulate(scenario: Scenario, efficiency: Efficiency | None = None) -> Result:
+    """Run one scenario; same scenario and seed give the same result, bit for bit. ``efficiency``
+    replaces the GPU family's calibrated one (the calibration fit tries candidates this way)."""
     started = time.perf_counter()
     requests = build_requests(scenario)
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
-    profile = roofline_profile(scenario.server)  # also sizes swapped KV under the fixed model
+    profile = roofline_profile(scenario.server, efficiency=efficiency)  # also sizes swapped KV (fixed model)
     step, capacity_tokens = _step_params(scenario, profile)
     _check_fits(scenario, requests, capacity_tokens)
     server, n_classes = scenario.server, len(scenario.workload.classes)

@@ -4,7 +4,7 @@ import pytest
 
 import engine
 from engine.config import Server
-from engine.hardware import GIB, kv_capacity_tokens, roofline_profile, roofline_step_params
+from engine.hardware import GIB, Efficiency, efficiency_for, kv_capacity_tokens, roofline_profile, roofline_step_params
 from engine.steptime import step_time_s_nb
 
 
@@ -26,7 +26,7 @@ def test_kv_capacity_by_hand():
 
 def test_decode_step_at_batch_one_is_memory_bound():
     server = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-70B", quant="int4")
-    p = roofline_profile(server)
+    p = roofline_profile(server, efficiency=Efficiency(0.7, 0.85, 2.0))
     step = roofline_step_params(p)
     context = 1000
     by_hand = (p.weight_bytes + p.kv_bytes_per_token * (context + 1)) / (3.35e12 * 0.85) + 0.002
@@ -95,6 +95,14 @@ def test_mixture_of_experts_sizes_and_expert_reads():
     assert one == pytest.approx((profile.weight_bytes + 2 * profile.expert_bytes + profile.kv_bytes_per_token)
                                 / bandwidth + profile.iteration_overhead_s)
     assert many >= (profile.weight_bytes + 8 * profile.expert_bytes * (1 - 0.75 ** 512)) / bandwidth
+
+
+def test_profile_uses_the_gpu_familys_calibrated_efficiency():
+    eff = efficiency_for("H100-80G")
+    p = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B"))
+    assert p.effective_bytes_per_s == pytest.approx(3.35e12 * eff.bandwidth)
+    assert p.effective_flops_per_s == pytest.approx(989.4e12 * eff.compute)
+    assert p.iteration_overhead_s == pytest.approx(eff.overhead_ms / 1000)
 
 
 def test_deepseek_v3_latent_attention_by_hand():
