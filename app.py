@@ -10,5 +10,6 @@ st.set_page_config(page_title="Scheduler Lab", page_icon=":material/schedule:", 
 st.navigation([
     st.Page("pages/lab.py", title="Scheduler Lab", icon=":material/tune:", default=True),
     st.Page("pages/workload.py", title="Workload", icon=":material/stacked_bar_chart:"),
+    st.Page("pages/hardware.py", title="Hardware & Cost", icon=":material/memory:"),
     st.Page("pages/method.py", title="Method", icon=":material/menu_book:"),
 ]).run()

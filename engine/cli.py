@@ -1,4 +1,5 @@
-"""Command-line interface: ``python -m engine run SCENARIO.toml [...]`` and ``python -m engine keys``.
+"""Command-line interface: ``python -m engine run|shapes|hardware SCENARIO.toml [...]`` and
+``python -m engine keys``.
 
 Invalid input ends with exit code 2 and one line naming the problem, never a traceback.
 """
@@ -10,9 +11,16 @@ import json
 import sys
 from pathlib import Path
 
-from .config import keys_markdown, load_scenario
+import pandas as pd
+
+from .calibration import badge
+from .config import keys_markdown, load_scenario, scenario_to_dict
+from .cost import BILLING_MODES, CURRENCIES, deployment_cost, fleet_cards, offers_for, unit_costs
 from .errors import ScenarioError
+from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
 from .simulate import Result, simulate
+from .sizing import fleet_shapes
+from .steptime import decode_step_s, prefill_s
 from .traces import TRACE_FORMATS, guess_trace_format
 
 EXIT_INVALID = 2
@@ -27,9 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m engine", description="Scheduler Lab simulator")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="simulate one scenario and print its metrics")
-    run.add_argument("scenario", help="scenario TOML file (see data/scenarios/)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a scenario key, e.g. --set policy.name=priority (repeatable)")
+    _scenario_arguments(run)
     run.add_argument("--trace", metavar="FILE", help="replay this trace instead of synthetic arrivals "
                      "(the scenario's num_requests/duration_s still cut it)")
     run.add_argument("--trace-format", choices=TRACE_FORMATS,
@@ -37,16 +43,36 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     run.add_argument("--json", metavar="PATH", help="write the metrics as JSON to PATH ('-' = stdout, no table)")
     run.add_argument("--requests-csv", metavar="PATH", help="write one row per request to PATH")
+    _offer_arguments(run)
+    shapes = sub.add_parser("shapes", help="simulate the fleet's cards as every tensor-parallel x replica shape")
+    _scenario_arguments(shapes)
+    shapes.add_argument("--cards", type=int, help="cards to arrange (default: the scenario's TP x replicas)")
+    _offer_arguments(shapes)
+    hardware = sub.add_parser("hardware", help="memory of one card, KV capacity and iteration times (roofline)")
+    _scenario_arguments(hardware)
     sub.add_parser("keys", help="print every scenario key with unit, default and meaning (Markdown)")
     return parser
+
+
+def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario TOML file (see data/scenarios/)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a scenario key, e.g. --set policy.name=priority (repeatable)")
+
+
+def _offer_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--offer", help="price the fleet with this offer of data/hardware/offers.csv")
+    parser.add_argument("--billing", choices=BILLING_MODES, default=BILLING_MODES[0])
+    parser.add_argument("--currency", choices=CURRENCIES, default="USD")
+    parser.add_argument("--cny-per-usd", type=float, default=7.1, help="exchange rate (your setting)")
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
     """The --set items, plus --seed and --trace written as the same key=value overrides."""
     overrides = list(args.overrides)
-    if args.seed is not None:
+    if getattr(args, "seed", None) is not None:
         overrides.append(f"seed={args.seed}")
-    if args.trace:
+    if getattr(args, "trace", None):
         path = Path(args.trace).resolve()
         fmt = args.trace_format or guess_trace_format(path)
         overrides.append(f'workload.trace={{path = {json.dumps(str(path))}, format = "{fmt}"}}')
@@ -86,9 +112,36 @@ def format_table(result: Result) -> str:
     return "\n".join(lines)
 
 
+def _rental(args: argparse.Namespace, server, cards: int):
+    if not args.offer:
+        return None
+    if server.step_model != "roofline":
+        raise ScenarioError("--offer prices a real GPU: set server.step_model = roofline")
+    offers = offers_for(server.gpu)
+    if args.offer not in offers.index:
+        raise ScenarioError(f"--offer {args.offer!r} does not rent {server.gpu}; offers for it: "
+                            f"{', '.join(offers.index) or 'none'}")
+    return deployment_cost(args.offer, cards, args.billing, args.currency, args.cny_per_usd)
+
+
+def _cost_block(args: argparse.Namespace, scenario, summary: dict) -> dict | None:
+    """The fleet's rental cost and unit costs at the simulated load (low and high end of the offer)."""
+    cards = fleet_cards(scenario.server.gpu, scenario.server.tensor_parallel, scenario.fleet.replicas)
+    cost = _rental(args, scenario.server, cards)
+    if cost is None:
+        return None
+    low, high = (unit_costs(p, summary["overall"]) for p in cost.per_hour)
+    return {"offer": cost.offer, "units": cost.units, "cards": cards, "billing": args.billing,
+            "currency": cost.currency, "estimate": cost.estimate, "per_hour": list(cost.per_hour),
+            "per_month": list(cost.per_month), **{k: [low[k], high[k]] for k in low}}
+
+
 def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, overrides=_overrides(args))
     result = simulate(scenario)
+    cost = _cost_block(args, scenario, result.summary)
+    if cost is not None:
+        result.summary["cost"] = cost
     if args.json:
         text = json.dumps(result.summary, indent=2)
         if args.json == "-":
@@ -99,6 +152,48 @@ def _run(args: argparse.Namespace) -> int:
         result.requests.to_csv(args.requests_csv, index=False)
     if args.json != "-":
         print(format_table(result))
+        if cost is not None:
+            print(f"cost ({cost['offer']}, {cost['units']} unit(s), {args.billing}{', estimate' if cost['estimate'] else ''}): "
+                  f"{_span(cost['per_month'], 0)} {cost['currency']}/month, "
+                  f"{_span(cost['per_million_output_tokens'], 2)} per 1M output tokens, "
+                  f"{_span(cost['per_sla_met_request'], 4)} per SLA-met request")
+    return 0
+
+
+def _span(values: list, digits: int) -> str:
+    low, high = values
+    if low is None:
+        return "-"
+    return _fmt(low, digits) if abs(high - low) <= 1e-9 * abs(high) else f"{_fmt(low, digits)}-{_fmt(high, digits)}"
+
+
+def _shapes(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    cards = args.cards or scenario.server.tensor_parallel * scenario.fleet.replicas
+    rental = _rental(args, scenario.server, cards)
+    frame = fleet_shapes(scenario_to_dict(scenario), cards, rental, base_dir=scenario.base_dir)
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
+        print(f"{cards} x {scenario.server.gpu}, {scenario.server.model} ({scenario.server.quant}); "
+              f"router {scenario.fleet.router}; latencies in ms"
+              + (f"; cost at the low end of {rental.offer} in {rental.currency}" if rental else ""))
+        print(frame.drop(columns=["tensor_parallel", "replicas"]).to_string(index=False))
+    return 0
+
+
+def _hardware(args: argparse.Namespace) -> int:
+    server = load_scenario(args.scenario, overrides=_overrides(args)).server
+    if server.step_model != "roofline":
+        raise ScenarioError("server.step_model must be roofline to describe hardware")
+    parts = memory_breakdown_gib(server)
+    print(f"{server.tensor_parallel} x {server.gpu}, {server.model} ({server.quant} weights, {server.kv_quant} KV)")
+    print("one card (GiB): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
+    profile = roofline_profile(server)
+    print(f"KV cache: {kv_capacity_tokens(server, profile):,} tokens ({profile.kv_bytes_per_token:,.0f} B per token)")
+    step = roofline_step_params(profile)
+    print(f"decode iteration at 2,048 tokens of context: batch 1 {decode_step_s(step, 1, 2048) * 1e3:.2f} ms, "
+          f"batch {server.max_batch_size} {decode_step_s(step, server.max_batch_size, 2048) * 1e3:.2f} ms; "
+          f"prefill of 2,048 tokens {prefill_s(step, 2048) * 1e3:.1f} ms")
+    print(f"step times: {badge(server.gpu)}")
     return 0
 
 
@@ -108,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "keys":
             print(keys_markdown(), end="")
             return 0
-        return _run(args)
+        return {"run": _run, "shapes": _shapes, "hardware": _hardware}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .errors import ScenarioError
-from .hardware import load_table
+from .hardware import gpu_row, load_table
 
 HOURS_PER_MONTH = 730.0
 BILLING_MODES = ("pay as you go", "annual prepay")
@@ -25,6 +25,11 @@ def offers_for(gpu: str) -> pd.DataFrame:
     """The offers that rent ``gpu``: whole cards of a card profile, or slices of a slice profile."""
     offers = load_table("offers")
     return offers[offers["gpu"] == gpu]
+
+
+def fleet_cards(gpu: str, tensor_parallel: int, replicas: int) -> int:
+    """Cards (or slices, for a slice profile) a fleet of ``replicas`` x ``tensor_parallel`` occupies."""
+    return replicas * (1 if "parent" in gpu_row(gpu) else tensor_parallel)
 
 
 def convert(amount: float, currency: str, to_currency: str, cny_per_usd: float) -> float:
@@ -78,3 +83,16 @@ def unit_costs(per_hour: float, overall: dict) -> dict:
         "per_million_total_tokens": per_s / total_per_s * 1e6 if total_per_s else None,
         "per_sla_met_request": per_s / met_per_s if met_per_s else None,
     }
+
+
+COST_COLUMNS = {"per_million_output_tokens": "cost_per_million_output_tokens",
+                "per_million_total_tokens": "cost_per_million_total_tokens",
+                "per_sla_met_request": "cost_per_sla_met_request"}
+
+
+def cost_columns(frame: pd.DataFrame, per_hour: float) -> pd.DataFrame:
+    """``frame`` (flat metrics, e.g. one row per policy and class) with the unit costs of a fleet rented at
+    ``per_hour``; per class rows price that class's own throughput as if it paid for the whole fleet, so
+    compare the ``overall`` rows."""
+    costs = pd.DataFrame([unit_costs(per_hour, row) for _, row in frame.iterrows()], index=frame.index)
+    return frame.assign(**{COST_COLUMNS[k]: costs[k] for k in COST_COLUMNS})

@@ -71,3 +71,13 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
             flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * p * (p + 1) / 2.0
             total += flops / step[ST_FLOPS_PER_S] + (output_tokens[r] - 1) * decode_step_s / slots
     return total / max(len(prompt_tokens), 1)
+
+
+def decode_step_s(step, batch: int, context_tokens: float) -> float:
+    """One decode iteration of ``batch`` sequences holding ``context_tokens`` each."""
+    return step_time_s_nb(step, batch, batch * context_tokens, batch * context_tokens)
+
+
+def prefill_s(step, prompt_tokens: int) -> float:
+    """One iteration prefilling a single prompt of ``prompt_tokens``."""
+    return step_time_s_nb(step, prompt_tokens, prompt_tokens * (prompt_tokens + 1) / 2.0, 0.0)

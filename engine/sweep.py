@@ -29,6 +29,7 @@ def tagged_metrics(summary: dict, **tags) -> pd.DataFrame:
     frame["offered_load"] = summary["system"]["offered_load"]
     frame["unstable"] = summary["system"]["unstable"]
     frame["preemptions"] = summary["system"]["preemptions"]
+    frame["gpu_busy_frac"] = summary["system"]["gpu_busy_frac"]
     return frame
 
 

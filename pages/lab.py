@@ -6,16 +6,17 @@ import logging
 import streamlit as st
 
 import engine
-from engine.config import Policy, RequestClass, Server
-from engine.cost import BILLING_MODES, CURRENCIES, deployment_cost, offers_for, unit_costs
+from engine.calibration import badge
+from engine.config import Fleet, Policy, RequestClass, Server
+from engine.cost import cost_columns
 from engine.metrics import flat_metrics
 from engine.policies import POLICIES, params_of
-from ui import charts, runner, scenario_sidebar, state
+from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state
 from ui.widgets import field_input, field_meta
 
 BATCHING_KEYS = ("max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
-ROOFLINE_KEYS = ("gpu", "model", "quant", "tensor_parallel", "gpu_memory_utilization")
+ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms")
 LOWER_IS_BETTER = ("ttft", "e2e", "tpot", "queue", "timed_out")
@@ -85,7 +86,17 @@ def server_controls(data: dict, v: int) -> None:
                                        label="Step-time model")
     model_keys = FIXED_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
     for key in (*model_keys, *BATCHING_KEYS, *MEMORY_KEYS):
-        server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}")
+        choices = hardware_choices.TABLE_CHOICES.get(key)
+        server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
+                                  options=choices() if choices else None)
+    if server["step_model"] == "roofline":
+        st.caption(f"Step times: {badge(server['gpu'])}.")
+
+
+def fleet_controls(data: dict, v: int) -> None:
+    fleet = data.setdefault("fleet", {})
+    for key in ("replicas", "router"):
+        fleet[key] = field_input(Fleet, key, fleet.get(key), key=f"fleet_{key}_{v}")
 
 
 def edited_scenario() -> dict:
@@ -100,6 +111,8 @@ def edited_scenario() -> dict:
             policy_controls(data, v)
         with st.expander("Server: batching, memory, step time"):
             server_controls(data, v)
+        with st.expander("Fleet: replicas and router"):
+            fleet_controls(data, v)
     return data
 
 
@@ -178,58 +191,10 @@ def policy_extras(scenario: dict, summary: dict) -> None:
         right.plotly_chart(charts.heatmap(grid, last, "output_tokens_per_s"), width="stretch")
 
 
-def money(values: tuple[float, float] | list, currency: str) -> str:
-    low, high = values
-    if low is None:
-        return "-"
-    digits = 2 if high < 100 else 0
-    text = f"{low:,.{digits}f}" if abs(high - low) < 1e-9 * max(1.0, high) else f"{low:,.{digits}f}-{high:,.{digits}f}"
-    return f"{text} {currency}"
-
-
-@st.fragment
-def cost_view(scenario: dict, summary: dict) -> None:
-    """Rental cost of this server and its unit costs at the simulated load (view only: no re-simulation)."""
-    server = scenario.get("server", {})
-    if server.get("step_model", "fixed") != "roofline":
-        st.caption("Choose the roofline step model (a real GPU) to price this server.")
-        return
-    gpu, cards = server.get("gpu", Server.gpu), int(server.get("tensor_parallel", 1))
-    offers = offers_for(gpu)
-    if offers.empty:
-        st.info(f"No rental offer for {gpu} in data/hardware/offers.csv.")
-        return
-    cols = st.columns([3, 1, 1, 1])
-
-    def label(o: str) -> str:
-        price = money((offers.loc[o, "price_low"], offers.loc[o, "price_high"]), offers.loc[o, "currency"])
-        cards = offers.loc[o, "gpus_per_unit"]
-        return f"{offers.loc[o, 'vendor']}: {price}/{offers.loc[o, 'period']} per {cards:g} card(s)"
-
-    offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label)
-    billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
-    currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
-    cny_per_usd = cols[3].number_input("CNY per USD", 1.0, 20.0, 7.1, 0.05, key="cost_fx",
-                                       help="exchange rate: your setting, not a market quote")
-    cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
-    row = offers.loc[offer]
-    st.caption(f"{cards} x {gpu} rents {cost.units} unit(s) of {offer}: {row['notes']}. Source: {row['source']} "
-               f"({row['as_of']}).{' Estimate: the price is a range or marked as estimated.' if cost.estimate else ''}")
-    per_unit = [unit_costs(p, summary["overall"]) for p in cost.per_hour]
-    cols = st.columns(5)
-    cols[0].metric("Per hour", money(cost.per_hour, currency))
-    cols[1].metric("Per month", money(cost.per_month, currency))
-    for col, (label, key) in zip(cols[2:], (("Per 1M output tokens", "per_million_output_tokens"),
-                                            ("Per 1M total tokens", "per_million_total_tokens"),
-                                            ("Per SLA-met request", "per_sla_met_request"))):
-        col.metric(label, money((per_unit[0][key], per_unit[1][key]), currency),
-                   help="at the simulated load; the GPU is rented whether busy or not")
-
-
 @st.fragment
 def comparison_view(frame) -> None:
-    metric = st.selectbox("Metric", list(charts.METRIC_LABELS), format_func=charts.METRIC_LABELS.get,
-                          key="comparison_metric")
+    metrics = [m for m in charts.METRIC_LABELS if m in frame.columns and frame[m].notna().any()]
+    metric = st.selectbox("Metric", metrics, format_func=charts.METRIC_LABELS.get, key="comparison_metric")
     st.plotly_chart(charts.comparison_bars(frame, metric, POLICY_LABELS), width="stretch")
 
 
@@ -277,11 +242,14 @@ if system["preemptions"]:
 policy_extras(scenario, summary)
 
 st.subheader("Cost")
-cost_view(scenario, summary)
+rental = cost_panel.cost_view(scenario, summary)
 
 st.subheader("Policy comparison (same arrivals)")
 comparison = runner.policy_comparison(scenario, list(POLICIES))
-st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_MAX_REQUESTS:,} requests.")
+if rental is not None:
+    comparison = cost_columns(comparison, rental.per_hour[0])
+st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_MAX_REQUESTS:,} requests"
+           + (f"; costs at the low end of {rental.offer}, {rental.currency}." if rental is not None else "."))
 comparison_view(comparison)
 with st.expander("Comparison table"):
     st.dataframe(comparison, width="stretch", hide_index=True)
@@ -305,7 +273,13 @@ with cdf_tab:
     cdf_view(run.requests)
 with timeline_tab:
     classes = [c["name"] for c in scenario["workload"]["classes"]]
-    st.plotly_chart(charts.timeline(run.timeseries, classes, system["kv_capacity_tokens"]), width="stretch")
+    series = run.timeseries
+    if len(system["replicas"]) > 1:
+        replica = st.selectbox("Replica", range(len(system["replicas"])), key="timeline_replica",
+                               help="each replica runs its own iterations; the router's split is in the table")
+        series = series[series["replica"] == replica]
+        st.dataframe(system["replicas"], hide_index=True, width="stretch")
+    st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"]), width="stretch")
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")
 

@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from engine.calibration_report import markdown_table
 from engine.hardware import load_table
 from engine.policies import POLICIES
 from engine.theory import theory_checks
@@ -101,7 +102,9 @@ st.markdown("""
 - **Offered load** = arrival rate x estimated GPU seconds per request / concurrent slots: exact for the
   fixed model with one slot (it is $\\rho$ of M/G/1), an estimate otherwise. A run is **unstable** when it
   is >= 1 or a limit (`limits.max_waiting_requests`, `limits.max_drain_s`) stopped it.
-- One server, one GPU; no network, tokenizer or sampling time; no prefix caching; preemption recomputes.
+- A fleet is `fleet.replicas` identical servers on one clock behind a router (round robin, least
+  outstanding tokens, shortest queue); a request stays on its replica. No network, tokenizer or sampling
+  time; no prefix caching; no migration of requests between replicas.
 - All randomness is drawn before the loop from one seeded generator: same scenario and seed, same result.
 """)
 
@@ -131,7 +134,21 @@ st.dataframe(checks_table().round(2), hide_index=True, width="stretch")
 st.caption(f"Run live: {CHECK_SEEDS} seeds x {CHECK_REQUESTS:,} requests. With 20 seeds x 40,000 requests "
            "(`python bench/theory_report.py`) every error is within 0.5%.")
 
+st.markdown("### Calibration against published measurements")
+st.markdown("Each measurement's load (batch-1 decode, prefill, static-batch throughput, Poisson-load "
+            "inter-token latency) run through this simulator with the calibrated efficiencies "
+            "(`data/hardware/calibration.csv`, fitted per GPU family by `python bench/calibrate.py`):")
+
+
+@st.cache_data(show_spinner="Predicting every measurement (a few seconds, once per server)...")
+def calibration_markdown() -> str:
+    return markdown_table()
+
+
+st.markdown(calibration_markdown())
+st.dataframe(load_table("calibration"), width="stretch")
+
 st.markdown("### Hardware and model tables")
-for name in ("gpus", "models", "quant"):
+for name in ("gpus", "gpu_slices", "models", "quant", "kv_quant", "measurements", "offers"):
     st.markdown(f"`data/hardware/{name}.csv`")
     st.dataframe(load_table(name), width="stretch")

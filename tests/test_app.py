@@ -167,12 +167,17 @@ def test_scenario_upload_replaces_or_explains():
     assert "M/G/1 teaching: FIFO vs priority" in [c.value for c in at.sidebar.caption]
 
 
-def test_cost_section_prices_a_roofline_server():
+def roofline_lab(num_requests: int = 2000) -> AppTest:
+    """The Lab opened on the A100 / Llama-3-8B preset through a shared link."""
     data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
-    data["workload"]["num_requests"] = 2000
+    data["workload"]["num_requests"] = num_requests
     at = lab()
     at.query_params[state.QUERY_KEY] = state.encode(data)
-    at.run()
+    return at.run()
+
+
+def test_cost_section_prices_a_roofline_server():
+    at = roofline_lab()
     assert not at.exception and not at.error
     per_month = [m for m in at.metric if m.label == "Per month"][0].value
     assert per_month.endswith(" CNY") or per_month.endswith(" USD")
@@ -184,3 +189,43 @@ def test_cost_section_prices_a_roofline_server():
 def test_cost_section_explains_the_fixed_model():
     at = lab().run()
     assert any("roofline step model" in c.value for c in at.caption)
+
+
+def hardware_page() -> AppTest:
+    return roofline_lab().switch_page("pages/hardware.py").run()
+
+
+def test_hardware_page_sizes_and_prices_the_fleet():
+    at = hardware_page()
+    assert not at.exception and not at.error
+    assert {"Does it fit? Memory of one card", "Iteration time", "Rental offers", "Cost of this fleet",
+            "Same cards, other shapes"} <= {h.value for h in at.subheader}
+    assert len(at.get("plotly_chart")) == 4  # memory bar, decode steps, prefill, cost against load
+    assert any("calibrated against" in c.value or "estimate only" in c.value for c in at.caption)
+    one = [m for m in at.metric if m.label == "Fleet per month"][0].value
+    at.number_input(key="hw_replicas_1").set_value(2).run()
+    assert not at.exception and not at.error
+    two = [m for m in at.metric if m.label == "Fleet per month"][0].value
+    as_number = lambda text: float(text.split()[0].split("-")[0].replace(",", ""))
+    assert as_number(two) == pytest.approx(2 * as_number(one), rel=1e-3)
+    # The edit is the shared scenario's: the Lab now simulates two replicas.
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception and at.selectbox(key="timeline_replica") is not None
+
+
+def test_hardware_page_names_the_tensor_parallel_degree_that_fits():
+    at = hardware_page()
+    at.selectbox(key="hw_model_1").set_value("Llama-3-70B").run()
+    assert not at.exception
+    assert any("does not fit on 1 x A100-80G" in e.value and "tensor_parallel = 4" in e.value for e in at.error)
+    at.selectbox(key="hw_tensor_parallel_1").set_value(4).run()
+    assert not at.exception and not at.error
+    assert [m for m in at.metric if m.label == "KV cache per server"]
+
+
+def test_policy_comparison_prices_each_policy():
+    at = roofline_lab()
+    assert not at.exception and not at.error
+    at.selectbox(key="comparison_metric").set_value("cost_per_million_output_tokens").run()
+    assert not at.exception and not at.error
+    assert "costs at the low end of" in " ".join(c.value for c in at.caption)

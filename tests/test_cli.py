@@ -71,3 +71,34 @@ def test_invalid_input_gives_one_line_and_exit_code_2(args, words):
 def test_keys_prints_the_reference():
     done = cli("keys")
     assert done.returncode == 0 and "| `server.max_batch_size` | sequences | 256 |" in done.stdout
+
+
+def test_run_prices_the_fleet_with_an_offer():
+    done = cli("run", str(SCENARIOS / "chat_and_batch_a100_8b.toml"), "--set", "workload.num_requests=500",
+               "--set", "fleet.replicas=3", "--offer", "runpod-a100-sxm", "--json", "-")
+    assert done.returncode == 0, done.stderr
+    cost = json.loads(done.stdout)["cost"]
+    assert cost["cards"] == 3 and cost["units"] == 3 and cost["currency"] == "USD" and cost["estimate"]
+    assert cost["per_hour"] == pytest.approx([3 * 1.39, 3 * 2.45])
+    overall = json.loads(done.stdout)["overall"]
+    assert cost["per_million_output_tokens"][0] == pytest.approx(3 * 1.39 / 3600 / overall["output_tokens_per_s"] * 1e6)
+    wrong = cli("run", str(SCENARIOS / "chat_and_batch_a100_8b.toml"), "--offer", "ref-8x-h100-server")
+    assert wrong.returncode == 2 and "does not rent A100-80G; offers for it: " in wrong.stderr
+
+
+def test_shapes_compares_tensor_and_data_parallel_on_the_same_cards():
+    done = cli("shapes", str(SCENARIOS / "chat_and_batch_a100_8b.toml"), "--set", "workload.num_requests=400",
+               "--cards", "4", "--offer", "runpod-a100-sxm")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("4 x A100-80G, Llama-3-8B (fp16)")
+    assert [line.split()[:3] for line in lines[2:]] == [["4", "x", "TP1"], ["2", "x", "TP2"], ["1", "x", "TP4"]]
+
+
+def test_hardware_describes_memory_and_iterations():
+    done = cli("hardware", str(SCENARIOS / "chat_and_batch_a100_8b.toml"))
+    assert done.returncode == 0, done.stderr
+    assert "one card (GiB): weights 15.0" in done.stdout and "KV cache:" in done.stdout
+    assert "step times: calibrated against" in done.stdout or "step times: estimate only" in done.stdout
+    fixed = cli("hardware", str(SCENARIOS / "example.toml"))
+    assert fixed.returncode == 2 and "roofline" in fixed.stderr

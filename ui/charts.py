@@ -12,6 +12,8 @@ METRIC_LABELS = {
     "ttft_p99_ms": "TTFT p99 (ms)", "ttft_p50_ms": "TTFT p50 (ms)", "e2e_p99_ms": "End-to-end p99 (ms)",
     "e2e_p50_ms": "End-to-end p50 (ms)", "queue_p99_ms": "Queue delay p99 (ms)", "tpot_mean_ms": "TPOT mean (ms)",
     "sla_attainment": "SLA attainment", "output_tokens_per_s": "Output tokens/s", "timed_out": "Timed out",
+    "cost_per_million_output_tokens": "Cost per 1M output tokens (whole fleet)",
+    "cost_per_sla_met_request": "Cost per SLA-met request (whole fleet)",
 }
 
 
@@ -21,8 +23,9 @@ LOG_METRICS = ("_ms",)
 
 
 def comparison_bars(frame: pd.DataFrame, metric: str, labels: dict[str, str]) -> go.Figure:
-    """Grouped bars: one group per class, one bar per policy."""
-    shown = frame[frame["class"] != "overall"]
+    """Grouped bars: one group per class, one bar per policy (fleet costs: the overall rows only)."""
+    overall = frame["class"] == "overall"
+    shown = frame[overall if metric.startswith("cost_") else ~overall]
     fig = go.Figure()
     for k, (policy, group) in enumerate(shown.groupby("policy", sort=False)):
         fig.add_trace(go.Bar(x=group["class"], y=group[metric], name=labels.get(policy, policy),

@@ -1,0 +1,176 @@
+"""Hardware & Cost: does the model fit, how long an iteration takes, which rental, at what price.
+
+Editing the GPU, model, formats, tensor parallelism or replicas here edits the shared scenario (and
+switches it to the roofline step model), so the Lab shows the same fleet.
+"""
+
+import copy
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+import engine
+from engine.calibration import badge
+from engine.config import Fleet, Server
+from engine.cost import CURRENCIES, convert, cost_columns, fleet_cards
+from engine.hardware import (gpu_row, kv_capacity_tokens, load_table, memory_breakdown_gib, roofline_profile,
+                             roofline_step_params)
+from engine.sizing import fleet_shapes
+from engine.steptime import decode_step_s, prefill_s
+from ui import cost_panel, hardware_choices, runner, scenario_sidebar, state
+from ui.widgets import field_input
+
+CONTEXTS_TOKENS = (512, 2048, 8192)
+MEMORY_COLORS = {"weights": "#636EFA", "activation reserve": "#FFA15A", "KV cache": "#00CC96",
+                 "held back": "#BBBBBB", "over by": "#EF553B"}
+
+
+def fleet_inputs(data: dict, v: int) -> None:
+    server, fleet = data.setdefault("server", {}), data.setdefault("fleet", {})
+    server["step_model"] = "roofline"
+    cols = st.columns(6)
+    for col, key in zip(cols, ("gpu", "model", "quant", "kv_quant")):
+        with col:
+            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}",
+                                      options=hardware_choices.TABLE_CHOICES[key]())
+    with cols[4]:
+        server["tensor_parallel"] = field_input(Server, "tensor_parallel", server.get("tensor_parallel"),
+                                                key=f"hw_tensor_parallel_{v}")
+    with cols[5]:
+        fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
+
+
+def memory_section(server: Server) -> int | None:
+    """The memory bar of one card and the concurrency it allows; the KV capacity (None if it does not fit)."""
+    parts = memory_breakdown_gib(server)
+    fig = go.Figure([go.Bar(y=["one card"], x=[gib], name=name, orientation="h", marker_color=MEMORY_COLORS[name],
+                            hovertemplate=f"{name}: %{{x:.1f}} GiB<extra></extra>")
+                     for name, gib in parts.items() if gib > 0])
+    fig.update_layout(barmode="stack", height=170, margin=dict(t=10, b=10), xaxis_title="GiB",
+                      legend=dict(orientation="h", y=-0.6))
+    st.plotly_chart(fig, width="stretch")
+    try:
+        capacity = kv_capacity_tokens(server, roofline_profile(server))
+    except engine.ScenarioError as exc:
+        st.error(str(exc))
+        return None
+    context = st.number_input("Tokens per request (prompt + output)", 16, 1_000_000, 2048, 256,
+                              key="hw_context_tokens", help="a request holds this much KV at its longest")
+    cols = st.columns(3)
+    cols[0].metric("KV cache per server", f"{capacity:,} tokens")
+    cols[1].metric("Requests that fit at once", f"{capacity // context:,}",
+                   help="KV capacity / tokens per request, per server (replica)")
+    cols[2].metric("Batch limit", f"{server.max_batch_size:,}", help="server.max_batch_size")
+    return capacity
+
+
+def step_section(server: Server) -> None:
+    step = roofline_step_params(roofline_profile(server))
+    left, right = st.columns(2)
+    batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= max(server.max_batch_size, 1)]
+    fig = go.Figure([go.Scatter(x=batches, y=[decode_step_s(step, b, c) * 1e3 for b in batches], mode="lines+markers",
+                                name=f"{c:,} tokens of context") for c in CONTEXTS_TOKENS])
+    fig.update_layout(height=320, margin=dict(t=30, b=10), title="Decode iteration vs batch size",
+                      xaxis=dict(title="sequences in the batch", type="log"), yaxis_title="ms per iteration")
+    left.plotly_chart(fig, width="stretch")
+    prompts = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+    fig = go.Figure(go.Scatter(x=prompts, y=[prefill_s(step, p) * 1e3 for p in prompts], mode="lines+markers",
+                               name="prefill"))
+    fig.update_layout(height=320, margin=dict(t=30, b=10), title="Prefill of one prompt (one iteration)",
+                      xaxis=dict(title="prompt tokens", type="log"), yaxis=dict(title="ms", type="log"))
+    right.plotly_chart(fig, width="stretch")
+    st.caption("Flat lines are memory-bound (weights read once per iteration, shared by the batch); rising lines "
+               "are compute-bound. Roofline model, " + badge(server.gpu) + ".")
+
+
+def offers_section() -> None:
+    offers = load_table("offers").reset_index()
+    cols = st.columns([3, 1, 1, 1])
+    gpus = cols[0].multiselect("GPUs", sorted(offers["gpu"].unique()), key="hw_offer_gpus",
+                               help="empty = all offers")
+    currency = cols[1].selectbox("Show prices in", CURRENCIES, key="hw_offer_currency")
+    fx = cols[2].number_input("CNY per USD", 1.0, 20.0, 7.1, 0.05, key="hw_offer_fx")
+    firm_only = cols[3].toggle("Firm prices only", key="hw_offer_firm", help="hide estimates and price ranges")
+    shown = offers[offers["gpu"].isin(gpus)] if gpus else offers
+    if firm_only:
+        shown = shown[~shown["estimate"].astype(bool) & (shown["price_low"] == shown["price_high"])]
+    hours = shown["period"].map({"hour": 1.0, "month": 730.0})
+    for end in ("low", "high"):
+        shown = shown.assign(**{f"per_card_hour_{end}": [
+            convert(p / h / g, c, currency, fx) for p, h, g, c in
+            zip(shown[f"price_{end}"], hours, shown["gpus_per_unit"], shown["currency"])]})
+    st.dataframe(shown.sort_values("per_card_hour_low"), hide_index=True, width="stretch",
+                 column_config={"per_card_hour_low": st.column_config.NumberColumn(
+                     f"per card-hour, low ({currency})", format="%.2f"),
+                     "per_card_hour_high": st.column_config.NumberColumn(f"per card-hour, high ({currency})",
+                                                                         format="%.2f")})
+    st.caption("Pay-as-you-go prices per card (or slice) and hour; a month is 730 hours. Click a column to sort.")
+
+
+def cost_vs_load(data: dict, rental) -> None:
+    arrival = data["workload"].get("arrival")
+    if not arrival or data["workload"].get("trace"):
+        st.info("Cost against load needs synthetic arrivals; this scenario replays a trace.")
+        return
+    summary = runner.summary(runner.canonical(runner.capped(data)))
+    rates = runner.sweep_rates(arrival["rate_per_s"], summary["system"]["offered_load"])
+    policy = data.get("policy", {}).get("name", "fifo")
+    sweep = runner.load_sweep(data, rates, [policy])
+    overall = cost_columns(sweep[sweep["class"] == "overall"], rental.per_hour[0])
+    fig = go.Figure(go.Scatter(x=overall["rate_per_s"], y=overall["cost_per_million_output_tokens"],
+                               mode="lines+markers", name=policy))
+    fig.add_vline(x=arrival["rate_per_s"], line_dash="dot", annotation_text="current rate")
+    fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title="arrival rate (req/s)",
+                      yaxis_title=f"{rental.currency} per 1M output tokens")
+    st.plotly_chart(fig, width="stretch")
+    st.caption(f"Policy {policy}, low end of {rental.offer}; past saturation the cost stops falling while latency "
+               f"explodes (see the Lab's curves).")
+
+
+def shapes_section(data: dict, server: Server, rental) -> None:
+    """The same cards as 1 x TP-N, ..., N x TP-1 on this workload: the tensor- versus data-parallel trade."""
+    cards = server.tensor_parallel * int(data.get("fleet", {}).get("replicas", 1))
+    if "parent" in gpu_row(server.gpu):
+        st.caption("Slices have no link between them: only replicas of one slice.")
+        return
+    bar = st.progress(0.0, text="Simulating each shape...")
+    frame = fleet_shapes(runner.capped(data), cards, rental, str(state.PRESET_DIR),
+                         run=lambda d: runner.summary(runner.canonical(d)),
+                         progress=lambda i, n: bar.progress(i / n, text=f"Simulating each shape... {i}/{n}"))
+    bar.empty()
+    st.dataframe(frame.drop(columns=["tensor_parallel", "replicas"]), hide_index=True, width="stretch",
+                 column_config={"cost_per_million_output_tokens": st.column_config.NumberColumn(
+                     f"cost per 1M output tokens ({rental.currency if rental else '-'})", format="%.2f")})
+    st.caption(f"{cards} cards of {server.gpu}, current workload, policy and router, first "
+               f"{runner.SWEEP_MAX_REQUESTS:,} requests. More tensor parallelism: faster iterations (lower TPOT) "
+               "but fewer servers to queue on; more replicas: more batches in parallel, each slower.")
+
+
+scenario_sidebar.render()
+runner.warm_up()
+data = copy.deepcopy(state.current())
+st.title("Hardware & Cost")
+st.caption("Changes here edit the shared scenario (roofline step model): the Lab shows the same fleet.")
+fleet_inputs(data, state.version())
+if not state.update(data):
+    st.stop()
+server = engine.load_scenario(data, base_dir=state.PRESET_DIR).server
+st.caption(f"{server.gpu}: {badge(server.gpu)}. Source: {gpu_row(server.gpu)['source']}")
+
+st.subheader("Does it fit? Memory of one card")
+capacity = memory_section(server)
+if capacity is None:
+    st.stop()
+st.subheader("Iteration time")
+step_section(server)
+st.subheader("Rental offers")
+offers_section()
+st.subheader("Cost of this fleet")
+cards = fleet_cards(server.gpu, server.tensor_parallel, int(data["fleet"].get("replicas", 1)))
+rental = cost_panel.pick_offer(server.gpu, cards)
+if rental is not None:
+    st.metric("Fleet per month", cost_panel.money(rental.per_month, rental.currency))
+    cost_vs_load(data, rental)
+st.subheader("Same cards, other shapes")
+shapes_section(data, server, rental)
