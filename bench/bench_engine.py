@@ -4,7 +4,9 @@ Measures, in one run on this machine:
 - simulated requests/s and request-iterations/s (sum of batch sizes over iterations) at
   10k, 100k and 1M requests, after compilation;
 - the same loop uncompiled (NUMBA_DISABLE_JIT=1, in a subprocess) on the 10k scenario, as a ratio;
-- the start-up of a fresh process with the on-disk compile cache warm versus empty.
+- the start-up of a fresh process with the on-disk compile cache warm versus empty;
+- fleets: the same scenario with R times the arrival rate on R replicas, per router, against one
+  replica at the base rate (same requests per replica).
 
 Usage: python bench/bench_engine.py [--sizes 10000 100000 1000000] [--json PATH]
 """
@@ -39,18 +41,34 @@ print(json.dumps({{"import_s": t1 - t0, "simulate_s": t2 - t1, "total_s": t2 - t
 """
 
 
-def measure(n: int, repeats: int) -> dict:
-    scenario = engine.load_scenario(SCENARIO, overrides=[f"workload.num_requests={n}"])
+def best_run(scenario: engine.Scenario, repeats: int) -> tuple[engine.Result, float]:
+    """The last result and the fastest wall time of ``repeats`` simulations."""
     best = None
     for _ in range(repeats):
         started = time.perf_counter()
         result = engine.simulate(scenario)
         elapsed = time.perf_counter() - started
         best = elapsed if best is None else min(best, elapsed)
+    return result, best
+
+
+def measure(n: int, repeats: int) -> dict:
+    result, best = best_run(engine.load_scenario(SCENARIO, overrides=[f"workload.num_requests={n}"]), repeats)
     system = result.summary["system"]
     request_iterations = system["mean_batch_size"] * system["iterations"]
     return {"requests": n, "wall_s": best, "iterations": system["iterations"],
             "requests_per_s": n / best, "request_iterations_per_s": request_iterations / best}
+
+
+def measure_fleet(n: int, replicas: int, router: str, repeats: int = 2) -> dict:
+    """``n`` requests at ``replicas`` x the default rate over ``replicas`` replicas."""
+    rate = engine.load_scenario(SCENARIO).workload.arrival.rate_per_s * replicas
+    result, best = best_run(engine.load_scenario(SCENARIO, overrides=[
+        f"workload.num_requests={n}", f"workload.arrival.rate_per_s={rate}", f"fleet.replicas={replicas}",
+        f"fleet.router={router}"]), repeats)
+    return {"replicas": replicas, "router": router, "requests": n, "wall_s": best,
+            "iterations": result.summary["system"]["iterations"], "requests_per_s": n / best,
+            "ttft_p99_ms": result.summary["overall"]["ttft_ms"]["p99"]}
 
 
 def child(n: int, env_extra: dict) -> dict:
@@ -64,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--uncompiled-size", type=int, default=10_000)
+    parser.add_argument("--fleet-requests", type=int, default=100_000)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
 
@@ -87,8 +106,18 @@ def main() -> None:
           f"vs compiled {compiled['wall_s']:.3f} s: {ratio:,.0f}x faster compiled")
     print(f"Fresh process, 1,000 requests: {warm['total_s']:.2f} s with the compile cache warm "
           f"vs {cold['total_s']:.2f} s with an empty cache ({cold['total_s'] / warm['total_s']:.0f}x)")
+    fleets = [measure_fleet(args.fleet_requests, 1, "round-robin")]
+    fleets += [measure_fleet(args.fleet_requests, 8, router)
+               for router in ("round-robin", "least-tokens", "shortest-queue")]
+    print(f"\nFleets, {args.fleet_requests:,} requests, R replicas at R x the default rate:\n")
+    print("| replicas | router | wall (s) | iterations | requests/s | TTFT p99 (ms) |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for r in fleets:
+        print(f"| {r['replicas']} | {r['router']} | {r['wall_s']:.3f} | {r['iterations']:,} | {r['requests_per_s']:,.0f} | "
+              f"{r['ttft_p99_ms']:,.0f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"sizes": rows, "uncompiled": plain, "compiled_same_size": compiled,
+        Path(args.json).write_text(json.dumps({"sizes": rows, "fleets": fleets, "uncompiled": plain,
+                                               "compiled_same_size": compiled,
                                                "ratio_uncompiled_over_compiled": ratio,
                                                "process_start_warm": warm, "process_start_cold": cold}, indent=2))
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import engine
-from conftest import trace_scenario
+from conftest import REPO, trace_scenario
 
 ROUTERS = ["round-robin", "least-tokens", "shortest-queue"]
 
@@ -115,3 +115,40 @@ def test_fleet_offered_load_divides_over_replicas():
     assert one["offered_load"] == pytest.approx(30.0 * 0.05, rel=0.05)  # lambda x 5 iterations of 10 ms
     assert three["offered_load"] == pytest.approx(one["offered_load"] / 3)
     assert three["gpu_busy_frac"] == pytest.approx(three["offered_load"], rel=0.05)
+
+
+def test_same_cards_in_every_shape_trade_per_token_latency():
+    """8 A100s as 8 x TP1 ... 1 x TP8 on the article preset at light load: everything is served, and each
+    step up in tensor parallelism shortens the time per output token (the token rate differs only by
+    the drain after the last arrival)."""
+    from engine.config import apply_overrides, read_toml
+    from engine.sizing import fleet_shapes
+    data = apply_overrides(read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"),
+                           {"workload.arrival.rate_per_s": 5.0, "workload.num_requests": 1500})
+    frame = fleet_shapes(data, 8)
+    assert list(frame["shape"]) == ["8 x TP1", "4 x TP2", "2 x TP4", "1 x TP8"]
+    assert frame["tpot_mean_ms"].is_monotonic_decreasing and frame["tpot_mean_ms"].is_unique
+    assert (frame["completed"] == 1500).all()
+    assert frame["output_tokens_per_s"].max() < 1.05 * frame["output_tokens_per_s"].min()
+
+
+def test_shapes_name_the_ones_that_do_not_fit():
+    from engine.config import apply_overrides, read_toml
+    from engine.sizing import fleet_shapes
+    data = apply_overrides(read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"),
+                           {"server.quant": "fp16", "workload.num_requests": 300})
+    frame = fleet_shapes(data, 8)
+    assert frame.loc[frame["shape"] == "8 x TP1", "note"].str.contains("does not fit").all()
+    assert frame.loc[frame["shape"] == "1 x TP8", "output_tokens_per_s"].notna().all()
+    with pytest.raises(engine.ScenarioError, match="is a slice"):
+        fleet_shapes(apply_overrides(data, {"server.gpu": "H100-80G-MIG-1g.10gb", "server.tensor_parallel": 1,
+                                            "fleet.replicas": 1}), 4)
+
+
+def test_article_preset_is_physically_plausible_at_50_per_s():
+    """The article's set-up at its own rate must be servable: offered load below 1 and the run drains."""
+    scenario = engine.load_scenario(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml",
+                                    overrides=["workload.num_requests=6000"])
+    system = engine.simulate(scenario).summary["system"]
+    assert scenario.workload.arrival.rate_per_s == 50.0 and scenario.fleet.replicas * scenario.server.tensor_parallel == 8
+    assert system["offered_load"] < 1.0 and system["stop_reason"] == "drained"
