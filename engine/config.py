@@ -260,7 +260,7 @@ class Limits:
 class Fleet:
     """Data-parallel replicas of the server behind one router, all on one clock."""
 
-    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs", "replicas", ge=1, le=64)
+    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs", "servers", ge=1, le=64)
     router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
                                      "holding the fewest prompt + predicted output tokens) or shortest-queue "
                                      "(the replica holding the fewest requests)",

@@ -30,13 +30,13 @@ def fleet_inputs(data: dict, v: int) -> None:
     server, fleet = data.setdefault("server", {}), data.setdefault("fleet", {})
     server["step_model"] = "roofline"
     cols = st.columns(6)
-    for col, key in zip(cols, ("gpu", "model", "quant", "kv_quant")):
+    for col, (key, label) in zip(cols, hardware_choices.LABELS.items()):
         with col:
-            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}",
+            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}", label=label,
                                       options=hardware_choices.TABLE_CHOICES[key]())
     with cols[4]:
         server["tensor_parallel"] = field_input(Server, "tensor_parallel", server.get("tensor_parallel"),
-                                                key=f"hw_tensor_parallel_{v}")
+                                                key=f"hw_tensor_parallel_{v}", label="Tensor parallel")
     with cols[5]:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
 

@@ -88,7 +88,7 @@ def server_controls(data: dict, v: int) -> None:
     for key in (*model_keys, *BATCHING_KEYS, *MEMORY_KEYS):
         choices = hardware_choices.TABLE_CHOICES.get(key)
         server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
-                                  options=choices() if choices else None)
+                                  label=hardware_choices.LABELS.get(key), options=choices() if choices else None)
     if server["step_model"] == "roofline":
         st.caption(f"Step times: {badge(server['gpu'])}.")
 

@@ -39,18 +39,22 @@ already generated (which are kept, so no token is emitted twice).
 st.markdown("### Step time")
 st.markdown("`fixed`: every iteration lasts `step_time_ms`, whatever the batch (the teaching model). "
             "`roofline`: the slower of compute and memory traffic, plus a fixed overhead:")
-st.latex(r"t_{step} = \max\left(\frac{2 P_{mm} T + 4 L n_h d \, C_{pairs}}{F_{peak}\,\eta_c},\;"
-         r"\frac{W + b_{kv} (C_{reads} + T)}{B_{hbm}\,\eta_b}\right) + t_{overhead}")
+st.latex(r"t_{step} = \max\left(\frac{2 P_{mm} T + a \, C_{pairs}}{F_{peak}\,\eta_c},\;"
+         r"\frac{W + b_{kv} (C_{reads} + T)}{B_{hbm}\,\eta_b}\right) + t_{comm} + t_{overhead}")
 st.markdown("""
-- $T$: tokens in the batch (prefill chunk tokens + one per decode); $P_{mm}$: matmul parameters;
-  $L, n_h, d$: layers, attention heads, head size;
+- $T$: tokens in the batch (prefill chunk tokens + one per decode); $P_{mm}$: matmul parameters used
+  per token (the active ones for a mixture of experts); $a$: attention FLOPs per (token, context token),
+  $4 L n_h d$ for grouped-query attention, $2 L n_h (576 + 512)$ for DeepSeek-V3's latent attention;
 - $C_{pairs}$: sum over batched tokens of the positions each attends to (a chunk of $c$ tokens on $k$
   cached ones: $ck + c(c+1)/2$); $C_{reads}$: KV tokens already cached for the batched sequences;
-- $W$: weight bytes (4-bit weights are dequantised to FP16 for the matmul: half the bytes, FP16 rate);
-  $b_{kv} = 2 L n_{kv} d \\times 2$ B per token (FP16 cache);
-- $F_{peak}$, $B_{hbm}$: dense tensor FLOP/s and memory bandwidth from `data/hardware/gpus.csv`;
-  $\\eta_c = 0.7$, $\\eta_b = 0.85$, $t_{overhead} = 2$ ms are **rule-of-thumb estimates, not yet
-  calibrated** against measurements.
+- $W$: weight bytes read (4-bit weights are dequantised to FP16 for the matmul: half the bytes, FP16
+  rate; for a mixture of experts, the experts the batch is expected to touch); $b_{kv}$: cached values
+  per token ($2 L n_{kv} d$, or one 576-value latent per layer for MLA) x bytes per value of
+  `server.kv_quant`;
+- $F_{peak}$, $B_{hbm}$: dense tensor FLOP/s and memory bandwidth from `data/hardware/gpus.csv` (a MIG or
+  cloud slice: its share of the card); $t_{comm}$: tensor-parallel all-reduces;
+- $\\eta_c$, $\\eta_b$, $t_{overhead}$: fitted per GPU family to published measurements (table below);
+  families without measurements use the fit over all of them and are marked "estimate only".
 
 KV capacity = (GPU memory x `gpu_memory_utilization` - weights - activation reserve) / $b_{kv}$; the
 reserve is `max_batched_tokens` x (4 x hidden + 2 x intermediate) x 2 B + `max_batch_size` x vocab x 4 B

@@ -167,3 +167,16 @@ def test_lab_policy_change_shared_link_and_pages(server, page, browser):
         raise
     finally:
         other.close()
+
+
+def test_hardware_page_renders_its_charts(server, page):
+    """The Hardware & Cost page on the default scenario: memory bar, iteration charts and the shapes table."""
+    open_lab(page, server + "/")
+    page.get_by_role("link", name="Hardware & Cost").click()
+    page.wait_for_selector("text=Does it fit? Memory of one card")
+    page.wait_for_selector("text=Same cards, other shapes")
+    wait_idle(page)
+    assert urlsplit(page.url).path == "/hardware"
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=TIMEOUT_MS)
+    assert "KV cache per server" in page.inner_text("body")

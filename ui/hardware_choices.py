@@ -1,4 +1,5 @@
-"""Options of the server keys that name a row of a hardware table (GPU, model, weight and KV formats)."""
+"""Options and labels of the server keys that name a row of a hardware table (GPU, model, weight and KV
+formats)."""
 
 from __future__ import annotations
 
@@ -10,3 +11,4 @@ TABLE_CHOICES = {
     "quant": lambda: list(load_table("quant").index),
     "kv_quant": lambda: list(load_table("kv_quant").index),
 }
+LABELS = {"gpu": "GPU", "model": "Model", "quant": "Weights", "kv_quant": "KV cache"}
