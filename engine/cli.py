@@ -1,4 +1,4 @@
-"""Command-line interface: ``python -m engine run|shapes|hardware SCENARIO.toml [...]`` and
+"""Command-line interface: ``python -m engine run|shapes|size|hardware SCENARIO.toml [...]`` and
 ``python -m engine keys``.
 
 Invalid input ends with exit code 2 and one line naming the problem, never a traceback.
@@ -15,11 +15,12 @@ import pandas as pd
 
 from .calibration import badge
 from .config import keys_markdown, load_scenario, scenario_to_dict
-from .cost import BILLING_MODES, CURRENCIES, deployment_cost, fleet_cards, offers_for, unit_costs
+from .cost import (BILLING_MODES, CURRENCIES, deployment_cost, fleet_cards, offer_hosting_problem, offers_for,
+                   unit_costs)
 from .errors import ScenarioError
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
 from .simulate import Result, simulate
-from .sizing import fleet_shapes
+from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from .steptime import decode_step_s, prefill_s
 from .traces import TRACE_FORMATS, guess_trace_format
 
@@ -48,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_arguments(shapes)
     shapes.add_argument("--cards", type=int, help="cards to arrange (default: the scenario's TP x replicas)")
     _offer_arguments(shapes)
+    size = sub.add_parser("size", help="the cheapest rental of every offer that meets a latency target")
+    _scenario_arguments(size)
+    size.add_argument("--target-class", default="overall", help="class the target applies to (default overall)")
+    size.add_argument("--metric", default="ttft_p99_ms", choices=TARGET_METRICS)
+    size.add_argument("--max-ms", type=float, required=True, help="the metric must stay at or below this")
+    size.add_argument("--max-replicas", type=int, default=16, help="largest fleet tried per GPU")
+    _offer_arguments(size)
     hardware = sub.add_parser("hardware", help="memory of one card, KV capacity and iteration times (roofline)")
     _scenario_arguments(hardware)
     sub.add_parser("keys", help="print every scenario key with unit, default and meaning (Markdown)")
@@ -112,7 +120,7 @@ def format_table(result: Result) -> str:
     return "\n".join(lines)
 
 
-def _rental(args: argparse.Namespace, server, cards: int):
+def _rental(args: argparse.Namespace, server, cards: int, tensor_parallel: int):
     if not args.offer:
         return None
     if server.step_model != "roofline":
@@ -121,13 +129,16 @@ def _rental(args: argparse.Namespace, server, cards: int):
     if args.offer not in offers.index:
         raise ScenarioError(f"--offer {args.offer!r} does not rent {server.gpu}; offers for it: "
                             f"{', '.join(offers.index) or 'none'}")
+    problem = offer_hosting_problem(args.offer, tensor_parallel)
+    if problem:
+        raise ScenarioError(f"--{problem}")
     return deployment_cost(args.offer, cards, args.billing, args.currency, args.cny_per_usd)
 
 
 def _cost_block(args: argparse.Namespace, scenario, summary: dict) -> dict | None:
     """The fleet's rental cost and unit costs at the simulated load (low and high end of the offer)."""
     cards = fleet_cards(scenario.server.gpu, scenario.server.tensor_parallel, scenario.fleet.replicas)
-    cost = _rental(args, scenario.server, cards)
+    cost = _rental(args, scenario.server, cards, scenario.server.tensor_parallel)
     if cost is None:
         return None
     low, high = (unit_costs(p, summary["overall"]) for p in cost.per_hour)
@@ -170,13 +181,27 @@ def _span(values: list, digits: int) -> str:
 def _shapes(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, overrides=_overrides(args))
     cards = args.cards or scenario.server.tensor_parallel * scenario.fleet.replicas
-    rental = _rental(args, scenario.server, cards)
+    rental = _rental(args, scenario.server, cards, 1)
     frame = fleet_shapes(scenario_to_dict(scenario), cards, rental, base_dir=scenario.base_dir)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
         print(f"{cards} x {scenario.server.gpu}, {scenario.server.model} ({scenario.server.quant}); "
               f"router {scenario.fleet.router}; latencies in ms"
               + (f"; cost at the low end of {rental.offer} in {rental.currency}" if rental else ""))
         print(frame.drop(columns=["tensor_parallel", "replicas"]).to_string(index=False))
+    return 0
+
+
+def _size(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    target = Target(args.target_class, args.metric, args.max_ms)
+    frame = cheapest_fleets(scenario_to_dict(scenario), target, args.billing, args.currency, args.cny_per_usd,
+                            args.max_replicas, base_dir=scenario.base_dir)
+    with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60,
+                           "display.float_format", "{:,.2f}".format):
+        print(f"cheapest fleet per offer with {target.cls} {target.metric} <= {target.limit_ms:g} ms on "
+              f"{scenario.name!r} ({scenario.workload.num_requests or 'all'} requests, policy "
+              f"{scenario.policy.name}); prices per month in {args.currency}, {args.billing}")
+        print(frame.to_string(index=False))
     return 0
 
 
@@ -203,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "keys":
             print(keys_markdown(), end="")
             return 0
-        return {"run": _run, "shapes": _shapes, "hardware": _hardware}[args.command](args)
+        return {"run": _run, "shapes": _shapes, "size": _size, "hardware": _hardware}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

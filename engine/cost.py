@@ -32,6 +32,15 @@ def fleet_cards(gpu: str, tensor_parallel: int, replicas: int) -> int:
     return replicas * (1 if "parent" in gpu_row(gpu) else tensor_parallel)
 
 
+def offer_hosting_problem(offer: str, tensor_parallel: int) -> str | None:
+    """Why ``offer`` cannot host replicas of ``tensor_parallel`` linked cards, or None when it can."""
+    most = int(load_table("offers").loc[offer, "max_cards_per_machine"])
+    if tensor_parallel <= most:
+        return None
+    return (f"offer {offer} rents machines of at most {most} card(s): a tensor-parallel group of "
+            f"{tensor_parallel} needs its cards linked in one machine; choose an offer with bigger machines")
+
+
 def convert(amount: float, currency: str, to_currency: str, cny_per_usd: float) -> float:
     if currency == to_currency:
         return amount

@@ -1,16 +1,19 @@
-"""Fleet sizing: the same cards as every tensor-parallel x replica shape, simulated on one workload,
-with the rental cost of each (the data-parallel versus tensor-parallel trade, 8 x TP1 ... 1 x TP8)."""
+"""Fleet sizing on one workload: the same cards as every tensor-parallel x replica shape (the
+data-parallel versus tensor-parallel trade, 8 x TP1 ... 1 x TP8), and the cheapest rental that meets a
+latency target ("which rental is cheapest that meets a P99 of 1 s at 50 req/s?")."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import pandas as pd
 
-from .config import apply_overrides
-from .cost import DeploymentCost
+from .config import apply_overrides, load_scenario
+from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
 from .errors import ScenarioError
-from .hardware import TP_DEGREES, gpu_row
+from .hardware import TP_DEGREES, gpu_names, gpu_row, kv_capacity_tokens, load_table, roofline_profile
 from .sweep import run_summary
 
 
@@ -24,7 +27,7 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
                  progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """One row per shape of ``cards`` cards: overall latency, throughput, utilisation and (with ``rental``,
     priced for ``cards`` cards at its low end) the cost per million output tokens. A shape whose model
-    does not fit gets the reason in ``note``. ``run`` maps a scenario dict to its summary (default: a
+    does not fit, or that the rental's machines cannot host, gets the reason in ``note``. ``run`` maps a scenario dict to its summary (default: a
     fresh simulation; the app passes its cached one)."""
     gpu = data.get("server", {}).get("gpu", "")
     if "parent" in gpu_row(gpu):
@@ -44,6 +47,7 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
             if progress:
                 progress(i + 1, len(pairs))
         o, system = summary["overall"], summary["system"]
+        hosting = offer_hosting_problem(rental.offer, tp) if rental else None
         rows.append({
             "shape": label, "tensor_parallel": tp, "replicas": replicas,
             "completed": o["completed"], "timed_out": o["timed_out"], "ttft_p50_ms": o["ttft_ms"]["p50"], "ttft_p99_ms": o["ttft_ms"]["p99"],
@@ -51,7 +55,133 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
             "sla_attainment": o["sla_attainment"], "output_tokens_per_s": o["output_tokens_per_s"],
             "gpu_busy_frac": system["gpu_busy_frac"], "offered_load": system["offered_load"],
             "cost_per_million_output_tokens": rental.per_hour[0] / 3600.0 / o["output_tokens_per_s"] * 1e6
-            if rental and o["output_tokens_per_s"] else None,
-            "note": "unstable" if system["unstable"] else "",
+            if rental and o["output_tokens_per_s"] and not hosting else None,
+            "note": "; ".join(n for n in ("unstable" if system["unstable"] else "", hosting or "") if n),
         })
     return pd.DataFrame(rows)
+
+
+def smallest_tensor_parallel(data: dict, base_dir: str = ".") -> int | None:
+    """The smallest tensor-parallel degree at which the scenario's model fits its GPU (None if none does)."""
+    server = load_scenario(data, base_dir=base_dir).server
+    degrees = (1,) if "parent" in gpu_row(server.gpu) else TP_DEGREES
+    for tp in degrees:
+        candidate = dataclasses.replace(server, tensor_parallel=tp)
+        try:
+            kv_capacity_tokens(candidate, roofline_profile(candidate))
+        except ScenarioError:
+            continue
+        return tp
+    return None
+
+
+TARGET_METRICS = tuple(f"{name}_{stat}_ms" for name in ("ttft", "e2e", "tpot", "queue")
+                       for stat in ("p50", "p90", "p99", "mean"))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a fleet must achieve: latency ``metric`` (``TARGET_METRICS``, e.g. ``ttft_p99_ms``) of class
+    ``cls`` (or ``overall``) at most ``limit_ms``, on a run that drains."""
+
+    cls: str
+    metric: str
+    limit_ms: float
+
+    def __post_init__(self) -> None:
+        if self.metric not in TARGET_METRICS:
+            raise ScenarioError(f"target metric {self.metric!r} is not one of {', '.join(TARGET_METRICS)}")
+        if not self.limit_ms > 0:
+            raise ScenarioError(f"target limit {self.limit_ms} ms must be > 0")
+
+    def met(self, summary: dict) -> tuple[bool, float | None]:
+        """(met, value) on one run's summary."""
+        if self.cls != "overall" and self.cls not in summary["classes"]:
+            raise ScenarioError(f"target class {self.cls!r} is not a class; classes are "
+                                f"{', '.join(summary['classes'])} (or overall)")
+        block = summary["overall"] if self.cls == "overall" else summary["classes"][self.cls]
+        name, stat, _ = self.metric.split("_")
+        value = block[f"{name}_ms"][stat]
+        return value is not None and value <= self.limit_ms and not summary["system"]["unstable"], value
+
+
+def fewest_replicas(data: dict, target: Target, max_replicas: int, run: Callable[[dict], dict]) -> tuple:
+    """The fewest replicas meeting ``target`` (doubling, then bisection; assumes more replicas never
+    hurt) and that run's summary, or (None, None) when even ``max_replicas`` do not."""
+    def attempt(replicas: int):
+        summary = run(apply_overrides(data, {"fleet.replicas": replicas}))
+        return target.met(summary)[0], summary
+
+    low, high, best = 0, 1, None
+    while True:
+        ok, summary = attempt(high)
+        if ok:
+            best = (high, summary)
+            break
+        if high >= max_replicas:
+            return None, None
+        low, high = high, min(2 * high, max_replicas)
+    while high - low > 1:
+        middle = (low + high) // 2
+        ok, summary = attempt(middle)
+        if ok:
+            high, best = middle, (middle, summary)
+        else:
+            low = middle
+    return best
+
+
+def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny_per_usd: float,
+                    max_replicas: int = 16, base_dir: str = ".", run: Callable[[dict], dict] | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """Every rental offer priced for the smallest fleet of its GPU that meets ``target`` on the scenario's
+    workload and policy: the model at its smallest fitting tensor-parallel degree, the fewest replicas
+    that meet the target. One row per offer, cheapest first (low end of the monthly price); GPUs
+    whose model does not fit or that miss the target with ``max_replicas`` say so in ``note``."""
+    run = run or (lambda d: run_summary(d, base_dir))
+    offers = load_table("offers")
+    gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names()]
+    fleets = {}
+    for i, gpu in enumerate(gpus):
+        variant = apply_overrides(data, {"server.step_model": "roofline", "server.gpu": gpu})
+        tp = smallest_tensor_parallel(variant, base_dir)
+        if tp is None:
+            fleets[gpu] = {"note": "the model does not fit on one slice (slices cannot be combined)"
+                           if "parent" in gpu_row(gpu) else "the model does not fit even at tensor_parallel = 8"}
+        else:
+            replicas, summary = fewest_replicas(apply_overrides(variant, {"server.tensor_parallel": tp}), target,
+                                                max_replicas, run)
+            fleets[gpu] = ({"note": f"misses the target with {max_replicas} replicas of TP{tp}"} if replicas is None
+                           else {"tensor_parallel": tp, "replicas": replicas, "summary": summary})
+        if progress:
+            progress(i + 1, len(gpus))
+    rows = []
+    for offer, row in offers.iterrows():
+        fleet = fleets.get(row["gpu"])
+        if fleet is None:
+            continue
+        base = {"offer": offer, "vendor": row["vendor"], "gpu": row["gpu"], "step_times": _provenance(row["gpu"])}
+        if "summary" not in fleet:
+            rows.append({**base, "note": fleet["note"]})
+            continue
+        problem = offer_hosting_problem(offer, fleet["tensor_parallel"])
+        if problem:
+            rows.append({**base, "note": problem})
+            continue
+        cards = fleet_cards(row["gpu"], fleet["tensor_parallel"], fleet["replicas"])
+        cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
+        summary = fleet["summary"]
+        rows.append({**base, "shape": f"{fleet['replicas']} x TP{fleet['tensor_parallel']}", "cards": cards,
+                     f"{target.cls} {target.metric}": target.met(summary)[1], "gpu_busy_frac": summary["system"]["gpu_busy_frac"],
+                     "per_month_low": cost.per_month[0], "per_month_high": cost.per_month[1],
+                     "per_million_output_tokens_low": unit_costs(cost.per_hour[0],
+                                                                 summary["overall"])["per_million_output_tokens"],
+                     "price_estimate": cost.estimate, "note": ""})
+    frame = pd.DataFrame(rows).sort_values("per_month_low", na_position="last", kind="stable", ignore_index=True)
+    return frame[[c for c in frame.columns if c != "note"] + ["note"]]
+
+
+def _provenance(gpu: str) -> str:
+    """'calibrated (N measurements)' or 'estimate only' for ``gpu``'s step times."""
+    n = int(load_table("calibration").loc[gpu_row(gpu)["family"], "measurements"])
+    return f"calibrated ({n} measurements)" if n else "estimate only"

@@ -13,10 +13,10 @@ import streamlit as st
 import engine
 from engine.calibration import badge
 from engine.config import Fleet, Server
-from engine.cost import CURRENCIES, convert, cost_columns, fleet_cards
+from engine.cost import BILLING_MODES, CURRENCIES, convert, cost_columns, fleet_cards
 from engine.hardware import (gpu_row, kv_capacity_tokens, load_table, memory_breakdown_gib, roofline_profile,
                              roofline_step_params)
-from engine.sizing import fleet_shapes
+from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from engine.steptime import decode_step_s, prefill_s
 from ui import cost_panel, hardware_choices, runner, scenario_sidebar, state
 from ui.widgets import field_input
@@ -147,6 +147,38 @@ def shapes_section(data: dict, server: Server, rental) -> None:
                "but fewer servers to queue on; more replicas: more batches in parallel, each slower.")
 
 
+def cheapest_section(data: dict) -> None:
+    """Every offer priced for the smallest fleet of its GPU that meets a latency target on this workload."""
+    classes = [c["name"] for c in data["workload"]["classes"]]
+    cols = st.columns([2, 2, 2, 1])
+    cls = cols[0].selectbox("Class", [*classes, "overall"], key="hw_target_class")
+    metric = cols[1].selectbox("Latency", TARGET_METRICS, index=TARGET_METRICS.index("ttft_p99_ms"),
+                               key="hw_target_metric")
+    limit_ms = cols[2].number_input("At most (ms)", 1.0, 1e7, 1000.0, 100.0, key="hw_target_ms")
+    max_replicas = cols[3].number_input("Replicas up to", 1, 64, 16, key="hw_target_replicas")
+    if not st.toggle("Search every offer", key="hw_find",
+                     help="per GPU: the smallest tensor-parallel degree that fits, then the fewest replicas that "
+                          "meet the target (a few runs each, cached)"):
+        return
+    billing = st.session_state.get("cost_billing", BILLING_MODES[0])
+    currency = st.session_state.get("cost_currency", CURRENCIES[0])
+    fx = st.session_state.get("cost_fx", 7.1)
+    bar = st.progress(0.0, text="Sizing a fleet per GPU...")
+    frame = cheapest_fleets(runner.capped(data), Target(cls, metric, limit_ms), billing, currency, fx,
+                            int(max_replicas), str(state.PRESET_DIR),
+                            run=lambda d: runner.summary(runner.canonical(d)),
+                            progress=lambda i, n: bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
+    bar.empty()
+    st.dataframe(frame, hide_index=True, width="stretch", column_config={
+        "per_month_low": st.column_config.NumberColumn(f"per month, low ({currency})", format="%.0f"),
+        "per_month_high": st.column_config.NumberColumn(f"per month, high ({currency})", format="%.0f"),
+        "per_million_output_tokens_low": st.column_config.NumberColumn(f"per 1M output tokens ({currency})",
+                                                                       format="%.2f")})
+    st.caption(f"{billing}; the first {runner.SWEEP_MAX_REQUESTS:,} requests of the current workload, policy and "
+               "router. Percentiles of a few thousand requests are noisy near the limit; check the chosen fleet "
+               "in the Lab with more requests. 'estimate only' step times have no measurement of that GPU family.")
+
+
 scenario_sidebar.render()
 runner.warm_up()
 data = copy.deepcopy(state.current())
@@ -168,9 +200,11 @@ st.subheader("Rental offers")
 offers_section()
 st.subheader("Cost of this fleet")
 cards = fleet_cards(server.gpu, server.tensor_parallel, int(data["fleet"].get("replicas", 1)))
-rental = cost_panel.pick_offer(server.gpu, cards)
+rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel)
 if rental is not None:
     st.metric("Fleet per month", cost_panel.money(rental.per_month, rental.currency))
     cost_vs_load(data, rental)
 st.subheader("Same cards, other shapes")
 shapes_section(data, server, rental)
+st.subheader("Cheapest rental that meets a target")
+cheapest_section(data)

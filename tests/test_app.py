@@ -229,3 +229,14 @@ def test_policy_comparison_prices_each_policy():
     at.selectbox(key="comparison_metric").set_value("cost_per_million_output_tokens").run()
     assert not at.exception and not at.error
     assert "costs at the low end of" in " ".join(c.value for c in at.caption)
+
+
+def test_hardware_page_finds_the_cheapest_fleet_per_offer():
+    at = hardware_page()
+    assert "Cheapest rental that meets a target" in {h.value for h in at.subheader}
+    at.toggle(key="hw_find").set_value(True).run()
+    assert not at.exception and not at.error
+    table = at.dataframe[-1].value
+    priced = table[table["per_month_low"].notna()]
+    assert len(priced) > 3 and priced["per_month_low"].is_monotonic_increasing
+    assert (priced["chat ttft_p99_ms"] <= 1000.0).all()

@@ -102,3 +102,12 @@ def test_hardware_describes_memory_and_iterations():
     assert "step times: calibrated against" in done.stdout or "step times: estimate only" in done.stdout
     fixed = cli("hardware", str(SCENARIOS / "example.toml"))
     assert fixed.returncode == 2 and "roofline" in fixed.stderr
+
+
+def test_size_lists_offers_cheapest_first():
+    done = cli("size", str(SCENARIOS / "article_mixed_8xa100.toml"), "--set", "workload.num_requests=800",
+               "--target-class", "interactive", "--max-ms", "1000", "--currency", "USD")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("cheapest fleet per offer with interactive ttft_p99_ms <= 1000 ms")
+    bad = cli("size", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target-class", "vip", "--max-ms", "10")
+    assert bad.returncode == 2 and "target class 'vip' is not a class" in bad.stderr

@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.config import Fleet, Server
-from engine.cost import (BILLING_MODES, CURRENCIES, DeploymentCost, deployment_cost, fleet_cards, offers_for,
-                         unit_costs)
+from engine.cost import (BILLING_MODES, CURRENCIES, DeploymentCost, deployment_cost, fleet_cards,
+                         offer_hosting_problem, offers_for, unit_costs)
 
 
 def money(values: tuple[float, float] | list, currency: str) -> str:
@@ -18,7 +18,7 @@ def money(values: tuple[float, float] | list, currency: str) -> str:
     return f"{text} {currency}"
 
 
-def pick_offer(gpu: str, cards: int) -> DeploymentCost | None:
+def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | None:
     """Offer, billing, currency and exchange-rate pickers (shared by the pages through their keys)."""
     offers = offers_for(gpu)
     if offers.empty:
@@ -42,6 +42,9 @@ def pick_offer(gpu: str, cards: int) -> DeploymentCost | None:
     row = offers.loc[offer]
     st.caption(f"{cards} x {gpu} rents {cost.units} unit(s) of {offer}: {row['notes']}. Source: {row['source']} "
                f"({row['as_of']}).{' Estimate: the price is a range or marked as estimated.' if cost.estimate else ''}")
+    problem = offer_hosting_problem(offer, tensor_parallel)
+    if problem:
+        st.warning(problem[0].upper() + problem[1:] + ".")
     return cost
 
 
@@ -54,7 +57,7 @@ def cost_view(scenario: dict, summary: dict) -> DeploymentCost | None:
         return None
     gpu = server.get("gpu", Server.gpu)
     cards = fleet_cards(gpu, int(server.get("tensor_parallel", 1)), int(fleet.get("replicas", Fleet.replicas)))
-    cost = pick_offer(gpu, cards)
+    cost = pick_offer(gpu, cards, int(server.get("tensor_parallel", 1)))
     if cost is None:
         return None
     per_unit = [unit_costs(p, summary["overall"]) for p in cost.per_hour]
