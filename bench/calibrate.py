@@ -4,8 +4,9 @@ For each GPU family with at least ``MIN_FAMILY_MEASUREMENTS`` rows in data/hardw
 fit (compute share, bandwidth share, per-iteration overhead) on that family's rows; every other family
 gets the fit over all rows. Also report a held-out error: for a family with its own fit, each row
 predicted by a fit made without it (leave one out); for a family on the common fit, its rows predicted
-by a fit of all the other families' rows (a GPU the fit has never seen). Writes data/hardware/calibration.csv and the README's predicted-versus-measured table
-(between the calibration markers). Takes about a minute.
+by a fit of all the other families' rows (a GPU the fit has never seen). Writes
+data/hardware/calibration.csv and the README's predicted-versus-measured table
+(between the calibration markers). Takes about six minutes on two cores.
 
 Usage: python bench/calibrate.py
 """
@@ -22,18 +23,20 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.calibration import MIN_FAMILY_MEASUREMENTS, fit, measurements, predict  # noqa: E402
+from engine.calibration import MIN_FAMILY_MEASUREMENTS, error_pct, fit, measurements, predict  # noqa: E402
 from engine.hardware import DATA_DIR, load_table  # noqa: E402
 from engine.calibration_report import markdown_table  # noqa: E402
 
 
+def abs_errors_pct(rows: pd.DataFrame, efficiency) -> list[float]:
+    """Absolute error of each row's prediction at ``efficiency``, in percent."""
+    return [abs(error_pct(predict(row, efficiency), row["measured"])) for _, row in rows.iterrows()]
+
+
 def held_out_errors_pct(rows: pd.DataFrame, full_fit) -> list[float]:
     """Error of each row under a fit of the others, started from the fit on all of them."""
-    errors = []
-    for key, row in rows.iterrows():
-        others = fit(rows.drop(index=key), start=full_fit, step=0.1, tolerance=0.02)
-        errors.append(abs(predict(row, others) / row["measured"] - 1.0) * 100.0)
-    return errors
+    return [abs_errors_pct(rows.loc[[key]], fit(rows.drop(index=key), start=full_fit, step=0.1, tolerance=0.02))[0]
+            for key in rows.index]
 
 
 def main() -> None:
@@ -51,12 +54,12 @@ def main() -> None:
             source = (f"fit by bench/calibrate.py on all {len(table)} rows of measurements.csv"
                       + (f" ({len(own)} of this family, fewer than {MIN_FAMILY_MEASUREMENTS})" if len(own) else
                          "; no measurement of this family: an estimate"))
-        errors = [abs(predict(r, eff) / r["measured"] - 1.0) * 100.0 for _, r in own.iterrows()]
+        errors = abs_errors_pct(own, eff)
         if len(own) >= MIN_FAMILY_MEASUREMENTS:
             held_out = held_out_errors_pct(own, eff)
         elif len(own):
             unseen = fit(table[table["family"] != family], start=overall, step=0.1, tolerance=0.02)
-            held_out = [abs(predict(r, unseen) / r["measured"] - 1.0) * 100.0 for _, r in own.iterrows()]
+            held_out = abs_errors_pct(own, unseen)
         rows.append({"family": family, "compute_efficiency": round(float(eff.compute), 6),
                      "bandwidth_efficiency": round(float(eff.bandwidth), 6),
                      "iteration_overhead_ms": round(float(eff.overhead_ms), 6),

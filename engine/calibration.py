@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .config import load_scenario
-from .hardware import Efficiency, efficiency_for, gpu_row, load_table
+from .hardware import Efficiency, calibration_row, gpu_row, load_table
 from .simulate import simulate
 
 METRICS = {"tpot_mean_ms": ("tpot_ms", "mean"), "ttft_mean_ms": ("ttft_ms", "mean"),
@@ -54,6 +54,11 @@ def predict(row: pd.Series, efficiency: Efficiency | None = None) -> float:
     summary = simulate(load_scenario(measurement_scenario(row)), efficiency=efficiency).summary["overall"]
     key, stat = METRICS[row["metric"]]
     return float(summary[key][stat] if stat else summary[key])
+
+
+def error_pct(predicted, measured):
+    """Signed error of a prediction against the measured value, in percent (numbers or arrays)."""
+    return (predicted / measured - 1.0) * 100.0
 
 
 def measurements() -> pd.DataFrame:
@@ -110,13 +115,13 @@ def prediction_table() -> pd.DataFrame:
     """Every measurement with the calibrated prediction and its error (%, predicted vs measured)."""
     table = measurements()
     table["predicted"] = [predict(row) for _, row in table.iterrows()]
-    table["error_pct"] = (table["predicted"] / table["measured"] - 1.0) * 100.0
+    table["error_pct"] = error_pct(table["predicted"], table["measured"])
     return table
 
 
 def badge(gpu: str) -> str:
     """One line on where ``gpu``'s step times come from."""
-    row = load_table("calibration").loc[gpu_row(gpu)["family"]]
+    row = calibration_row(gpu)
     n = int(row["measurements"])
     if n == 0:
         return (f"estimate only: no measurement of the {row.name} family; efficiencies from the fit over all "

@@ -15,13 +15,13 @@ import pandas as pd
 
 from .calibration import badge
 from .config import keys_markdown, load_scenario, scenario_to_dict
-from .cost import (BILLING_MODES, CURRENCIES, deployment_cost, fleet_cards, offer_hosting_problem, offers_for,
-                   unit_costs)
+from .cost import (BILLING_MODES, CURRENCIES, deployment_cost, fleet_cards, format_range, offer_hosting_problem,
+                   offers_for, unit_costs)
 from .errors import ScenarioError
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
 from .simulate import Result, simulate
 from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
-from .steptime import decode_step_s, prefill_s
+from .steptime import decode_step_s_nb, prefill_s
 from .traces import TRACE_FORMATS, guess_trace_format
 
 EXIT_INVALID = 2
@@ -164,18 +164,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.json != "-":
         print(format_table(result))
         if cost is not None:
-            print(f"cost ({cost['offer']}, {cost['units']} unit(s), {args.billing}{', estimate' if cost['estimate'] else ''}): "
-                  f"{_span(cost['per_month'], 0)} {cost['currency']}/month, "
-                  f"{_span(cost['per_million_output_tokens'], 2)} per 1M output tokens, "
-                  f"{_span(cost['per_sla_met_request'], 4)} per SLA-met request")
+            estimate = ", estimate" if cost["estimate"] else ""
+            print(f"cost ({cost['offer']}, {cost['units']} unit(s), {args.billing}{estimate}): "
+                  f"{format_range(cost['per_month'], 0)} {cost['currency']}/month, "
+                  f"{format_range(cost['per_million_output_tokens'], 2)} per 1M output tokens, "
+                  f"{format_range(cost['per_sla_met_request'], 4)} per SLA-met request")
     return 0
-
-
-def _span(values: list, digits: int) -> str:
-    low, high = values
-    if low is None:
-        return "-"
-    return _fmt(low, digits) if abs(high - low) <= 1e-9 * abs(high) else f"{_fmt(low, digits)}-{_fmt(high, digits)}"
 
 
 def _shapes(args: argparse.Namespace) -> int:
@@ -215,8 +209,8 @@ def _hardware(args: argparse.Namespace) -> int:
     profile = roofline_profile(server)
     print(f"KV cache: {kv_capacity_tokens(server, profile):,} tokens ({profile.kv_bytes_per_token:,.0f} B per token)")
     step = roofline_step_params(profile)
-    print(f"decode iteration at 2,048 tokens of context: batch 1 {decode_step_s(step, 1, 2048) * 1e3:.2f} ms, "
-          f"batch {server.max_batch_size} {decode_step_s(step, server.max_batch_size, 2048) * 1e3:.2f} ms; "
+    print(f"decode iteration at 2,048 tokens of context: batch 1 {decode_step_s_nb(step, 1, 2048) * 1e3:.2f} ms, "
+          f"batch {server.max_batch_size} {decode_step_s_nb(step, server.max_batch_size, 2048) * 1e3:.2f} ms; "
           f"prefill of 2,048 tokens {prefill_s(step, 2048) * 1e3:.1f} ms")
     print(f"step times: {badge(server.gpu)}")
     return 0

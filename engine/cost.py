@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .errors import ScenarioError
-from .hardware import gpu_row, load_table
+from .hardware import is_slice, load_table
 
 HOURS_PER_MONTH = 730.0
 BILLING_MODES = ("pay as you go", "annual prepay")
@@ -29,7 +29,7 @@ def offers_for(gpu: str) -> pd.DataFrame:
 
 def fleet_cards(gpu: str, tensor_parallel: int, replicas: int) -> int:
     """Cards (or slices, for a slice profile) a fleet of ``replicas`` x ``tensor_parallel`` occupies."""
-    return replicas * (1 if "parent" in gpu_row(gpu) else tensor_parallel)
+    return replicas * (1 if is_slice(gpu) else tensor_parallel)
 
 
 def offer_hosting_problem(offer: str, tensor_parallel: int) -> str | None:
@@ -39,6 +39,16 @@ def offer_hosting_problem(offer: str, tensor_parallel: int) -> str | None:
         return None
     return (f"offer {offer} rents machines of at most {most} card(s): a tensor-parallel group of "
             f"{tensor_parallel} needs its cards linked in one machine; choose an offer with bigger machines")
+
+
+def format_range(values, digits: int) -> str:
+    """A (low, high) amount as "low" when they are equal, else "low-high"; "-" when unknown."""
+    low, high = values
+    if low is None:
+        return "-"
+    if abs(high - low) <= 1e-9 * max(1.0, abs(high)):
+        return f"{low:,.{digits}f}"
+    return f"{low:,.{digits}f}-{high:,.{digits}f}"
 
 
 def convert(amount: float, currency: str, to_currency: str, cny_per_usd: float) -> float:

@@ -90,6 +90,16 @@ def gpu_row(name: str) -> pd.Series:
     return row
 
 
+def is_slice(gpu: str) -> bool:
+    """True for a MIG or cloud slice: no link to other slices, so tensor_parallel stays 1."""
+    return "parent" in gpu_row(gpu)
+
+
+def calibration_row(gpu: str) -> pd.Series:
+    """The ``calibration.csv`` row of ``gpu``'s family (slices use their card's)."""
+    return load_table("calibration").loc[gpu_row(gpu)["family"]]
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """How close a serving engine gets to the card's peaks: shares of tensor FLOP/s and of HBM bandwidth,
@@ -102,7 +112,7 @@ class Efficiency:
 
 def efficiency_for(gpu: str) -> Efficiency:
     """The fitted efficiency of ``gpu``'s family (``calibration.csv``; slices use their parent's)."""
-    row = load_table("calibration").loc[gpu_row(gpu)["family"]]
+    row = calibration_row(gpu)
     return Efficiency(float(row["compute_efficiency"]), float(row["bandwidth_efficiency"]),
                       float(row["iteration_overhead_ms"]))
 
@@ -192,7 +202,7 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None,
     model = _row("models", server.model, "model")
     quant = _row("quant", server.quant, "quant")
     kv_bytes_per_value = float(_row("kv_quant", server.kv_quant, "kv_quant")["bytes_per_value"])
-    if tp > 1 and pd.isna(gpu["interconnect_gb_s"]):
+    if tp > 1 and is_slice(server.gpu):
         raise ScenarioError(f"server.tensor_parallel = {tp}: {server.gpu} is a {gpu['kind']} slice with no link to "
                             f"other slices; set tensor_parallel = 1 and add fleet.replicas instead")
     shape = model_shape(model)
@@ -260,6 +270,17 @@ def _free_kv_bytes(server: Server, profile: RooflineProfile, tensor_parallel: in
 TP_DEGREES = (1, 2, 4, 8)
 
 
+def smallest_fitting_tensor_parallel(server: Server, above: int = 0) -> int | None:
+    """The smallest tensor-parallel degree above ``above`` whose cards leave room for one KV block after
+    weights and the activation reserve (None when no degree up to 8 does; a slice only tries 1)."""
+    for tp in (1,) if is_slice(server.gpu) else TP_DEGREES:
+        if tp > above:
+            profile = roofline_profile(server, tp)
+            if _free_kv_bytes(server, profile, tp) >= profile.kv_bytes_per_token * server.block_size_tokens:
+                return tp
+    return None
+
+
 def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
     """KV-cache tokens that fit: (memory x utilisation - weights - reserve) / KV bytes per token.
 
@@ -272,11 +293,9 @@ def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
     if free < one_block:
         usable = profile.memory_bytes * server.gpu_memory_utilization
         reserve = activation_reserve_bytes(server, profile, tp)
-        sliced = pd.isna(gpu_row(server.gpu)["interconnect_gb_s"])  # slices cannot split a model
-        fits = [d for d in TP_DEGREES if d > tp and not sliced and
-                _free_kv_bytes(server, roofline_profile(server, d), d) >= one_block]
-        fix = (f"set server.tensor_parallel = {fits[0]} (the smallest that fits), or choose a lower-bit quant "
-               f"or a larger GPU") if fits else "choose a lower-bit quant, a smaller model or a larger GPU"
+        fit = smallest_fitting_tensor_parallel(server, above=tp)
+        fix = (f"set server.tensor_parallel = {fit} (the smallest that fits), or choose a lower-bit quant "
+               f"or a larger GPU") if fit else "choose a lower-bit quant, a smaller model or a larger GPU"
         raise ScenarioError(
             f"server.model = {server.model!r} ({server.quant}) does not fit on {tp} x {server.gpu}: weights "
             f"{profile.resident_weight_bytes / GIB:.1f} GiB + activation reserve {reserve / GIB:.1f} GiB leave "

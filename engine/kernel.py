@@ -536,8 +536,8 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
                t, queued_elsewhere):
     """One replica's decision at ``t``: finish its iteration, then start the next one, wait or go idle.
 
-    ``queued_elsewhere``: requests waiting at the other replicas (for the queue bound, on the fleet). Returns the stop reason
-    (``DRAINED`` = carry on).
+    ``queued_elsewhere``: requests waiting at the other replicas (for the queue bound, on the fleet).
+    Returns the stop reason (``DRAINED`` = carry on).
     """
     if clock[CK_MODE] == BUSY:
         _advance_nb(policy, classes, ints, fl, running, batch, cnt, t)

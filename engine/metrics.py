@@ -20,8 +20,8 @@ import pandas as pd
 
 from .config import Scenario
 from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
-                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_REPLICA, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED, NOT_ARRIVED,
-                     RUNNING, TIMED_OUT, WAITING)
+                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_REPLICA, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED,
+                     NOT_ARRIVED, RUNNING, TIMED_OUT, WAITING)
 
 STATE_NAMES = {NOT_ARRIVED: "not_arrived", WAITING: "waiting", RUNNING: "running",
                COMPLETED: "completed", TIMED_OUT: "timed_out"}

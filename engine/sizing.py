@@ -4,7 +4,6 @@ latency target ("which rental is cheapest that meets a P99 of 1 s at 50 req/s?")
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -13,7 +12,7 @@ import pandas as pd
 from .config import apply_overrides, load_scenario
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
 from .errors import ScenarioError
-from .hardware import TP_DEGREES, gpu_names, gpu_row, kv_capacity_tokens, load_table, roofline_profile
+from .hardware import TP_DEGREES, calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .sweep import run_summary
 
 
@@ -27,10 +26,10 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
                  progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """One row per shape of ``cards`` cards: overall latency, throughput, utilisation and (with ``rental``,
     priced for ``cards`` cards at its low end) the cost per million output tokens. A shape whose model
-    does not fit, or that the rental's machines cannot host, gets the reason in ``note``. ``run`` maps a scenario dict to its summary (default: a
-    fresh simulation; the app passes its cached one)."""
+    does not fit, or that the rental's machines cannot host, gets the reason in ``note``. ``run`` maps a
+    scenario dict to its summary (default: a fresh simulation; the app passes its cached one)."""
     gpu = data.get("server", {}).get("gpu", "")
-    if "parent" in gpu_row(gpu):
+    if is_slice(gpu):
         raise ScenarioError(f"server.gpu = {gpu!r} is a slice: slices cannot be split over cards; compare "
                             f"fleet.replicas instead")
     run = run or (lambda d: run_summary(d, base_dir))
@@ -50,29 +49,25 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
         hosting = offer_hosting_problem(rental.offer, tp) if rental else None
         rows.append({
             "shape": label, "tensor_parallel": tp, "replicas": replicas,
-            "completed": o["completed"], "timed_out": o["timed_out"], "ttft_p50_ms": o["ttft_ms"]["p50"], "ttft_p99_ms": o["ttft_ms"]["p99"],
+            "completed": o["completed"], "timed_out": o["timed_out"],
+            "ttft_p50_ms": o["ttft_ms"]["p50"], "ttft_p99_ms": o["ttft_ms"]["p99"],
             "tpot_mean_ms": o["tpot_ms"]["mean"], "e2e_p99_ms": o["e2e_ms"]["p99"],
             "sla_attainment": o["sla_attainment"], "output_tokens_per_s": o["output_tokens_per_s"],
             "gpu_busy_frac": system["gpu_busy_frac"], "offered_load": system["offered_load"],
-            "cost_per_million_output_tokens": rental.per_hour[0] / 3600.0 / o["output_tokens_per_s"] * 1e6
-            if rental and o["output_tokens_per_s"] and not hosting else None,
+            "cost_per_million_output_tokens": unit_costs(rental.per_hour[0], o)["per_million_output_tokens"]
+            if rental and not hosting else None,
             "note": "; ".join(n for n in ("unstable" if system["unstable"] else "", hosting or "") if n),
         })
     return pd.DataFrame(rows)
 
 
 def smallest_tensor_parallel(data: dict, base_dir: str = ".") -> int | None:
-    """The smallest tensor-parallel degree at which the scenario's model fits its GPU (None if none does)."""
-    server = load_scenario(data, base_dir=base_dir).server
-    degrees = (1,) if "parent" in gpu_row(server.gpu) else TP_DEGREES
-    for tp in degrees:
-        candidate = dataclasses.replace(server, tensor_parallel=tp)
-        try:
-            kv_capacity_tokens(candidate, roofline_profile(candidate))
-        except ScenarioError:
-            continue
-        return tp
-    return None
+    """The smallest tensor-parallel degree at which the scenario's model fits its GPU (None if none does,
+    or the GPU cannot run its weight format)."""
+    try:
+        return smallest_fitting_tensor_parallel(load_scenario(data, base_dir=base_dir).server)
+    except ScenarioError:
+        return None
 
 
 TARGET_METRICS = tuple(f"{name}_{stat}_ms" for name in ("ttft", "e2e", "tpot", "queue")
@@ -147,7 +142,7 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
         tp = smallest_tensor_parallel(variant, base_dir)
         if tp is None:
             fleets[gpu] = {"note": "the model does not fit on one slice (slices cannot be combined)"
-                           if "parent" in gpu_row(gpu) else "the model does not fit even at tensor_parallel = 8"}
+                           if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"}
         else:
             replicas, summary = fewest_replicas(apply_overrides(variant, {"server.tensor_parallel": tp}), target,
                                                 max_replicas, run)
@@ -172,7 +167,8 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
         cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
         summary = fleet["summary"]
         rows.append({**base, "shape": f"{fleet['replicas']} x TP{fleet['tensor_parallel']}", "cards": cards,
-                     f"{target.cls} {target.metric}": target.met(summary)[1], "gpu_busy_frac": summary["system"]["gpu_busy_frac"],
+                     f"{target.cls} {target.metric}": target.met(summary)[1],
+                     "gpu_busy_frac": summary["system"]["gpu_busy_frac"],
                      "per_month_low": cost.per_month[0], "per_month_high": cost.per_month[1],
                      "per_million_output_tokens_low": unit_costs(cost.per_hour[0],
                                                                  summary["overall"])["per_million_output_tokens"],
@@ -183,5 +179,5 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
 
 def _provenance(gpu: str) -> str:
     """'calibrated (N measurements)' or 'estimate only' for ``gpu``'s step times."""
-    n = int(load_table("calibration").loc[gpu_row(gpu)["family"], "measurements"])
+    n = int(calibration_row(gpu)["measurements"])
     return f"calibrated ({n} measurements)" if n else "estimate only"

@@ -53,6 +53,12 @@ def step_time_s_nb(step, tokens, context_pairs, context_reads):
 
 
 @njit(cache=True)
+def decode_step_s_nb(step, batch, context_tokens):
+    """One decode iteration of ``batch`` sequences holding ``context_tokens`` each."""
+    return step_time_s_nb(step, batch, batch * context_tokens, batch * context_tokens)
+
+
+@njit(cache=True)
 def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, slots, mean_context_tokens):
     """Estimated GPU seconds per request when ``slots`` requests share each iteration (for the offered load).
 
@@ -61,7 +67,7 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
     the decode step taken at ``mean_context_tokens`` per sequence.
     """
     total = 0.0
-    decode_step_s = step_time_s_nb(step, slots, slots * mean_context_tokens, slots * mean_context_tokens)
+    decode_step_s = decode_step_s_nb(step, slots, mean_context_tokens)
     for r in range(len(prompt_tokens)):
         p = prompt_tokens[r]
         if step[ST_MODEL] == FIXED:
@@ -71,11 +77,6 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
             flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * p * (p + 1) / 2.0
             total += flops / step[ST_FLOPS_PER_S] + (output_tokens[r] - 1) * decode_step_s / slots
     return total / max(len(prompt_tokens), 1)
-
-
-def decode_step_s(step, batch: int, context_tokens: float) -> float:
-    """One decode iteration of ``batch`` sequences holding ``context_tokens`` each."""
-    return step_time_s_nb(step, batch, batch * context_tokens, batch * context_tokens)
 
 
 def prefill_s(step, prompt_tokens: int) -> float:

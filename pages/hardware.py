@@ -6,7 +6,6 @@ switches it to the roofline step model), so the Lab shows the same fleet.
 
 import copy
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -14,10 +13,10 @@ import engine
 from engine.calibration import badge
 from engine.config import Fleet, Server
 from engine.cost import BILLING_MODES, CURRENCIES, convert, cost_columns, fleet_cards
-from engine.hardware import (gpu_row, kv_capacity_tokens, load_table, memory_breakdown_gib, roofline_profile,
-                             roofline_step_params)
+from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib,
+                             roofline_profile, roofline_step_params)
 from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
-from engine.steptime import decode_step_s, prefill_s
+from engine.steptime import decode_step_s_nb, prefill_s
 from ui import cost_panel, hardware_choices, runner, scenario_sidebar, state
 from ui.widgets import field_input
 
@@ -69,7 +68,8 @@ def step_section(server: Server) -> None:
     step = roofline_step_params(roofline_profile(server))
     left, right = st.columns(2)
     batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= max(server.max_batch_size, 1)]
-    fig = go.Figure([go.Scatter(x=batches, y=[decode_step_s(step, b, c) * 1e3 for b in batches], mode="lines+markers",
+    fig = go.Figure([go.Scatter(x=batches, y=[decode_step_s_nb(step, b, c) * 1e3 for b in batches],
+                                mode="lines+markers",
                                 name=f"{c:,} tokens of context") for c in CONTEXTS_TOKENS])
     fig.update_layout(height=320, margin=dict(t=30, b=10), title="Decode iteration vs batch size",
                       xaxis=dict(title="sequences in the batch", type="log"), yaxis_title="ms per iteration")
@@ -128,10 +128,9 @@ def cost_vs_load(data: dict, rental) -> None:
                f"explodes (see the Lab's curves).")
 
 
-def shapes_section(data: dict, server: Server, rental) -> None:
+def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
     """The same cards as 1 x TP-N, ..., N x TP-1 on this workload: the tensor- versus data-parallel trade."""
-    cards = server.tensor_parallel * int(data.get("fleet", {}).get("replicas", 1))
-    if "parent" in gpu_row(server.gpu):
+    if is_slice(server.gpu):
         st.caption("Slices have no link between them: only replicas of one slice.")
         return
     bar = st.progress(0.0, text="Simulating each shape...")
@@ -205,6 +204,6 @@ if rental is not None:
     st.metric("Fleet per month", cost_panel.money(rental.per_month, rental.currency))
     cost_vs_load(data, rental)
 st.subheader("Same cards, other shapes")
-shapes_section(data, server, rental)
+shapes_section(data, server, cards, rental)
 st.subheader("Cheapest rental that meets a target")
 cheapest_section(data)

@@ -5,17 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.config import Fleet, Server
-from engine.cost import (BILLING_MODES, CURRENCIES, DeploymentCost, deployment_cost, fleet_cards,
+from engine.cost import (BILLING_MODES, CURRENCIES, DeploymentCost, deployment_cost, fleet_cards, format_range,
                          offer_hosting_problem, offers_for, unit_costs)
 
 
 def money(values: tuple[float, float] | list, currency: str) -> str:
-    low, high = values
-    if low is None:
-        return "-"
-    digits = 2 if high < 100 else 0
-    text = f"{low:,.{digits}f}" if abs(high - low) < 1e-9 * max(1.0, high) else f"{low:,.{digits}f}-{high:,.{digits}f}"
-    return f"{text} {currency}"
+    text = format_range(values, 2 if values[0] is not None and values[1] < 100 else 0)
+    return text if text == "-" else f"{text} {currency}"
 
 
 def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | None:
