@@ -14,17 +14,21 @@ from pathlib import Path
 import pandas as pd
 
 from .calibration import badge
-from .config import keys_markdown, load_scenario, scenario_to_dict
-from .cost import (BILLING_MODES, CURRENCIES, deployment_cost, fleet_cards, format_range, offer_hosting_problem,
-                   offers_for, unit_costs)
+from .caps import caps_with, limits_fields
+from .config import Scenario, keys_markdown, load_scenario, scenario_to_dict
+from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, format_range,
+                   offer_hosting_problem, offers_for, unit_costs)
 from .errors import ScenarioError
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
-from .simulate import Result, simulate
+from .origin import Origin
+from .simulate import Result, simulate, stop_explanation
 from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from .steptime import decode_step_s_nb, prefill_s
 from .traces import TRACE_FORMATS, guess_trace_format
 
 EXIT_INVALID = 2
+EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,13 +70,16 @@ def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario TOML file (see data/scenarios/)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. --set policy.name=priority (repeatable)")
+    parser.add_argument("--limit", dest="limits", action="append", default=[], metavar="NAME=VALUE",
+                        help="raise a safety limit for this run, e.g. --limit requests_per_run=5000000 "
+                             f"(repeatable; names: {', '.join(limits_fields())})")
 
 
 def _offer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--offer", help="price the fleet with this offer of data/hardware/offers.csv")
     parser.add_argument("--billing", choices=BILLING_MODES, default=BILLING_MODES[0])
     parser.add_argument("--currency", choices=CURRENCIES, default="USD")
-    parser.add_argument("--cny-per-usd", type=float, default=7.1, help="exchange rate (your setting)")
+    parser.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -112,10 +119,8 @@ def format_table(result: Result) -> str:
                  f"{s['mean_batch_size']:.2f}, GPU busy {100 * s['gpu_busy_frac']:.1f}%, KV {kv}, "
                  f"{s['preemptions']:,} preemptions, offered load {s['offered_load']:.2f} (estimate)")
     if s["unstable"]:
-        why = {"drained": "offered load >= 1: the queue grows for as long as requests keep arriving",
-               "queue_bound": "stopped early: the waiting queue passed limits.max_waiting_requests",
-               "horizon": "stopped early: limits.max_drain_s after the last arrival passed"}[s["stop_reason"]]
-        lines.append(f"UNSTABLE: {why}; latencies describe a growing backlog")
+        lines.append(stop_explanation(s, result.scenario.origin.caps).replace("Unstable", "UNSTABLE", 1)
+                     .replace("Cut", "CUT", 1))
     lines.append(f"wall time {summary['run']['wall_s']:.2f} s")
     return "\n".join(lines)
 
@@ -147,8 +152,13 @@ def _cost_block(args: argparse.Namespace, scenario, summary: dict) -> dict | Non
             "per_month": list(cost.per_month), **{k: [low[k], high[k]] for k in low}}
 
 
+def _load(args: argparse.Namespace) -> Scenario:
+    """The scenario file with the --set, --seed and --trace overrides, within the (maybe raised) limits."""
+    return load_scenario(args.scenario, overrides=_overrides(args), origin=Origin(caps=caps_with(args.limits)))
+
+
 def _run(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    scenario = _load(args)
     result = simulate(scenario)
     cost = _cost_block(args, scenario, result.summary)
     if cost is not None:
@@ -173,10 +183,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _shapes(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    scenario = _load(args)
+    if args.cards is not None and args.cards < 1:
+        raise ScenarioError(f"--cards {args.cards} must be at least 1")
     cards = args.cards or scenario.server.tensor_parallel * scenario.fleet.replicas
     rental = _rental(args, scenario.server, cards, 1)
-    frame = fleet_shapes(scenario_to_dict(scenario), cards, rental, base_dir=scenario.base_dir)
+    frame = fleet_shapes(scenario_to_dict(scenario), cards, rental, origin=scenario.origin)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
         print(f"{cards} x {scenario.server.gpu}, {scenario.server.model} ({scenario.server.quant}); "
               f"router {scenario.fleet.router}; latencies in ms"
@@ -186,10 +198,13 @@ def _shapes(args: argparse.Namespace) -> int:
 
 
 def _size(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    scenario = _load(args)
+    scenario.origin.caps.check("replicas", "--max-replicas", args.max_replicas)
+    if args.max_replicas < 1:
+        raise ScenarioError(f"--max-replicas {args.max_replicas} must be at least 1")
     target = Target(args.target_class, args.metric, args.max_ms)
     frame = cheapest_fleets(scenario_to_dict(scenario), target, args.billing, args.currency, args.cny_per_usd,
-                            args.max_replicas, base_dir=scenario.base_dir)
+                            args.max_replicas, origin=scenario.origin)
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60,
                            "display.float_format", "{:,.2f}".format):
         print(f"cheapest fleet per offer with {target.cls} {target.metric} <= {target.limit_ms:g} ms on "
@@ -200,7 +215,7 @@ def _size(args: argparse.Namespace) -> int:
 
 
 def _hardware(args: argparse.Namespace) -> int:
-    server = load_scenario(args.scenario, overrides=_overrides(args)).server
+    server = _load(args).server
     if server.step_model != "roofline":
         raise ScenarioError("server.step_model must be roofline to describe hardware")
     parts = memory_breakdown_gib(server)
@@ -217,6 +232,7 @@ def _hardware(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every failure is one line on stderr: exit 2 for bad input, 1 for an internal error."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "keys":
@@ -229,3 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
         return EXIT_INVALID
+    except MemoryError:
+        print("error: out of memory; simulate fewer requests or lower the limits", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback; a bug to report
+        print(f"error: internal error ({type(exc).__name__}: {exc}); please report it with the command line",
+              file=sys.stderr)
+        return EXIT_INTERNAL

@@ -23,13 +23,19 @@ from typing import Any, Mapping, Optional
 
 import tomli_w
 
+from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
 from .errors import ScenarioError
+from .origin import Origin, excerpt, key_text
 
 _MISSING = dataclasses.MISSING
 
 
 def opt(default: Any = _MISSING, help: str = "", unit: str = "", **checks: Any) -> Any:
-    """A dataclass field with documentation and validation metadata."""
+    """A dataclass field with documentation and validation metadata.
+
+    ``checks``: ``ge``, ``gt``, ``le`` (fixed bounds), ``choices``, and ``cap``: the name of the safety limit
+    (``caps.Caps``) the value, or a text's or list's length, must not exceed.
+    """
     meta = {"help": help, "unit": unit, **checks}
     return field(default=default, metadata=meta)
 
@@ -42,13 +48,18 @@ class TokenDist:
     """Distribution of a token count (prompt or output length), always >= 1."""
 
     dist: str = opt(help="distribution family", choices=("constant", "uniform", "geometric", "lognormal"))
-    value: Optional[int] = opt(None, "the constant (dist = constant)", "tokens", ge=1)
-    low: Optional[int] = opt(None, "smallest value, inclusive (dist = uniform)", "tokens", ge=1)
-    high: Optional[int] = opt(None, "largest value, inclusive (dist = uniform)", "tokens", ge=1)
+    value: Optional[int] = opt(None, "the constant (dist = constant)", "tokens", ge=1, cap="tokens_per_request")
+    low: Optional[int] = opt(None, "smallest value, inclusive (dist = uniform)", "tokens", ge=1,
+                             cap="tokens_per_request")
+    high: Optional[int] = opt(None, "largest value, inclusive (dist = uniform)", "tokens", ge=1,
+                              cap="tokens_per_request")
     mean: Optional[float] = opt(None, "mean before truncation (dist = geometric on {1,2,...}, or lognormal)",
-                                "tokens", ge=1.0)
-    cv: Optional[float] = opt(None, "coefficient of variation std/mean (dist = lognormal)", "", ge=0.0)
-    max: Optional[int] = opt(None, "optional cap: larger draws are clipped to it (any dist)", "tokens", ge=1)
+                                "tokens", ge=1.0, cap="tokens_per_request")
+    cv: Optional[float] = opt(None, "coefficient of variation std/mean (dist = lognormal)", "", ge=0.0,
+                              cap="length_cv")
+    max: Optional[int] = opt(None, "optional cap: larger draws are clipped to it (any dist; draws are always "
+                                   "clipped to the limit tokens_per_request)", "tokens", ge=1,
+                             cap="tokens_per_request")
 
     _PARAMS = {
         "constant": ("value",),
@@ -84,7 +95,7 @@ class Arrival:
                        choices=("poisson", "gamma"))
     rate_per_s: float = opt(help="mean arrival rate over all classes", unit="req/s", gt=0.0)
     cv: Optional[float] = opt(None, "coefficient of variation of inter-arrival gaps (process = gamma; "
-                                    "1 = Poisson, > 1 burstier)", "", gt=0.0)
+                                    "1 = Poisson, > 1 burstier)", "", ge=0.01, cap="length_cv")
 
     def _check(self, path: str) -> None:
         if self.process == "gamma" and self.cv is None:
@@ -97,20 +108,21 @@ class Arrival:
 class Trace:
     """Replay of a recorded request trace instead of synthetic arrivals."""
 
-    path: str = opt(help="trace file; a relative path is taken from the scenario file's folder")
+    path: str = opt(help="trace file; a relative path is taken from the scenario file's folder (in the app: "
+                         "the name of a trace uploaded on the Workload page)", cap="path_chars")
     format: str = opt("csv", "csv: arrival_s,prompt_tokens,output_tokens[,class]; azure: Azure LLM "
                              "inference 2023 CSV; mooncake: Mooncake FAST'25 JSONL",
                       choices=("csv", "azure", "mooncake"))
-    rate_scale: float = opt(1.0, "speed-up factor: arrival times are divided by it", "", gt=0.0)
+    rate_scale: float = opt(1.0, "speed-up factor: arrival times are divided by it", "", ge=0.001, le=1000.0)
     jitter_ms: float = opt(0.0, "add a seeded uniform offset in [0, jitter_ms) to every arrival "
-                                "(spreads the quantised Mooncake timestamps)", "ms", ge=0.0)
+                                "(spreads the quantised Mooncake timestamps)", "ms", ge=0.0, le=3_600_000.0)
 
 
 @dataclass(frozen=True)
 class RequestClass:
     """One class of traffic (interactive chat, offline batch, a tenant tier...)."""
 
-    name: str = opt(help="class name, unique; trace rows may refer to it")
+    name: str = opt(help="class name, unique; trace rows may refer to it", cap="name_chars")
     share: float = opt(help="fraction of arrivals in this class; shares sum to 1", gt=0.0, le=1.0)
     priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0)
     tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0)
@@ -126,9 +138,11 @@ class RequestClass:
 class Workload:
     """What arrives: classes, lengths, arrival process or trace, and how many."""
 
-    classes: tuple[RequestClass, ...] = opt(help="request classes ([[workload.classes]] tables)")
-    num_requests: Optional[int] = opt(None, "stop generating after this many requests", "requests", ge=1)
-    duration_s: Optional[float] = opt(None, "stop generating arrivals after this time", "s", gt=0.0)
+    classes: tuple[RequestClass, ...] = opt(help="request classes ([[workload.classes]] tables)", cap="classes")
+    num_requests: Optional[int] = opt(None, "stop generating after this many requests", "requests", ge=1,
+                                      cap="requests_per_run")
+    duration_s: Optional[float] = opt(None, "stop generating arrivals after this time", "s", gt=0.0,
+                                      cap="simulated_s")
     arrival: Optional[Arrival] = opt(None, "synthetic arrival process (required without a trace)")
     trace: Optional[Trace] = opt(None, "replay a trace file instead of synthetic arrivals and lengths")
 
@@ -162,18 +176,21 @@ class Server:
 
     step_model: str = opt("fixed", "fixed: constant iteration time; roofline: from GPU and model tables",
                           choices=("fixed", "roofline"))
-    step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", gt=0.0)
-    max_batch_size: int = opt(256, "most sequences in one iteration", "sequences", ge=1)
+    step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", gt=0.0, le=60_000.0)
+    max_batch_size: int = opt(256, "most sequences in one iteration", "sequences", ge=1, cap="batch_size")
     max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); "
-                                        "longer prompts are prefilled in chunks", "tokens", ge=1)
-    min_batch_size: int = opt(1, "do not start an iteration with fewer ready requests ...", "requests", ge=1)
+                                        "longer prompts are prefilled in chunks", "tokens", ge=1,
+                                  cap="batched_tokens")
+    min_batch_size: int = opt(1, "do not start an iteration with fewer ready requests ...", "requests", ge=1,
+                              cap="batch_size")
     wait_timeout_ms: float = opt(0.0, "... unless the oldest ready request has waited this long", "ms", ge=0.0)
-    kv_capacity_tokens: int = opt(0, "KV-cache capacity (step_model = fixed; 0 = unlimited)", "tokens", ge=0)
-    block_size_tokens: int = opt(16, "KV-cache block (page) size", "tokens", ge=1)
+    kv_capacity_tokens: int = opt(0, "KV-cache capacity (step_model = fixed; 0 = unlimited)", "tokens", ge=0,
+                                  cap="kv_tokens")
+    block_size_tokens: int = opt(16, "KV-cache block (page) size", "tokens", ge=1, cap="tokens_per_request")
     kv_allocation: str = opt("paged", "paged: blocks allocated as a sequence grows; static: max_seq_len "
                                       "reserved per request on admission", choices=("paged", "static"))
     max_seq_len: int = opt(0, "longest prompt + output allowed (0 = no limit; required > 0 for static)",
-                           "tokens", ge=0)
+                           "tokens", ge=0, cap="tokens_per_request")
     gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)")
     model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)")
     quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)")
@@ -185,10 +202,10 @@ class Server:
     gpu_memory_utilization: float = opt(0.9, "share of GPU memory the server may use (roofline)", "",
                                         gt=0.0, le=1.0)
     activation_reserve_gib: Optional[float] = opt(None, "memory kept for activations (roofline; none = "
-                                                        "estimated from the token budget)", "GiB", ge=0.0)
+                                                        "estimated from the token budget)", "GiB", ge=0.0, le=1e6)
     host_link_gb_s: float = opt(25.0, "GPU-host bandwidth per direction for swapped KV (policy.preempt_mode = "
                                       "swap; PCIe Gen4 x16 peaks at 32); KV bytes per token come from "
-                                      "server.model", "GB/s", gt=0.0)
+                                      "server.model", "GB/s", ge=0.01)
 
     def _check(self, path: str) -> None:
         if self.max_batched_tokens < self.max_batch_size:
@@ -201,6 +218,9 @@ class Server:
         if self.kv_allocation == "static" and self.max_seq_len == 0:
             raise ScenarioError(f"{path}.max_seq_len must be > 0 with kv_allocation = 'static' "
                                 f"(it is the reservation per request)")
+
+
+WEIGHT_RANGE = (1e-6, 1e6)  # a class's fair-queuing weight (policy.weights)
 
 
 @dataclass(frozen=True)
@@ -243,8 +263,10 @@ class Policy:
         if self.weights is None:
             return
         for name, weight in self.weights.items():
-            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
-                raise ScenarioError(f"{path}.weights.{name} = {weight!r} must be a number > 0")
+            low, high = WEIGHT_RANGE
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not low <= weight <= high:
+                raise ScenarioError(f"{path}.weights.{key_text(name)} = {excerpt(weight)} must be a number from "
+                                    f"{low:g} to {high:,.0f}")
 
 
 @dataclass(frozen=True)
@@ -252,15 +274,15 @@ class Limits:
     """Bounds that stop an overloaded run instead of letting it grow without end."""
 
     max_waiting_requests: int = opt(20000, "stop the run when more requests than this wait at once "
-                                           "(the queue is not draining)", "requests", ge=1)
-    max_drain_s: float = opt(3600.0, "stop the run this long after the last arrival", "s", gt=0.0)
+                                           "(the queue is not draining)", "requests", ge=1, cap="waiting_requests")
+    max_drain_s: float = opt(3600.0, "stop the run this long after the last arrival", "s", gt=0.0, cap="drain_s")
 
 
 @dataclass(frozen=True)
 class Fleet:
     """Data-parallel replicas of the server behind one router, all on one clock."""
 
-    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs", "servers", ge=1, le=64)
+    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs", "servers", ge=1, cap="replicas")
     router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
                                      "holding the fewest prompt + predicted output tokens) or shortest-queue "
                                      "(the replica holding the fewest requests)",
@@ -272,13 +294,13 @@ class Scenario:
     """A whole what-if: workload, server, policy, seed."""
 
     workload: Workload = opt(help="[workload] table")
-    name: str = opt("scenario", "label shown in reports")
-    seed: int = opt(0, "seed of the single random generator (same seed, same result)", "", ge=0)
+    name: str = opt("scenario", "label shown in reports", cap="name_chars")
+    seed: int = opt(0, "seed of the single random generator (same seed, same result)", "", ge=0, le=2 ** 63 - 1)
     server: Server = opt(Server(), "[server] table")
     policy: Policy = opt(Policy(), "[policy] table")
     fleet: Fleet = opt(Fleet(), "[fleet] table")
     limits: Limits = opt(Limits(), "[limits] table")
-    base_dir: str = field(default=".", metadata={"internal": True})
+    origin: Origin = field(default=Origin(), metadata={"internal": True})
 
     def _check(self, path: str) -> None:
         weights = self.policy.weights
@@ -287,7 +309,7 @@ class Scenario:
         names = [c.name for c in self.workload.classes]
         unknown = sorted(set(weights) - set(names))
         if unknown:
-            raise ScenarioError(f"policy.weights.{unknown[0]} is not a class; classes are {', '.join(names)}")
+            raise ScenarioError(f"policy.weights.{key_text(unknown[0])} is not a class; classes are {', '.join(names)}")
         missing = [n for n in names if n not in weights]
         if missing:
             raise ScenarioError(f"policy.weights lacks class {missing[0]!r}; give a weight for every class")
@@ -313,41 +335,47 @@ def _type_name(tp: Any) -> str:
         tp, "a table")
 
 
-def _convert(value: Any, tp: Any, path: str) -> Any:
+def _convert(value: Any, tp: Any, path: str, caps: Caps) -> Any:
     tp, optional = unwrap_optional(tp)
     if value is None and optional:
         return None
     if _is_config(tp):
         if not isinstance(value, Mapping):
-            raise ScenarioError(f"{path} must be a table ({{key = value, ...}}), got {value!r}")
-        return _build(tp, value, path)
+            raise ScenarioError(f"{path} must be a table ({{key = value, ...}}), got {excerpt(value)}")
+        return _build(tp, value, path, caps)
     if typing.get_origin(tp) is tuple:
         item_tp = typing.get_args(tp)[0]
         if not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"{path} must be an array of tables ([[{path}]]), got {value!r}")
-        return tuple(_convert(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value))
+            raise ScenarioError(f"{path} must be an array of tables ([[{path}]]), got {excerpt(value)}")
+        return tuple(_convert(v, item_tp, f"{path}[{i}]", caps) for i, v in enumerate(value))
     if tp is dict:
         if not isinstance(value, Mapping):
-            raise ScenarioError(f"{path} must be a table {{name = number, ...}}, got {value!r}")
+            raise ScenarioError(f"{path} must be a table {{name = number, ...}}, got {excerpt(value)}")
         return dict(value)
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ScenarioError(f"{path} must be a finite number, got {value!r}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number):
+            raise ScenarioError(f"{path} must be a finite number, got {excerpt(value)}")
+        return number
     if tp is int and isinstance(value, float) and value.is_integer():
         return int(value)
     if tp in (int, bool, str) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
-    raise ScenarioError(f"{path} must be {_type_name(tp)}, got {value!r}")
+    raise ScenarioError(f"{path} must be {_type_name(tp)}, got {excerpt(value)}")
 
 
-def _check_field(value: Any, meta: Mapping[str, Any], path: str) -> None:
+def _check_field(value: Any, meta: Mapping[str, Any], path: str, caps: Caps) -> None:
     if value is None or isinstance(value, (tuple, bool, dict)) or dataclasses.is_dataclass(value):
         return
     unit = f" {meta['unit']}" if meta.get("unit") else ""
     if "choices" in meta and value not in meta["choices"]:
         allowed = ", ".join(repr(c) for c in meta["choices"])
-        raise ScenarioError(f"{path} = {value!r} is not allowed; choose one of {allowed}")
+        raise ScenarioError(f"{path} = {excerpt(value)} is not allowed; choose one of {allowed}")
+    if "cap" in meta:
+        caps.check(meta["cap"], path, value, unit)
     if "ge" in meta and value < meta["ge"]:
         raise ScenarioError(f"{path} = {value!r} must be >= {meta['ge']}{unit}")
     if "gt" in meta and value <= meta["gt"]:
@@ -360,11 +388,11 @@ def _public_fields(cls: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
 
 
-def _build(cls: type, data: Mapping[str, Any], path: str) -> Any:
+def _build(cls: type, data: Mapping[str, Any], path: str, caps: Caps) -> Any:
     fields = {f.name: f for f in _public_fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted((k for k in data if k not in fields), key=str)
     if unknown:
-        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        where = f"{path}.{key_text(unknown[0])}" if path else key_text(unknown[0])
         raise ScenarioError(f"{where} is not a known key; allowed here: {', '.join(fields)}")
     hints = typing.get_type_hints(cls)
     kwargs = {}
@@ -374,8 +402,11 @@ def _build(cls: type, data: Mapping[str, Any], path: str) -> Any:
             if f.default is _MISSING:
                 raise ScenarioError(f"{key_path} is required: {f.metadata['help']}")
             continue
-        value = _convert(data[name], hints[name], key_path)
-        _check_field(value, f.metadata, key_path)
+        raw = data[name]
+        if isinstance(raw, (list, tuple)) and "cap" in f.metadata:  # count before converting every entry
+            caps.check(f.metadata["cap"], key_path, raw)
+        value = _convert(raw, hints[name], key_path, caps)
+        _check_field(value, f.metadata, key_path, caps)
         kwargs[name] = value
     obj = cls(**kwargs)
     if hasattr(obj, "_check"):
@@ -392,6 +423,8 @@ def _parse_value(text: str) -> Any:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise ScenarioError(f"override value {excerpt(text)} is nested too deeply") from None
 
 
 def apply_overrides(data: dict, overrides: Mapping[str, Any] | list[str]) -> dict:
@@ -419,8 +452,11 @@ def apply_overrides(data: dict, overrides: Mapping[str, Any] | list[str]) -> dic
         last = parts[-1]
         if isinstance(node, list):
             node[_list_index(node, last, key)] = value
-        else:
+        elif isinstance(node, dict):
             node[last] = value
+        else:
+            raise ScenarioError(f"override {key}: {'.'.join(parts[:-1])} is {excerpt(node)}, not a table; "
+                                f"it has no key {last!r}")
     return data
 
 
@@ -437,20 +473,37 @@ def _descend(node: Any, part: str, path: str) -> Any:
     if isinstance(node, list):
         return node[_list_index(node, part, path)]
     if not isinstance(node, dict):
-        raise ScenarioError(f"override {path}: {node!r} is not a table")
+        raise ScenarioError(f"override {path}: {excerpt(node)} is not a table")
     return node.setdefault(part, {})
 
 
-def read_toml(path: str | Path) -> dict:
-    """Parse a scenario TOML file, turning syntax errors into ``ScenarioError``."""
+def parse_toml(content: bytes, name: str, caps: Caps = DEFAULT_CAPS) -> dict:
+    """The table in scenario TOML ``content`` (named ``name`` in errors); ``ScenarioError`` when it is too
+    large, not UTF-8 text, not valid TOML or nested too deeply."""
+    caps.check("scenario_bytes", name, content)
+    try:
+        return tomllib.loads(content.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{name} is not a text file (byte {exc.start} is not UTF-8); a scenario is TOML "
+                            f"text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{name} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{name} is nested too deeply to be a scenario") from None
+
+
+def read_toml(path: str | Path, caps: Caps = DEFAULT_CAPS) -> dict:
+    """Parse a scenario TOML file (at most ``caps.scenario_bytes`` read), turning every problem into
+    ``ScenarioError``."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            content = fh.read(caps.scenario_bytes + 1)
     except FileNotFoundError:
         raise ScenarioError(f"scenario file {str(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"scenario file {str(path)!r} is not valid TOML: {exc}") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"scenario file {str(path)!r} is a folder; give a .toml file") from None
+    return parse_toml(content, f"scenario file {str(path)!r}", caps)
 
 
 def to_toml(data: Mapping[str, Any]) -> str:
@@ -467,19 +520,26 @@ def to_toml(data: Mapping[str, Any]) -> str:
 
 
 def load_scenario(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | list[str] | None = None,
-                  base_dir: str | Path = ".") -> Scenario:
+                  origin: Origin = Origin()) -> Scenario:
     """Load and validate a scenario from a TOML path or a dict, with optional dotted overrides.
 
-    Relative trace paths are taken from the TOML file's folder, or from ``base_dir`` for a dict.
+    ``origin`` says what the scenario may touch (``origin.Origin``: trace files by path or only the app's
+    stored traces by name) and within which limits. Relative trace paths are taken from the TOML file's
+    folder, or from ``origin.trace_dir`` for a dict. A stored trace's name is checked here, before any file
+    is opened.
     """
     if isinstance(source, Mapping):
-        data, base_dir = dict(source), str(base_dir)
+        data = dict(source)
     else:
-        data, base_dir = read_toml(source), str(Path(source).resolve().parent)
+        data = read_toml(source, origin.caps)
+        if not origin.trace_names_only:
+            origin = dataclasses.replace(origin, trace_dir=str(Path(source).resolve().parent))
     if overrides:
         data = apply_overrides(data, overrides)
-    scenario = _build(Scenario, data, "")
-    return dataclasses.replace(scenario, base_dir=base_dir)
+    scenario = dataclasses.replace(_build(Scenario, data, "", origin.caps), origin=origin)
+    if scenario.workload.trace is not None and origin.trace_names_only:
+        origin.trace_file(scenario.workload.trace.path)
+    return scenario
 
 
 def scenario_to_dict(scenario: Scenario) -> dict:
@@ -496,8 +556,15 @@ def scenario_to_dict(scenario: Scenario) -> dict:
     return strip(scenario)
 
 
+def _limit_text(meta: Mapping[str, Any]) -> str:
+    """The bound a key is checked against, for the reference: a fixed range end or a safety limit."""
+    if "cap" in meta:
+        return f"<= {number_text(getattr(DEFAULT_CAPS, meta['cap']))} (`{meta['cap']}`)"
+    return f"<= {number_text(meta['le'])}" if "le" in meta else ""
+
+
 def keys_reference() -> list[dict[str, str]]:
-    """Every scenario key with its type, unit, default and help, in file order (for docs)."""
+    """Every scenario key with its type, unit, default, limit and help, in file order (for docs)."""
     rows: list[dict[str, str]] = []
 
     def walk(cls: type, prefix: str) -> None:
@@ -519,15 +586,19 @@ def keys_reference() -> list[dict[str, str]]:
             help_text = f.metadata["help"]
             if "choices" in f.metadata:
                 help_text += " (" + " \\| ".join(str(c) for c in f.metadata["choices"]) + ")"
-            rows.append({"key": key, "unit": f.metadata.get("unit", ""), "default": default, "help": help_text})
+            rows.append({"key": key, "unit": f.metadata.get("unit", ""), "default": default,
+                         "limit": _limit_text(f.metadata), "help": help_text})
 
     walk(Scenario, "")
     return rows
 
 
 def keys_markdown() -> str:
-    """The keys reference as a Markdown table (the README section is generated from it)."""
-    lines = ["| key | unit | default | meaning |", "|---|---|---|---|"]
+    """The keys reference as a Markdown table, then the safety limits (the README sections are generated from
+    them)."""
+    lines = ["| key | unit | default | limit | meaning |", "|---|---|---|---|---|"]
     for row in keys_reference():
-        lines.append(f"| `{row['key']}` | {row['unit']} | {row['default']} | {row['help']} |")
-    return "\n".join(lines) + "\n"
+        lines.append(f"| `{row['key']}` | {row['unit']} | {row['default']} | {row['limit']} | {row['help']} |")
+    limits = "Safety limits (`engine/caps.py`): a value beyond one is an error naming the field, the value and " \
+             "the limit; the command line may raise one with `--limit NAME=VALUE`, links and uploads never can.\n\n"
+    return "\n".join(lines) + "\n\n" + limits + caps_markdown()

@@ -19,6 +19,8 @@ from .hardware import is_slice, load_table
 HOURS_PER_MONTH = 730.0
 BILLING_MODES = ("pay as you go", "annual prepay")
 CURRENCIES = ("CNY", "USD")
+CNY_PER_USD_DEFAULT = 7.1
+CNY_PER_USD_RANGE = (1.0, 20.0)  # the exchange rates the app and the command line accept
 
 
 def offers_for(gpu: str) -> pd.DataFrame:
@@ -78,6 +80,9 @@ def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per
         raise ScenarioError(f"offer {offer!r} is not in data/hardware/offers.csv")
     if billing not in BILLING_MODES:
         raise ScenarioError(f"billing {billing!r} is not one of {', '.join(BILLING_MODES)}")
+    low, high = CNY_PER_USD_RANGE
+    if not low <= cny_per_usd <= high:  # also refuses NaN
+        raise ScenarioError(f"exchange rate cny_per_usd = {cny_per_usd!r} must be a number from {low:g} to {high:g}")
     row = offers.loc[offer]
     units = math.ceil(cards / float(row["gpus_per_unit"]) - 1e-9)
     hours = HOURS_PER_MONTH if row["period"] == "month" else 1.0

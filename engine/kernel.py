@@ -53,8 +53,8 @@ from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOM
                        policy_key_nb, policy_on_arrival_nb)
 from .steptime import step_time_s_nb
 
-# Why a run stopped.
-DRAINED, QUEUE_BOUND, HORIZON = 0, 1, 2
+# Why a run stopped (PAUSED: ``run_nb`` used its events for this call; call it again to go on).
+DRAINED, QUEUE_BOUND, HORIZON, WALL_CLOCK, PAUSED = 0, 1, 2, 3, 4
 
 # Routers.
 ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE = 0, 1, 2
@@ -74,9 +74,9 @@ IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 (S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_PREEMPTIONS,
  S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED) = range(10)
 N_STATS = 10
-# Outcome of the whole run.
-O_END_S, O_STOP_REASON = range(2)
-N_OUTCOME = 2
+# Outcome of the whole run, and where a paused run goes on: the next arrival to route.
+O_END_S, O_STOP_REASON, O_NEXT_ARRIVAL = range(3)
+N_OUTCOME = 3
 
 # Seconds accumulated during one iteration: preemption transfers and pauses that lengthen it, and
 # the part of them (plus recomputed prefill) that is wasted work.
@@ -147,6 +147,15 @@ def _leave_nb(ints, fl, classes, cnt, r, state, t):
     classes[ints[r, I_CLASS], K_ACTIVE] -= 1
 
 
+@njit(cache=True, inline="always")
+def _append_nb(items, cnt, column, r):
+    """Append ``r`` to the list ``items[:cnt[column]]``; the list is sized by ``waiting_capacity``."""
+    if cnt[column] >= items.shape[0]:
+        raise RuntimeError("internal error: a request list is full")
+    items[cnt[column]] = r
+    cnt[column] += 1
+
+
 @njit(cache=True)
 def _preempt_nb(srv, ints, waiting, cnt, acc, r, mode):
     """Take ``r`` out of the batch into the waiting queue.
@@ -168,8 +177,7 @@ def _preempt_nb(srv, ints, waiting, cnt, acc, r, mode):
     ints[r, I_STATE] = WAITING
     ints[r, I_PREEMPTIONS] += 1
     cnt[C_PREEMPTIONS] += 1
-    waiting[cnt[C_WAITING]] = r
-    cnt[C_WAITING] += 1
+    _append_nb(waiting, cnt, C_WAITING, r)
 
 
 @njit(cache=True)
@@ -279,8 +287,7 @@ def _arrive_nb(ints, classes, waiting, cnt, r):
     """Request ``r`` joins this replica's waiting queue."""
     policy_on_arrival_nb(classes, ints[r, I_CLASS])
     ints[r, I_STATE] = WAITING
-    waiting[cnt[C_WAITING]] = r
-    cnt[C_WAITING] += 1
+    _append_nb(waiting, cnt, C_WAITING, r)
 
 
 @njit(cache=True, inline="always")
@@ -523,12 +530,31 @@ def _halve_series_nb(series):
 # --------------------------------------------------------------------------- the loop
 
 
-def work_arrays(n_requests: int, max_batch_size: int, replicas: int) -> tuple:
+def waiting_capacity(n_requests: int, max_waiting_requests: int, max_batch_size: int) -> int:
+    """Length of one replica's waiting list. The fleet stops once more than ``max_waiting_requests`` wait
+    (checked at every arrival and decision), and one decision moves at most ``max_batch_size`` running
+    requests back to waiting, so no list ever holds more than their sum plus the arrival being checked."""
+    return min(n_requests, max_waiting_requests + max_batch_size + 1)
+
+
+def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int, replicas: int) -> tuple:
     """Scratch arrays of ``run_nb``, one row per replica: waiting, running and batch lists, counters,
-    clock, per-iteration sums."""
-    return (np.empty((replicas, n_requests), np.int64), np.empty((replicas, max_batch_size), np.int64),
-            np.empty((replicas, max_batch_size), np.int64), np.zeros((replicas, N_COUNTERS), np.int64),
-            np.zeros((replicas, N_CLOCK)), np.zeros((replicas, 2)))
+    clock, per-iteration sums; set to the state before the first event."""
+    waiting = np.empty((replicas, waiting_capacity(n_requests, max_waiting_requests, max_batch_size)), np.int64)
+    clock = np.zeros((replicas, N_CLOCK))
+    clock[:, CK_NEXT_S] = np.inf
+    clock[:, CK_MODE] = IDLE
+    return (waiting, np.empty((replicas, max_batch_size), np.int64), np.empty((replicas, max_batch_size), np.int64),
+            np.zeros((replicas, N_COUNTERS), np.int64), clock, np.zeros((replicas, 2)))
+
+
+def start_outputs(replicas: int) -> tuple[np.ndarray, np.ndarray]:
+    """The statistics rows and the outcome of ``run_nb`` before the first event."""
+    stats = np.zeros((replicas, N_STATS))
+    stats[:, S_SERIES_STRIDE] = 1.0
+    outcome = np.zeros(N_OUTCOME)
+    outcome[O_STOP_REASON] = PAUSED
+    return stats, outcome
 
 
 @njit(cache=True, inline="always")
@@ -600,28 +626,24 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
 
 # Compiled without reference counting (``_nrt=False``): the loop allocates nothing (its scratch arrays
 # come from ``work_arrays``), and every array it touches outlives the call, so the counting Numba would
-# otherwise do around each inlined helper is pure overhead (about a third of the run time).
-@njit(cache=True, _nrt=False)
+# otherwise do around each inlined helper is pure overhead (about a third of the run time). ``nogil``:
+# while one run is in the loop, other threads (other sessions of the app) keep the interpreter.
+@njit(cache=True, _nrt=False, nogil=True)
 def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome, waiting, running, batch, cnt,
-           clock, acc):
-    """Simulate the fleet until drained or a limit; fills ``ints``/``fl``, and per replica (first axis of
-    ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated) and statistics."""
+           clock, acc, max_events):
+    """Simulate the fleet for at most ``max_events`` events (arrivals and replica decisions), from where
+    ``outcome`` says the last call stopped; fills ``ints``/``fl``, and per replica (first axis of
+    ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated) and statistics.
+
+    ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the events ran out (call again to go on), else why the
+    run ended. Start from ``work_arrays`` and ``start_outputs``.
+    """
     n = ints.shape[0]
     replicas = cnt.shape[0]
-    for k in range(replicas):
-        for i in range(N_COUNTERS):
-            cnt[k, i] = 0
-        for i in range(N_STATS):
-            stats[k, i] = 0.0
-        stats[k, S_SERIES_STRIDE] = 1.0
-        clock[k, CK_NEXT_S] = np.inf
-        clock[k, CK_MODE] = IDLE
-        acc[k, A_EXTRA_S] = 0.0
-        acc[k, A_WASTE_S] = 0.0
-    next_arrival = 0
-    t = 0.0
-    stop = DRAINED
-    while True:
+    next_arrival = np.int64(outcome[O_NEXT_ARRIVAL])
+    t = outcome[O_END_S]
+    stop = PAUSED
+    for _ in range(max_events):
         k = -1
         t_decide = np.inf
         for j in range(replicas):
@@ -637,17 +659,27 @@ def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome,
             _arrive_nb(ints, classes[j], waiting[j], cnt[j], r)
             if clock[j, CK_MODE] != BUSY:
                 clock[j, CK_NEXT_S] = min(clock[j, CK_NEXT_S], fl[r, F_ARRIVAL])
+            queued = 0
+            for i in range(replicas):
+                queued += cnt[i, C_WAITING]
+            if queued > srv[SV_MAX_WAITING_REQUESTS]:
+                t = max(t, fl[r, F_ARRIVAL])
+                stop = QUEUE_BOUND
+                break
             continue
         if k < 0:
+            stop = DRAINED
             break
         t = t_decide
         queued_elsewhere = 0
         for j in range(replicas):
             if j != k:
                 queued_elsewhere += cnt[j, C_WAITING]
-        stop = _decide_nb(srv, step, policy, classes[k], ints, fl, series[k], stats[k], waiting[k], running[k],
-                          batch[k], cnt[k], clock[k], acc[k], t, queued_elsewhere)
-        if stop != DRAINED:
+        reason = _decide_nb(srv, step, policy, classes[k], ints, fl, series[k], stats[k], waiting[k], running[k],
+                            batch[k], cnt[k], clock[k], acc[k], t, queued_elsewhere)
+        if reason != DRAINED:
+            stop = reason
             break
     outcome[O_END_S] = t
     outcome[O_STOP_REASON] = stop
+    outcome[O_NEXT_ARRIVAL] = next_arrival

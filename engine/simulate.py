@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from . import kernel
+from .caps import Caps
 from .config import Scenario
 from .errors import ScenarioError
 from .hardware import Efficiency, RooflineProfile, kv_capacity_tokens, roofline_profile, roofline_step_params
@@ -27,8 +29,11 @@ from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
 SERIES_MAX_ROWS = 65536  # time-series rows kept over all replicas; longer runs keep every 2^k-th iteration
-SERIES_MIN_ROWS = 4096   # per replica, however many there are
-STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon"}
+SERIES_MIN_ROWS = 1024   # per replica, however many there are
+STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon",
+                kernel.WALL_CLOCK: "wall_clock"}
+SLICE_S = 0.05            # wall time of one call of the compiled loop, between checks of the budget
+FIRST_SLICE_EVENTS = 4096
 
 
 @dataclass(frozen=True)
@@ -138,9 +143,46 @@ def _replica_stats(frame: pd.DataFrame, stats: np.ndarray, sim_time_s: float, re
             for k in range(replicas)]
 
 
-def simulate(scenario: Scenario, efficiency: Efficiency | None = None) -> Result:
-    """Run one scenario; same scenario and seed give the same result, bit for bit. ``efficiency``
-    replaces the GPU family's calibrated one (the calibration fit tries candidates this way)."""
+def stop_explanation(system: dict, caps: Caps) -> str:
+    """One line on why a run's results describe an unstable or incomplete run (``system`` of the summary)."""
+    reason = system["stop_reason"]
+    if reason == "wall_clock":
+        return (f"Cut: the run reached its wall-clock limit of {caps.wall_clock_s:g} s (wall_clock_s) at "
+                f"{system['sim_time_s']:,.1f} s of simulated time; the results cover the requests until then")
+    why = {"queue_bound": "more requests waited than limits.max_waiting_requests and the run stopped early",
+           "horizon": "limits.max_drain_s passed after the last arrival and the run stopped early"}.get(
+        reason, f"offered load {system['offered_load']:.2f} (an estimate) is 1 or more: the queue grows for as "
+                f"long as requests keep arriving")
+    return f"Unstable: {why}; latencies describe a growing backlog"
+
+
+def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: float,
+                progress: Callable[[float], None] | None) -> None:
+    """Call the compiled loop in slices of about ``SLICE_S`` of wall time until the run ends or has used
+    ``budget_s`` (then its stop reason is ``WALL_CLOCK``). Between slices ``progress`` hears the share of
+    requests that have arrived; the loop releases the interpreter, so other threads run meanwhile."""
+    started = time.perf_counter()
+    events = FIRST_SLICE_EVENTS
+    while True:
+        slice_started = time.perf_counter()
+        kernel.run_nb(*args, events)
+        if outcome[kernel.O_STOP_REASON] != kernel.PAUSED:
+            return
+        now = time.perf_counter()
+        if now - started >= budget_s:
+            outcome[kernel.O_STOP_REASON] = kernel.WALL_CLOCK
+            return
+        if progress is not None:
+            progress(outcome[kernel.O_NEXT_ARRIVAL] / n_requests)
+        events = int(min(max(events * SLICE_S / max(now - slice_started, 1e-4), 256), 1 << 24))
+
+
+def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
+             progress: Callable[[float], None] | None = None) -> Result:
+    """Run one scenario; same scenario and seed give the same result, bit for bit, unless the run reaches
+    the wall-clock limit (``scenario.origin.caps.wall_clock_s``): then it stops there and its stop reason
+    is ``wall_clock``. ``efficiency`` replaces the GPU family's calibrated one (the calibration fit tries
+    candidates this way); ``progress`` is called now and then with the share of requests arrived so far."""
     started = time.perf_counter()
     requests = build_requests(scenario)
     if len(requests) == 0:
@@ -164,12 +206,12 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None) -> Result
         + [f"waiting_{c.name}" for c in scenario.workload.classes]
     replicas = scenario.fleet.replicas
     series = np.zeros((replicas, max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas), len(columns)))
-    stats = np.zeros((replicas, kernel.N_STATS))
-    outcome = np.zeros(kernel.N_OUTCOME)
+    stats, outcome = kernel.start_outputs(replicas)
     policy, class_params = policy_inputs(scenario)
     replica_classes = np.repeat(class_params[np.newaxis], replicas, axis=0)
-    kernel.run_nb(srv, step, policy, kernel.ROUTERS[scenario.fleet.router], replica_classes, ints, floats, series,
-                  stats, outcome, *kernel.work_arrays(len(requests), server.max_batch_size, replicas))
+    scratch = kernel.work_arrays(len(requests), scenario.limits.max_waiting_requests, server.max_batch_size, replicas)
+    _run_sliced((srv, step, policy, kernel.ROUTERS[scenario.fleet.router], replica_classes, ints, floats, series,
+                 stats, outcome, *scratch), outcome, len(requests), scenario.origin.caps.wall_clock_s, progress)
 
     sim_time_s = float(outcome[kernel.O_END_S])
     frame = request_records(scenario, ints, floats)

@@ -13,6 +13,7 @@ from .config import apply_overrides, load_scenario
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
 from .errors import ScenarioError
 from .hardware import TP_DEGREES, calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
+from .origin import Origin
 from .sweep import run_summary
 
 
@@ -21,7 +22,7 @@ def shapes(cards: int) -> list[tuple[int, int]]:
     return [(tp, cards // tp) for tp in TP_DEGREES if cards % tp == 0]
 
 
-def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None, base_dir: str = ".",
+def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None, origin: Origin = Origin(),
                  run: Callable[[dict], dict] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """One row per shape of ``cards`` cards: overall latency, throughput, utilisation and (with ``rental``,
@@ -32,7 +33,7 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
     if is_slice(gpu):
         raise ScenarioError(f"server.gpu = {gpu!r} is a slice: slices cannot be split over cards; compare "
                             f"fleet.replicas instead")
-    run = run or (lambda d: run_summary(d, base_dir))
+    run = run or (lambda d: run_summary(d, origin))
     rows = []
     pairs = shapes(cards)
     for i, (tp, replicas) in enumerate(pairs):
@@ -61,11 +62,11 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
     return pd.DataFrame(rows)
 
 
-def smallest_tensor_parallel(data: dict, base_dir: str = ".") -> int | None:
+def smallest_tensor_parallel(data: dict, origin: Origin = Origin()) -> int | None:
     """The smallest tensor-parallel degree at which the scenario's model fits its GPU (None if none does,
     or the GPU cannot run its weight format)."""
     try:
-        return smallest_fitting_tensor_parallel(load_scenario(data, base_dir=base_dir).server)
+        return smallest_fitting_tensor_parallel(load_scenario(data, origin=origin).server)
     except ScenarioError:
         return None
 
@@ -127,19 +128,19 @@ def fewest_replicas(data: dict, target: Target, max_replicas: int, run: Callable
 
 
 def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny_per_usd: float,
-                    max_replicas: int = 16, base_dir: str = ".", run: Callable[[dict], dict] | None = None,
+                    max_replicas: int = 16, origin: Origin = Origin(), run: Callable[[dict], dict] | None = None,
                     progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """Every rental offer priced for the smallest fleet of its GPU that meets ``target`` on the scenario's
     workload and policy: the model at its smallest fitting tensor-parallel degree, the fewest replicas
     that meet the target. One row per offer, cheapest first (low end of the monthly price); GPUs
     whose model does not fit or that miss the target with ``max_replicas`` say so in ``note``."""
-    run = run or (lambda d: run_summary(d, base_dir))
+    run = run or (lambda d: run_summary(d, origin))
     offers = load_table("offers")
     gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names()]
     fleets = {}
     for i, gpu in enumerate(gpus):
         variant = apply_overrides(data, {"server.step_model": "roofline", "server.gpu": gpu})
-        tp = smallest_tensor_parallel(variant, base_dir)
+        tp = smallest_tensor_parallel(variant, origin)
         if tp is None:
             fleets[gpu] = {"note": "the model does not fit on one slice (slices cannot be combined)"
                            if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"}

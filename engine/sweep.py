@@ -13,12 +13,13 @@ import pandas as pd
 
 from .config import apply_overrides, load_scenario
 from .metrics import flat_metrics
+from .origin import Origin
 from .policies import POLICIES
 from .simulate import simulate
 
 
-def run_summary(data: dict, base_dir: str = ".") -> dict:
-    return simulate(load_scenario(data, base_dir=base_dir)).summary
+def run_summary(data: dict, origin: Origin = Origin()) -> dict:
+    return simulate(load_scenario(data, origin=origin)).summary
 
 
 def tagged_metrics(summary: dict, **tags) -> pd.DataFrame:
@@ -33,10 +34,10 @@ def tagged_metrics(summary: dict, **tags) -> pd.DataFrame:
     return frame
 
 
-def compare_policies(data: dict, base_dir: str = ".", policies: Optional[list[str]] = None) -> pd.DataFrame:
+def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[list[str]] = None) -> pd.DataFrame:
     """Flat metrics of every policy (default: all registered) on the same arrivals, one row per class."""
     frames = []
     for name in policies or list(POLICIES):
-        summary = run_summary(apply_overrides(data, {"policy.name": name}), base_dir)
+        summary = run_summary(apply_overrides(data, {"policy.name": name}), origin)
         frames.append(tagged_metrics(summary, policy=name))
     return pd.concat(frames, ignore_index=True)

@@ -7,28 +7,42 @@ first request, prompt and output token counts, optional class names):
 - ``azure``: Azure LLM inference 2023 CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``;
 - ``mooncake``: Mooncake FAST'25 JSONL with ``timestamp`` (ms), ``input_length``, ``output_length``.
 
-A malformed row raises ``TraceError`` naming the file, the line and the field.
-Rows are stably sorted by arrival time; nothing else is changed.
+A trace is read in file order, incrementally, and reading stops at the cut: ``max_rows`` rows (the
+scenario's ``num_requests``), or the limit of requests per run, beyond which a trace without a cut is
+an error. At most ``caps.trace_bytes`` bytes are read; token counts above the limit of tokens per
+request are errors. A malformed row raises ``TraceError`` naming the file, the line and the field,
+with at most a short, printable excerpt of what the line holds. Rows are then stably sorted by
+arrival time; nothing else is changed.
+
+Reading a file again is served from a small cache keyed by the file's path, size and modification
+time (the app replays one trace under every policy and load).
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import BinaryIO, Optional
 
 import numpy as np
 import pandas as pd
 
+from .caps import DEFAULT_CAPS, Caps
 from .errors import TraceError
+from .origin import excerpt
 
 TRACE_FORMATS = ("csv", "azure", "mooncake")
+MAX_LINE_BYTES = 1024 * 1024  # a JSONL line longer than this is not a request record
+_TRACE_CACHE_ENTRIES = 4
 
 
 @dataclass(frozen=True)
 class TraceRows:
-    """One trace, sorted by arrival; ``class_names`` is None when the file has no class column."""
+    """One trace, sorted by arrival; ``class_names`` is None when the file has no class column.
+    The arrays are read-only (a read may be shared through the cache)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
@@ -36,42 +50,81 @@ class TraceRows:
     class_names: Optional[np.ndarray]
 
 
-def _numeric_column(frame: pd.DataFrame, column: str, path: Path, first_line: int, integer: bool) -> np.ndarray:
+class _CappedReader(io.RawIOBase):
+    """A binary stream that raises ``TraceError`` once more than ``limit`` bytes have been read."""
+
+    def __init__(self, stream: BinaryIO, limit: int, name: str):
+        super().__init__()
+        self._stream, self._limit, self._name, self.consumed = stream, limit, name, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self._stream.readinto(buffer)
+        self.consumed += count or 0
+        if self.consumed > self._limit:
+            raise TraceError(f"{self._name}: more than {self._limit:,} bytes read before the requests cut, the "
+                             f"limit trace_bytes; cut the file or set workload.num_requests")
+        return count
+
+
+@dataclass(frozen=True)
+class _Read:
+    """How one read is bounded: the display name, at most ``rows`` rows kept, and the caps."""
+
+    name: str
+    rows: int
+    cut: bool  # True when ``rows`` is the scenario's cut, False when it is the limit per run
+    caps: Caps
+
+    def row_limit(self, read_rows: int) -> None:
+        """Raise when the file has more rows than the limit and no cut was asked for."""
+        if not self.cut and read_rows > self.rows:
+            raise TraceError(f"{self.name}: more than {self.rows:,} requests, the limit requests_per_run; set "
+                             f"workload.num_requests to replay the first rows")
+
+
+def _numeric_column(frame: pd.DataFrame, column: str, read: _Read, integer: bool) -> np.ndarray:
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values)
     if integer:
-        bad |= (values < 1) | (values != np.floor(values))
+        bad |= (values < 1) | (values != np.floor(values)) | (values > read.caps.tokens_per_request)
     else:
         bad |= values < 0
     if bad.any():
         row = int(np.argmax(bad))
-        want = "an integer >= 1" if integer else "a number >= 0"
-        raise TraceError(f"{path}: line {row + first_line}: {column} = {frame[column].iloc[row]!r} must be {want}")
+        want = f"an integer from 1 to {read.caps.tokens_per_request:,} (the limit tokens_per_request)" if integer \
+            else "a number >= 0"
+        raise TraceError(f"{read.name}: line {row + 2}: {column} = {excerpt(frame[column].iloc[row])} must be {want}")
     return values.astype(np.int64) if integer else values
 
 
-def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+def _read_csv(stream: BinaryIO, columns: tuple[str, ...], read: _Read) -> pd.DataFrame:
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        frame = pd.read_csv(stream, dtype=str, keep_default_na=False, skipinitialspace=True, nrows=read.rows + 1,
+                            encoding="utf-8")
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         detail = str(exc).strip().splitlines()[0]
-        raise TraceError(f"{path}: not a readable CSV file ({detail})") from None
+        raise TraceError(f"{read.name}: not a readable CSV file ({excerpt(detail, 120)})") from None
     except pd.errors.EmptyDataError:
-        raise TraceError(f"{path}: the file is empty; expected a header {','.join(columns)}") from None
+        raise TraceError(f"{read.name}: the file is empty; expected a header {','.join(columns)}") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise TraceError(f"{path}: missing column {missing[0]!r}; the header must contain {','.join(columns)} "
-                         f"(found {','.join(map(str, frame.columns))})")
+        found = ",".join(map(str, frame.columns))
+        raise TraceError(f"{read.name}: missing column {missing[0]!r}; the header must contain {','.join(columns)} "
+                         f"(found {excerpt(found, 60)})")
     if frame.empty:
-        raise TraceError(f"{path}: the trace has a header but no rows")
-    return frame
+        raise TraceError(f"{read.name}: the trace has a header but no rows")
+    read.row_limit(len(frame))
+    return frame.iloc[: read.rows]
 
 
-def _read_own_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
-    frame = _read_csv(path, ("arrival_s", "prompt_tokens", "output_tokens"))
-    arrival_s = _numeric_column(frame, "arrival_s", path, 2, integer=False)
-    prompt = _numeric_column(frame, "prompt_tokens", path, 2, integer=True)
-    output = _numeric_column(frame, "output_tokens", path, 2, integer=True)
+def _read_own_csv(stream: BinaryIO, read: _Read) -> tuple:
+    frame = _read_csv(stream, ("arrival_s", "prompt_tokens", "output_tokens"), read)
+    arrival_s = _numeric_column(frame, "arrival_s", read, integer=False)
+    prompt = _numeric_column(frame, "prompt_tokens", read, integer=True)
+    output = _numeric_column(frame, "output_tokens", read, integer=True)
     classes = None
     if "class" in frame.columns:
         classes = frame["class"].str.strip().to_numpy(dtype=object)
@@ -79,44 +132,67 @@ def _read_own_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optio
     return arrival_s, prompt, output, classes
 
 
-def _read_azure(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
-    frame = _read_csv(path, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
-    stamps = pd.to_datetime(frame["TIMESTAMP"], format="ISO8601", errors="coerce")
+def _read_azure(stream: BinaryIO, read: _Read) -> tuple:
+    frame = _read_csv(stream, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"), read)
+    # utc=True: stamps with different UTC offsets become one time line (naive stamps are taken as UTC).
+    stamps = pd.to_datetime(frame["TIMESTAMP"], format="ISO8601", errors="coerce", utc=True)
     if stamps.isna().any():
         row = int(np.argmax(stamps.isna().to_numpy()))
-        raise TraceError(f"{path}: line {row + 2}: TIMESTAMP = {frame['TIMESTAMP'].iloc[row]!r} is not a date-time "
-                         f"like '2023-11-16 18:17:03.9799600'")
-    ns = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        raise TraceError(f"{read.name}: line {row + 2}: TIMESTAMP = {excerpt(frame['TIMESTAMP'].iloc[row])} is not "
+                         f"a date-time like '2023-11-16 18:17:03.9799600'")
+    ns = stamps.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]").astype(np.int64)
     arrival_s = (ns - ns.min()) / 1e9
-    prompt = _numeric_column(frame, "ContextTokens", path, 2, integer=True)
-    output = _numeric_column(frame, "GeneratedTokens", path, 2, integer=True)
+    prompt = _numeric_column(frame, "ContextTokens", read, integer=True)
+    output = _numeric_column(frame, "GeneratedTokens", read, integer=True)
     return arrival_s, prompt, output, None
 
 
-def _read_mooncake(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+def _mooncake_record(line: bytes, line_no: int, read: _Read) -> tuple[float, int, int]:
+    where = f"{read.name}: line {line_no}"
+    try:
+        record = json.loads(line)
+        values = (float(record["timestamp"]), record["input_length"], record["output_length"])
+    except UnicodeDecodeError:
+        raise TraceError(f"{where}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise TraceError(f"{where}: nested too deeply to be a request record") from None
+    except KeyError as exc:
+        raise TraceError(f"{where}: missing field {excerpt(exc.args[0])} "
+                         f"(needs timestamp, input_length, output_length)") from None
+    except (TypeError, ValueError, OverflowError):
+        raise TraceError(f"{where}: timestamp must be a number of milliseconds (or the line is not a record)") \
+            from None
+    for name, value in zip(("input_length", "output_length"), values[1:]):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= read.caps.tokens_per_request:
+            raise TraceError(f"{where}: {name} = {excerpt(value)} must be an integer from 1 to "
+                             f"{read.caps.tokens_per_request:,} (the limit tokens_per_request)")
+    if not np.isfinite(values[0]) or values[0] < 0:
+        raise TraceError(f"{where}: timestamp = {excerpt(values[0])} must be >= 0 ms")
+    return values
+
+
+def _read_mooncake(stream: BinaryIO, read: _Read) -> tuple:
     rows = []
-    with path.open("r", encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                values = (float(record["timestamp"]), record["input_length"], record["output_length"])
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{path}: line {line_no}: not valid JSON ({exc.msg})") from None
-            except KeyError as exc:
-                raise TraceError(f"{path}: line {line_no}: missing field {exc.args[0]!r} "
-                                 f"(needs timestamp, input_length, output_length)") from None
-            except (TypeError, ValueError):
-                raise TraceError(f"{path}: line {line_no}: timestamp must be a number of milliseconds") from None
-            for name, value in zip(("input_length", "output_length"), values[1:]):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise TraceError(f"{path}: line {line_no}: {name} = {value!r} must be an integer >= 1")
-            if not np.isfinite(values[0]) or values[0] < 0:
-                raise TraceError(f"{path}: line {line_no}: timestamp = {values[0]!r} must be >= 0 ms")
-            rows.append(values)
+    buffered = io.BufferedReader(stream)
+    line_no = 0
+    while True:
+        line = buffered.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            break
+        line_no += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise TraceError(f"{read.name}: line {line_no}: longer than {MAX_LINE_BYTES:,} bytes; not a request "
+                             f"record")
+        if not line.strip():
+            continue
+        if len(rows) == read.rows:
+            read.row_limit(len(rows) + 1)
+            break
+        rows.append(_mooncake_record(line, line_no, read))
     if not rows:
-        raise TraceError(f"{path}: the trace has no requests")
+        raise TraceError(f"{read.name}: the trace has no requests")
     table = np.array(rows, dtype=np.float64)
     return table[:, 0] / 1000.0, table[:, 1].astype(np.int64), table[:, 2].astype(np.int64), None
 
@@ -127,24 +203,69 @@ def guess_trace_format(path: str | Path) -> str:
     if path.suffix.lower() in (".jsonl", ".json"):
         return "mooncake"
     try:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            header = fh.readline()
+        with path.open("rb") as fh:
+            header = fh.readline(4096)
     except OSError:
         return "csv"  # read_trace reports the missing file
-    return "azure" if header.strip().upper().startswith("TIMESTAMP") else "csv"
+    return guess_format_from_header(header)
+
+
+def guess_format_from_header(header: bytes) -> str:
+    """``azure`` when the first line starts with TIMESTAMP, else ``csv``."""
+    return "azure" if header.strip().upper().startswith(b"TIMESTAMP") else "csv"
 
 
 _READERS = {"csv": _read_own_csv, "azure": _read_azure, "mooncake": _read_mooncake}
 
 
-def read_trace(path: str | Path, fmt: str) -> TraceRows:
-    """Read a trace file of format ``fmt`` (one of ``TRACE_FORMATS``), sorted by arrival, starting at 0 s."""
-    path = Path(path)
+def _parse(stream: BinaryIO, fmt: str, read: _Read) -> TraceRows:
     if fmt not in _READERS:
-        raise TraceError(f"trace format {fmt!r} is not known; choose one of {', '.join(TRACE_FORMATS)}")
-    if not path.is_file():
-        raise TraceError(f"trace file {str(path)!r} does not exist")
-    arrival_s, prompt, output, classes = _READERS[fmt](path)
+        raise TraceError(f"trace format {excerpt(fmt)} is not known; choose one of {', '.join(TRACE_FORMATS)}")
+    capped = _CappedReader(stream, read.caps.trace_bytes, read.name)
+    arrival_s, prompt, output, classes = _READERS[fmt](capped, read)
     order = np.argsort(arrival_s, kind="stable")
-    arrival_s = arrival_s[order] - arrival_s[order[0]]
-    return TraceRows(arrival_s, prompt[order], output[order], None if classes is None else classes[order])
+    columns = [arrival_s[order] - arrival_s[order[0]], prompt[order], output[order],
+               None if classes is None else classes[order]]
+    for column in columns:
+        if column is not None:
+            column.setflags(write=False)
+    return TraceRows(*columns)
+
+
+def _bounds(name: str, max_rows: Optional[int], caps: Caps) -> _Read:
+    cut = max_rows is not None and max_rows <= caps.requests_per_run
+    return _Read(name, max_rows if cut else caps.requests_per_run, cut, caps)
+
+
+def read_trace(path: str | Path, fmt: str, max_rows: Optional[int] = None, caps: Caps = DEFAULT_CAPS,
+               name: Optional[str] = None) -> TraceRows:
+    """Read the first ``max_rows`` rows (all, up to the limit per run, when None) of a trace file of
+    format ``fmt`` (one of ``TRACE_FORMATS``), sorted by arrival, starting at 0 s. Errors call the file
+    ``name`` (default: its path)."""
+    path = Path(path)
+    name = str(path) if name is None else name
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None
+    if stat is None or not path.is_file():
+        raise TraceError(f"trace file {name!r} does not exist")
+    return _read_file_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns, fmt, _bounds(name, max_rows, caps))
+
+
+@functools.lru_cache(maxsize=_TRACE_CACHE_ENTRIES)
+def _read_file_cached(path: str, size: int, mtime_ns: int, fmt: str, read: _Read) -> TraceRows:
+    """One read of ``path`` (its size and modification time are in the key, so a changed file is read anew)."""
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            return _parse(fh, fmt, read)
+    except IsADirectoryError:
+        raise TraceError(f"trace file {read.name!r} is a folder") from None
+    except PermissionError:
+        raise TraceError(f"trace file {read.name!r} cannot be read (permission denied)") from None
+
+
+def read_trace_bytes(content: bytes, fmt: str, name: str, caps: Caps = DEFAULT_CAPS) -> TraceRows:
+    """Read a whole uploaded trace held in memory (``name`` is how errors call it)."""
+    return _parse(io.BytesIO(content), fmt, _bounds(name, None, caps))
+

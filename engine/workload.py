@@ -8,13 +8,14 @@ class by class), so the same scenario and seed give the same requests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from .caps import Caps
 from .config import Scenario, Workload
 from .distributions import sample_gaps_s, sample_tokens
-from .errors import TraceError
+from .errors import ScenarioError, TraceError
+from .origin import Origin, excerpt
 from .traces import read_trace
 
 _GAP_CHUNK = 4096
@@ -34,19 +35,32 @@ class RequestArrays:
         return len(self.arrival_s)
 
 
-def _synthetic_arrivals_s(workload: Workload, rng: np.random.Generator) -> np.ndarray:
+def _synthetic_arrivals_s(workload: Workload, rng: np.random.Generator, caps: Caps) -> np.ndarray:
     if workload.num_requests is not None:
         arrivals = np.cumsum(sample_gaps_s(workload.arrival, workload.num_requests, rng))
     else:
-        chunks, last_s = [], 0.0
+        chunks, last_s, drawn = [], 0.0, 0
         while last_s <= workload.duration_s:
+            if drawn > caps.requests_per_run:
+                raise ScenarioError(
+                    f"workload.duration_s = {workload.duration_s:g} s at {workload.arrival.rate_per_s:g} req/s brings "
+                    f"more than {caps.requests_per_run:,} requests, the limit requests_per_run; shorten duration_s "
+                    f"or set num_requests")
             chunk = last_s + np.cumsum(sample_gaps_s(workload.arrival, _GAP_CHUNK, rng))
             chunks.append(chunk)
-            last_s = chunk[-1]
+            last_s, drawn = chunk[-1], drawn + len(chunk)
         arrivals = np.concatenate(chunks)
     if workload.duration_s is not None:
         arrivals = arrivals[arrivals <= workload.duration_s]
     return arrivals
+
+
+def _check_span(arrival_s: np.ndarray, caps: Caps, where: str) -> None:
+    """The last arrival must come within the limit of simulated time."""
+    if len(arrival_s) and not arrival_s[-1] <= caps.simulated_s:
+        raise ScenarioError(f"{where}: the last request arrives at {arrival_s[-1]:,.4g} s, beyond the limit of "
+                            f"{caps.simulated_s:,.0f} s of simulated time (simulated_s); raise the rate or "
+                            f"simulate fewer requests")
 
 
 def _assign_classes(n: int, workload: Workload, rng: np.random.Generator) -> np.ndarray:
@@ -54,24 +68,24 @@ def _assign_classes(n: int, workload: Workload, rng: np.random.Generator) -> np.
     return rng.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
 
 
-def _synthetic(workload: Workload, rng: np.random.Generator) -> tuple:
-    arrival_s = _synthetic_arrivals_s(workload, rng)
+def _synthetic(workload: Workload, rng: np.random.Generator, caps: Caps) -> tuple:
+    arrival_s = _synthetic_arrivals_s(workload, rng, caps)
+    _check_span(arrival_s, caps, "workload.arrival")
     class_id = _assign_classes(len(arrival_s), workload, rng)
     prompt = np.empty(len(arrival_s), dtype=np.int64)
     output = np.empty(len(arrival_s), dtype=np.int64)
     for k, cls in enumerate(workload.classes):
         members = class_id == k
-        prompt[members] = sample_tokens(cls.prompt_tokens, int(members.sum()), rng)
-        output[members] = sample_tokens(cls.output_tokens, int(members.sum()), rng)
+        prompt[members] = sample_tokens(cls.prompt_tokens, int(members.sum()), rng, caps.tokens_per_request)
+        output[members] = sample_tokens(cls.output_tokens, int(members.sum()), rng, caps.tokens_per_request)
     return arrival_s, prompt, output, class_id
 
 
-def _replayed(workload: Workload, base_dir: str, rng: np.random.Generator) -> tuple:
+def _replayed(workload: Workload, origin: Origin, rng: np.random.Generator) -> tuple:
+    """The trace's first ``num_requests`` rows (file order), scaled, jittered, sorted, cut at ``duration_s``."""
     trace = workload.trace
-    path = Path(trace.path)
-    if not path.is_absolute():
-        path = Path(base_dir) / path
-    rows = read_trace(path, trace.format)
+    path = origin.trace_file(trace.path)
+    rows = read_trace(path, trace.format, workload.num_requests, origin.caps, name=trace.path)
     arrival_s = rows.arrival_s / trace.rate_scale
     if trace.jitter_ms > 0:
         arrival_s = arrival_s + rng.uniform(0.0, trace.jitter_ms / 1000.0, size=len(arrival_s))
@@ -80,8 +94,7 @@ def _replayed(workload: Workload, base_dir: str, rng: np.random.Generator) -> tu
     keep = np.ones(len(arrival_s), dtype=bool)
     if workload.duration_s is not None:
         keep &= arrival_s <= workload.duration_s
-    if workload.num_requests is not None:
-        keep &= np.arange(len(arrival_s)) < workload.num_requests
+    _check_span(arrival_s[keep], origin.caps, "workload.trace")
     order = order[keep]
     class_id = _assign_classes(len(order), workload, rng)
     if rows.class_names is not None:
@@ -90,8 +103,8 @@ def _replayed(workload: Workload, base_dir: str, rng: np.random.Generator) -> tu
             if name is None:
                 continue
             if name not in names:
-                raise TraceError(f"{path}: class {name!r} (request {pos + 1} in arrival order) is not a class "
-                                 f"of the scenario; known classes: {', '.join(names)}")
+                raise TraceError(f"{trace.path}: class {excerpt(name)} (request {pos + 1} in arrival order) is not a "
+                                 f"class of the scenario; known classes: {', '.join(names)}")
             class_id[pos] = names[name]
     return arrival_s[keep], rows.prompt_tokens[order], rows.output_tokens[order], class_id
 
@@ -115,8 +128,8 @@ def build_requests(scenario: Scenario) -> RequestArrays:
     rng = np.random.default_rng(scenario.seed)
     workload = scenario.workload
     if workload.trace is not None:
-        arrival_s, prompt, output, class_id = _replayed(workload, scenario.base_dir, rng)
+        arrival_s, prompt, output, class_id = _replayed(workload, scenario.origin, rng)
     else:
-        arrival_s, prompt, output, class_id = _synthetic(workload, rng)
+        arrival_s, prompt, output, class_id = _synthetic(workload, rng, scenario.origin.caps)
     unrelated = _unrelated_outputs(output, class_id, len(workload.classes), rng)
     return RequestArrays(arrival_s, prompt, output, class_id, unrelated)

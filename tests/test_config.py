@@ -87,7 +87,7 @@ def test_overrides_parse_values_and_address_classes():
 def test_scenario_round_trips_through_plain_data():
     scenario = engine.load_scenario(SCENARIOS / "example.toml")
     again = engine.load_scenario(scenario_to_dict(scenario))
-    assert dataclasses.replace(again, base_dir=scenario.base_dir) == scenario
+    assert dataclasses.replace(again, origin=scenario.origin) == scenario
 
 
 def test_every_key_is_documented_with_help_text():

@@ -197,5 +197,5 @@ def test_weights_must_name_every_class():
         engine.load_scenario(base, overrides=["policy.weights={a = 1}"])
     with pytest.raises(engine.ScenarioError, match="policy.weights.c is not a class"):
         engine.load_scenario(base, overrides=["policy.weights={a = 1, b = 1, c = 1}"])
-    with pytest.raises(engine.ScenarioError, match="policy.weights.a = 0 must be a number > 0"):
+    with pytest.raises(engine.ScenarioError, match="policy.weights.a = 0 must be a number from 1e-06 to 1,000,000"):
         engine.load_scenario(base, overrides=["policy.weights={a = 0, b = 1}"])

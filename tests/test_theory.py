@@ -56,7 +56,7 @@ def test_unlimited_batch_has_no_queueing():
     classes = [{"name": "all", "share": 1.0, "prompt_tokens": {"dist": "uniform", "low": 1, "high": 64},
                 "output_tokens": {"dist": "geometric", "mean": 20}}]
     scenario = synthetic(classes, rate_per_s=200.0, num_requests=5000,
-                         server={"max_batch_size": 100000, "max_batched_tokens": 10_000_000})
+                         server={"max_batch_size": 8192, "max_batched_tokens": 1_048_576})
     frame = engine.simulate(scenario).requests
     assert (frame["state"] == "completed").all()
     assert frame["queue_ms"].max() < 10.0
