@@ -12,12 +12,14 @@ import streamlit as st
 import engine
 from engine.calibration import badge
 from engine.config import Fleet, Server
-from engine.cost import BILLING_MODES, CURRENCIES, convert, cost_columns, fleet_cards
+from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, CURRENCIES, convert, cost_columns,
+                         fleet_cards)
 from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib,
                              roofline_profile, roofline_step_params)
 from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from engine.steptime import decode_step_s_nb, prefill_s
-from ui import cost_panel, hardware_choices, runner, scenario_sidebar, state
+from ui import cost_panel, hardware_choices, runner, scenario_sidebar, state, text
+from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 
 CONTEXTS_TOKENS = (512, 2048, 8192)
@@ -52,7 +54,7 @@ def memory_section(server: Server) -> int | None:
     try:
         capacity = kv_capacity_tokens(server, roofline_profile(server))
     except engine.ScenarioError as exc:
-        st.error(str(exc))
+        text.error(exc)
         return None
     context = st.number_input("Tokens per request (prompt + output)", 16, 1_000_000, 2048, 256,
                               key="hw_context_tokens", help="a request holds this much KV at its longest")
@@ -90,7 +92,7 @@ def offers_section() -> None:
     gpus = cols[0].multiselect("GPUs", sorted(offers["gpu"].unique()), key="hw_offer_gpus",
                                help="empty = all offers")
     currency = cols[1].selectbox("Show prices in", CURRENCIES, key="hw_offer_currency")
-    fx = cols[2].number_input("CNY per USD", 1.0, 20.0, 7.1, 0.05, key="hw_offer_fx")
+    fx = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT, 0.05, key="hw_offer_fx")
     firm_only = cols[3].toggle("Firm prices only", key="hw_offer_firm", help="hide estimates and price ranges")
     shown = offers[offers["gpu"].isin(gpus)] if gpus else offers
     if firm_only:
@@ -134,7 +136,7 @@ def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
         st.caption("Slices have no link between them: only replicas of one slice.")
         return
     bar = st.progress(0.0, text="Simulating each shape...")
-    frame = fleet_shapes(runner.capped(data), cards, rental, str(state.PRESET_DIR),
+    frame = fleet_shapes(runner.capped(data), cards, rental, APP_ORIGIN,
                          run=lambda d: runner.summary(runner.canonical(d)),
                          progress=lambda i, n: bar.progress(i / n, text=f"Simulating each shape... {i}/{n}"))
     bar.empty()
@@ -161,10 +163,10 @@ def cheapest_section(data: dict) -> None:
         return
     billing = st.session_state.get("cost_billing", BILLING_MODES[0])
     currency = st.session_state.get("cost_currency", CURRENCIES[0])
-    fx = st.session_state.get("cost_fx", 7.1)
+    fx = st.session_state.get("cost_fx", CNY_PER_USD_DEFAULT)
     bar = st.progress(0.0, text="Sizing a fleet per GPU...")
     frame = cheapest_fleets(runner.capped(data), Target(cls, metric, limit_ms), billing, currency, fx,
-                            int(max_replicas), str(state.PRESET_DIR),
+                            int(max_replicas), APP_ORIGIN,
                             run=lambda d: runner.summary(runner.canonical(d)),
                             progress=lambda i, n: bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
     bar.empty()
@@ -186,7 +188,7 @@ st.caption("Changes here edit the shared scenario (roofline step model): the Lab
 fleet_inputs(data, state.version())
 if not state.update(data):
     st.stop()
-server = engine.load_scenario(data, base_dir=state.PRESET_DIR).server
+server = state.validate(data).server
 st.caption(f"{server.gpu}: {badge(server.gpu)}. Source: {gpu_row(server.gpu)['source']}")
 
 st.subheader("Does it fit? Memory of one card")

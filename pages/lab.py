@@ -7,12 +7,14 @@ import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import Fleet, Policy, RequestClass, Server
+from engine.config import WEIGHT_RANGE, Fleet, Policy, RequestClass, Server, Workload
 from engine.cost import cost_columns
 from engine.metrics import flat_metrics
+from engine.simulate import stop_explanation
 from engine.policies import POLICIES, params_of
-from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state
-from ui.widgets import field_input, field_meta
+from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, text
+from ui.trace_store import APP_ORIGIN
+from ui.widgets import field_bounds, field_input, field_meta
 
 BATCHING_KEYS = ("max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
@@ -31,17 +33,19 @@ def load_controls(data: dict, v: int) -> None:
     workload = data["workload"]
     arrival = workload.get("arrival")
     if arrival and not workload.get("trace"):
-        anchor = st.session_state.setdefault(f"rate_anchor_{v}", float(arrival["rate_per_s"]))
-        arrival["rate_per_s"] = st.slider("Arrival rate (req/s)", round(anchor / 20, 3), round(anchor * 3, 3),
-                                          float(arrival["rate_per_s"]), key=f"rate_{v}",
+        rate = float(arrival["rate_per_s"])
+        anchor = st.session_state.setdefault(f"rate_anchor_{v}", rate)
+        arrival["rate_per_s"] = st.slider("Arrival rate (req/s)", min(round(anchor / 20, 3), rate),
+                                          max(round(anchor * 3, 3), rate), rate, key=f"rate_{v}",
                                           help="mean arrivals per second over all classes")
     else:
         st.caption("Arrivals replay a trace (see the Workload page).")
-    workload["num_requests"] = st.number_input("Requests simulated", 100, 1_000_000,
+    low, high = field_bounds(field_meta(Workload, "num_requests")[1])
+    workload["num_requests"] = st.number_input("Requests simulated", int(low), int(high),
                                                int(workload.get("num_requests") or 20000), step=1000,
                                                key=f"requests_{v}", help="the run ends after this many arrivals")
     for i, cls in enumerate(workload["classes"]):
-        with st.popover(f"Class {cls['name']}", width="stretch"):
+        with st.popover(f"Class {text.plain(cls['name'])}", width="stretch"):
             for key in CLASS_KEYS:
                 cls[key] = field_input(RequestClass, key, cls.get(key), key=f"class_{i}_{key}_{v}")
     total = sum(c["share"] or 0.0 for c in workload["classes"])
@@ -67,7 +71,7 @@ def policy_controls(data: dict, v: int) -> None:
             _, meta, default = field_meta(Policy, param.key)
             value = float(policy.get(param.key, default))
             policy[param.key] = st.slider(f"{param.label}" + (f" ({meta['unit']})" if meta["unit"] else ""),
-                                          low, max(high, value), value, step, key=key, help=meta["help"])
+                                          min(low, value), max(high, value), value, step, key=key, help=meta["help"])
         else:
             policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=key, label=param.label)
 
@@ -75,8 +79,9 @@ def policy_controls(data: dict, v: int) -> None:
 def weight_inputs(data: dict, weights: dict | None, key: str) -> dict:
     """One weight per class (fair-queuing shares); equal by default."""
     names = [c["name"] for c in data["workload"]["classes"]]
-    return {name: st.number_input(f"Weight of {name}", min_value=0.01, value=float((weights or {}).get(name, 1.0)),
-                                  key=f"{key}_{name}", help="GPU service share of this class when all are busy")
+    return {name: st.number_input(f"Weight of {text.plain(name)}", min_value=WEIGHT_RANGE[0], max_value=WEIGHT_RANGE[1],
+                                  value=float((weights or {}).get(name, 1.0)), key=f"{key}_{name}", format="%g",
+                                  help="GPU service share of this class when all are busy")
             for name in names}
 
 
@@ -119,24 +124,26 @@ def edited_scenario() -> dict:
 def run_current(data: dict) -> tuple[dict, runner.Run] | None:
     """Simulate the scenario; on an impossible set-up show why and fall back to the last one that ran.
 
-    Returns the scenario whose results are shown and its run (None before any run succeeded).
+    Returns the scenario whose results are shown and its run (None before any run succeeded). The
+    session keeps only the last good scenario and its summary: its run lives in the shared, bounded cache
+    (and is simulated again if the cache has dropped it).
     """
     key = runner.canonical(data)
     try:
         run = runner.simulate(key)
     except Exception as exc:  # noqa: BLE001 - the page shows one line, never a traceback
         if isinstance(exc, engine.ScenarioError):
-            st.error(f"{exc}. Showing the last scenario that ran.")
+            text.error(f"{exc}. Showing the last scenario that ran.")
         else:
             LOG.exception("simulation failed for %s", key)
-            st.error(f"The simulation failed unexpectedly ({type(exc).__name__}: {exc}); the last scenario that "
-                     "ran is shown. Please report this with the page link.")
+            text.error(f"The simulation failed unexpectedly ({type(exc).__name__}: {exc}); the last scenario that "
+                       "ran is shown. Please report this with the page link.")
         last = st.session_state.get("last_good")
-        return None if last is None else (last[0], last[2])
+        return None if last is None else (last[0], runner.simulate(last[1]))
     last = st.session_state.get("last_good")
     if last and last[1] != key:
-        st.session_state["previous_summary"] = last[2].summary
-    st.session_state["last_good"] = (data, key, run)
+        st.session_state["previous_summary"] = last[2]
+    st.session_state["last_good"] = (data, key, run.summary)
     return data, run
 
 
@@ -158,7 +165,8 @@ def kpi_cards(summary: dict, previous: dict | None) -> None:
     before = flat_metrics(previous).set_index("class") if previous else None
     for col, name in zip(st.columns(len(current.index)), current.index):
         card = col.container(border=True)
-        card.markdown(f"**{name}** · {current.loc[name, 'completed']:,} of {current.loc[name, 'arrived']:,} completed")
+        card.markdown(f"**{text.plain(name)}** · {current.loc[name, 'completed']:,} of "
+                      f"{current.loc[name, 'arrived']:,} completed")
         cells = card.columns(2)
         for i, (label, key) in enumerate(KPIS):
             value = current.loc[name, key]
@@ -175,7 +183,7 @@ def policy_extras(scenario: dict, summary: dict) -> None:
     classes = summary["classes"]
     cols = st.columns(len(classes))
     for col, (cls, block) in zip(cols, classes.items()):
-        col.metric(f"Longest wait, {cls}", "-" if block["longest_wait_ms"] is None else
+        col.metric(f"Longest wait, {text.plain(cls)}", "-" if block["longest_wait_ms"] is None else
                    kpi_text("wait_ms", block["longest_wait_ms"]), help="longest time any request of the class "
                    "waited before it was first scheduled: starvation shows here")
     if name == "wfq":
@@ -221,11 +229,10 @@ shown = run_current(state.current())
 if shown is None:
     st.stop()
 scenario, run = shown
-st.caption(scenario.get("name", ""))
+st.caption(text.plain(scenario.get("name", "")))
 summary, system = run.summary, run.summary["system"]
 if system["unstable"]:
-    st.warning(f"Unstable: offered load {system['offered_load']:.2f} (estimate) and stop reason "
-               f"'{system['stop_reason']}'. The queue grows while requests arrive; latencies describe a backlog.")
+    st.warning(text.plain(stop_explanation(system, APP_ORIGIN.caps) + "."))
 
 st.subheader("Per-class results")
 kpi_cards(summary, st.session_state.get("previous_summary"))
@@ -283,5 +290,6 @@ with timeline_tab:
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")
 
-st.download_button("Download per-request results (CSV)", run.requests.to_csv(index=False), "requests.csv",
+requests_frame = run.requests  # the CSV is written when the button is clicked, not on every rerun
+st.download_button("Download per-request results (CSV)", lambda: requests_frame.to_csv(index=False), "requests.csv",
                    mime="text/csv")

@@ -1,24 +1,23 @@
 """Workload: define classes and their distributions with live histograms, or inspect and use a trace."""
 
 import copy
-import hashlib
 import json
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 import engine
+from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import Arrival, TokenDist
+from engine.origin import printable, stored_trace_name
 from engine.trace_stats import per_minute_rate, trace_statistics
-from engine.traces import TRACE_FORMATS, guess_trace_format, read_trace
+from engine.traces import TRACE_FORMATS, TraceRows, guess_format_from_header, read_trace_bytes
 from engine.workload import build_requests
-from ui import charts, runner, scenario_sidebar, state
+from ui import charts, runner, scenario_sidebar, state, text, trace_store
 from ui.widgets import field_input
 
 SAMPLE_REQUESTS = 20000
-UPLOAD_DIR = Path(tempfile.gettempdir()) / "scheduler-lab-traces"
 DIST_KEYS = ("value", "low", "high", "mean", "cv", "max")
 
 
@@ -64,7 +63,7 @@ def synthetic_section(data: dict, v: int) -> None:
             else:
                 arrival.pop("cv", None)
     for i, cls in enumerate(workload["classes"]):
-        st.markdown(f"**Class {cls['name']}** (share {cls['share']:.0%})")
+        st.markdown(f"**Class {text.plain(cls['name'])}** (share {cls['share']:.0%})")
         left, right = st.columns(2)
         for col, side in ((left, "prompt_tokens"), (right, "output_tokens")):
             with col, st.popover(f"{side.replace('_', ' ')}", width="stretch"):
@@ -75,7 +74,7 @@ def synthetic_charts(scenario: dict) -> None:
     try:
         frame = drawn_workload(runner.canonical(scenario))
     except engine.ScenarioError as exc:
-        st.error(str(exc))
+        text.error(exc)
         return
     for name, group in frame.groupby("class", observed=True):
         left, right = st.columns(2)
@@ -100,41 +99,48 @@ def stats_table(stats: dict) -> None:
     st.dataframe(lengths.T.round(1), width="stretch")
 
 
-def save_upload(upload) -> Path:
-    UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
-    content = upload.getvalue()
-    path = UPLOAD_DIR / f"{hashlib.sha256(content).hexdigest()[:16]}{Path(upload.name).suffix}"
-    path.write_bytes(content)
-    return path
+@st.cache_data(max_entries=4, ttl=DEFAULT_CAPS.upload_store_s, show_spinner="Reading the trace...")
+def validated_trace(stored_name: str, fmt: str, display_name: str, _content: bytes) -> TraceRows:
+    """The uploaded trace read and checked in memory (cached by its content hash, ``stored_name``)."""
+    return read_trace_bytes(_content, fmt, display_name, DEFAULT_CAPS)
 
 
 def trace_section(data: dict) -> None:
     upload = st.file_uploader("Upload a trace", type=["csv", "jsonl", "json"], key="trace_upload",
+                              max_upload_size=DEFAULT_CAPS.upload_mib,
                               help="CSV arrival_s,prompt_tokens,output_tokens[,class]; Azure LLM 2023 CSV; "
                                    "Mooncake JSONL")
     if upload is None:
         return
-    path = save_upload(upload)
-    fmt = st.selectbox("Format", TRACE_FORMATS, index=TRACE_FORMATS.index(guess_trace_format(path)))
+    content, name = upload.getvalue(), printable(upload.name, 60)
+    if len(content) > DEFAULT_CAPS.upload_mib * MIB:
+        text.error(f"{name} has {len(content) / MIB:,.1f} MiB, more than the limit of {DEFAULT_CAPS.upload_mib} MiB "
+                   f"for an uploaded trace (upload_mib)")
+        return
+    suffix = Path(upload.name).suffix.lower()
+    guessed = "mooncake" if suffix in (".jsonl", ".json") else guess_format_from_header(content[:4096])
+    fmt = st.selectbox("Format", TRACE_FORMATS, index=TRACE_FORMATS.index(guessed))
+    stored_name = stored_trace_name(content, ".jsonl" if fmt == "mooncake" else ".csv")
     try:
-        trace = read_trace(path, fmt)
+        trace = validated_trace(stored_name, fmt, name, content)
     except engine.ScenarioError as exc:
-        st.error(str(exc).replace(str(path), upload.name))
+        text.error(exc)
         return
     stats_table(trace_statistics(trace.arrival_s, trace.prompt_tokens, trace.output_tokens))
     st.plotly_chart(charts.rate_over_time(per_minute_rate(trace.arrival_s)), width="stretch")
     jitter = st.number_input("Jitter (ms)", 0.0, 60_000.0, 3000.0 if fmt == "mooncake" else 0.0,
                              help="spread quantised timestamps (Mooncake: ~3,000 ms buckets)")
     st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
-              args=(data, {"path": str(path), "format": fmt, "jitter_ms": jitter},
-                    f"The Lab now replays {upload.name} ({len(trace.arrival_s):,} requests)."))
+              args=(data, content, {"path": stored_name, "format": fmt, "jitter_ms": jitter},
+                    f"The Lab now replays {name} ({len(trace.arrival_s):,} requests)."))
     notice = st.session_state.pop("trace_notice", None)
     if notice:
-        st.success(notice)
+        st.success(text.plain(notice))
 
 
-def use_trace(data: dict, trace: dict, notice: str) -> None:
-    """Button callback: replay ``trace`` instead of synthetic arrivals (all of it)."""
+def use_trace(data: dict, content: bytes, trace: dict, notice: str) -> None:
+    """Button callback: store the validated trace and replay it instead of synthetic arrivals (all of it)."""
+    trace_store.store(content, Path(trace["path"]).suffix)
     edited = copy.deepcopy(data)
     edited["workload"]["trace"] = trace
     edited["workload"].pop("duration_s", None)
@@ -155,7 +161,7 @@ st.title("Workload")
 data = copy.deepcopy(state.current())
 v = state.version()
 if data["workload"].get("trace"):
-    st.info(f"The scenario replays the trace {Path(data['workload']['trace']['path']).name}.")
+    st.info(f"The scenario replays an uploaded trace ({text.plain(data['workload']['trace']['path'])}).")
     if data["workload"].get("arrival"):
         st.button("Back to synthetic arrivals", on_click=back_to_synthetic, args=(data,))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,11 @@ def synthetic(classes: list[dict], rate_per_s: float, num_requests: int, seed: i
         "policy": policy or {"name": "fifo"},
     }
     return engine.load_scenario(data)
+
+
+def shown(elements) -> list[str]:
+    """The text of Markdown elements (errors, captions...) as a reader sees it: backslash escapes removed."""
+    return [re.sub(r"\\(.)", r"\1", e.value) for e in elements]
 
 
 @pytest.fixture(scope="session")

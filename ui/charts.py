@@ -1,4 +1,7 @@
-"""Plotly figures of the Lab and Workload pages (pure functions of DataFrames)."""
+"""Plotly figures of the Lab and Workload pages (pure functions of DataFrames).
+
+Class names come from the scenario, so every name a figure shows passes through ``chart_text`` (Plotly
+renders a subset of HTML, links included, in labels)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from ui.text import chart_text
 
 METRIC_LABELS = {
     "ttft_p99_ms": "TTFT p99 (ms)", "ttft_p50_ms": "TTFT p50 (ms)", "e2e_p99_ms": "End-to-end p99 (ms)",
@@ -28,7 +33,7 @@ def comparison_bars(frame: pd.DataFrame, metric: str, labels: dict[str, str]) ->
     shown = frame[overall if metric.startswith("cost_") else ~overall]
     fig = go.Figure()
     for k, (policy, group) in enumerate(shown.groupby("policy", sort=False)):
-        fig.add_trace(go.Bar(x=group["class"], y=group[metric], name=labels.get(policy, policy),
+        fig.add_trace(go.Bar(x=group["class"].map(chart_text), y=group[metric], name=labels.get(policy, policy),
                              marker_color=COLORS[k % len(COLORS)]))
     fig.update_layout(barmode="group", height=320, margin=dict(t=30, b=10),
                       yaxis_title=METRIC_LABELS.get(metric, metric))
@@ -42,7 +47,7 @@ def load_curves(frame: pd.DataFrame, metric: str, current_rate: float, labels: d
     """
     shown = frame[frame["class"] != "overall"]
     classes = list(dict.fromkeys(shown["class"]))
-    fig = make_subplots(rows=1, cols=len(classes), subplot_titles=classes, shared_yaxes=True)
+    fig = make_subplots(rows=1, cols=len(classes), subplot_titles=[chart_text(c) for c in classes], shared_yaxes=True)
     for col, name in enumerate(classes, start=1):
         for k, (policy, group) in enumerate(shown[shown["class"] == name].groupby("policy", sort=False)):
             fig.add_trace(go.Scatter(x=group["rate_per_s"], y=group[metric], mode="lines+markers",
@@ -66,7 +71,7 @@ def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
             continue
         step = max(1, len(values) // 1000)  # at most ~1,000 points per line
         fig.add_trace(go.Scatter(x=values[::step], y=np.arange(1, len(values) + 1)[::step] / len(values),
-                                 mode="lines", name=str(name), line=dict(color=COLORS[k % len(COLORS)])))
+                                 mode="lines", name=chart_text(name), line=dict(color=COLORS[k % len(COLORS)])))
     fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title=f"{CDF_LABELS.get(column, column)} (ms)",
                       yaxis_title="fraction of requests", xaxis_type="log")
     return fig
@@ -87,10 +92,11 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
                         subplot_titles=("waiting requests", "batch composition", "KV cache"))
     for k, name in enumerate(classes):
         color = COLORS[k % len(COLORS)]
-        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"waiting_{name}"], name=f"{name} waiting",
-                                 line=dict(color=color), legendgroup=name), row=1, col=1)
-        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"batch_{name}"], name=f"{name} in batch",
-                                 stackgroup="batch", line=dict(color=color), legendgroup=name), row=2, col=1)
+        label = chart_text(name)
+        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"waiting_{name}"], name=f"{label} waiting",
+                                 line=dict(color=color), legendgroup=label), row=1, col=1)
+        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"batch_{name}"], name=f"{label} in batch",
+                                 stackgroup="batch", line=dict(color=color), legendgroup=label), row=2, col=1)
     scale = 100.0 / kv_capacity_tokens if kv_capacity_tokens else 1.0
     fig.add_trace(go.Scatter(x=series["time_s"], y=series["kv_used_tokens"] * scale, name="KV used",
                              line=dict(color="black")), row=3, col=1)
@@ -108,8 +114,9 @@ def share_bars(classes: dict, weights: dict) -> go.Figure:
     """Fair queuing: each class's achieved share of GPU service against its configured weight share."""
     names = list(classes)
     total = sum(weights[n] for n in names)
-    fig = go.Figure([go.Bar(x=names, y=[weights[n] / total for n in names], name="configured"),
-                     go.Bar(x=names, y=[classes[n]["service_share"] or 0.0 for n in names], name="achieved")])
+    shown = [chart_text(n) for n in names]
+    fig = go.Figure([go.Bar(x=shown, y=[weights[n] / total for n in names], name="configured"),
+                     go.Bar(x=shown, y=[classes[n]["service_share"] or 0.0 for n in names], name="achieved")])
     fig.update_layout(barmode="group", height=280, margin=dict(t=30, b=10), yaxis_tickformat=".0%",
                       title="GPU service share per class: a class that asks for less than its weight's share "
                             "leaves the rest to the others")
@@ -122,7 +129,7 @@ def heatmap(grid: pd.DataFrame, cls: str, metric: str) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=table.to_numpy(), x=[str(a) for a in table.columns],
                                y=[str(g) for g in table.index], colorbar=dict(title=""),
                                texttemplate="%{z:,.0f}"))
-    fig.update_layout(height=300, margin=dict(t=40, b=10), title=f"{cls}: {METRIC_LABELS.get(metric, metric)}",
+    fig.update_layout(height=300, margin=dict(t=40, b=10), title=f"{chart_text(cls)}: {METRIC_LABELS.get(metric, metric)}",
                       xaxis_title="alpha (waiting)", yaxis_title="gamma (tier)", xaxis_type="category",
                       yaxis_type="category")
     return fig
@@ -130,7 +137,7 @@ def heatmap(grid: pd.DataFrame, cls: str, metric: str) -> go.Figure:
 
 def histogram(values: np.ndarray, title: str, log_x: bool = False) -> go.Figure:
     fig = go.Figure(go.Histogram(x=values, nbinsx=60))
-    fig.update_layout(height=260, margin=dict(t=30, b=10), title=title, bargap=0.02, showlegend=False)
+    fig.update_layout(height=260, margin=dict(t=30, b=10), title=chart_text(title), bargap=0.02, showlegend=False)
     if log_x:
         fig.update_xaxes(type="log")
     return fig

@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.config import Fleet, Server
-from engine.cost import (BILLING_MODES, CURRENCIES, DeploymentCost, deployment_cost, fleet_cards, format_range,
-                         offer_hosting_problem, offers_for, unit_costs)
+from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, CURRENCIES, DeploymentCost,
+                         deployment_cost, fleet_cards, format_range, offer_hosting_problem, offers_for, unit_costs)
 
 
 def money(values: tuple[float, float] | list, currency: str) -> str:
@@ -32,7 +32,7 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label)
     billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
     currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
-    cny_per_usd = cols[3].number_input("CNY per USD", 1.0, 20.0, 7.1, 0.05, key="cost_fx",
+    cny_per_usd = cols[3].number_input("CNY per USD", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT, 0.05, key="cost_fx",
                                        help="exchange rate: your setting, not a market quote")
     cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
     row = offers.loc[offer]

@@ -1,21 +1,34 @@
-"""Cached engine calls for the pages. Every cache key is the whole scenario as canonical JSON."""
+"""Cached engine calls for the pages. Every cache key is the whole scenario as canonical JSON.
+
+Full runs are kept in one cache shared by all sessions and bounded in bytes and age
+(``result_cache.ResultCache``, limits ``result_cache_mib`` and ``result_cache_s``); summaries of the
+comparison and sweep runs are small and kept by ``st.cache_data``. Runs of more than
+``LARGE_RUN_REQUESTS`` requests take turns (``LARGE_RUNS_AT_ONCE`` at a time), so that many sessions
+asking for the largest allowed scenario at once cannot exhaust the server's memory.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 import engine
+from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
 from engine.sweep import run_summary, tagged_metrics
-from ui.state import PRESET_DIR
+from ui.result_cache import ResultCache
+from ui.state import PRESET_DIR, validate
+from ui.trace_store import APP_ORIGIN
 
 SWEEP_MAX_REQUESTS = 5000
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
+LARGE_RUN_REQUESTS = 100_000
+LARGE_RUNS_AT_ONCE = 1
 
 
 def canonical(data: dict) -> str:
@@ -30,6 +43,10 @@ class Run:
     requests: pd.DataFrame
     timeseries: pd.DataFrame
 
+    def bytes(self) -> int:
+        """Memory the run's frames hold."""
+        return int(self.requests.memory_usage(deep=True).sum() + self.timeseries.memory_usage(deep=True).sum())
+
 
 @st.cache_resource(show_spinner="Loading the compiled simulator...")
 def warm_up() -> bool:
@@ -38,15 +55,48 @@ def warm_up() -> bool:
     return True
 
 
-@st.cache_data(max_entries=64, show_spinner="Simulating...")
+@st.cache_resource
+def _results() -> ResultCache[Run]:
+    """Full runs of every session (one object per server process)."""
+    return ResultCache(DEFAULT_CAPS.result_cache_mib * MIB, DEFAULT_CAPS.result_cache_s, Run.bytes)
+
+
+@st.cache_resource
+def _large_runs() -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(LARGE_RUNS_AT_ONCE)
+
+
+def _is_large(data: dict) -> bool:
+    """True unless the scenario bounds its requests at ``LARGE_RUN_REQUESTS`` or fewer."""
+    return (data["workload"].get("num_requests") or math.inf) > LARGE_RUN_REQUESTS
+
+
 def simulate(scenario_json: str) -> Run:
-    result = engine.simulate(engine.load_scenario(json.loads(scenario_json), base_dir=PRESET_DIR))
+    """The full run of a scenario (shared, read-only): from the cache, else simulated with a progress bar."""
+    return _results().get_or_compute(scenario_json, lambda: _simulate(scenario_json))
+
+
+def _simulate(scenario_json: str) -> Run:
+    data = json.loads(scenario_json)
+    scenario = validate(data)
+    bar = st.progress(0.0, text="Simulating...")
+    large = _is_large(data)
+    # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.
+    while large and not _large_runs().acquire(timeout=0.5):
+        bar.progress(0.0, text="Waiting for another large run on this server to finish...")
+    try:
+        result = engine.simulate(scenario, progress=lambda share: bar.progress(
+            min(share, 1.0), text=f"Simulating... {min(share, 1.0):.0%} of the requests have arrived"))
+    finally:
+        if large:
+            _large_runs().release()
+        bar.empty()
     return Run(result.summary, result.requests, result.timeseries)
 
 
-@st.cache_data(max_entries=2048, show_spinner=False)
+@st.cache_data(max_entries=2048, ttl=DEFAULT_CAPS.result_cache_s, show_spinner=False)
 def summary(scenario_json: str) -> dict:
-    return run_summary(json.loads(scenario_json), str(PRESET_DIR))
+    return run_summary(json.loads(scenario_json), APP_ORIGIN)
 
 
 def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:

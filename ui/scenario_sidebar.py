@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import tomllib
-
 import streamlit as st
 
 import engine
-from engine.config import to_toml
-from ui import state
+from engine.caps import DEFAULT_CAPS, MIB
+from engine.config import parse_toml, to_toml
+from engine.origin import printable
+from ui import state, text
 
 
 def scenario_from_upload(name: str, content: bytes) -> dict:
-    """The scenario data in an uploaded TOML file; ``ScenarioError`` when it is not valid TOML."""
-    try:
-        return tomllib.loads(content.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise engine.ScenarioError(f"{name} is not valid TOML: {exc}") from None
+    """The scenario data in an uploaded TOML file; ``ScenarioError`` when it is too large or not TOML."""
+    return parse_toml(content, printable(name, 60), DEFAULT_CAPS)
 
 
 PICK = "choose a preset..."
@@ -49,18 +46,19 @@ def render() -> None:
     data = state.current()
     error = state.pop_load_error()
     if error:
-        st.error(error)
+        text.error(error)
     with st.sidebar:
         st.subheader("Scenario")
-        st.caption(data.get("name", "unnamed scenario"))
+        st.caption(text.plain(data.get("name", "unnamed scenario")))
         st.selectbox("Load a preset", [PICK, *state.presets()], key="preset_pick", on_change=_pick_preset,
                      help="replace the current scenario with one from data/scenarios/")
-        upload = st.file_uploader("Upload a scenario (TOML)", type=["toml"], key=f"upload_{state.version()}")
+        upload = st.file_uploader("Upload a scenario (TOML)", type=["toml"], key=f"upload_{state.version()}",
+                                  max_upload_size=max(1, DEFAULT_CAPS.scenario_bytes // MIB))
         if upload is not None:
             try:
                 uploaded = scenario_from_upload(upload.name, upload.getvalue())
             except engine.ScenarioError as exc:
-                st.error(str(exc))
+                text.error(exc)
             else:
                 if state.replace(uploaded):
                     st.rerun()

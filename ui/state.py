@@ -16,7 +16,10 @@ from pathlib import Path
 import streamlit as st
 
 import engine
+from engine.caps import DEFAULT_CAPS
 from engine.config import read_toml
+from ui import text
+from ui.trace_store import APP_ORIGIN
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 DEFAULT_PRESET = "example.toml"
@@ -28,13 +31,23 @@ def encode(data: dict) -> str:
     return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
 
 
-def decode(text: str) -> dict:
-    """The scenario dict in a link; ``ScenarioError`` when the text is not one."""
+def decode(link: str) -> dict:
+    """The scenario dict in a link; ``ScenarioError`` when the text is not one, or is larger than the limits
+    (``link_chars`` before, ``link_bytes`` after decompression: decompression stops there)."""
+    caps = DEFAULT_CAPS
+    caps.check("link_chars", "the link's scenario (?s=...)", link)
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        data = json.loads(raw)
-    except (binascii.Error, zlib.error, ValueError):
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(base64.urlsafe_b64decode(link + "=" * (-len(link) % 4)), caps.link_bytes)
+        too_large = bool(inflater.unconsumed_tail)
+        if not too_large and not inflater.eof:
+            raise ValueError("truncated")
+        data = None if too_large else json.loads(raw)
+    except (binascii.Error, zlib.error, ValueError, RecursionError):
         raise engine.ScenarioError("the link's scenario (?s=...) is damaged; the default scenario is shown") from None
+    if too_large:
+        raise engine.ScenarioError(f"the link's scenario (?s=...) decompresses to more than the limit of "
+                                   f"{caps.link_bytes:,} bytes (link_bytes); the default scenario is shown")
     if not isinstance(data, dict):
         raise engine.ScenarioError("the link's scenario (?s=...) is not a scenario table")
     return data
@@ -49,8 +62,9 @@ def preset_data(name: str) -> dict:
 
 
 def validate(data: dict) -> engine.Scenario:
-    """The typed scenario, or ``ScenarioError`` naming the bad field."""
-    return engine.load_scenario(data, base_dir=PRESET_DIR)
+    """The typed scenario, or ``ScenarioError`` naming the bad field. A scenario in the app may only replay
+    traces of the app's store, within the default limits (``trace_store.APP_ORIGIN``)."""
+    return engine.load_scenario(data, origin=APP_ORIGIN)
 
 
 def _store(data: dict, new_version: bool) -> None:
@@ -87,7 +101,7 @@ def replace(data: dict) -> bool:
     try:
         validate(data)
     except engine.ScenarioError as exc:
-        st.error(str(exc))
+        text.error(exc)
         return False
     _store(data, new_version=True)
     return True
@@ -100,7 +114,7 @@ def update(data: dict) -> bool:
     try:
         validate(data)
     except engine.ScenarioError as exc:
-        st.error(f"{exc}. The last valid scenario stays in use.")
+        text.error(f"{exc}. The last valid scenario stays in use.")
         return False
     _store(data, new_version=False)
     return True

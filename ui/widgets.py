@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 import streamlit as st
 
+from engine.caps import DEFAULT_CAPS
 from engine.config import unwrap_optional
 
 
@@ -22,8 +23,17 @@ def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:
     return tp, dict(f.metadata), f.default
 
 
+def field_bounds(meta: dict) -> tuple[float | None, float | None]:
+    """(lowest, highest) value the engine accepts for a field (``ge``/``gt``, ``le`` or its safety limit), so a
+    widget holds every value a link or an upload may carry, and no other."""
+    high = meta.get("le")
+    if "cap" in meta:
+        high = getattr(DEFAULT_CAPS, meta["cap"])
+    return meta.get("ge", meta.get("gt")), high
+
+
 def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str] = None,
-                max_value: Optional[float] = None, options: Optional[list] = None) -> Any:
+                options: Optional[list] = None) -> Any:
     """One input for ``cls.name`` showing ``value`` (the field's default when None is not allowed)."""
     tp, meta, default = field_meta(cls, name)
     unit = meta.get("unit", "")
@@ -39,12 +49,16 @@ def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str]
         return st.selectbox(text, choices, index=choices.index(value) if value in choices else 0, key=key,
                             help=help_text)
     if tp is str:
-        return st.text_input(text, value=value or "", key=key, help=help_text)
-    low = meta.get("ge", meta.get("gt"))
+        return st.text_input(text, value=value or "", key=key, help=help_text, max_chars=_max_chars(meta))
+    low, high = field_bounds(meta)
     if tp is int:
         return st.number_input(text, value=None if value is None else int(value), step=1, key=key, help=help_text,
                                min_value=None if low is None else int(low),
-                               max_value=None if max_value is None else int(max_value))
+                               max_value=None if high is None else int(high))
     return st.number_input(text, value=None if value is None else float(value), key=key, help=help_text,
                            min_value=None if low is None else float(low),
-                           max_value=meta.get("le", max_value), format="%g")
+                           max_value=None if high is None else float(high), format="%g")
+
+
+def _max_chars(meta: dict) -> int | None:
+    return getattr(DEFAULT_CAPS, meta["cap"]) if "cap" in meta else None

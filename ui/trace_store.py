@@ -1,0 +1,81 @@
+"""The app's trace store: uploaded traces the Lab may replay, named by the hash of their content.
+
+An upload is validated in memory first (``engine.traces.read_trace_bytes``); only a valid trace is
+written, atomically (a temporary file renamed into place), so a half-written or invalid file is never
+visible under a store name. The store keeps at most ``caps.upload_store_mib`` MiB: traces older than
+``caps.upload_store_s`` go first, then the least recently used. Scenarios from links and uploads may only
+name files of this folder (``engine.origin.Origin`` with ``trace_names_only``).
+
+The folder is ``$SCHEDULER_LAB_TRACE_STORE``, or ``scheduler-lab-traces`` in the system's temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from engine.caps import DEFAULT_CAPS, MIB, Caps
+from engine.origin import STORED_TRACE_SUFFIXES, Origin, stored_trace_name
+
+STORE_DIR = Path(os.environ.get("SCHEDULER_LAB_TRACE_STORE") or Path(tempfile.gettempdir()) / "scheduler-lab-traces")
+APP_ORIGIN = Origin(trace_dir=str(STORE_DIR), trace_names_only=True, caps=DEFAULT_CAPS)
+_PARTIAL_PREFIX = ".partial-"
+_PARTIAL_MAX_AGE_S = 3600.0
+
+
+def store(content: bytes, suffix: str, caps: Caps = DEFAULT_CAPS) -> str:
+    """Write a validated trace into the store (atomically; a trace already there only has its time
+    refreshed) and return its store name; then keep the store within its quota."""
+    name = stored_trace_name(content, suffix)
+    STORE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = STORE_DIR / name
+    if target.is_file():
+        os.utime(target)
+    else:
+        fd, partial = tempfile.mkstemp(dir=STORE_DIR, prefix=_PARTIAL_PREFIX)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+            os.replace(partial, target)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+    prune(caps, keep=name)
+    return name
+
+
+def prune(caps: Caps = DEFAULT_CAPS, keep: str | None = None) -> None:
+    """Remove traces older than ``caps.upload_store_s``, then the least recently used until the store holds
+    at most ``caps.upload_store_mib`` MiB (never ``keep``); and partial writes left by a crash."""
+    now = time.time()
+    entries = []
+    for path in STORE_DIR.glob("*"):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # removed meanwhile by another session
+            continue
+        if path.name.startswith(_PARTIAL_PREFIX):
+            if now - stat.st_mtime > _PARTIAL_MAX_AGE_S:
+                path.unlink(missing_ok=True)
+            continue
+        if path.suffix not in STORED_TRACE_SUFFIXES or path.name == keep:
+            continue
+        if now - stat.st_mtime > caps.upload_store_s:
+            path.unlink(missing_ok=True)
+        else:
+            entries.append((stat.st_mtime, stat.st_size, path))
+    total = sum(size for _, size, _ in entries) + _size(STORE_DIR / keep if keep else None)
+    for _, size, path in sorted(entries):
+        if total <= caps.upload_store_mib * MIB:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path else 0
+    except FileNotFoundError:
+        return 0
