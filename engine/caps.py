@@ -50,6 +50,9 @@ class Caps:
                                 "synthetic and replayed arrivals")
     wall_clock_s: float = _limit(60.0, "s", "wall-clock time of one simulation; a run that reaches it stops and "
                                  "is reported as cut (stop reason wall_clock)")
+    section_s: float = _limit(90.0, "s", "wall-clock time one section of an app page (policy comparison, load "
+                              "curves, alpha-gamma map, shapes, sizing search) may spend on runs not yet cached; the "
+                              "runs left are skipped and the page says so")
     trace_bytes: int = _limit(256 * MIB, "bytes", "bytes read from one trace file (reading stops at the "
                               "requests cut)")
     scenario_bytes: int = _limit(1 * MIB, "bytes", "a scenario file or uploaded scenario")
@@ -69,11 +72,15 @@ class Caps:
         if size > limit:
             raise ScenarioError(self.beyond(name, path, value, measure))
 
+    def raise_hint(self, name: str) -> str:
+        """How to raise limit ``name``: only the command line can (``--limit``), so only it says so."""
+        return f" (python -m engine ... --limit {name}=N raises it)" if self.from_cli else ""
+
     def beyond(self, name: str, path: str, value: Any, measure: str = "") -> str:
         """The one-line message for ``value`` of ``path`` above limit ``name``."""
         unit = limits_fields()[name].metadata["unit"]
         limit = f"{number_text(getattr(self, name))} {unit}".rstrip()
-        hint = f" (python -m engine ... --limit {name}=N raises it)" if self.from_cli else ""
+        hint = self.raise_hint(name)
         if isinstance(value, _SIZED):
             return f"{path} has {len(value):,} {unit}, more than the limit of {limit}{hint}"
         return f"{path} = {number_text(value)}{measure} is above the limit of {limit}{hint}"

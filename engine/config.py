@@ -503,7 +503,11 @@ def read_toml(path: str | Path, caps: Caps = DEFAULT_CAPS) -> dict:
         raise ScenarioError(f"scenario file {str(path)!r} does not exist") from None
     except IsADirectoryError:
         raise ScenarioError(f"scenario file {str(path)!r} is a folder; give a .toml file") from None
-    return parse_toml(content, f"scenario file {str(path)!r}", caps)
+    name = f"scenario file {str(path)!r}"
+    if len(content) > caps.scenario_bytes:
+        raise ScenarioError(f"{name} is larger than the limit of {caps.scenario_bytes:,} bytes (scenario_bytes)"
+                            f"{caps.raise_hint('scenario_bytes')}")
+    return parse_toml(content, name, caps)
 
 
 def to_toml(data: Mapping[str, Any]) -> str:

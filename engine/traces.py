@@ -50,25 +50,6 @@ class TraceRows:
     class_names: Optional[np.ndarray]
 
 
-class _CappedReader(io.RawIOBase):
-    """A binary stream that raises ``TraceError`` once more than ``limit`` bytes have been read."""
-
-    def __init__(self, stream: BinaryIO, limit: int, name: str):
-        super().__init__()
-        self._stream, self._limit, self._name, self.consumed = stream, limit, name, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        count = self._stream.readinto(buffer)
-        self.consumed += count or 0
-        if self.consumed > self._limit:
-            raise TraceError(f"{self._name}: more than {self._limit:,} bytes read before the requests cut, the "
-                             f"limit trace_bytes; cut the file or set workload.num_requests")
-        return count
-
-
 @dataclass(frozen=True)
 class _Read:
     """How one read is bounded: the display name, at most ``rows`` rows kept, and the caps."""
@@ -82,7 +63,28 @@ class _Read:
         """Raise when the file has more rows than the limit and no cut was asked for."""
         if not self.cut and read_rows > self.rows:
             raise TraceError(f"{self.name}: more than {self.rows:,} requests, the limit requests_per_run; set "
-                             f"workload.num_requests to replay the first rows")
+                             f"workload.num_requests to replay the first rows{self.caps.raise_hint('requests_per_run')}")
+
+
+class _CappedReader(io.RawIOBase):
+    """A binary stream that raises ``TraceError`` once more than ``limit`` bytes have been read."""
+
+    def __init__(self, stream: BinaryIO, read: _Read):
+        super().__init__()
+        self._stream, self._read, self.consumed = stream, read, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self._stream.readinto(buffer)
+        self.consumed += count or 0
+        limit = self._read.caps.trace_bytes
+        if self.consumed > limit:
+            raise TraceError(f"{self._read.name}: more than {limit:,} bytes read before the requests cut, the "
+                             f"limit trace_bytes; cut the file or set workload.num_requests"
+                             f"{self._read.caps.raise_hint('trace_bytes')}")
+        return count
 
 
 def _numeric_column(frame: pd.DataFrame, column: str, read: _Read, integer: bool) -> np.ndarray:
@@ -221,7 +223,7 @@ _READERS = {"csv": _read_own_csv, "azure": _read_azure, "mooncake": _read_moonca
 def _parse(stream: BinaryIO, fmt: str, read: _Read) -> TraceRows:
     if fmt not in _READERS:
         raise TraceError(f"trace format {excerpt(fmt)} is not known; choose one of {', '.join(TRACE_FORMATS)}")
-    capped = _CappedReader(stream, read.caps.trace_bytes, read.name)
+    capped = _CappedReader(stream, read)
     arrival_s, prompt, output, classes = _READERS[fmt](capped, read)
     order = np.argsort(arrival_s, kind="stable")
     columns = [arrival_s[order] - arrival_s[order[0]], prompt[order], output[order],

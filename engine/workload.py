@@ -45,7 +45,7 @@ def _synthetic_arrivals_s(workload: Workload, rng: np.random.Generator, caps: Ca
                 raise ScenarioError(
                     f"workload.duration_s = {workload.duration_s:g} s at {workload.arrival.rate_per_s:g} req/s brings "
                     f"more than {caps.requests_per_run:,} requests, the limit requests_per_run; shorten duration_s "
-                    f"or set num_requests")
+                    f"or set num_requests{caps.raise_hint('requests_per_run')}")
             chunk = last_s + np.cumsum(sample_gaps_s(workload.arrival, _GAP_CHUNK, rng))
             chunks.append(chunk)
             last_s, drawn = chunk[-1], drawn + len(chunk)
@@ -60,7 +60,7 @@ def _check_span(arrival_s: np.ndarray, caps: Caps, where: str) -> None:
     if len(arrival_s) and not arrival_s[-1] <= caps.simulated_s:
         raise ScenarioError(f"{where}: the last request arrives at {arrival_s[-1]:,.4g} s, beyond the limit of "
                             f"{caps.simulated_s:,.0f} s of simulated time (simulated_s); raise the rate or "
-                            f"simulate fewer requests")
+                            f"simulate fewer requests{caps.raise_hint('simulated_s')}")
 
 
 def _assign_classes(n: int, workload: Workload, rng: np.random.Generator) -> np.ndarray:

@@ -118,7 +118,9 @@ def cost_vs_load(data: dict, rental) -> None:
     summary = runner.summary(runner.canonical(runner.capped(data)))
     rates = runner.sweep_rates(arrival["rate_per_s"], summary["system"]["offered_load"])
     policy = data.get("policy", {}).get("name", "fifo")
-    sweep = runner.load_sweep(data, rates, [policy])
+    sweep, note = runner.load_sweep(data, rates, [policy])
+    if note:
+        st.warning(text.plain(note))
     overall = cost_columns(sweep[sweep["class"] == "overall"], rental.per_hour[0])
     fig = go.Figure(go.Scatter(x=overall["rate_per_s"], y=overall["cost_per_million_output_tokens"],
                                mode="lines+markers", name=policy))
@@ -137,7 +139,7 @@ def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
         return
     bar = st.progress(0.0, text="Simulating each shape...")
     frame = fleet_shapes(runner.capped(data), cards, rental, APP_ORIGIN,
-                         run=lambda d: runner.summary(runner.canonical(d)),
+                         run=runner.SectionBudget().summary,
                          progress=lambda i, n: bar.progress(i / n, text=f"Simulating each shape... {i}/{n}"))
     bar.empty()
     st.dataframe(frame.drop(columns=["tensor_parallel", "replicas"]), hide_index=True, width="stretch",
@@ -165,11 +167,15 @@ def cheapest_section(data: dict) -> None:
     currency = st.session_state.get("cost_currency", CURRENCIES[0])
     fx = st.session_state.get("cost_fx", CNY_PER_USD_DEFAULT)
     bar = st.progress(0.0, text="Sizing a fleet per GPU...")
-    frame = cheapest_fleets(runner.capped(data), Target(cls, metric, limit_ms), billing, currency, fx,
-                            int(max_replicas), APP_ORIGIN,
-                            run=lambda d: runner.summary(runner.canonical(d)),
-                            progress=lambda i, n: bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
-    bar.empty()
+    try:
+        frame = cheapest_fleets(runner.capped(data), Target(cls, metric, limit_ms), billing, currency, fx,
+                                int(max_replicas), APP_ORIGIN, run=runner.SectionBudget().summary,
+                                progress=lambda i, n: bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
+    except engine.ScenarioError as exc:
+        text.error(f"The search stopped: {exc}.")
+        return
+    finally:
+        bar.empty()
     st.dataframe(frame, hide_index=True, width="stretch", column_config={
         "per_month_low": st.column_config.NumberColumn(f"per month, low ({currency})", format="%.0f"),
         "per_month_high": st.column_config.NumberColumn(f"per month, high ({currency})", format="%.0f"),

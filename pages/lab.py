@@ -132,14 +132,18 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
     try:
         run = runner.simulate(key)
     except Exception as exc:  # noqa: BLE001 - the page shows one line, never a traceback
+        last = st.session_state.get("last_good")
+        shown = "the last scenario that ran" if last else "the default scenario"
         if isinstance(exc, engine.ScenarioError):
-            text.error(f"{exc}. Showing the last scenario that ran.")
+            text.error(f"{exc}. Showing {shown}.")
         else:
             LOG.exception("simulation failed for %s", key)
-            text.error(f"The simulation failed unexpectedly ({type(exc).__name__}: {exc}); the last scenario that "
-                       "ran is shown. Please report this with the page link.")
-        last = st.session_state.get("last_good")
-        return None if last is None else (last[0], runner.simulate(last[1]))
+            text.error(f"The simulation failed unexpectedly ({type(exc).__name__}); showing {shown}. Please report "
+                       "this with the page link.")
+        fallback = (last[0], last[1]) if last else (state.default_data(), runner.canonical(state.default_data()))
+        if fallback[1] == key:
+            return None
+        return fallback[0], runner.simulate(fallback[1])
     last = st.session_state.get("last_good")
     if last and last[1] != key:
         st.session_state["previous_summary"] = last[2]
@@ -192,7 +196,9 @@ def policy_extras(scenario: dict, summary: dict) -> None:
     if name == "dynamic" and st.toggle("Map alpha and gamma at this load", key="alpha_gamma",
                                        help="16 runs of the dynamic policy on the first "
                                             f"{runner.SWEEP_MAX_REQUESTS:,} requests"):
-        grid = runner.alpha_gamma_map(scenario, [0.0, 1.0, 3.0, 10.0], [0.0, 1.0, 3.0, 10.0])
+        grid, note = runner.alpha_gamma_map(scenario, [0.0, 1.0, 3.0, 10.0], [0.0, 1.0, 3.0, 10.0])
+        if note:
+            st.warning(text.plain(note))
         left, right = st.columns(2)
         first, last = list(classes)[0], list(classes)[-1]
         left.plotly_chart(charts.heatmap(grid, first, "ttft_p99_ms"), width="stretch")
@@ -252,7 +258,9 @@ st.subheader("Cost")
 rental = cost_panel.cost_view(scenario, summary)
 
 st.subheader("Policy comparison (same arrivals)")
-comparison = runner.policy_comparison(scenario, list(POLICIES))
+comparison, note = runner.policy_comparison(scenario, list(POLICIES))
+if note:
+    st.warning(text.plain(note))
 if rental is not None:
     comparison = cost_columns(comparison, rental.per_hour[0])
 st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_MAX_REQUESTS:,} requests"
@@ -268,7 +276,9 @@ if arrival and not scenario["workload"].get("trace"):
     default_curves = list(dict.fromkeys(["fifo", "priority", scenario["policy"].get("name", "fifo")]))
     shown_policies = st.multiselect("Policies", list(POLICIES), default_curves, format_func=POLICY_LABELS.get,
                                     key="curve_policies", help="each policy adds one run per arrival rate")
-    sweep = runner.load_sweep(scenario, rates, shown_policies or default_curves)
+    sweep, note = runner.load_sweep(scenario, rates, shown_policies or default_curves)
+    if note:
+        st.warning(text.plain(note))
     st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, "
                f"{min(scenario['workload'].get('num_requests') or 0, runner.SWEEP_MAX_REQUESTS):,} requests each.")
     curves_view(sweep, arrival["rate_per_s"])

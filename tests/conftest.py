@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-import engine
+# The app's trace store for this test session (read by ui.trace_store at import, and by the app servers
+# the browser tests start): never the machine's shared one.
+os.environ.setdefault("SCHEDULER_LAB_TRACE_STORE", tempfile.mkdtemp(prefix="scheduler-lab-test-store-"))
+
+import engine  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "data" / "scenarios"
@@ -65,3 +77,41 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def app_server(log_path: Path):
+    """``streamlit run app.py`` on a free local port until healthy: yields (url, process); stops it after."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+                                 f"--server.port={port}", "--server.address=127.0.0.1",
+                                 "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
+                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"streamlit did not become healthy; see {log_path}")
+            time.sleep(0.5)
+        try:
+            yield url, proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -8,18 +8,14 @@ measured update times to tests/artifacts/browser_timings.json.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import sync_playwright
 
-from conftest import REPO
+from conftest import REPO, app_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -28,38 +24,11 @@ ARTIFACTS = REPO / "tests" / "artifacts"
 TIMEOUT_MS = 120_000
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
     ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    log = open(ARTIFACTS / "streamlit.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
-                             f"--server.port={port}", "--server.address=127.0.0.1",
-                             "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
-                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not become healthy; see {ARTIFACTS / 'streamlit.log'}")
-        time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
+    with app_server(ARTIFACTS / "streamlit.log") as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from dataclasses import dataclass
 
 import pandas as pd
@@ -105,19 +106,48 @@ def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:
                                                                    max_requests), max_requests)})
 
 
-def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> pd.DataFrame:
-    """Flat metrics of each (overrides, tags) variant of ``base``: cached per run, with a progress bar."""
+class SectionTimeUsedUp(engine.ScenarioError):
+    """A page section has spent its simulation time (``caps.section_s``)."""
+
+
+class SectionBudget:
+    """Wall-clock seconds one section of a page may spend on runs not yet cached (``caps.section_s``), so
+    that a link asking for very slow runs cannot keep a core busy for every variant of every section."""
+
+    def __init__(self, seconds: float = DEFAULT_CAPS.section_s):
+        self.seconds, self.left = seconds, seconds
+
+    def summary(self, data: dict) -> dict:
+        """The run's summary (cached, or simulated while time is left); ``SectionTimeUsedUp`` after."""
+        if self.left <= 0:
+            raise SectionTimeUsedUp(f"this section's simulation time of {self.seconds:g} s (section_s) is used up; "
+                                    f"simulate fewer requests or a lighter load to see every run")
+        started = time.perf_counter()
+        try:
+            return summary(canonical(data))
+        finally:
+            self.left -= time.perf_counter() - started
+
+
+def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple[pd.DataFrame, str | None]:
+    """Flat metrics of each (overrides, tags) variant of ``base``: cached per run, with a progress bar,
+    within one ``SectionBudget``. Returns the frame and, when the budget cut the list short, why."""
     bar = st.progress(0.0, text=text)
-    frames = []
+    budget, frames, note = SectionBudget(), [], None
     for i, (overrides, tags) in enumerate(variants):
-        frames.append(tagged_metrics(summary(canonical(apply_overrides(base, overrides))), **tags))
+        try:
+            frames.append(tagged_metrics(budget.summary(apply_overrides(base, overrides)), **tags))
+        except SectionTimeUsedUp as exc:
+            note = f"Only {i} of {len(variants)} runs are shown: {exc}."
+            break
         bar.progress((i + 1) / len(variants), text=f"{text} {i + 1}/{len(variants)}")
     bar.empty()
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True), note
 
 
-def policy_comparison(data: dict, policies: list[str]) -> pd.DataFrame:
-    """Every policy on the same arrivals (the first ``SWEEP_MAX_REQUESTS`` requests)."""
+def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:
+    """Every policy on the same arrivals (the first ``SWEEP_MAX_REQUESTS`` requests); and a note when the
+    section's time ran out first."""
     return _variants(capped(data), [({"policy.name": name}, {"policy": name}) for name in policies],
                      "Running every policy...")
 
@@ -132,23 +162,27 @@ def sweep_rates(rate_per_s: float, offered_load: float) -> list[float]:
     return sorted({_round_sig(capacity_per_s * f) for f in SWEEP_LOAD_FACTORS})
 
 
-def load_sweep(data: dict, rates: list[float], policies: list[str]) -> pd.DataFrame:
-    """Flat metrics per (rate, policy), at most ``SWEEP_MAX_REQUESTS`` requests a point, with a progress bar.
+def load_sweep(data: dict, rates: list[float], policies: list[str]) -> tuple[pd.DataFrame, str | None]:
+    """Flat metrics per (rate, policy), at most ``SWEEP_MAX_REQUESTS`` requests a point, with a progress bar;
+    and a note when the section's time ran out first.
 
-    The assembled frame is kept in the session under a key without the current rate, so moving the
-    rate only moves the marker; each point is also cached on its own (``summary``).
+    A complete frame is kept in the session under a key without the current rate, so moving the rate
+    only moves the marker; each point is also cached on its own (``summary``), so an incomplete sweep
+    goes on where it stopped at the next rerun.
     """
     base = capped(apply_overrides(data, {"workload.arrival.rate_per_s": 1.0}))
     key = ("sweep", canonical(base), tuple(rates), tuple(policies))
-    if st.session_state.get("sweep_key") != key:
-        variants = [({"workload.arrival.rate_per_s": rate, "policy.name": name},
-                     {"rate_per_s": rate, "policy": name}) for rate in rates for name in policies]
-        frame = _variants(base, variants, "Sweeping the arrival rate...")
+    if st.session_state.get("sweep_key") == key:
+        return st.session_state["sweep_frame"], None
+    variants = [({"workload.arrival.rate_per_s": rate, "policy.name": name},
+                 {"rate_per_s": rate, "policy": name}) for rate in rates for name in policies]
+    frame, note = _variants(base, variants, "Sweeping the arrival rate...")
+    if note is None:
         st.session_state["sweep_key"], st.session_state["sweep_frame"] = key, frame
-    return st.session_state["sweep_frame"]
+    return frame, note
 
 
-def alpha_gamma_map(data: dict, alphas: list[float], gammas: list[float]) -> pd.DataFrame:
+def alpha_gamma_map(data: dict, alphas: list[float], gammas: list[float]) -> tuple[pd.DataFrame, str | None]:
     """The dynamic policy over a grid of (alpha, gamma) at the current load."""
     variants = [({"policy.name": "dynamic", "policy.alpha": a, "policy.gamma": g}, {"alpha": a, "gamma": g})
                 for a in alphas for g in gammas]

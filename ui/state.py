@@ -61,6 +61,11 @@ def preset_data(name: str) -> dict:
     return read_toml(PRESET_DIR / name)
 
 
+def default_data() -> dict:
+    """The scenario the app opens on."""
+    return preset_data(DEFAULT_PRESET)
+
+
 def validate(data: dict) -> engine.Scenario:
     """The typed scenario, or ``ScenarioError`` naming the bad field. A scenario in the app may only replay
     traces of the app's store, within the default limits (``trace_store.APP_ORIGIN``)."""
@@ -77,7 +82,7 @@ def _store(data: dict, new_version: bool) -> None:
 def current() -> dict:
     """The session's scenario (from the link on first load, else the default preset)."""
     if "scenario" not in st.session_state:
-        data = preset_data(DEFAULT_PRESET)
+        data = default_data()
         text = st.query_params.get(QUERY_KEY)
         if text:
             try:

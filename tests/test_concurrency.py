@@ -1,0 +1,155 @@
+"""Many sessions at once against a real server: 20 sessions keep getting their pages while one session
+runs the largest scenario a link may ask for, the health check keeps answering, and the server stops
+on SIGTERM in the middle of that run.
+
+Sessions are real Streamlit websocket clients (the browser's protocol: a ``rerun_script`` back message,
+then forward messages until ``script_finished``), so the server does exactly the work a browser's
+session costs it, without 20 browsers sharing the two cores. Figures go to
+``tests/artifacts/concurrency.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import threading
+import time
+import urllib.request
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from websockets.sync.client import connect
+
+from conftest import REPO, SCENARIOS, app_server
+from engine.caps import DEFAULT_CAPS
+from engine.config import read_toml
+from ui import state
+
+ARTIFACTS = REPO / "tests" / "artifacts"
+SESSIONS = 20
+PAGE_TIMEOUT_S = 600
+
+
+def largest_link() -> str:
+    """The example scenario at every limit a link may reach that costs time: a million requests, an
+    overloaded server, the longest waiting queue and drain allowed; the run ends at its wall-clock limit."""
+    data = read_toml(SCENARIOS / "example.toml")
+    data["workload"]["num_requests"] = DEFAULT_CAPS.requests_per_run
+    data["workload"]["arrival"]["rate_per_s"] = 20.0
+    data["limits"] = {"max_waiting_requests": DEFAULT_CAPS.waiting_requests, "max_drain_s": DEFAULT_CAPS.drain_s}
+    return "s=" + state.encode(data)
+
+
+def open_page(url: str, query: str = "", page: str = "") -> tuple[float, bytes]:
+    """One session opening one page: (seconds until the script finished, every message it received)."""
+    with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"], max_size=None,
+                 open_timeout=PAGE_TIMEOUT_S) as ws:
+        request = BackMsg()
+        request.rerun_script.query_string = query
+        request.rerun_script.page_name = page
+        started = time.monotonic()
+        ws.send(request.SerializeToString())
+        received = []
+        while True:
+            raw = ws.recv(timeout=PAGE_TIMEOUT_S)
+            received.append(raw)
+            message = ForwardMsg()
+            message.ParseFromString(raw)
+            if message.WhichOneof("type") == "script_finished":
+                assert message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY
+                return time.monotonic() - started, b"".join(received)
+
+
+def burst(url: str, sessions: int) -> list[float]:
+    """``sessions`` sessions opening the Lab at the same moment: each one's seconds to a finished page."""
+    seconds: list[float | None] = [None] * sessions
+
+    def one(i: int) -> None:
+        seconds[i] = open_page(url)[0]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert None not in seconds, "every session got its page"
+    return seconds
+
+
+class HealthProbe(threading.Thread):
+    """Asks the health endpoint four times a second; records each answer's latency (seconds)."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url, self.latencies, self.stopped = url, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            started = time.monotonic()
+            with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=60) as response:
+                assert response.read().strip() == b"ok"
+            self.latencies.append(time.monotonic() - started)
+            time.sleep(0.25)
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
+
+
+def test_twenty_sessions_stay_responsive_while_one_runs_the_largest_scenario():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with app_server(ARTIFACTS / "streamlit_concurrency.log") as (url, proc):
+        open_page(url)  # compile, warm the default scenario's results
+        alone = burst(url, SESSIONS)
+        probe = HealthProbe(url)
+        probe.start()
+        heavy: dict = {}
+
+        def run_heavy() -> None:
+            heavy["seconds"], heavy["messages"] = open_page(url, largest_link())
+
+        heavy_session = threading.Thread(target=run_heavy)
+        heavy_session.start()
+        time.sleep(3.0)  # the million-request run is now in the compiled loop
+        beside = burst(url, SESSIONS)
+        heavy_session.join()
+        probe.stopped.set()
+        probe.join()
+        figures = {
+            "sessions": SESSIONS,
+            "alone_s": {"median": statistics.median(alone), "max": max(alone)},
+            "beside_largest_s": {"median": statistics.median(beside), "max": max(beside)},
+            "slowdown_max": max(beside) / max(alone),
+            "largest_page_s": heavy["seconds"],
+            "health_checks": len(probe.latencies),
+            "health_max_s": max(probe.latencies),
+            "server_peak_rss_mib": peak_rss_mib(proc.pid),
+        }
+        (ARTIFACTS / "concurrency.json").write_text(json.dumps(figures, indent=2))
+    assert b"clock limit of 60 s" in heavy["messages"].replace(b"\\", b""), "the largest run is cut and says so"
+    assert heavy["seconds"] < DEFAULT_CAPS.wall_clock_s + 120
+    # The largest run takes one core, outside the interpreter lock: the others' pages are not held up by it.
+    assert max(beside) <= 2.0 * max(alone) + 5.0, figures
+    assert figures["health_max_s"] < 5.0, figures
+    assert figures["server_peak_rss_mib"] < 6 * 1024, figures
+
+
+def open_page_until_closed(url: str, query: str) -> None:
+    """Open a page on a server that is about to stop: the connection closing is the expected end."""
+    try:
+        open_page(url, query)
+    except Exception:  # noqa: BLE001 - ConnectionClosed, or a timeout once the server is gone
+        pass
+
+
+def test_the_server_stops_on_sigterm_in_the_middle_of_the_largest_run():
+    with app_server(ARTIFACTS / "streamlit_sigterm.log") as (url, proc):
+        threading.Thread(target=open_page_until_closed, args=(url, largest_link()), daemon=True).start()
+        time.sleep(12.0)  # compiling is done and the million-request run is under way
+        assert proc.poll() is None
+        stopped_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        assert time.monotonic() - stopped_at < 10.0

@@ -1,0 +1,291 @@
+"""Fuzzing: Hypothesis-drawn scenarios, trace files and links (valid, at the limits, hostile) through the
+command line and the app. Each ends in success or in one clear line, within a time budget, with the
+process's address space capped (``RLIMIT_AS``) so that a run asking for too much memory fails the test.
+
+The command line runs in this process (``engine.cli.main``) with lowered limits (``--limit``), so that
+runs at the limits stay short; the limits' arithmetic is the same at any value.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+import json
+import math
+import resource
+import time
+import typing
+import zlib
+from contextlib import contextmanager
+
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO, SCENARIOS, shown
+from engine.caps import MIB, caps_with
+from engine.config import Scenario, apply_overrides, read_toml, unwrap_optional
+from test_safety import cli
+from ui import state
+
+EXAMPLE = read_toml(SCENARIOS / "example.toml")
+FUZZ_LIMITS = ("--limit", "requests_per_run=3000", "--limit", "wall_clock_s=2", "--limit", "waiting_requests=5000")
+EXAMPLE_BUDGET_S = 30.0   # one example; the run itself stops at 2 s of wall clock
+ADDRESS_SPACE_HEADROOM = 3 * 1024 * MIB  # beyond what the test process already maps
+
+
+@contextmanager
+def memory_capped():
+    """Cap this process's address space at what it maps now plus ``ADDRESS_SPACE_HEADROOM`` (soft limit,
+    restored afterwards): an input that makes the engine allocate more fails with MemoryError."""
+    with open("/proc/self/status") as fh:
+        mapped_kib = next(int(line.split()[1]) for line in fh if line.startswith("VmSize:"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = mapped_kib * 1024 + ADDRESS_SPACE_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def check_outcome(code: int, out: str, err: str, seconds: float) -> None:
+    """Success with a consistent report, or exit 2 with one line; never an internal error or a hang."""
+    assert seconds < EXAMPLE_BUDGET_S, f"took {seconds:.1f} s"
+    assert "Traceback" not in err and "out of memory" not in err
+    event("ran" if code == 0 else "refused: " + err.split(": ")[-1][:50])
+    if code == 0:
+        report = json.loads(out)
+        overall = report["overall"]
+        assert overall["arrived"] == overall["completed"] + overall["timed_out"] + overall["unfinished"]
+        return
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, err)
+
+
+# --------------------------------------------------------------------------- strategies
+
+def _fields(cls: type, prefix: str = "") -> dict[str, tuple[type, dict]]:
+    """Every scenario key (classes by index 0, 1) with its type and validation metadata."""
+    found = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("internal"):
+            continue
+        tp, _ = unwrap_optional(hints[f.name])
+        inner = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
+        if dataclasses.is_dataclass(inner):
+            for index in ((0, 1) if inner is not tp else (None,)):
+                found.update(_fields(inner, f"{prefix}{f.name}." + ("" if index is None else f"{index}.")))
+        else:
+            found[prefix + f.name] = (tp, dict(f.metadata))
+    return found
+
+
+FIELDS = _fields(Scenario)
+FUZZ_CAPS = caps_with([a for a in FUZZ_LIMITS if a != "--limit"])
+
+
+def _limits(meta: dict) -> tuple[float | None, float | None]:
+    high = getattr(FUZZ_CAPS, meta["cap"]) if "cap" in meta else meta.get("le")
+    return meta.get("ge", meta.get("gt")), high
+
+
+def valid_value(tp: type, meta: dict) -> st.SearchStrategy:
+    """A value the key accepts (mostly small: runs stay short)."""
+    if "choices" in meta:
+        return st.sampled_from(list(meta["choices"]))
+    if tp is bool:
+        return st.booleans()
+    if tp is str:
+        return st.text(min_size=1, max_size=12)
+    low, high = _limits(meta)
+    low = 0 if low is None else low
+    high = low + 1000 if high is None else min(high, low + 1000)
+    if tp is int:
+        return st.integers(int(math.ceil(low)), int(high))
+    return st.floats(float(low), float(high), exclude_min="gt" in meta)
+
+
+def boundary_value(tp: type, meta: dict) -> st.SearchStrategy:
+    """A value at one end of what the key accepts, or just beyond it."""
+    ends = [v for v in _limits(meta) if v is not None]
+    if tp is int:
+        return st.sampled_from([int(v) + d for v in ends for d in (-1, 0, 1)] or [0, -1, 2 ** 63 - 1, 2 ** 63])
+    if tp is float:
+        return st.sampled_from([v * f for v in ends for f in (1 - 1e-9, 1.0, 1 + 1e-9)] + [math.nan, math.inf])
+    if tp is str and "cap" in meta:
+        n = getattr(FUZZ_CAPS, meta["cap"])
+        return st.sampled_from(["x" * n, "x" * (n + 1)])
+    return hostile
+
+
+hostile = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2 ** 70), 2 ** 70), st.floats(),
+              st.sampled_from([1e-300, 1e300, -0.0]), st.text(max_size=30),
+              st.sampled_from(["/etc/hostname", "../../x.csv", "![x](http://h/i.png)", "\x00" * 5])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12)
+
+
+@st.composite
+def scenarios(draw) -> dict:
+    """The example scenario (300 requests) with 1-4 keys set to a valid, boundary or hostile value."""
+    data = copy.deepcopy(EXAMPLE)
+    data["workload"]["num_requests"] = 300
+    for _ in range(draw(st.integers(1, 4))):
+        key = draw(st.sampled_from(sorted(FIELDS) + ["workload.bogus", "policy.weights.interactive"]))
+        tp, meta = FIELDS.get(key, (float, {}))
+        kind = draw(st.sampled_from(["valid", "valid", "boundary", "hostile"]))
+        value = draw({"valid": valid_value, "boundary": boundary_value}[kind](tp, meta) if kind != "hostile"
+                     else hostile)
+        event(f"{kind} value")
+        data = apply_overrides(data, {key: value}) if _settable(data, key) else data
+    return data
+
+
+def _settable(data: dict, key: str) -> bool:
+    """True when every table on the way to ``key`` exists as a table (classes by index)."""
+    node = data
+    for part in key.split(".")[:-1]:
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                return False
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            node = node.get(part, {})
+        if not isinstance(node, (dict, list)):
+            return False
+    return True
+
+
+def toml_text(data: dict) -> bytes | None:
+    """The scenario as TOML, or None where TOML cannot hold it (then it goes in as a dict)."""
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {str(k): strip(v) for k, v in obj.items() if v is not None}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj if v is not None]
+        return obj
+    try:
+        return tomli_w.dumps(strip(data)).encode()
+    except (TypeError, ValueError):
+        return None
+
+
+csv_cells = st.one_of(st.sampled_from(["0", "1", "-1", "1.5", "1e19", "9223372036854775808", "10000000", "10000001",
+                                       "nan", "inf", "", "x", "\x00", "2023-11-16 18:00:00+05:00"]),
+                      st.text(max_size=10))
+
+
+@st.composite
+def trace_files(draw) -> tuple[str, bytes]:
+    """(suffix, content) of a trace: mostly well-formed rows with drawn cells, or random bytes."""
+    kind = draw(st.sampled_from(["csv", "azure", "mooncake", "bytes"]))
+    rows = draw(st.lists(st.tuples(csv_cells, csv_cells, csv_cells), max_size=6)) if draw(st.booleans()) else []
+    good = draw(st.integers(0, 50))
+    if kind == "csv":
+        lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{i * 0.1},{i % 90 + 1},{i % 7 + 1}"
+                                                             for i in range(good)]
+        lines += [",".join(r) for r in rows]
+        return ".csv", "\n".join(lines).encode("utf-8", "surrogatepass")
+    if kind == "azure":
+        lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"] + [f"2023-11-16 18:00:{i % 60:02d},{i + 1},{i % 5 + 1}"
+                                                               for i in range(good)]
+        lines += [",".join(r) for r in rows]
+        return ".csv", "\n".join(lines).encode("utf-8", "surrogatepass")
+    if kind == "mooncake":
+        records = [json.dumps({"timestamp": i * 100, "input_length": i + 1, "output_length": 2}) for i in range(good)]
+        records += [json.dumps(draw(hostile)) for _ in rows]
+        records += draw(st.lists(st.text(max_size=40), max_size=2))
+        return ".jsonl", "\n".join(records).encode("utf-8", "surrogatepass")
+    return ".csv", draw(st.binary(max_size=2000))
+
+
+TRACE_SCENARIO = {"workload": {"classes": [{"name": "chat", "share": 0.5}, {"name": "batch", "share": 0.5}]},
+                  "server": {"step_model": "fixed", "step_time_ms": 5.0}}
+
+
+@st.composite
+def links(draw) -> str:
+    """A ``?s=`` value: a drawn scenario encoded, damaged, truncated, a small bomb, or random text."""
+    kind = draw(st.sampled_from(["scenario", "scenario", "truncated", "bomb", "text", "json"]))
+    if kind == "text":
+        return draw(st.text(max_size=200))
+    if kind == "bomb":
+        return base64.urlsafe_b64encode(zlib.compress(b"{" * draw(st.integers(MIB, 20 * MIB)), 9)).decode()
+    if kind == "json":
+        raw = json.dumps(draw(hostile)).encode()
+        return base64.urlsafe_b64encode(zlib.compress(raw)).decode()
+    link = state.encode(draw(scenarios()))
+    return link[: draw(st.integers(1, len(link) - 1))] if kind == "truncated" else link
+
+
+# --------------------------------------------------------------------------- command line
+
+def fuzz(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled():
+    """Compile (or load) the simulator before memory is capped."""
+    assert cli("run", str(SCENARIOS / "example.toml"), "--set", "workload.num_requests=50", "--json", "-")[0] == 0
+
+
+@fuzz(100)
+@given(data=scenarios())
+def test_fuzzed_scenarios_through_the_command_line(tmp_path, data):
+    content = toml_text(data)
+    path = tmp_path / "fuzz.toml"
+    if content is None:
+        pytest.skip("TOML cannot hold this draw")  # pragma: no cover - tomli_w writes every drawn value
+    path.write_bytes(content)
+    with memory_capped():
+        check_outcome(*cli("run", str(path), "--json", "-", *FUZZ_LIMITS))
+
+
+@fuzz(60)
+@given(trace=trace_files(), fmt=st.sampled_from([None, "csv", "azure", "mooncake"]),
+       cut=st.sampled_from([None, 5, 3000]))
+def test_fuzzed_trace_files_through_the_command_line(tmp_path, trace, fmt, cut):
+    suffix, content = trace
+    path = tmp_path / f"trace{suffix}"
+    path.write_bytes(content)
+    scenario = tmp_path / "replay.toml"
+    scenario.write_text(tomli_w.dumps(TRACE_SCENARIO))
+    args = ["run", str(scenario), "--trace", str(path), "--json", "-", *FUZZ_LIMITS]
+    if cut:
+        args += ["--set", f"workload.num_requests={cut}"]
+    if fmt:
+        args += ["--trace-format", fmt]
+    with memory_capped():
+        check_outcome(*cli(*args))
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def lab_with(link: str) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180)
+    at.query_params[state.QUERY_KEY] = link
+    return at.run()
+
+
+@fuzz(25)
+@given(link=links())
+def test_fuzzed_links_through_the_app(link):
+    started = time.perf_counter()
+    with memory_capped():
+        at = lab_with(link)
+    assert time.perf_counter() - started < 180
+    assert not at.exception, at.exception
+    assert all("\n" not in e for e in shown(at.error)), "every error is one line"
+    assert [m for m in at.metric if m.label == "TTFT p99"], "results (the link's, or the default's) are shown"
+    for block in at.metric:
+        assert block.value is None or not isinstance(block.value, float) or math.isfinite(block.value)

@@ -1,0 +1,301 @@
+"""Hostile links, uploads and names in the app: one clear line, the default or last valid scenario under
+it, no file read outside the app's trace store, names shown as text, bounded memory."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import time
+import tomllib
+import tracemalloc
+import zlib
+from pathlib import Path
+
+import pytest
+import tomli_w
+from streamlit.testing.v1 import AppTest
+
+import engine
+from conftest import REPO, SCENARIOS, shown
+from engine.caps import DEFAULT_CAPS, MIB, Caps
+from engine.config import read_toml
+from engine.origin import stored_trace_name
+from test_safety import opened_files
+from ui import runner, state, text, trace_store
+from ui.result_cache import ResultCache
+
+CONV = "arrival_s,prompt_tokens,output_tokens\n0,12,3\n0.2,40,5\n0.5,8,2\n"
+
+
+def example(**changes) -> dict:
+    data = read_toml(SCENARIOS / "example.toml")
+    data["workload"]["num_requests"] = 500
+    for key, value in changes.items():
+        data = engine.apply_overrides(data, {key: value})
+    return data
+
+
+def lab_link(link: str) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180)
+    at.query_params[state.QUERY_KEY] = link
+    return at.run()
+
+
+def assert_default_under_the_error(at: AppTest, *words: str) -> None:
+    assert not at.exception
+    errors = shown(at.error)
+    assert any(all(w in e for w in words) for e in errors), errors
+    assert "example" in shown(at.sidebar.caption)
+    assert [m for m in at.metric if m.label == "TTFT p99"], "the default scenario's results are shown"
+
+
+# --------------------------------------------------------------------------- links
+
+
+@pytest.mark.parametrize("path", ["/etc/hostname", "/proc/self/environ"])
+def test_a_link_naming_a_server_file_is_refused_without_reading_it(path):
+    link = state.encode(example(**{"workload.trace": {"path": path, "format": "csv"}}))
+    with opened_files() as opened:
+        at = lab_link(link)
+    assert_default_under_the_error(at, "is not a trace this app holds")
+    assert path not in opened and not [p for p in opened if p.endswith(("hostname", "environ"))]
+
+
+def test_an_uploaded_scenario_naming_a_server_file_is_refused_without_reading_it():
+    data = example(**{"workload.trace": {"path": "/proc/self/environ", "format": "csv"}})
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
+    with opened_files() as opened:
+        at.file_uploader(key="upload_1").set_value(("evil.toml", tomli_w.dumps(data).encode(),
+                                                    "application/toml")).run()
+    assert not at.exception
+    assert any("is not a trace this app holds" in e for e in shown(at.error))
+    assert not [p for p in opened if p.endswith("environ")]
+
+
+def test_a_decompression_bomb_link_stops_at_the_limit_in_bounded_memory():
+    bomb = base64.urlsafe_b64encode(zlib.compress(b"{" + b" " * (45 * MIB), 9)).decode().rstrip("=")
+    assert len(bomb) < DEFAULT_CAPS.link_chars
+    tracemalloc.start()
+    with pytest.raises(engine.ScenarioError, match="decompresses to more than the limit of 1,048,576 bytes"):
+        state.decode(bomb)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * DEFAULT_CAPS.link_bytes
+    assert_default_under_the_error(lab_link(bomb), "decompresses to more than the limit")
+
+
+@pytest.mark.parametrize("link, words", [
+    ("A" * 70_000, "has 70,000 characters, more than the limit of 65,536 characters"),
+    (state.encode({"workload": {"classes": [{"name": f"c{i}", "share": 0.002} for i in range(500)]}}),
+     "more than the limit of 32 classes"),
+    (state.encode(example(**{"limits.max_waiting_requests": 1_000_000, "limits.max_drain_s": 1e9,
+                             "workload.num_requests": 1_000_000})), "limits.max_waiting_requests"),
+    (state.encode(example(**{"workload.num_requests": 10 ** 8})), "above the limit of 1,000,000 requests"),
+    (base64.urlsafe_b64encode(zlib.compress(b"[" * 100_000 + b"]" * 100_000)).decode(), "is damaged"),
+])
+def test_hostile_links_are_one_line_over_the_default_scenario(link, words):
+    assert_default_under_the_error(lab_link(link), words)
+
+
+@pytest.mark.parametrize("changes", [
+    {"workload.num_requests": 50},
+    {"workload.num_requests": 1},
+    {"policy.name": "priority", "policy.preempt_overhead_ms": 0.0, "policy.preemptive": True},
+    {"policy.name": "wfq", "policy.weights": {"interactive": 0.001, "offline": 1e5}},
+    {"workload.arrival.rate_per_s": 0.001},
+])
+def test_every_value_the_engine_accepts_opens_in_the_lab(changes):
+    """Widgets hold whatever a valid link carries: no StreamlitValueBelowMinError or AboveMaxError."""
+    at = lab_link(state.encode(example(**changes)))
+    assert not at.exception and not at.error
+    assert [m for m in at.metric if m.label == "TTFT p99"]
+    if "workload.num_requests" in changes:
+        assert at.number_input(key="requests_1").value == changes["workload.num_requests"]
+
+
+def test_a_rate_set_on_the_workload_page_beyond_the_lab_slider_still_opens():
+    at = lab_link(state.encode(example()))
+    at.switch_page("pages/workload.py").run()
+    at.number_input(key="w_rate_1").set_value(500.0).run()
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception
+    assert at.slider(key="rate_1").value == 500.0
+
+
+# --------------------------------------------------------------------------- names are text
+
+
+HOSTILE_NAME = "![x](http://evil.example/p.png)<b>[y](http://evil.example)</b>:red[z]$x$"
+
+
+def test_class_and_scenario_names_are_shown_as_text():
+    data = example(name=HOSTILE_NAME[:80])
+    data["workload"]["classes"][0]["name"] = HOSTILE_NAME[:80]
+    at = lab_link(state.encode(data))
+    assert not at.exception and not at.error
+    rendered = [m.value for m in at.markdown] + [c.value for c in at.caption] + [m.label for m in at.metric]
+    raw_markup = re.compile(r"(?<!\\)(!\[|\]\(|<b>|:red\[|\$x)")
+    named = [r for r in rendered if "evil" in r]
+    assert named and not [r for r in named if raw_markup.search(r)], named
+    assert HOSTILE_NAME[:80] in shown(at.sidebar.caption)
+    labels = [t for chart in at.get("plotly_chart") for t in strings(json.loads(chart.proto.spec)) if "evil" in t]
+    assert labels and not [t for t in labels if "<" in t], labels
+
+
+def strings(node) -> list[str]:
+    """Every string inside a JSON value."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in strings(v)]
+    return []
+
+
+def test_plain_text_round_trips_through_markdown_escapes():
+    for name in (HOSTILE_NAME, "a_b*c`d~e|f#g", "50% off: :smile: & <script>", "tab\tnew\nline"):
+        escaped = text.plain(name)
+        assert re.sub(r"\\(.)", r"\1", escaped) == " ".join(name.split())
+        assert not re.search(r"(?<!\\)[!\[\]()<>$:*_`]", escaped.replace("\\\\", ""))
+    assert text.chart_text("<a href='x'>y</a>") == "&lt;a href='x'&gt;y&lt;/a&gt;"
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+def workload_page() -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
+    return at.switch_page("pages/workload.py").run()
+
+
+def test_a_trace_upload_is_stored_only_once_used_and_then_under_its_hash():
+    content = CONV.encode()
+    name = stored_trace_name(content, ".csv")
+    (trace_store.STORE_DIR / name).unlink(missing_ok=True)
+    at = workload_page()
+    at.file_uploader(key="trace_upload").set_value(("mine.csv", content, "text/csv")).run()
+    assert not at.exception and not at.error
+    assert not (trace_store.STORE_DIR / name).exists(), "nothing is written before the trace is used"
+    at.button(key="use_trace").click().run()
+    assert (trace_store.STORE_DIR / name).read_bytes() == content
+    link = at.query_params[state.QUERY_KEY]
+    assert state.decode(link if isinstance(link, str) else link[0])["workload"]["trace"]["path"] == name, "the link names the stored trace, not a server path"
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception and not at.error
+    assert [m for m in at.metric if m.label == "TTFT p99"]
+
+
+@pytest.mark.parametrize("content, words", [
+    (bytes(range(256)) * 100, "not a readable CSV file"),
+    (b"arrival_s,prompt_tokens,output_tokens\n0,1e19,3\n", "must be an integer from 1 to 10,000,000"),
+    (b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00+00:00,3,2\nnot a time,1,1\n",
+     "line 3: TIMESTAMP = 'not a time' is not a date-time"),
+])
+def test_a_bad_trace_upload_is_one_line_and_writes_nothing(content, words):
+    before = set(trace_store.STORE_DIR.glob("*")) if trace_store.STORE_DIR.exists() else set()
+    at = workload_page()
+    at.file_uploader(key="trace_upload").set_value(("bad.csv", content, "text/csv")).run()
+    assert not at.exception
+    assert any(words in e for e in shown(at.error)), shown(at.error)
+    after = set(trace_store.STORE_DIR.glob("*")) if trace_store.STORE_DIR.exists() else set()
+    assert after == before
+
+
+def test_an_oversized_scenario_upload_is_one_line():
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
+    at.file_uploader(key="upload_1").set_value(("big.toml", b"# x\n" * (DEFAULT_CAPS.scenario_bytes // 4 + 1),
+                                                "application/toml")).run()
+    assert not at.exception
+    assert any("is larger than the limit" in e or "more than the limit of 1,048,576 bytes" in e
+               for e in shown(at.error))
+
+
+def test_the_store_keeps_its_quota_and_age_and_clears_partial_writes(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace_store, "STORE_DIR", tmp_path)
+    caps = Caps(upload_store_mib=1, upload_store_s=100.0)
+    old = tmp_path / ("a" * 32 + ".csv")
+    old.write_bytes(b"x" * 10)
+    partial = tmp_path / ".partial-abc"
+    partial.write_bytes(b"half")
+    os.utime(old, (1, 1))
+    os.utime(partial, (1, 1))
+    names = [trace_store.store(bytes([i]) * (400 * 1024), ".csv", caps) for i in range(4)]
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert not old.exists() and not partial.exists(), "old traces and partial writes are removed"
+    assert names[-1] in kept and names[0] not in kept, "the least recently used go first"
+    assert sum((tmp_path / k).stat().st_size for k in kept) <= 1 * MIB
+    assert all(re.fullmatch(r"[0-9a-f]{32}\.csv", k) for k in kept)
+
+
+# --------------------------------------------------------------------------- result cache
+
+
+def test_the_result_cache_is_bounded_in_bytes_and_age():
+    now = [0.0]
+    cache = ResultCache(max_bytes=100, max_age_s=10.0, size_of=len, clock=lambda: now[0])
+    cache.put("a", "x" * 40)
+    cache.put("b", "y" * 40)
+    assert cache.get("a") == "x" * 40  # a is now the most recently used
+    cache.put("c", "z" * 40)
+    assert cache.get("b") is None and cache.get("a") and cache.get("c") and cache.held_bytes == 80
+    cache.put("huge", "w" * 101)
+    assert cache.get("huge") is None and cache.held_bytes == 80
+    now[0] = 10.5
+    assert cache.get("a") is None and len(cache) == 0 and cache.held_bytes == 0
+    computed = []
+    assert cache.get_or_compute("d", lambda: computed.append(1) or "d") == "d"
+    assert cache.get_or_compute("d", lambda: computed.append(1) or "d") == "d" and computed == [1]
+
+
+# --------------------------------------------------------------------------- server settings
+
+
+def test_server_settings_match_the_limits_and_hide_error_details():
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == DEFAULT_CAPS.upload_mib
+    assert config["server"]["address"] == "localhost"
+    assert config["client"]["showErrorDetails"] == "none"
+    assert config["server"].get("enableXsrfProtection", True) is True
+
+
+def test_the_code_never_unpickles_or_evaluates_input():
+    sources = [p for folder in ("engine", "ui", "pages") for p in (REPO / folder).glob("*.py")] + [REPO / "app.py"]
+    pattern = re.compile(r"\bpickle\b|\beval\(|\bexec\(|yaml\.load\(|allow_pickle=True")
+    offenders = [f"{p.name}: {line.strip()}" for p in sources for line in p.read_text().splitlines()
+                 if pattern.search(line)]
+    assert not offenders
+
+
+def test_readme_explains_how_to_serve_others():
+    readme = (REPO / "README.md").read_text()
+    assert "--server.address" in readme and "reverse proxy" in readme
+
+
+def test_uploaded_traces_live_outside_the_repository():
+    assert not Path(trace_store.STORE_DIR).resolve().is_relative_to(REPO)
+
+
+def test_a_link_that_validates_but_cannot_run_shows_the_default_scenario_under_its_error():
+    at = lab_link(state.encode(example(**{"server.kv_capacity_tokens": 64})))
+    assert_default_under_the_error(at, "KV cache holds", "Showing the default scenario")
+
+
+def test_a_section_stops_when_its_simulation_time_is_used_up(monkeypatch):
+    """A section's runs share one time budget: the runs left when it is used up are skipped, and said so."""
+    real = runner.summary
+    spent = []
+
+    def slow(scenario_json: str) -> dict:
+        spent.append(1)
+        time.sleep(0.2)
+        return real(scenario_json)
+
+    monkeypatch.setattr(runner, "summary", slow)
+    monkeypatch.setattr(runner.SectionBudget.__init__, "__defaults__", (0.5,))
+    frame, note = runner.policy_comparison(example(), ["fifo", "priority", "sjf", "srpt", "edf", "wfq"])
+    assert 1 <= len(spent) < 6 and frame["policy"].nunique() == len(spent)
+    assert note == (f"Only {len(spent)} of 6 runs are shown: this section's simulation time of 0.5 s (section_s) "
+                    "is used up; simulate fewer requests or a lighter load to see every run.")
