@@ -60,8 +60,9 @@ def synthetic(classes: list[dict], rate_per_s: float, num_requests: int, seed: i
 
 
 def shown(elements) -> list[str]:
-    """The text of Markdown elements (errors, captions...) as a reader sees it: backslash escapes removed."""
-    return [re.sub(r"\\(.)", r"\1", e.value) for e in elements]
+    """The text of Markdown elements (errors, captions...) as a reader sees it: backslash escapes and the
+    invisible word joiners of ``ui.text.plain`` removed."""
+    return [re.sub(r"\\(.)", r"\1", e.value).replace("\u2060", "") for e in elements]
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import sync_playwright
 
-from conftest import REPO, app_server
+from conftest import REPO, SCENARIOS, app_server
+from engine.config import read_toml
+from ui import state
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -149,3 +151,25 @@ def test_hardware_page_renders_its_charts(server, page):
     assert page.locator('[data-testid="stException"]').count() == 0
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=TIMEOUT_MS)
     assert "KV cache per server" in page.inner_text("body")
+
+
+HOSTILE_NAME = "![x](http://evil.example/i.png)[y](http://evil.example)<b>z</b>:red[r]$m$:+1:"
+
+
+def test_names_with_markup_are_shown_as_text(server, page):
+    """A link whose class and scenario names hold Markdown, HTML, colour and math markup: the page shows
+    them as written, and the browser asks nothing of the addresses inside them."""
+    data = read_toml(SCENARIOS / "example.toml")
+    data["name"] = HOSTILE_NAME
+    data["workload"]["classes"][0]["name"] = HOSTILE_NAME
+    data["workload"]["num_requests"] = 2000
+    outside = []
+    page.on("request", lambda request: outside.append(request.url) if "evil" in request.url else None)
+    open_lab(page, f"{server}/?{state.QUERY_KEY}={state.encode(data)}")
+    page.screenshot(path=str(ARTIFACTS / "hostile_names.png"), full_page=True)
+    assert not outside
+    assert page.locator("img[src*=evil], a[href*=evil], [data-testid=stException]").count() == 0
+    body = page.inner_text("body").replace("\u2060", "")  # the word joiners that keep addresses from linking
+    assert HOSTILE_NAME in body, "the name is shown exactly as written"
+    legends = page.evaluate("Array.from(document.querySelectorAll('.legendtext')).map(e => e.textContent)")
+    assert any(HOSTILE_NAME in text for text in legends)

@@ -158,7 +158,7 @@ def strings(node) -> list[str]:
 def test_plain_text_round_trips_through_markdown_escapes():
     for name in (HOSTILE_NAME, "a_b*c`d~e|f#g", "50% off: :smile: & <script>", "tab\tnew\nline"):
         escaped = text.plain(name)
-        assert re.sub(r"\\(.)", r"\1", escaped) == " ".join(name.split())
+        assert re.sub(r"\\(.)", r"\1", escaped).replace("\u2060", "") == " ".join(name.split())
         assert not re.search(r"(?<!\\)[!\[\]()<>$:*_`]", escaped.replace("\\\\", ""))
     assert text.chart_text("<a href='x'>y</a>") == "&lt;a href='x'&gt;y&lt;/a&gt;"
 

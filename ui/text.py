@@ -14,12 +14,18 @@ import re
 import streamlit as st
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&\"'=^])")
+# GitHub-flavoured Markdown turns addresses in plain text into links (http://..., www...., a@b.c), escaped
+# or not; an invisible word joiner inside each pattern keeps them text.
+_AUTOLINK_PARTS = re.compile(r"(:|(?i:www)(?=\.)|(?=@))")
+WORD_JOINER = "\u2060"
 
 
 def plain(text: object) -> str:
-    """``text`` escaped so that Streamlit's Markdown shows it as written (every Markdown, math, directive
-    and emoji-shortcode character is backslash-escaped; line breaks become spaces)."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    """``text`` so that Streamlit's Markdown shows it as written: every Markdown, math, directive and
+    emoji-shortcode character backslash-escaped, a word joiner (invisible) after each ':', 'www' and before
+    each '@' so that no address becomes a link, line breaks as spaces."""
+    joined = _AUTOLINK_PARTS.sub(lambda m: m.group(0) + WORD_JOINER, " ".join(str(text).split()))
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", joined)
 
 
 def chart_text(text: object) -> str:
