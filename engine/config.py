@@ -124,7 +124,8 @@ class RequestClass:
 
     name: str = opt(help="class name, unique; trace rows may refer to it", cap="name_chars")
     share: float = opt(help="fraction of arrivals in this class; shares sum to 1", gt=0.0, le=1.0)
-    priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0)
+    priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0,
+                        le=1_000_000)
     tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0)
     sla_ttft_ms: Optional[float] = opt(None, "SLA target on time to first token (none = no target)", "ms", gt=0.0)
     sla_e2e_ms: Optional[float] = opt(None, "SLA target on end-to-end latency (none = no target)", "ms", gt=0.0)

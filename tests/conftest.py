@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import re
 import socket
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 os.environ.setdefault("SCHEDULER_LAB_TRACE_STORE", tempfile.mkdtemp(prefix="scheduler-lab-test-store-"))
 
 import engine  # noqa: E402
+from engine.config import Scenario, unwrap_optional  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "data" / "scenarios"
@@ -116,3 +119,20 @@ def app_server(log_path: Path):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def config_fields(cls: type = Scenario, prefix: str = "") -> dict[str, tuple[type, dict]]:
+    """Every scenario key (the first two classes by index) with its type and validation metadata."""
+    found = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("internal"):
+            continue
+        tp, _ = unwrap_optional(hints[f.name])
+        inner = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
+        if dataclasses.is_dataclass(inner):
+            for index in ((0, 1) if inner is not tp else (None,)):
+                found.update(config_fields(inner, f"{prefix}{f.name}." + ("" if index is None else f"{index}.")))
+        else:
+            found[prefix + f.name] = (tp, dict(f.metadata))
+    return found

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import base64
 import copy
-import dataclasses
 import json
 import math
 import resource
 import time
-import typing
 import zlib
 from contextlib import contextmanager
 
@@ -25,9 +23,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO, SCENARIOS, shown
+from conftest import REPO, SCENARIOS, config_fields, shown
 from engine.caps import MIB, caps_with
-from engine.config import Scenario, apply_overrides, read_toml, unwrap_optional
+from engine.config import apply_overrides, read_toml
 from test_safety import cli
 from ui import state
 
@@ -68,24 +66,7 @@ def check_outcome(code: int, out: str, err: str, seconds: float) -> None:
 
 # --------------------------------------------------------------------------- strategies
 
-def _fields(cls: type, prefix: str = "") -> dict[str, tuple[type, dict]]:
-    """Every scenario key (classes by index 0, 1) with its type and validation metadata."""
-    found = {}
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("internal"):
-            continue
-        tp, _ = unwrap_optional(hints[f.name])
-        inner = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
-        if dataclasses.is_dataclass(inner):
-            for index in ((0, 1) if inner is not tp else (None,)):
-                found.update(_fields(inner, f"{prefix}{f.name}." + ("" if index is None else f"{index}.")))
-        else:
-            found[prefix + f.name] = (tp, dict(f.metadata))
-    return found
-
-
-FIELDS = _fields(Scenario)
+FIELDS = config_fields()
 FUZZ_CAPS = caps_with([a for a in FUZZ_LIMITS if a != "--limit"])
 
 

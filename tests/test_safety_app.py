@@ -18,13 +18,14 @@ import tomli_w
 from streamlit.testing.v1 import AppTest
 
 import engine
-from conftest import REPO, SCENARIOS, shown
+from conftest import REPO, SCENARIOS, config_fields, shown
 from engine.caps import DEFAULT_CAPS, MIB, Caps
 from engine.config import read_toml
 from engine.origin import stored_trace_name
 from test_safety import opened_files
 from ui import runner, state, text, trace_store
 from ui.result_cache import ResultCache
+from ui.widgets import field_bounds
 
 CONV = "arrival_s,prompt_tokens,output_tokens\n0,12,3\n0.2,40,5\n0.5,8,2\n"
 
@@ -299,3 +300,10 @@ def test_a_section_stops_when_its_simulation_time_is_used_up(monkeypatch):
     assert 1 <= len(spent) < 6 and frame["policy"].nunique() == len(spent)
     assert note == (f"Only {len(spent)} of 6 runs are shown: this section's simulation time of 0.5 s (section_s) "
                     "is used up; simulate fewer requests or a lighter load to see every run.")
+
+
+def test_every_integer_a_widget_shows_has_a_bound_a_browser_can_hold():
+    """Browsers hold integers exactly up to 2^53 - 1; every integer key but the seed (no widget) stops below."""
+    unbounded = [key for key, (tp, meta) in config_fields().items() if tp is int and key != "seed" and "choices" not in meta
+                 and not (field_bounds(meta)[1] or 2 ** 53) < 2 ** 53]
+    assert not unbounded
