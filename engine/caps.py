@@ -116,8 +116,8 @@ def caps_with(overrides: list[str]) -> Caps:
         try:
             value = kind(text.strip())
         except ValueError:
-            raise ScenarioError(f"--limit {name} = {text.strip()!r} must be {'an integer' if kind is int else 'a number'}") \
-                from None
+            kind_text = "an integer" if kind is int else "a number"
+            raise ScenarioError(f"--limit {name} = {text.strip()!r} must be {kind_text}") from None
         if not value > 0 or value != value or value == float("inf"):
             raise ScenarioError(f"--limit {name} = {text.strip()!r} must be a finite number > 0")
         changes[name] = value

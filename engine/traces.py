@@ -63,7 +63,8 @@ class _Read:
         """Raise when the file has more rows than the limit and no cut was asked for."""
         if not self.cut and read_rows > self.rows:
             raise TraceError(f"{self.name}: more than {self.rows:,} requests, the limit requests_per_run; set "
-                             f"workload.num_requests to replay the first rows{self.caps.raise_hint('requests_per_run')}")
+                             f"workload.num_requests to replay the first rows"
+                             f"{self.caps.raise_hint('requests_per_run')}")
 
 
 class _CappedReader(io.RawIOBase):

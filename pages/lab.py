@@ -12,7 +12,7 @@ from engine.cost import cost_columns
 from engine.metrics import flat_metrics
 from engine.simulate import stop_explanation
 from engine.policies import POLICIES, params_of
-from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, text
+from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, text
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_bounds, field_input, field_meta
 
@@ -205,21 +205,21 @@ def policy_extras(scenario: dict, summary: dict) -> None:
         right.plotly_chart(charts.heatmap(grid, last, "output_tokens_per_s"), width="stretch")
 
 
-@st.fragment
+@guard.fragment
 def comparison_view(frame) -> None:
     metrics = [m for m in charts.METRIC_LABELS if m in frame.columns and frame[m].notna().any()]
     metric = st.selectbox("Metric", metrics, format_func=charts.METRIC_LABELS.get, key="comparison_metric")
     st.plotly_chart(charts.comparison_bars(frame, metric, POLICY_LABELS), width="stretch")
 
 
-@st.fragment
+@guard.fragment
 def curves_view(frame, current_rate: float) -> None:
     metric = st.selectbox("Metric", ["ttft_p99_ms", "e2e_p99_ms", "sla_attainment", "output_tokens_per_s"],
                           format_func=charts.METRIC_LABELS.get, key="curves_metric")
     st.plotly_chart(charts.load_curves(frame, metric, current_rate, POLICY_LABELS), width="stretch")
 
 
-@st.fragment
+@guard.fragment
 def cdf_view(requests) -> None:
     column = st.radio("Latency", list(charts.CDF_LABELS), horizontal=True, key="cdf_column",
                       format_func=charts.CDF_LABELS.get)

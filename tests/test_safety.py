@@ -203,11 +203,11 @@ def test_reading_stops_at_the_cut(tmp_path):
 
 
 def test_a_single_endless_line_stops_at_the_byte_limit(tmp_path):
-    caps = dataclasses.replace(DEFAULT_CAPS, trace_bytes=1024 * 1024)
+    caps = dataclasses.replace(DEFAULT_CAPS, trace_bytes=512 * 1024)
     for fmt, name in (("csv", "line.csv"), ("mooncake", "line.jsonl")):
         path = tmp_path / name
         path.write_bytes(b"x" * (3 * 1024 * 1024))
-        with pytest.raises(engine.TraceError):
+        with pytest.raises(engine.TraceError, match="more than 524,288 bytes read before the requests cut"):
             read_trace(path, fmt, caps=caps)
 
 
@@ -347,3 +347,70 @@ def test_slices_give_the_same_result_as_one_call(monkeypatch):
     assert whole.requests.equals(sliced.requests)
     assert whole.timeseries.equals(sliced.timeseries)
     assert whole.summary["system"] | {"wall_s": 0} == sliced.summary["system"] | {"wall_s": 0}
+
+
+def test_a_burst_within_one_iteration_stops_at_the_queue_bound():
+    """Arrivals pile up while one long iteration runs: the run stops at the bound as they arrive, before
+    the waiting list outgrows what ``waiting_capacity`` reserved for it."""
+    data = base(num_requests=500)
+    data["server"].update(step_time_ms=60_000.0, max_batch_size=1)
+    data["limits"] = {"max_waiting_requests": 5}
+    summary = engine.simulate(engine.load_scenario(data)).summary
+    assert summary["system"]["stop_reason"] == "queue_bound"
+    assert summary["overall"]["unfinished"] == 5 + 1 + 1  # the bound, the arrival that passed it, the one running
+
+
+def test_a_full_request_list_is_an_internal_error_not_a_silent_overwrite():
+    from engine import kernel
+    scenario = engine.load_scenario(base(num_requests=50))
+    requests = engine.workload.build_requests(scenario)
+    from engine.layout import pack_requests
+    from engine.policies import policy_inputs
+    from engine.steptime import FIXED, step_params
+    ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
+                                 requests.class_id, np.full(len(requests), np.inf), requests.output_tokens)
+    policy, classes = policy_inputs(scenario)
+    stats, outcome = kernel.start_outputs(1)
+    scratch = list(kernel.work_arrays(50, 100, 1, 1))
+    scratch[0] = scratch[0][:, :2]  # a waiting list too short for this load
+    srv = kernel.server_params(1, 8192, 1, 0.0, 2 ** 62, 16, 0, 100, 1e9, 1, 0.0)
+    with pytest.raises(RuntimeError, match="a request list is full"):
+        kernel.run_nb(srv, step_params(FIXED, step_time_s=10.0), policy, 0, classes[np.newaxis], ints, floats,
+                      np.zeros((1, 64, len(kernel.SERIES_FIXED_COLUMNS) + 2)), stats, outcome, *scratch, 10_000)
+
+
+def test_replayed_arrivals_beyond_the_simulated_time_limit_are_refused(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,5,3\n3000000,5,3\n")
+    one_line_error(*cli("run", EXAMPLE, "--trace", str(path)), "workload.trace: the last request arrives at 3e+06 s")
+
+
+def test_a_jsonl_trace_stops_at_the_cut_and_refuses_endless_lines(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": i, "input_length": 5, "output_length": 2}) + "\n"
+                            for i in range(3000)))
+    caps = dataclasses.replace(DEFAULT_CAPS, requests_per_run=1000)
+    assert len(read_trace(path, "mooncake", max_rows=10, caps=caps).arrival_s) == 10
+    with pytest.raises(engine.TraceError, match="more than 1,000 requests, the limit requests_per_run"):
+        read_trace(path, "mooncake", caps=caps)
+    path.write_bytes(b'{"timestamp": 0, "x": "' + b"y" * (2 * 1024 * 1024) + b'"}\n')
+    with pytest.raises(engine.TraceError, match="line 1: longer than 1,048,576 bytes"):
+        read_trace(path, "mooncake")
+
+
+def test_an_internal_error_is_one_line_with_exit_code_1(monkeypatch):
+    from engine import cli as cli_module
+
+    def broken(scenario, **_):
+        raise RuntimeError("something internal")
+
+    monkeypatch.setattr(cli_module, "simulate", broken)
+    code, _, err, _ = cli("run", EXAMPLE)
+    assert code == 1 and err.strip() == ("error: internal error (RuntimeError: something internal); please report "
+                                         "it with the command line")
+
+    def hungry(scenario, **_):
+        raise MemoryError
+
+    monkeypatch.setattr(cli_module, "simulate", hungry)
+    one_line_error(*cli("run", EXAMPLE), "out of memory")

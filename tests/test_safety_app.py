@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import re
+import threading
 import time
 import tomllib
 import tracemalloc
@@ -183,7 +184,8 @@ def test_a_trace_upload_is_stored_only_once_used_and_then_under_its_hash():
     at.button(key="use_trace").click().run()
     assert (trace_store.STORE_DIR / name).read_bytes() == content
     link = at.query_params[state.QUERY_KEY]
-    assert state.decode(link if isinstance(link, str) else link[0])["workload"]["trace"]["path"] == name, "the link names the stored trace, not a server path"
+    linked = state.decode(link if isinstance(link, str) else link[0])
+    assert linked["workload"]["trace"]["path"] == name, "the link names the stored trace, not a server path"
     at.switch_page("pages/lab.py").run()
     assert not at.exception and not at.error
     assert [m for m in at.metric if m.label == "TTFT p99"]
@@ -304,6 +306,61 @@ def test_a_section_stops_when_its_simulation_time_is_used_up(monkeypatch):
 
 def test_every_integer_a_widget_shows_has_a_bound_a_browser_can_hold():
     """Browsers hold integers exactly up to 2^53 - 1; every integer key but the seed (no widget) stops below."""
-    unbounded = [key for key, (tp, meta) in config_fields().items() if tp is int and key != "seed" and "choices" not in meta
-                 and not (field_bounds(meta)[1] or 2 ** 53) < 2 ** 53]
+    widget_ints = [(key, meta) for key, (tp, meta) in config_fields().items()
+                   if tp is int and key != "seed" and "choices" not in meta]
+    unbounded = [key for key, meta in widget_ints if not (field_bounds(meta)[1] or 2 ** 53) < 2 ** 53]
     assert not unbounded
+
+
+def test_old_results_are_dropped_even_while_nobody_asks():
+    now = [0.0]
+    cache = ResultCache(max_bytes=100, max_age_s=0.5, size_of=len, clock=lambda: now[0])
+    cache.put("a", "x" * 40)
+    now[0] = 1.0
+    time.sleep(1.5)  # the sweeper wakes every max(age / 4, 1 s)
+    assert cache._bytes == 0 and not cache._entries
+
+
+def test_large_runs_take_turns_and_small_ones_do_not_wait(monkeypatch):
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def counted(scenario, progress=None):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.3)
+        with lock:
+            running[0] -= 1
+        raise engine.ScenarioError("stop here")
+
+    monkeypatch.setattr(runner.engine, "simulate", counted)
+    for requests, expected in ((runner.LARGE_RUN_REQUESTS + 1, 1), (1000, 2)):
+        most[0] = 0
+        scenario_json = runner.canonical(example(**{"workload.num_requests": requests}))
+        threads = [threading.Thread(target=lambda: pytest.raises(engine.ScenarioError, runner._simulate, scenario_json))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert most[0] == expected
+
+
+def test_an_unexpected_error_in_a_page_is_one_line_without_its_details(monkeypatch):
+    from ui import charts
+
+    def broken(*args, **kwargs):
+        raise ValueError("boom at /srv/secret/path")
+
+    monkeypatch.setattr(charts, "latency_cdf", broken)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
+    assert not at.exception
+    assert shown(at.error) == ["This page stopped on an unexpected error (ValueError); the scenario is unchanged. "
+                               "Please report it with the page link."]
+
+
+def test_addresses_in_names_never_form_a_link():
+    for name in ("http://evil.example/x", "see www.evil.example", "me@evil.example", "mailto:me@evil.example"):
+        unescaped = re.sub(r"\\(.)", r"\1", text.plain(name))
+        assert not re.search(r"https?://|www\.|\w@\w|mailto:\w", unescaped)

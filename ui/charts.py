@@ -129,7 +129,8 @@ def heatmap(grid: pd.DataFrame, cls: str, metric: str) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=table.to_numpy(), x=[str(a) for a in table.columns],
                                y=[str(g) for g in table.index], colorbar=dict(title=""),
                                texttemplate="%{z:,.0f}"))
-    fig.update_layout(height=300, margin=dict(t=40, b=10), title=f"{chart_text(cls)}: {METRIC_LABELS.get(metric, metric)}",
+    fig.update_layout(height=300, margin=dict(t=40, b=10),
+                      title=f"{chart_text(cls)}: {METRIC_LABELS.get(metric, metric)}",
                       xaxis_title="alpha (waiting)", yaxis_title="gamma (tier)", xaxis_type="category",
                       yaxis_type="category")
     return fig
