@@ -6,7 +6,9 @@ Measures, in one run on this machine:
 - the same loop uncompiled (NUMBA_DISABLE_JIT=1, in a subprocess) on the 10k scenario, as a ratio;
 - the start-up of a fresh process with the on-disk compile cache warm versus empty;
 - fleets: the same scenario with R times the arrival rate on R replicas, per router, against one
-  replica at the base rate (same requests per replica).
+  replica at the base rate (same requests per replica);
+- the cost of running the compiled loop in slices (~50 ms each, the wall-clock limit checked between
+  them) against one call for the whole run, alternated, best of three each.
 
 Usage: python bench/bench_engine.py [--sizes 10000 100000 1000000] [--json PATH]
 """
@@ -78,6 +80,20 @@ def child(n: int, env_extra: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def measure_slicing(n: int, repeats: int = 3) -> dict:
+    """Best wall time of the run in slices (as shipped) and in one call of the compiled loop, alternated."""
+    sim_module = sys.modules["engine.simulate"]
+    scenario = engine.load_scenario(SCENARIO, overrides=[f"workload.num_requests={n}"])
+    shipped = sim_module.FIRST_SLICE_EVENTS
+    best = {"sliced_s": float("inf"), "one_call_s": float("inf")}
+    for _ in range(repeats):
+        for key, first in (("sliced_s", shipped), ("one_call_s", 1 << 60)):
+            sim_module.FIRST_SLICE_EVENTS = first
+            best[key] = min(best[key], best_run(scenario, 1)[1])
+    sim_module.FIRST_SLICE_EVENTS = shipped
+    return {"requests": n, **best, "ratio": best["sliced_s"] / best["one_call_s"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -115,8 +131,11 @@ def main() -> None:
     for r in fleets:
         print(f"| {r['replicas']} | {r['router']} | {r['wall_s']:.3f} | {r['iterations']:,} | {r['requests_per_s']:,.0f} | "
               f"{r['ttft_p99_ms']:,.0f} |")
+    slicing = measure_slicing(args.fleet_requests)
+    print(f"\nSlices against one call, {slicing['requests']:,} requests: {slicing['sliced_s']:.3f} s vs "
+          f"{slicing['one_call_s']:.3f} s ({slicing['ratio']:.3f}x)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"sizes": rows, "fleets": fleets, "uncompiled": plain,
+        Path(args.json).write_text(json.dumps({"sizes": rows, "fleets": fleets, "slicing": slicing, "uncompiled": plain,
                                                "compiled_same_size": compiled,
                                                "ratio_uncompiled_over_compiled": ratio,
                                                "process_start_warm": warm, "process_start_cold": cold}, indent=2))

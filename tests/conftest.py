@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
 import dataclasses
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,7 +22,9 @@ import pytest
 
 # The app's trace store for this test session (read by ui.trace_store at import, and by the app servers
 # the browser tests start): never the machine's shared one.
-os.environ.setdefault("SCHEDULER_LAB_TRACE_STORE", tempfile.mkdtemp(prefix="scheduler-lab-test-store-"))
+if "SCHEDULER_LAB_TRACE_STORE" not in os.environ:
+    os.environ["SCHEDULER_LAB_TRACE_STORE"] = tempfile.mkdtemp(prefix="scheduler-lab-test-store-")
+    atexit.register(shutil.rmtree, os.environ["SCHEDULER_LAB_TRACE_STORE"], ignore_errors=True)
 
 import engine  # noqa: E402
 from engine.config import Scenario, unwrap_optional  # noqa: E402
