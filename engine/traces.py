@@ -35,7 +35,6 @@ from .errors import TraceError
 from .origin import excerpt
 
 TRACE_FORMATS = ("csv", "azure", "mooncake")
-MAX_LINE_BYTES = 1024 * 1024  # a JSONL line longer than this is not a request record
 _TRACE_CACHE_ENTRIES = 4
 
 
@@ -179,15 +178,15 @@ def _mooncake_record(line: bytes, line_no: int, read: _Read) -> tuple[float, int
 def _read_mooncake(stream: BinaryIO, read: _Read) -> tuple:
     rows = []
     buffered = io.BufferedReader(stream)
-    line_no = 0
+    line_no, longest = 0, read.caps.trace_line_bytes
     while True:
-        line = buffered.readline(MAX_LINE_BYTES + 1)
+        line = buffered.readline(longest + 1)
         if not line:
             break
         line_no += 1
-        if len(line) > MAX_LINE_BYTES:
-            raise TraceError(f"{read.name}: line {line_no}: longer than {MAX_LINE_BYTES:,} bytes; not a request "
-                             f"record")
+        if len(line) > longest:
+            raise TraceError(f"{read.name}: line {line_no}: longer than {longest:,} bytes (trace_line_bytes); not a "
+                             f"request record")
         if not line.strip():
             continue
         if len(rows) == read.rows:

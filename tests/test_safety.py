@@ -395,7 +395,7 @@ def test_a_jsonl_trace_stops_at_the_cut_and_refuses_endless_lines(tmp_path):
     with pytest.raises(engine.TraceError, match="more than 1,000 requests, the limit requests_per_run"):
         read_trace(path, "mooncake", caps=caps)
     path.write_bytes(b'{"timestamp": 0, "x": "' + b"y" * (2 * 1024 * 1024) + b'"}\n')
-    with pytest.raises(engine.TraceError, match="line 1: longer than 1,048,576 bytes"):
+    with pytest.raises(engine.TraceError, match=r"line 1: longer than 1,048,576 bytes \(trace_line_bytes\)"):
         read_trace(path, "mooncake")
 
 

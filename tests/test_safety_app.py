@@ -335,7 +335,7 @@ def test_large_runs_take_turns_and_small_ones_do_not_wait(monkeypatch):
         raise engine.ScenarioError("stop here")
 
     monkeypatch.setattr(runner.engine, "simulate", counted)
-    for requests, expected in ((runner.LARGE_RUN_REQUESTS + 1, 1), (1000, 2)):
+    for requests, expected in ((DEFAULT_CAPS.large_run_requests + 1, 1), (1000, 2)):
         most[0] = 0
         scenario_json = runner.canonical(example(**{"workload.num_requests": requests}))
         threads = [threading.Thread(target=lambda: pytest.raises(engine.ScenarioError, runner._simulate, scenario_json))

@@ -3,8 +3,8 @@
 Full runs are kept in one cache shared by all sessions and bounded in bytes and age
 (``result_cache.ResultCache``, limits ``result_cache_mib`` and ``result_cache_s``); summaries of the
 comparison and sweep runs are small and kept by ``st.cache_data``. Runs of more than
-``LARGE_RUN_REQUESTS`` requests take turns (``LARGE_RUNS_AT_ONCE`` at a time), so that many sessions
-asking for the largest allowed scenario at once cannot exhaust the server's memory.
+``caps.large_run_requests`` requests take turns (``caps.large_runs_at_once`` at a time), so that many
+sessions asking for the largest allowed scenario at once cannot exhaust the server's memory.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ from ui.trace_store import APP_ORIGIN
 
 SWEEP_MAX_REQUESTS = 5000
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
-LARGE_RUN_REQUESTS = 100_000
-LARGE_RUNS_AT_ONCE = 1
 
 
 def canonical(data: dict) -> str:
@@ -64,12 +62,12 @@ def _results() -> ResultCache[Run]:
 
 @st.cache_resource
 def _large_runs() -> threading.BoundedSemaphore:
-    return threading.BoundedSemaphore(LARGE_RUNS_AT_ONCE)
+    return threading.BoundedSemaphore(DEFAULT_CAPS.large_runs_at_once)
 
 
 def _is_large(data: dict) -> bool:
-    """True unless the scenario bounds its requests at ``LARGE_RUN_REQUESTS`` or fewer."""
-    return (data["workload"].get("num_requests") or math.inf) > LARGE_RUN_REQUESTS
+    """True unless the scenario bounds its requests at ``caps.large_run_requests`` or fewer."""
+    return (data["workload"].get("num_requests") or math.inf) > DEFAULT_CAPS.large_run_requests
 
 
 def simulate(scenario_json: str) -> Run:
