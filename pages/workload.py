@@ -9,13 +9,13 @@ import streamlit as st
 
 import engine
 from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import Arrival, TokenDist
+from engine.config import Arrival, TokenDist, Trace
 from engine.origin import printable, stored_trace_name
 from engine.trace_stats import per_minute_rate, trace_statistics
 from engine.traces import TRACE_FORMATS, TraceRows, guess_format_from_header, read_trace_bytes
 from engine.workload import build_requests
 from ui import charts, runner, scenario_sidebar, state, text, trace_store
-from ui.widgets import field_input
+from ui.widgets import field_bounds, field_input, field_meta
 
 SAMPLE_REQUESTS = 20000
 DIST_KEYS = ("value", "low", "high", "mean", "cv", "max")
@@ -128,7 +128,8 @@ def trace_section(data: dict) -> None:
         return
     stats_table(trace_statistics(trace.arrival_s, trace.prompt_tokens, trace.output_tokens))
     st.plotly_chart(charts.rate_over_time(per_minute_rate(trace.arrival_s)), width="stretch")
-    jitter = st.number_input("Jitter (ms)", 0.0, 60_000.0, 3000.0 if fmt == "mooncake" else 0.0,
+    low, high = field_bounds(field_meta(Trace, "jitter_ms")[1])
+    jitter = st.number_input("Jitter (ms)", low, high, 3000.0 if fmt == "mooncake" else 0.0,
                              help="spread quantised timestamps (Mooncake: ~3,000 ms buckets)")
     st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
               args=(data, content, {"path": stored_name, "format": fmt, "jitter_ms": jitter},
