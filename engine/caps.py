@@ -62,7 +62,7 @@ class Caps:
     upload_mib: int = _limit(64, "MiB", "an uploaded trace (server.maxUploadSize in .streamlit/config.toml)")
     upload_store_mib: int = _limit(1024, "MiB", "uploaded traces kept on the server (oldest removed first)")
     upload_store_s: float = _limit(7 * 86_400.0, "s", "age after which an uploaded trace is removed")
-    large_run_requests: int = _limit(100_000, "requests", "in the app, runs of more requests than this take turns "
+    large_run_requests: int = _limit(20_000, "requests", "in the app, runs of more requests than this take turns "
                                      "(large_runs_at_once at a time), so that many sessions asking for the largest "
                                      "scenario cannot exhaust the server's memory")
     large_runs_at_once: int = _limit(1, "runs", "large runs the app simulates at the same time")

@@ -49,12 +49,15 @@ from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDUL
                      I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT, I_PAUSED,
                      I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE,
                      RUNNING, TIMED_OUT, WAITING)
+from .monotonic import monotonic_ns_nb
 from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
                        policy_key_nb, policy_on_arrival_nb)
 from .steptime import step_time_s_nb
 
-# Why a run stopped (PAUSED: ``run_nb`` used its events for this call; call it again to go on).
+# Why a run stopped (PAUSED: ``run_nb`` reached its deadline for this call; call it again to go on).
 DRAINED, QUEUE_BOUND, HORIZON, WALL_CLOCK, PAUSED = 0, 1, 2, 3, 4
+# Events between two readings of the clock (one reading costs about as much as a cheap event).
+CLOCK_EVERY_EVENTS = 16
 
 # Routers.
 ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE = 0, 1, 2
@@ -548,6 +551,15 @@ def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int,
             np.zeros((replicas, N_COUNTERS), np.int64), clock, np.zeros((replicas, 2)))
 
 
+def settle_in_flight(stats: np.ndarray, cnt: np.ndarray, clock: np.ndarray, end_s: float) -> None:
+    """A run stopped by a limit ends while iterations are under way, whose whole duration the statistics
+    already hold: keep only the part before ``end_s`` (busy time and KV block-seconds; a replica's blocks
+    do not change during its iteration). A drained run has none in flight."""
+    ahead_s = np.where(clock[:, CK_MODE] == BUSY, np.maximum(clock[:, CK_NEXT_S] - end_s, 0.0), 0.0)
+    stats[:, S_BUSY_S] -= ahead_s
+    stats[:, S_KV_BLOCK_SECONDS] -= cnt[:, C_USED_BLOCKS] * ahead_s
+
+
 def start_outputs(replicas: int) -> tuple[np.ndarray, np.ndarray]:
     """The statistics rows and the outcome of ``run_nb`` before the first event."""
     stats = np.zeros((replicas, N_STATS))
@@ -630,20 +642,26 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
 # while one run is in the loop, other threads (other sessions of the app) keep the interpreter.
 @njit(cache=True, _nrt=False, nogil=True)
 def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome, waiting, running, batch, cnt,
-           clock, acc, max_events):
-    """Simulate the fleet for at most ``max_events`` events (arrivals and replica decisions), from where
-    ``outcome`` says the last call stopped; fills ``ints``/``fl``, and per replica (first axis of
-    ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated) and statistics.
+           clock, acc, deadline_ns):
+    """Simulate the fleet from where ``outcome`` says the last call stopped until the run ends or the
+    monotonic clock (``time.monotonic_ns``) passes ``deadline_ns``; fills ``ints``/``fl``, and per replica
+    (first axis of ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated)
+    and statistics. The clock is read every ``CLOCK_EVERY_EVENTS`` events (arrivals and replica
+    decisions), so a call overruns its deadline by at most that many events, and always makes progress.
 
-    ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the events ran out (call again to go on), else why the
-    run ended. Start from ``work_arrays`` and ``start_outputs``.
+    ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the deadline came first (call again to go on), else why
+    the run ended. Start from ``work_arrays`` and ``start_outputs``.
     """
     n = ints.shape[0]
     replicas = cnt.shape[0]
     next_arrival = np.int64(outcome[O_NEXT_ARRIVAL])
     t = outcome[O_END_S]
     stop = PAUSED
-    for _ in range(max_events):
+    events = 0
+    while True:
+        if events % CLOCK_EVERY_EVENTS == 0 and events > 0 and monotonic_ns_nb() >= deadline_ns:
+            break  # every call makes progress: the first reading comes after CLOCK_EVERY_EVENTS events
+        events += 1
         k = -1
         t_decide = np.inf
         for j in range(replicas):

@@ -33,7 +33,6 @@ SERIES_MIN_ROWS = 1024   # per replica, however many there are
 STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon",
                 kernel.WALL_CLOCK: "wall_clock"}
 SLICE_S = 0.05            # wall time of one call of the compiled loop, between checks of the budget
-FIRST_SLICE_EVENTS = 4096
 
 
 @dataclass(frozen=True)
@@ -158,23 +157,20 @@ def stop_explanation(system: dict, caps: Caps) -> str:
 
 def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: float,
                 progress: Callable[[float], None] | None) -> None:
-    """Call the compiled loop in slices of about ``SLICE_S`` of wall time until the run ends or has used
-    ``budget_s`` (then its stop reason is ``WALL_CLOCK``). Between slices ``progress`` hears the share of
-    requests that have arrived; the loop releases the interpreter, so other threads run meanwhile."""
-    started = time.perf_counter()
-    events = FIRST_SLICE_EVENTS
+    """Call the compiled loop in slices of ``SLICE_S`` of wall time (it reads the clock itself) until the
+    run ends or has used ``budget_s`` (then its stop reason is ``WALL_CLOCK``). Between slices ``progress``
+    hears the share of requests that have arrived; the loop releases the interpreter, so other threads
+    run meanwhile."""
+    budget_end_ns = time.monotonic_ns() + int(budget_s * 1e9)
     while True:
-        slice_started = time.perf_counter()
-        kernel.run_nb(*args, events)
+        kernel.run_nb(*args, min(time.monotonic_ns() + int(SLICE_S * 1e9), budget_end_ns))
         if outcome[kernel.O_STOP_REASON] != kernel.PAUSED:
             return
-        now = time.perf_counter()
-        if now - started >= budget_s:
+        if time.monotonic_ns() >= budget_end_ns:
             outcome[kernel.O_STOP_REASON] = kernel.WALL_CLOCK
             return
         if progress is not None:
             progress(outcome[kernel.O_NEXT_ARRIVAL] / n_requests)
-        events = int(min(max(events * SLICE_S / max(now - slice_started, 1e-4), 256), 1 << 24))
 
 
 def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
@@ -209,11 +205,14 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     stats, outcome = kernel.start_outputs(replicas)
     policy, class_params = policy_inputs(scenario)
     replica_classes = np.repeat(class_params[np.newaxis], replicas, axis=0)
-    scratch = kernel.work_arrays(len(requests), scenario.limits.max_waiting_requests, server.max_batch_size, replicas)
+    waiting, running, batch, counters, clock, acc = kernel.work_arrays(
+        len(requests), scenario.limits.max_waiting_requests, server.max_batch_size, replicas)
     _run_sliced((srv, step, policy, kernel.ROUTERS[scenario.fleet.router], replica_classes, ints, floats, series,
-                 stats, outcome, *scratch), outcome, len(requests), scenario.origin.caps.wall_clock_s, progress)
+                 stats, outcome, waiting, running, batch, counters, clock, acc), outcome, len(requests),
+                scenario.origin.caps.wall_clock_s, progress)
 
     sim_time_s = float(outcome[kernel.O_END_S])
+    kernel.settle_in_flight(stats, counters, clock, sim_time_s)
     frame = request_records(scenario, ints, floats)
     classes, overall = summarize(scenario, frame, sim_time_s)
     add_service_shares(classes, replica_classes.sum(axis=0), scenario.policy.prefill_token_weight)

@@ -9,9 +9,10 @@ first request, prompt and output token counts, optional class names):
 
 A trace is read in file order, incrementally, and reading stops at the cut: ``max_rows`` rows (the
 scenario's ``num_requests``), or the limit of requests per run, beyond which a trace without a cut is
-an error. At most ``caps.trace_bytes`` bytes are read; token counts above the limit of tokens per
-request are errors. A malformed row raises ``TraceError`` naming the file, the line and the field,
-with at most a short, printable excerpt of what the line holds. Rows are then stably sorted by
+an error. At most ``caps.trace_bytes`` bytes are read; a header of more than ``MAX_CSV_COLUMNS``
+columns, token counts above the limit of tokens per request and arrivals spanning more than the limit
+of simulated time are errors. A malformed row raises ``TraceError`` naming the file, the line and the
+field, with at most a short, printable excerpt of what the line holds. Rows are then stably sorted by
 arrival time; nothing else is changed.
 
 Reading a file again is served from a small cache keyed by the file's path, size and modification
@@ -35,6 +36,7 @@ from .errors import TraceError
 from .origin import excerpt
 
 TRACE_FORMATS = ("csv", "azure", "mooncake")
+MAX_CSV_COLUMNS = 16  # a trace CSV has 3 or 4 columns; a wider header is not a trace (and costs pandas time)
 _TRACE_CACHE_ENTRIES = 4
 
 
@@ -76,6 +78,10 @@ class _CappedReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def rewind(self) -> None:
+        """Back to the start of the stream (bytes read so far still count against the limit)."""
+        self._stream.seek(0)
+
     def readinto(self, buffer) -> int:
         count = self._stream.readinto(buffer)
         self.consumed += count or 0
@@ -102,7 +108,23 @@ def _numeric_column(frame: pd.DataFrame, column: str, read: _Read, integer: bool
     return values.astype(np.int64) if integer else values
 
 
-def _read_csv(stream: BinaryIO, columns: tuple[str, ...], read: _Read) -> pd.DataFrame:
+def _check_header(stream: _CappedReader, read: _Read) -> None:
+    """Refuse a header line longer than a trace line may be or with more than ``MAX_CSV_COLUMNS`` columns,
+    before pandas reads it; then rewind."""
+    buffered = io.BufferedReader(stream)
+    header = buffered.readline(read.caps.trace_line_bytes + 1)
+    buffered.detach()  # keep ``stream`` open for pandas
+    if len(header) > read.caps.trace_line_bytes:
+        raise TraceError(f"{read.name}: line 1: longer than {read.caps.trace_line_bytes:,} bytes "
+                         f"(trace_line_bytes); not a trace header")
+    if header.count(b",") >= MAX_CSV_COLUMNS:
+        raise TraceError(f"{read.name}: line 1: {header.count(b',') + 1:,} columns; a trace has at most "
+                         f"{MAX_CSV_COLUMNS}")
+    stream.rewind()
+
+
+def _read_csv(stream: _CappedReader, columns: tuple[str, ...], read: _Read) -> pd.DataFrame:
+    _check_header(stream, read)
     try:
         frame = pd.read_csv(stream, dtype=str, keep_default_na=False, skipinitialspace=True, nrows=read.rows + 1,
                             encoding="utf-8")
@@ -225,6 +247,11 @@ def _parse(stream: BinaryIO, fmt: str, read: _Read) -> TraceRows:
         raise TraceError(f"trace format {excerpt(fmt)} is not known; choose one of {', '.join(TRACE_FORMATS)}")
     capped = _CappedReader(stream, read)
     arrival_s, prompt, output, classes = _READERS[fmt](capped, read)
+    span_s = float(arrival_s.max() - arrival_s.min())
+    if not span_s <= read.caps.simulated_s:
+        raise TraceError(f"{read.name}: the arrivals span {span_s:,.4g} s, beyond the limit of "
+                         f"{read.caps.simulated_s:,.0f} s of simulated time (simulated_s)"
+                         f"{read.caps.raise_hint('simulated_s')}")
     order = np.argsort(arrival_s, kind="stable")
     columns = [arrival_s[order] - arrival_s[order[0]], prompt[order], output[order],
                None if classes is None else classes[order]]

@@ -20,7 +20,7 @@ from conftest import SCENARIOS
 from engine.caps import DEFAULT_CAPS, Caps, caps_with
 from engine.cli import main
 from engine.origin import Origin, stored_trace_name
-from engine.traces import read_trace
+from engine.traces import read_trace, read_trace_bytes
 
 EXAMPLE = str(SCENARIOS / "example.toml")
 SIMULATE = importlib.import_module("engine.simulate")  # the module (``engine.simulate`` is the function)
@@ -317,7 +317,7 @@ def test_the_compiled_loop_releases_the_interpreter(monkeypatch):
     """With the whole run in one call of the compiled loop, another thread still runs all along: its longest
     pause stays far below the call's length (holding the interpreter, the pause would be the whole call)."""
     engine.simulate(engine.load_scenario(EXAMPLE, overrides=["workload.num_requests=100"]))  # compiled before timing
-    monkeypatch.setattr(SIMULATE, "FIRST_SLICE_EVENTS", 1 << 40)
+    monkeypatch.setattr(SIMULATE, "SLICE_S", 1e9)
     scenario = engine.load_scenario(EXAMPLE, overrides=["workload.num_requests=200000"])
     ticks = []
     stop = threading.Event()
@@ -342,8 +342,7 @@ def test_slices_give_the_same_result_as_one_call(monkeypatch):
     scenario = engine.load_scenario(EXAMPLE, overrides=["workload.num_requests=3000", "policy.name=dynamic",
                                                         "fleet.replicas=2", "fleet.router=least-tokens"])
     whole = engine.simulate(scenario)
-    monkeypatch.setattr(SIMULATE, "FIRST_SLICE_EVENTS", 7)
-    monkeypatch.setattr(SIMULATE, "SLICE_S", 1e-6)
+    monkeypatch.setattr(SIMULATE, "SLICE_S", 1e-6)  # a few events per call
     sliced = engine.simulate(scenario)
     assert whole.requests.equals(sliced.requests)
     assert whole.timeseries.equals(sliced.timeseries)
@@ -377,13 +376,31 @@ def test_a_full_request_list_is_an_internal_error_not_a_silent_overwrite():
     srv = kernel.server_params(1, 8192, 1, 0.0, 2 ** 62, 16, 0, 100, 1e9, 1, 0.0)
     with pytest.raises(RuntimeError, match="a request list is full"):
         kernel.run_nb(srv, step_params(FIXED, step_time_s=10.0), policy, 0, classes[np.newaxis], ints, floats,
-                      np.zeros((1, 64, len(kernel.SERIES_FIXED_COLUMNS) + 2)), stats, outcome, *scratch, 10_000)
+                      np.zeros((1, 64, len(kernel.SERIES_FIXED_COLUMNS) + 2)), stats, outcome, *scratch,
+                      time.monotonic_ns() + 10 ** 10)
 
 
 def test_replayed_arrivals_beyond_the_simulated_time_limit_are_refused(tmp_path):
+    """A file spanning more than the limit is refused as it is read (so its per-minute statistics stay
+    small); a slowed-down replay (rate_scale < 1) beyond it, before it runs."""
     path = tmp_path / "t.csv"
     path.write_text("arrival_s,prompt_tokens,output_tokens\n0,5,3\n3000000,5,3\n")
-    one_line_error(*cli("run", EXAMPLE, "--trace", str(path)), "workload.trace: the last request arrives at 3e+06 s")
+    one_line_error(*cli("run", EXAMPLE, "--trace", str(path)), "the arrivals span 3e+06 s, beyond the limit of "
+                   "2,592,000 s of simulated time (simulated_s)")
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,5,3\n86400,5,3\n")
+    data = base(trace={"path": str(path), "rate_scale": 0.01}, num_requests=None)
+    with pytest.raises(engine.ScenarioError, match="workload.trace: the last request arrives at 8.64e\\+06 s"):
+        engine.simulate(engine.load_scenario(data))
+
+
+def test_a_header_wider_than_a_trace_is_refused_before_pandas_reads_it():
+    content = b"arrival_s,prompt_tokens,output_tokens" + b",a" * 300_000 + b"\n0,1,1\n"
+    started = time.perf_counter()
+    with pytest.raises(engine.TraceError, match="line 1: 300,003 columns; a trace has at most 16"):
+        read_trace_bytes(content, "csv", "wide.csv")
+    assert time.perf_counter() - started < HANG_S
+    with pytest.raises(engine.TraceError, match="line 1: longer than 1,048,576 bytes"):
+        read_trace_bytes(b"a" * (2 * 1024 * 1024) + b"\n", "csv", "long.csv")
 
 
 def test_a_jsonl_trace_stops_at_the_cut_and_refuses_endless_lines(tmp_path):
@@ -415,3 +432,15 @@ def test_an_internal_error_is_one_line_with_exit_code_1(monkeypatch):
 
     monkeypatch.setattr(cli_module, "simulate", hungry)
     one_line_error(*cli("run", EXAMPLE), "out of memory")
+
+
+@pytest.mark.parametrize("limits", [{"max_waiting_requests": 50}, {"max_drain_s": 5.0}])
+def test_a_stopped_run_counts_only_the_elapsed_part_of_its_last_iteration(limits):
+    """One-second iterations, stopped by a limit in the middle of one: busy time and KV use stay within
+    the run (whole-iteration accounting would put the GPU busy above 100%)."""
+    data = base(num_requests=3000)
+    data["server"].update(step_time_ms=1000.0, max_batch_size=1, kv_capacity_tokens=64)
+    data["limits"] = limits
+    system = engine.simulate(engine.load_scenario(data)).summary["system"]
+    assert system["stop_reason"] in ("queue_bound", "horizon")
+    assert 0.9 < system["gpu_busy_frac"] <= 1.0 and system["kv_mean_frac"] <= system["kv_peak_frac"] <= 1.0
