@@ -15,13 +15,13 @@ import pandas as pd
 
 from .calibration import badge
 from .caps import caps_with, limits_fields
-from .config import Scenario, keys_markdown, load_scenario, scenario_to_dict
+from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, format_range,
                    offer_hosting_problem, offers_for, unit_costs)
 from .errors import ScenarioError
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
-from .origin import Origin
-from .simulate import Result, simulate, stop_explanation
+from .origin import Origin, printable
+from .simulate import Result, load_text, simulate, stop_explanation
 from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from .steptime import decode_step_s_nb, prefill_s
 from .traces import TRACE_FORMATS, guess_trace_format
@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     _offer_arguments(shapes)
     size = sub.add_parser("size", help="the cheapest rental of every offer that meets a latency target")
     _scenario_arguments(size)
-    size.add_argument("--target-class", default="overall", help="class the target applies to (default overall)")
+    size.add_argument("--target-class", default=OVERALL, help=f"class the target applies to (default {OVERALL})")
     size.add_argument("--metric", default="ttft_p99_ms", choices=TARGET_METRICS)
     size.add_argument("--max-ms", type=float, required=True, help="the metric must stay at or below this")
     size.add_argument("--max-replicas", type=int, default=16, help="largest fleet tried per GPU")
@@ -105,10 +105,11 @@ def format_table(result: Result) -> str:
               f"{'E2E p50':>10}{'E2E p99':>10}{'TPOT':>8}{'SLA':>7}{'tok/s':>9}")
     lines = [f"scenario {summary['run']['scenario']!r}, seed {summary['run']['seed']}, "
              f"{summary['run']['requests']:,} requests (latencies in ms)", header, "-" * len(header)]
-    rows = list(summary["classes"].items()) + [("overall", summary["overall"])]
+    rows = list(summary["classes"].items()) + [(OVERALL, summary["overall"])]
     for name, m in rows:
         sla = "-" if m["sla_attainment"] is None else f"{100 * m['sla_attainment']:.1f}%"
-        lines.append(f"{name:<14}{m['arrived']:>9,}{m['completed']:>9,}{m['timed_out']:>9,}{m['unfinished']:>7,}"
+        lines.append(f"{printable(name):<14}{m['arrived']:>9,}{m['completed']:>9,}{m['timed_out']:>9,}"
+                     f"{m['unfinished']:>7,}"
                      f"{_fmt(m['ttft_ms']['p50']):>10}{_fmt(m['ttft_ms']['p99']):>10}"
                      f"{_fmt(m['e2e_ms']['p50']):>10}{_fmt(m['e2e_ms']['p99']):>10}"
                      f"{_fmt(m['tpot_ms']['mean'], 1):>8}{sla:>7}{_fmt(m['output_tokens_per_s'], 1):>9}")
@@ -117,7 +118,7 @@ def format_table(result: Result) -> str:
         f"mean {100 * s['kv_mean_frac']:.1f}% peak {100 * s['kv_peak_frac']:.1f}%"
     lines.append(f"system: {s['sim_time_s']:,.1f} s simulated, {s['iterations']:,} iterations, mean batch "
                  f"{s['mean_batch_size']:.2f}, GPU busy {100 * s['gpu_busy_frac']:.1f}%, KV {kv}, "
-                 f"{s['preemptions']:,} preemptions, offered load {s['offered_load']:.2f} (estimate)")
+                 f"{s['preemptions']:,} preemptions, offered load {load_text(s['offered_load'])} (estimate)")
     if s["unstable"]:
         lines.append(stop_explanation(s, result.scenario.origin.caps).replace("Unstable", "UNSTABLE", 1)
                      .replace("Cut", "CUT", 1))

@@ -93,7 +93,8 @@ class Arrival:
 
     process: str = opt(help="inter-arrival law: poisson (exponential gaps) or gamma (burstiness cv)",
                        choices=("poisson", "gamma"))
-    rate_per_s: float = opt(help="mean arrival rate over all classes", unit="req/s", gt=0.0)
+    rate_per_s: float = opt(help="mean arrival rate over all classes", unit="req/s", ge=0.0001,
+                            le=1e9)
     cv: Optional[float] = opt(None, "coefficient of variation of inter-arrival gaps (process = gamma; "
                                     "1 = Poisson, > 1 burstier)", "", ge=0.01, cap="length_cv")
 
@@ -118,6 +119,9 @@ class Trace:
                                 "(spreads the quantised Mooncake timestamps)", "ms", ge=0.0, le=3_600_000.0)
 
 
+OVERALL = "overall"  # the name of the whole-run figures beside the classes' (reserved for them)
+
+
 @dataclass(frozen=True)
 class RequestClass:
     """One class of traffic (interactive chat, offline batch, a tenant tier...)."""
@@ -127,12 +131,19 @@ class RequestClass:
     priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0,
                         le=1_000_000)
     tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0)
-    sla_ttft_ms: Optional[float] = opt(None, "SLA target on time to first token (none = no target)", "ms", gt=0.0)
-    sla_e2e_ms: Optional[float] = opt(None, "SLA target on end-to-end latency (none = no target)", "ms", gt=0.0)
+    sla_ttft_ms: Optional[float] = opt(None, "SLA target on time to first token (none = no target)", "ms", ge=0.001)
+    sla_e2e_ms: Optional[float] = opt(None, "SLA target on end-to-end latency (none = no target)", "ms", ge=0.001)
     timeout_ms: Optional[float] = opt(None, "client gives up if no first token by then (none = never)",
-                                      "ms", gt=0.0)
+                                      "ms", ge=0.001)
     prompt_tokens: Optional[TokenDist] = opt(None, "prompt length distribution (required without a trace)")
     output_tokens: Optional[TokenDist] = opt(None, "output length distribution (required without a trace)")
+
+    def _check(self, path: str) -> None:
+        if self.name == OVERALL:
+            raise ScenarioError(f"{path}.name = {OVERALL!r} is reserved for the whole-run figures; choose another "
+                                f"name")
+        if not self.name.strip():
+            raise ScenarioError(f"{path}.name is empty; give the class a name")
 
 
 @dataclass(frozen=True)
@@ -177,7 +188,7 @@ class Server:
 
     step_model: str = opt("fixed", "fixed: constant iteration time; roofline: from GPU and model tables",
                           choices=("fixed", "roofline"))
-    step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", gt=0.0, le=60_000.0)
+    step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", ge=0.001, le=60_000.0)
     max_batch_size: int = opt(256, "most sequences in one iteration", "sequences", ge=1, cap="batch_size")
     max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); "
                                         "longer prompts are prefilled in chunks", "tokens", ge=1,
@@ -192,11 +203,12 @@ class Server:
                                       "reserved per request on admission", choices=("paged", "static"))
     max_seq_len: int = opt(0, "longest prompt + output allowed (0 = no limit; required > 0 for static)",
                            "tokens", ge=0, cap="tokens_per_request")
-    gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)")
-    model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)")
-    quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)")
+    gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)", cap="name_chars")
+    model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)",
+                     cap="name_chars")
+    quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)", cap="name_chars")
     kv_quant: str = opt("fp16", "KV-cache format from data/hardware/kv_quant.csv (sizes the cache and its "
-                                "reads)")
+                                "reads)", cap="name_chars")
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
                                   "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
                                choices=(1, 2, 4, 8))
@@ -239,7 +251,7 @@ class Policy:
     aging_per_s: float = opt(0.0, "priority levels a waiting request gains per second of waiting (priority)",
                              "levels/s", ge=0.0)
     max_wait_ms: Optional[float] = opt(None, "after waiting this long a request is promoted to level 0 "
-                                             "(priority; none = never)", "ms", gt=0.0)
+                                             "(priority; none = never)", "ms", ge=0.001)
     weights: Optional[dict] = opt(None, "class name -> share weight, e.g. {interactive = 70, offline = 30} "
                                         "(wfq; none = equal)", "")
     prefill_token_weight: float = opt(1.0, "GPU service of one prefill token counted in decode tokens "
@@ -250,7 +262,7 @@ class Policy:
     margin: float = opt(0.1, "a waiting request preempts only if its cost exceeds the victim's by this much "
                              "(dynamic)", "", ge=0.0)
     default_sla_ms: float = opt(60000.0, "SLA target in the cost for classes that set none (dynamic)", "ms",
-                                gt=0.0)
+                                ge=0.001)
     preempt_mode: str = opt("recompute", "what a preempted request keeps: keep (KV stays on the GPU), swap (KV "
                                          "to host memory and back) or recompute (KV dropped, prefill redone); "
                                          "the vllm-* presets always recompute",
@@ -378,11 +390,11 @@ def _check_field(value: Any, meta: Mapping[str, Any], path: str, caps: Caps) -> 
     if "cap" in meta:
         caps.check(meta["cap"], path, value, unit)
     if "ge" in meta and value < meta["ge"]:
-        raise ScenarioError(f"{path} = {value!r} must be >= {meta['ge']}{unit}")
+        raise ScenarioError(f"{path} = {value!r} must be >= {number_text(meta['ge'])}{unit}")
     if "gt" in meta and value <= meta["gt"]:
-        raise ScenarioError(f"{path} = {value!r} must be > {meta['gt']}{unit}")
+        raise ScenarioError(f"{path} = {value!r} must be > {number_text(meta['gt'])}{unit}")
     if "le" in meta and value > meta["le"]:
-        raise ScenarioError(f"{path} = {value!r} must be <= {meta['le']}{unit}")
+        raise ScenarioError(f"{path} = {value!r} must be <= {number_text(meta['le'])}{unit}")
 
 
 def _public_fields(cls: type) -> list[dataclasses.Field]:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from .errors import ScenarioError
 from .hardware import is_slice, load_table
+from .origin import excerpt
 
 HOURS_PER_MONTH = 730.0
 BILLING_MODES = ("pay as you go", "annual prepay")
@@ -77,7 +78,7 @@ def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per
     """Cost of ``cards`` cards rented through ``offer`` under ``billing``, in ``currency``."""
     offers = load_table("offers")
     if offer not in offers.index:
-        raise ScenarioError(f"offer {offer!r} is not in data/hardware/offers.csv")
+        raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
     if billing not in BILLING_MODES:
         raise ScenarioError(f"billing {billing!r} is not one of {', '.join(BILLING_MODES)}")
     low, high = CNY_PER_USD_RANGE

@@ -41,6 +41,7 @@ import pandas as pd
 
 from .config import Server
 from .errors import ScenarioError
+from .origin import excerpt
 from .steptime import ROOFLINE, step_params
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
@@ -59,7 +60,7 @@ def load_table(name: str) -> pd.DataFrame:
 def _row(table: str, key: str, field: str) -> pd.Series:
     frame = load_table(table)
     if key not in frame.index:
-        raise ScenarioError(f"server.{field} = {key!r} is not in data/hardware/{table}.csv; "
+        raise ScenarioError(f"server.{field} = {excerpt(key)} is not in data/hardware/{table}.csv; "
                             f"choose one of {', '.join(frame.index)}")
     return frame.loc[key]
 
@@ -75,8 +76,8 @@ def gpu_row(name: str) -> pd.Series:
     slices = load_table("gpu_slices")
     if name not in slices.index:
         if name not in load_table("gpus").index:
-            raise ScenarioError(f"server.gpu = {name!r} is neither in data/hardware/gpus.csv nor gpu_slices.csv; "
-                                f"choose one of {', '.join(gpu_names())}")
+            raise ScenarioError(f"server.gpu = {excerpt(name)} is neither in data/hardware/gpus.csv nor "
+                                f"gpu_slices.csv; choose one of {', '.join(gpu_names())}")
         return load_table("gpus").loc[name].copy()
     cut = slices.loc[name]
     row = load_table("gpus").loc[cut["parent"]].copy()

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .config import Scenario
+from .config import OVERALL, Scenario
 from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
                      I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_REPLICA, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED,
                      NOT_ARRIVED, RUNNING, TIMED_OUT, WAITING)
@@ -123,7 +123,7 @@ def add_service_shares(classes: dict, class_params: np.ndarray, prefill_token_we
 def flat_metrics(summary: dict) -> pd.DataFrame:
     """One row per class (and ``overall``) with every metric as a flat column (``ttft_p99_ms``...)."""
     rows = []
-    for name, block in [*summary["classes"].items(), ("overall", summary["overall"])]:
+    for name, block in [*summary["classes"].items(), (OVERALL, summary["overall"])]:
         row = {"class": name}
         for key, value in block.items():
             if isinstance(value, dict):

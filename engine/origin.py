@@ -10,7 +10,9 @@ named by the hash of their content. Such a name is checked by its spelling alone
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,7 +67,11 @@ class Origin:
             raise ScenarioError(f"{key} = {excerpt(path)} is not a trace this app holds: a shared link or an "
                                 f"uploaded scenario can only replay a trace uploaded on the Workload page")
         stored = Path(self.trace_dir) / path
-        if not stored.is_file():
+        try:
+            regular = stat.S_ISREG(os.lstat(stored).st_mode)  # lstat: a link planted in the store is not followed
+        except OSError:
+            regular = False
+        if not regular:
             raise ScenarioError(f"{key}: the uploaded trace {path} is no longer on this server (uploads are "
                                 f"kept for a limited time); upload the trace again on the Workload page")
         return stored

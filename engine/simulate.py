@@ -142,6 +142,21 @@ def _replica_stats(frame: pd.DataFrame, stats: np.ndarray, sim_time_s: float, re
             for k in range(replicas)]
 
 
+def batch_column(class_name: str) -> str:
+    """The time-series column of a class's requests in the batch (brackets: no fixed column has them)."""
+    return f"batch[{class_name}]"
+
+
+def waiting_column(class_name: str) -> str:
+    """The time-series column of a class's waiting requests."""
+    return f"waiting[{class_name}]"
+
+
+def load_text(load: float) -> str:
+    """An offered load as text: two decimals, or three significant digits when it is huge."""
+    return f"{load:.2f}" if load < 1e4 else f"{load:.3g}"
+
+
 def stop_explanation(system: dict, caps: Caps) -> str:
     """One line on why a run's results describe an unstable or incomplete run (``system`` of the summary)."""
     reason = system["stop_reason"]
@@ -150,7 +165,7 @@ def stop_explanation(system: dict, caps: Caps) -> str:
                 f"{system['sim_time_s']:,.1f} s of simulated time; the results cover the requests until then")
     why = {"queue_bound": "more requests waited than limits.max_waiting_requests and the run stopped early",
            "horizon": "limits.max_drain_s passed after the last arrival and the run stopped early"}.get(
-        reason, f"offered load {system['offered_load']:.2f} (an estimate) is 1 or more: the queue grows for as "
+        reason, f"offered load {load_text(system['offered_load'])} (an estimate) is 1 or more: the queue grows for as "
                 f"long as requests keep arriving")
     return f"Unstable: {why}; latencies describe a growing backlog"
 
@@ -198,8 +213,8 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
                                  requests.class_id, _deadlines_s(scenario, requests), predicted)
-    columns = list(kernel.SERIES_FIXED_COLUMNS) + [f"batch_{c.name}" for c in scenario.workload.classes] \
-        + [f"waiting_{c.name}" for c in scenario.workload.classes]
+    columns = list(kernel.SERIES_FIXED_COLUMNS) + [batch_column(c.name) for c in scenario.workload.classes] \
+        + [waiting_column(c.name) for c in scenario.workload.classes]
     replicas = scenario.fleet.replicas
     series = np.zeros((replicas, max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas), len(columns)))
     stats, outcome = kernel.start_outputs(replicas)

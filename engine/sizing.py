@@ -9,11 +9,11 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from .config import apply_overrides, load_scenario
+from .config import OVERALL, apply_overrides, load_scenario
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
 from .errors import ScenarioError
 from .hardware import TP_DEGREES, calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
-from .origin import Origin
+from .origin import Origin, excerpt
 from .sweep import run_summary
 
 
@@ -92,10 +92,10 @@ class Target:
 
     def met(self, summary: dict) -> tuple[bool, float | None]:
         """(met, value) on one run's summary."""
-        if self.cls != "overall" and self.cls not in summary["classes"]:
-            raise ScenarioError(f"target class {self.cls!r} is not a class; classes are "
+        if self.cls != OVERALL and self.cls not in summary["classes"]:
+            raise ScenarioError(f"target class {excerpt(self.cls)} is not a class; classes are "
                                 f"{', '.join(summary['classes'])} (or overall)")
-        block = summary["overall"] if self.cls == "overall" else summary["classes"][self.cls]
+        block = summary["overall"] if self.cls == OVERALL else summary["classes"][self.cls]
         name, stat, _ = self.metric.split("_")
         value = block[f"{name}_ms"][stat]
         return value is not None and value <= self.limit_ms and not summary["system"]["unstable"], value

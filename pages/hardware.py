@@ -11,7 +11,7 @@ import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import Fleet, Server
+from engine.config import OVERALL, Fleet, Server
 from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, CURRENCIES, convert, cost_columns,
                          fleet_cards)
 from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib,
@@ -121,7 +121,7 @@ def cost_vs_load(data: dict, rental) -> None:
     sweep, note = runner.load_sweep(data, rates, [policy])
     if note:
         st.warning(text.plain(note))
-    overall = cost_columns(sweep[sweep["class"] == "overall"], rental.per_hour[0])
+    overall = cost_columns(sweep[sweep["class"] == OVERALL], rental.per_hour[0])
     fig = go.Figure(go.Scatter(x=overall["rate_per_s"], y=overall["cost_per_million_output_tokens"],
                                mode="lines+markers", name=policy))
     fig.add_vline(x=arrival["rate_per_s"], line_dash="dot", annotation_text="current rate")
@@ -154,7 +154,7 @@ def cheapest_section(data: dict) -> None:
     """Every offer priced for the smallest fleet of its GPU that meets a latency target on this workload."""
     classes = [c["name"] for c in data["workload"]["classes"]]
     cols = st.columns([2, 2, 2, 1])
-    cls = cols[0].selectbox("Class", [*classes, "overall"], key="hw_target_class")
+    cls = cols[0].selectbox("Class", [*classes, OVERALL], key="hw_target_class")
     metric = cols[1].selectbox("Latency", TARGET_METRICS, index=TARGET_METRICS.index("ttft_p99_ms"),
                                key="hw_target_metric")
     limit_ms = cols[2].number_input("At most (ms)", 1.0, 1e7, 1000.0, 100.0, key="hw_target_ms")

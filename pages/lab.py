@@ -10,7 +10,7 @@ from engine.calibration import badge
 from engine.config import WEIGHT_RANGE, Fleet, Policy, RequestClass, Server, Workload
 from engine.cost import cost_columns
 from engine.metrics import flat_metrics
-from engine.simulate import stop_explanation
+from engine.simulate import load_text, stop_explanation
 from engine.policies import POLICIES, params_of
 from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, text
 from ui.trace_store import APP_ORIGIN
@@ -243,7 +243,7 @@ if system["unstable"]:
 st.subheader("Per-class results")
 kpi_cards(summary, st.session_state.get("previous_summary"))
 cols = st.columns(5)
-cols[0].metric("Offered load (estimate)", f"{system['offered_load']:.2f}")
+cols[0].metric("Offered load (estimate)", load_text(system["offered_load"]))
 cols[1].metric("Mean batch", f"{system['mean_batch_size']:.1f}")
 cols[2].metric("GPU busy", f"{system['gpu_busy_frac']:.0%}")
 cols[3].metric("KV peak", "unlimited" if system["kv_peak_frac"] is None else f"{system['kv_peak_frac']:.0%}")

@@ -14,6 +14,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
 import numpy as np
 import pytest
+import tomli_w
 
 import engine
 from conftest import SCENARIOS
@@ -140,7 +141,7 @@ def test_error_lines_quote_at_most_a_short_printable_excerpt(tmp_path):
     ('workload.arrival={process="gamma", rate_per_s=2.5, cv=1e-300}', "workload.arrival.cv = 1e-300 must be >= 0.01"),
     ('workload.arrival={process="gamma", rate_per_s=2.5, cv=1e300}', "workload.arrival.cv = 1e+300 is above"),
     (f'name="{"x" * 500}"', "name has 500 characters, more than the limit of 80 characters"),
-    ("seed=99999999999999999999", "seed = 99999999999999999999 must be <= 9223372036854775807"),
+    ("seed=99999999999999999999", "seed = 99999999999999999999 must be <= 9,223,372,036,854,775,807"),
     ("name.x=1", "override name.x: name is 'example', not a table"),
     ("server.step_time_ms=1e300", "server.step_time_ms"),
 ])
@@ -164,8 +165,8 @@ def test_a_long_duration_is_refused_before_its_arrivals_are_drawn():
 
 
 def test_arrivals_beyond_the_simulated_time_limit_are_refused():
-    data = base()
-    data["workload"]["arrival"]["rate_per_s"] = 1e-9
+    data = base(num_requests=1000)
+    data["workload"]["arrival"]["rate_per_s"] = 1e-4  # one request every 10,000 s: 1e7 s in all
     with pytest.raises(engine.ScenarioError, match="the last request arrives at .* beyond the limit of 2,592,000 s"):
         engine.simulate(engine.load_scenario(data))
 
@@ -444,3 +445,33 @@ def test_a_stopped_run_counts_only_the_elapsed_part_of_its_last_iteration(limits
     system = engine.simulate(engine.load_scenario(data)).summary["system"]
     assert system["stop_reason"] in ("queue_bound", "horizon")
     assert 0.9 < system["gpu_busy_frac"] <= 1.0 and system["kv_mean_frac"] <= system["kv_peak_frac"] <= 1.0
+
+
+@pytest.mark.parametrize("override, words", [
+    ('workload.classes.0.name="overall"', "workload.classes[0].name = 'overall' is reserved"),
+    ('workload.classes.0.name="  "', "workload.classes[0].name is empty"),
+    (f'server.gpu="{"X" * 200_000}"', "server.gpu has 200,000 characters, more than the limit of 80"),
+    ("workload.arrival.rate_per_s=1e308", "workload.arrival.rate_per_s = 1e+308 must be <= 1,000,000,000 req/s"),
+    ("workload.classes.0.sla_ttft_ms=2e-321", "sla_ttft_ms = 2e-321 must be >= 0.001 ms"),
+    ("policy.default_sla_ms=2e-321", "policy.default_sla_ms = 2e-321 must be >= 0.001 ms"),
+])
+def test_names_and_tiny_or_huge_values_that_broke_pages_are_refused(override, words):
+    code, out, err, seconds = cli("run", EXAMPLE, "--set", override)
+    one_line_error(code, out, err, seconds, words)
+    assert len(err) < 400
+
+
+def test_a_class_named_like_a_fixed_series_column_keeps_its_own_column():
+    data = base()
+    data["workload"]["classes"][0]["name"] = "size"
+    series = engine.simulate(engine.load_scenario(data)).timeseries
+    assert series.columns.is_unique and "batch[size]" in series.columns and "batch_size" in series.columns
+
+
+def test_the_command_line_prints_names_without_terminal_escapes(tmp_path):
+    data = base()
+    data["workload"]["classes"][0]["name"] = "\x1b[31mRED\x1b]0;pwned\x07"
+    path = tmp_path / "s.toml"
+    path.write_text(tomli_w.dumps(data))
+    code, out, _, _ = cli("run", str(path))
+    assert code == 0 and "\x1b" not in out and "\x07" not in out and "?[31mRED?]0;pwned?" in out

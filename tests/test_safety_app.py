@@ -364,3 +364,36 @@ def test_addresses_in_names_never_form_a_link():
     for name in ("http://evil.example/x", "see www.evil.example", "me@evil.example", "mailto:me@evil.example"):
         unescaped = re.sub(r"\\(.)", r"\1", text.plain(name))
         assert not re.search(r"https?://|www\.|\w@\w|mailto:\w", unescaped)
+
+
+def test_a_link_planted_in_the_store_is_not_followed(tmp_path):
+    """Even a file that looks stored is replayed only if it is a regular file of the store, not a link."""
+    name = "0123456789abcdef0123456789abcdef.csv"
+    (tmp_path / name).symlink_to("/etc/hostname")
+    data = example(**{"workload.trace": {"path": name, "format": "csv"}})
+    origin = engine.origin.Origin(trace_dir=str(tmp_path), trace_names_only=True)
+    with opened_files() as opened:
+        with pytest.raises(engine.ScenarioError, match="is no longer on this server"):
+            engine.load_scenario(data, origin=origin)
+    assert not [p for p in opened if "hostname" in p]
+
+
+def test_a_store_folder_others_can_write_to_is_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    monkeypatch.setattr(trace_store, "STORE_DIR", shared)
+    with pytest.raises(trace_store.StoreError, match="not private to the user running it"):
+        trace_store.store(CONV.encode(), ".csv")
+    assert not list(shared.iterdir())
+
+
+def test_a_new_session_drops_old_uploads_and_replaying_keeps_a_trace_fresh(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace_store, "STORE_DIR", tmp_path)
+    old, used = tmp_path / ("a" * 32 + ".csv"), tmp_path / ("b" * 32 + ".csv")
+    for path in (old, used):
+        path.write_text(CONV)
+        os.utime(path, (1, 1))
+    trace_store.touch(used.name)
+    AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
+    assert not old.exists() and used.exists()

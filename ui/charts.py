@@ -11,6 +11,8 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.config import OVERALL
+from engine.simulate import batch_column, waiting_column
 from ui.text import chart_text
 
 METRIC_LABELS = {
@@ -29,7 +31,7 @@ LOG_METRICS = ("_ms",)
 
 def comparison_bars(frame: pd.DataFrame, metric: str, labels: dict[str, str]) -> go.Figure:
     """Grouped bars: one group per class, one bar per policy (fleet costs: the overall rows only)."""
-    overall = frame["class"] == "overall"
+    overall = frame["class"] == OVERALL
     shown = frame[overall if metric.startswith("cost_") else ~overall]
     fig = go.Figure()
     for k, (policy, group) in enumerate(shown.groupby("policy", sort=False)):
@@ -45,7 +47,7 @@ def load_curves(frame: pd.DataFrame, metric: str, current_rate: float, labels: d
 
     Latencies use a log axis: past saturation they grow by orders of magnitude.
     """
-    shown = frame[frame["class"] != "overall"]
+    shown = frame[frame["class"] != OVERALL]
     classes = list(dict.fromkeys(shown["class"]))
     fig = make_subplots(rows=1, cols=len(classes), subplot_titles=[chart_text(c) for c in classes], shared_yaxes=True)
     for col, name in enumerate(classes, start=1):
@@ -93,9 +95,9 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
     for k, name in enumerate(classes):
         color = COLORS[k % len(COLORS)]
         label = chart_text(name)
-        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"waiting_{name}"], name=f"{label} waiting",
+        fig.add_trace(go.Scatter(x=series["time_s"], y=series[waiting_column(name)], name=f"{label} waiting",
                                  line=dict(color=color), legendgroup=label), row=1, col=1)
-        fig.add_trace(go.Scatter(x=series["time_s"], y=series[f"batch_{name}"], name=f"{label} in batch",
+        fig.add_trace(go.Scatter(x=series["time_s"], y=series[batch_column(name)], name=f"{label} in batch",
                                  stackgroup="batch", line=dict(color=color), legendgroup=label), row=2, col=1)
     scale = 100.0 / kv_capacity_tokens if kv_capacity_tokens else 1.0
     fig.add_trace(go.Scatter(x=series["time_s"], y=series["kv_used_tokens"] * scale, name="KV used",

@@ -22,6 +22,7 @@ import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
 from engine.sweep import run_summary, tagged_metrics
+from ui import trace_store
 from ui.result_cache import ResultCache
 from ui.state import PRESET_DIR, validate
 from ui.trace_store import APP_ORIGIN
@@ -78,6 +79,8 @@ def simulate(scenario_json: str) -> Run:
 def _simulate(scenario_json: str) -> Run:
     data = json.loads(scenario_json)
     scenario = validate(data)
+    if scenario.workload.trace is not None:
+        trace_store.touch(scenario.workload.trace.path)
     bar = st.progress(0.0, text="Simulating...")
     large = _is_large(data)
     # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.

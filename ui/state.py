@@ -18,7 +18,7 @@ import streamlit as st
 import engine
 from engine.caps import DEFAULT_CAPS
 from engine.config import read_toml
-from ui import text
+from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
@@ -82,6 +82,10 @@ def _store(data: dict, new_version: bool) -> None:
 def current() -> dict:
     """The session's scenario (from the link on first load, else the default preset)."""
     if "scenario" not in st.session_state:
+        try:
+            trace_store.prune()  # a new session: drop uploads past their age (one listing of a small folder)
+        except engine.ScenarioError as exc:
+            st.session_state["load_error"] = str(exc)
         data = default_data()
         text = st.query_params.get(QUERY_KEY)
         if text:

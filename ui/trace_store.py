@@ -6,33 +6,65 @@ visible under a store name. The store keeps at most ``caps.upload_store_mib`` Mi
 ``caps.upload_store_s`` go first, then the least recently used. Scenarios from links and uploads may only
 name files of this folder (``engine.origin.Origin`` with ``trace_names_only``).
 
-The folder is ``$SCHEDULER_LAB_TRACE_STORE``, or ``scheduler-lab-traces`` in the system's temporary folder.
+The folder is ``$SCHEDULER_LAB_TRACE_STORE``, else ``scheduler-lab/traces`` in the user's cache folder
+(``$XDG_CACHE_HOME`` or ``~/.cache``). It must be private to the user running the server (created with
+mode 0700; a folder that another user owns or can write to is refused), so that nobody else can plant a
+file, or a link to one, under a store name.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
 
+import engine
 from engine.caps import DEFAULT_CAPS, MIB, Caps
 from engine.origin import STORED_TRACE_SUFFIXES, Origin, stored_trace_name
 
-STORE_DIR = Path(os.environ.get("SCHEDULER_LAB_TRACE_STORE") or Path(tempfile.gettempdir()) / "scheduler-lab-traces")
+STORE_DIR = Path(os.environ.get("SCHEDULER_LAB_TRACE_STORE")
+                 or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scheduler-lab" / "traces")
 APP_ORIGIN = Origin(trace_dir=str(STORE_DIR), trace_names_only=True, caps=DEFAULT_CAPS)
+LOG = logging.getLogger(__name__)
 _PARTIAL_PREFIX = ".partial-"
 _PARTIAL_MAX_AGE_S = 3600.0
+
+
+class StoreError(engine.ScenarioError):
+    """The store folder is not private to this server's user."""
+
+
+def private_folder() -> Path:
+    """The store folder, created private (0700) if missing; ``StoreError`` if another user owns it or may
+    write to it."""
+    STORE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(STORE_DIR)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        LOG.error("trace store %s is not private to uid %d", STORE_DIR, os.getuid())
+        raise StoreError("the server's trace store folder is not private to the user running it, so uploaded "
+                         "traces are off; its operator should remove the folder or set SCHEDULER_LAB_TRACE_STORE "
+                         "to a private one")
+    return STORE_DIR
+
+
+def touch(name: str) -> None:
+    """Mark a stored trace as used now (the store removes the least recently used first)."""
+    try:
+        os.utime(private_folder() / name, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
 
 
 def store(content: bytes, suffix: str, caps: Caps = DEFAULT_CAPS) -> str:
     """Write a validated trace into the store (atomically; a trace already there only has its time
     refreshed) and return its store name; then keep the store within its quota."""
     name = stored_trace_name(content, suffix)
-    STORE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-    target = STORE_DIR / name
+    target = private_folder() / name
     if target.is_file():
-        os.utime(target)
+        touch(name)
     else:
         fd, partial = tempfile.mkstemp(dir=STORE_DIR, prefix=_PARTIAL_PREFIX)
         try:
@@ -48,24 +80,25 @@ def store(content: bytes, suffix: str, caps: Caps = DEFAULT_CAPS) -> str:
 
 def prune(caps: Caps = DEFAULT_CAPS, keep: str | None = None) -> None:
     """Remove traces older than ``caps.upload_store_s``, then the least recently used until the store holds
-    at most ``caps.upload_store_mib`` MiB (never ``keep``); and partial writes left by a crash."""
+    at most ``caps.upload_store_mib`` MiB (never ``keep``); and partial writes left by a crash. Runs when a
+    trace is stored and when a session starts."""
     now = time.time()
     entries = []
-    for path in STORE_DIR.glob("*"):
+    for path in private_folder().glob("*"):
         try:
-            stat = path.stat()
+            info = path.lstat()
         except FileNotFoundError:  # removed meanwhile by another session
             continue
         if path.name.startswith(_PARTIAL_PREFIX):
-            if now - stat.st_mtime > _PARTIAL_MAX_AGE_S:
+            if now - info.st_mtime > _PARTIAL_MAX_AGE_S:
                 path.unlink(missing_ok=True)
             continue
         if path.suffix not in STORED_TRACE_SUFFIXES or path.name == keep:
             continue
-        if now - stat.st_mtime > caps.upload_store_s:
+        if now - info.st_mtime > caps.upload_store_s:
             path.unlink(missing_ok=True)
         else:
-            entries.append((stat.st_mtime, stat.st_size, path))
+            entries.append((info.st_mtime, info.st_size, path))
     total = sum(size for _, size, _ in entries) + _size(STORE_DIR / keep if keep else None)
     for _, size, path in sorted(entries):
         if total <= caps.upload_store_mib * MIB:
