@@ -397,3 +397,9 @@ def test_a_new_session_drops_old_uploads_and_replaying_keeps_a_trace_fresh(tmp_p
     trace_store.touch(used.name)
     AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
     assert not old.exists() and used.exists()
+
+
+@pytest.mark.parametrize("rate, load", [(2.5, 0.75), (1e9, 1e-300), (1e-4, 1e6), (5.0, 0.0), (5.0, float("inf"))])
+def test_load_curve_rates_stay_within_the_rates_a_scenario_accepts(rate, load):
+    rates = runner.sweep_rates(rate, load)
+    assert rates and all(1e-4 <= r <= 1e9 for r in rates)

@@ -20,12 +20,13 @@ import streamlit as st
 
 import engine
 from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import apply_overrides
+from engine.config import Arrival, apply_overrides
 from engine.sweep import run_summary, tagged_metrics
 from ui import trace_store
 from ui.result_cache import ResultCache
 from ui.state import PRESET_DIR, validate
 from ui.trace_store import APP_ORIGIN
+from ui.widgets import field_bounds, field_meta
 
 SWEEP_MAX_REQUESTS = 5000
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
@@ -158,9 +159,13 @@ def _round_sig(x: float, digits: int = 3) -> float:
 
 
 def sweep_rates(rate_per_s: float, offered_load: float) -> list[float]:
-    """Arrival rates at fixed fractions of the estimated capacity (so moving the rate reuses the curves)."""
+    """Arrival rates at fixed fractions of the estimated capacity (so moving the rate reuses the curves),
+    within the rates a scenario accepts."""
     capacity_per_s = rate_per_s / offered_load if offered_load > 0 else rate_per_s
-    return sorted({_round_sig(capacity_per_s * f) for f in SWEEP_LOAD_FACTORS})
+    if not math.isfinite(capacity_per_s):
+        capacity_per_s = rate_per_s
+    low, high = field_bounds(field_meta(Arrival, "rate_per_s")[1])
+    return sorted({min(max(_round_sig(capacity_per_s * f), low), high) for f in SWEEP_LOAD_FACTORS})
 
 
 def load_sweep(data: dict, rates: list[float], policies: list[str]) -> tuple[pd.DataFrame, str | None]:
