@@ -44,7 +44,7 @@ class Run:
     requests: pd.DataFrame
     timeseries: pd.DataFrame
 
-    def bytes(self) -> int:
+    def held_bytes(self) -> int:
         """Memory the run's frames hold."""
         return int(self.requests.memory_usage(deep=True).sum() + self.timeseries.memory_usage(deep=True).sum())
 
@@ -59,7 +59,7 @@ def warm_up() -> bool:
 @st.cache_resource
 def _results() -> ResultCache[Run]:
     """Full runs of every session (one object per server process)."""
-    return ResultCache(DEFAULT_CAPS.result_cache_mib * MIB, DEFAULT_CAPS.result_cache_s, Run.bytes)
+    return ResultCache(DEFAULT_CAPS.result_cache_mib * MIB, DEFAULT_CAPS.result_cache_s, Run.held_bytes)
 
 
 @st.cache_resource
