@@ -207,13 +207,25 @@ def test_a_bad_trace_upload_is_one_line_and_writes_nothing(content, words):
     assert after == before
 
 
-def test_an_oversized_scenario_upload_is_one_line():
+@pytest.mark.parametrize("content, words", [
+    (b"# x\n" * (DEFAULT_CAPS.scenario_bytes // 4 + 1), "has 1,048,580 bytes, more than the limit of 1,048,576"),
+    (bytes(range(256)) * 40, "is not a text file"),
+    (("a = " + "[" * 100_000 + "]" * 100_000).encode(), "is nested too deeply to be a scenario"),
+])
+def test_a_hostile_scenario_upload_is_one_line_over_the_current_scenario(content, words):
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
-    at.file_uploader(key="upload_1").set_value(("big.toml", b"# x\n" * (DEFAULT_CAPS.scenario_bytes // 4 + 1),
-                                                "application/toml")).run()
+    at.file_uploader(key="upload_1").set_value(("evil.toml", content, "application/toml")).run()
     assert not at.exception
-    assert any("is larger than the limit" in e or "more than the limit of 1,048,576 bytes" in e
-               for e in shown(at.error))
+    assert any(words in e for e in shown(at.error)), shown(at.error)
+    assert "example" in shown(at.sidebar.caption)
+
+
+def test_a_trace_upload_beyond_the_upload_limit_is_one_line():
+    content = b"arrival_s,prompt_tokens,output_tokens\n" + b"0,1,1\n" * (DEFAULT_CAPS.upload_mib * MIB // 6 + 1)
+    at = workload_page()
+    at.file_uploader(key="trace_upload").set_value(("huge.csv", content, "text/csv")).run()
+    assert not at.exception
+    assert any("more than the limit of 64 MiB for an uploaded trace" in e for e in shown(at.error))
 
 
 def test_the_store_keeps_its_quota_and_age_and_clears_partial_writes(tmp_path, monkeypatch):
