@@ -18,9 +18,9 @@ from .caps import caps_with, limits_fields
 from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, format_range,
                    offer_hosting_problem, offers_for, unit_costs)
-from .errors import ScenarioError
+from .errors import ScenarioError, printable
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
-from .origin import Origin, printable
+from .origin import Origin
 from .simulate import Result, load_text, simulate, stop_explanation
 from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from .steptime import decode_step_s_nb, prefill_s

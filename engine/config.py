@@ -24,8 +24,8 @@ from typing import Any, Mapping, Optional
 import tomli_w
 
 from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
-from .errors import ScenarioError
-from .origin import Origin, excerpt, key_text
+from .errors import ScenarioError, excerpt, key_text
+from .origin import Origin
 
 _MISSING = dataclasses.MISSING
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .errors import ScenarioError
+from .errors import ScenarioError, excerpt
 from .hardware import is_slice, load_table
-from .origin import excerpt
 
 HOURS_PER_MONTH = 730.0
 BILLING_MODES = ("pay as you go", "annual prepay")

@@ -40,8 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import Server
-from .errors import ScenarioError
-from .origin import excerpt
+from .errors import ScenarioError, excerpt
 from .steptime import ROOFLINE, step_params
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"

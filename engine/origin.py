@@ -17,36 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .caps import DEFAULT_CAPS, Caps
-from .errors import ScenarioError
+from .errors import ScenarioError, excerpt
 
 STORED_TRACE_SUFFIXES = (".csv", ".jsonl")
 _STORED_TRACE_NAME = re.compile(r"[0-9a-f]{32}(\.csv|\.jsonl)")
-EXCERPT_CHARS = 40
 
 
 def stored_trace_name(content: bytes, suffix: str) -> str:
     """The store's name for a trace with this content: 32 hex digits of its SHA-256 and its suffix."""
     suffix = suffix.lower() if suffix.lower() in STORED_TRACE_SUFFIXES else ".csv"
     return hashlib.sha256(content).hexdigest()[:32] + suffix
-
-
-def excerpt(value: object, chars: int = EXCERPT_CHARS) -> str:
-    """A short, printable rendering of ``value`` for an error line (``repr`` escapes control characters)."""
-    text = repr(value)
-    return text if len(text) <= chars else text[: chars - 3] + "..."
-
-
-def printable(text: str, chars: int = EXCERPT_CHARS) -> str:
-    """``text`` with control characters replaced by '?' and cut to ``chars`` (a file name for a message)."""
-    clean = "".join(c if c.isprintable() else "?" for c in text[: chars + 1])
-    return clean if len(clean) <= chars else clean[: chars - 3] + "..."
-
-
-def key_text(key: object) -> str:
-    """A table key for an error line: as it is when short and printable, else an excerpt."""
-    if isinstance(key, str) and key.isprintable() and len(key) <= EXCERPT_CHARS:
-        return key
-    return excerpt(key)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ import pandas as pd
 
 from .config import OVERALL, apply_overrides, load_scenario
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
-from .errors import ScenarioError
+from .errors import ScenarioError, excerpt
 from .hardware import TP_DEGREES, calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
-from .origin import Origin, excerpt
+from .origin import Origin
 from .sweep import run_summary
 
 

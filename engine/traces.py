@@ -32,8 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .caps import DEFAULT_CAPS, Caps
-from .errors import TraceError
-from .origin import excerpt
+from .errors import TraceError, excerpt
 
 TRACE_FORMATS = ("csv", "azure", "mooncake")
 MAX_CSV_COLUMNS = 16  # a trace CSV has 3 or 4 columns; a wider header is not a trace (and costs pandas time)

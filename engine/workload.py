@@ -14,8 +14,8 @@ import numpy as np
 from .caps import Caps
 from .config import Scenario, Workload
 from .distributions import sample_gaps_s, sample_tokens
-from .errors import ScenarioError, TraceError
-from .origin import Origin, excerpt
+from .errors import ScenarioError, TraceError, excerpt
+from .origin import Origin
 from .traces import read_trace
 
 _GAP_CHUNK = 4096

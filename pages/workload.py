@@ -10,7 +10,8 @@ import streamlit as st
 import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import Arrival, TokenDist, Trace
-from engine.origin import printable, stored_trace_name
+from engine.errors import printable
+from engine.origin import stored_trace_name
 from engine.trace_stats import per_minute_rate, trace_statistics
 from engine.traces import TRACE_FORMATS, TraceRows, guess_format_from_header, read_trace_bytes
 from engine.workload import build_requests

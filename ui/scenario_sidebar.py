@@ -7,7 +7,7 @@ import streamlit as st
 import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import parse_toml, to_toml
-from engine.origin import printable
+from engine.errors import printable
 from ui import state, text
 
 
