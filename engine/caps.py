@@ -55,13 +55,15 @@ class Caps:
                               "runs left are skipped and the page says so")
     trace_bytes: int = _limit(256 * MIB, "bytes", "bytes read from one trace file (reading stops at the "
                               "requests cut)")
-    trace_line_bytes: int = _limit(1 * MIB, "bytes", "one line of a JSONL trace")
+    trace_line_bytes: int = _limit(1 * MIB, "bytes", "one line of a JSONL trace, or a CSV trace's header")
     scenario_bytes: int = _limit(1 * MIB, "bytes", "a scenario file or uploaded scenario")
     link_chars: int = _limit(65_536, "characters", "the scenario in a shared link (?s=...)")
     link_bytes: int = _limit(1 * MIB, "bytes", "the link's scenario once decompressed")
     upload_mib: int = _limit(64, "MiB", "an uploaded trace (server.maxUploadSize in .streamlit/config.toml)")
-    upload_store_mib: int = _limit(1024, "MiB", "uploaded traces kept on the server (oldest removed first)")
-    upload_store_s: float = _limit(7 * 86_400.0, "s", "age after which an uploaded trace is removed")
+    upload_store_mib: int = _limit(1024, "MiB", "uploaded traces kept on the server (least recently used "
+                                   "removed first)")
+    upload_store_s: float = _limit(7 * 86_400.0, "s", "time after its last use at which an uploaded trace is "
+                                   "removed")
     large_run_requests: int = _limit(20_000, "requests", "in the app, runs of more requests than this take turns "
                                      "(large_runs_at_once at a time), so that many sessions asking for the largest "
                                      "scenario cannot exhaust the server's memory")
