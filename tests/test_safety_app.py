@@ -289,8 +289,10 @@ def test_readme_explains_how_to_serve_others():
     assert "--server.address" in readme and "reverse proxy" in readme
 
 
-def test_uploaded_traces_live_outside_the_repository():
-    assert not Path(trace_store.STORE_DIR).resolve().is_relative_to(REPO)
+def test_uploaded_traces_live_in_the_users_cache_folder_unless_told_otherwise():
+    assert trace_store.store_dir({}) == Path.home() / ".cache" / "scheduler-lab" / "traces"
+    assert trace_store.store_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/scheduler-lab/traces")
+    assert trace_store.store_dir({"XDG_CACHE_HOME": "/c", "SCHEDULER_LAB_TRACE_STORE": "/s"}) == Path("/s")
 
 
 def test_a_link_that_validates_but_cannot_run_shows_the_default_scenario_under_its_error():

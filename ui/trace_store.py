@@ -20,13 +20,19 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import Mapping
 
 import engine
 from engine.caps import DEFAULT_CAPS, MIB, Caps
 from engine.origin import STORED_TRACE_SUFFIXES, Origin, stored_trace_name
 
-STORE_DIR = Path(os.environ.get("SCHEDULER_LAB_TRACE_STORE")
-                 or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scheduler-lab" / "traces")
+def store_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$SCHEDULER_LAB_TRACE_STORE``, else ``scheduler-lab/traces`` in the user's cache folder."""
+    cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(environ.get("SCHEDULER_LAB_TRACE_STORE") or cache / "scheduler-lab" / "traces")
+
+
+STORE_DIR = store_dir()
 APP_ORIGIN = Origin(trace_dir=str(STORE_DIR), trace_names_only=True, caps=DEFAULT_CAPS)
 LOG = logging.getLogger(__name__)
 _PARTIAL_PREFIX = ".partial-"
