@@ -125,7 +125,7 @@ def caps_with(overrides: list[str]) -> Caps:
         except ValueError:
             kind_text = "an integer" if kind is int else "a number"
             raise ScenarioError(f"--limit {name} = {text.strip()!r} must be {kind_text}") from None
-        if not value > 0 or value != value or value == float("inf"):
+        if not 0 < value < float("inf"):  # also refuses NaN
             raise ScenarioError(f"--limit {name} = {text.strip()!r} must be a finite number > 0")
         changes[name] = value
     return dataclasses.replace(DEFAULT_CAPS, from_cli=True, **changes)

@@ -151,12 +151,12 @@ def _leave_nb(ints, fl, classes, cnt, r, state, t):
 
 
 @njit(cache=True, inline="always")
-def _append_nb(items, cnt, column, r):
-    """Append ``r`` to the list ``items[:cnt[column]]``; the list is sized by ``waiting_capacity``."""
-    if cnt[column] >= items.shape[0]:
+def _append_waiting_nb(waiting, cnt, r):
+    """Append ``r`` to the waiting list, whose length ``waiting_capacity`` bounds."""
+    if cnt[C_WAITING] >= waiting.shape[0]:
         raise RuntimeError("internal error: a request list is full")
-    items[cnt[column]] = r
-    cnt[column] += 1
+    waiting[cnt[C_WAITING]] = r
+    cnt[C_WAITING] += 1
 
 
 @njit(cache=True)
@@ -180,7 +180,7 @@ def _preempt_nb(srv, ints, waiting, cnt, acc, r, mode):
     ints[r, I_STATE] = WAITING
     ints[r, I_PREEMPTIONS] += 1
     cnt[C_PREEMPTIONS] += 1
-    _append_nb(waiting, cnt, C_WAITING, r)
+    _append_waiting_nb(waiting, cnt, r)
 
 
 @njit(cache=True)
@@ -290,7 +290,7 @@ def _arrive_nb(ints, classes, waiting, cnt, r):
     """Request ``r`` joins this replica's waiting queue."""
     policy_on_arrival_nb(classes, ints[r, I_CLASS])
     ints[r, I_STATE] = WAITING
-    _append_nb(waiting, cnt, C_WAITING, r)
+    _append_waiting_nb(waiting, cnt, r)
 
 
 @njit(cache=True, inline="always")
@@ -564,9 +564,7 @@ def start_outputs(replicas: int) -> tuple[np.ndarray, np.ndarray]:
     """The statistics rows and the outcome of ``run_nb`` before the first event."""
     stats = np.zeros((replicas, N_STATS))
     stats[:, S_SERIES_STRIDE] = 1.0
-    outcome = np.zeros(N_OUTCOME)
-    outcome[O_STOP_REASON] = PAUSED
-    return stats, outcome
+    return stats, np.zeros(N_OUTCOME)
 
 
 @njit(cache=True, inline="always")

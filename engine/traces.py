@@ -68,7 +68,7 @@ class _Read:
 
 
 class _CappedReader(io.RawIOBase):
-    """A binary stream that raises ``TraceError`` once more than ``limit`` bytes have been read."""
+    """A binary stream that raises ``TraceError`` once more than ``caps.trace_bytes`` bytes have been read."""
 
     def __init__(self, stream: BinaryIO, read: _Read):
         super().__init__()
@@ -107,6 +107,11 @@ def _numeric_column(frame: pd.DataFrame, column: str, read: _Read, integer: bool
     return values.astype(np.int64) if integer else values
 
 
+def _long_line(read: _Read, line_no: int, what: str) -> TraceError:
+    return TraceError(f"{read.name}: line {line_no}: longer than {read.caps.trace_line_bytes:,} bytes "
+                      f"(trace_line_bytes); not {what}")
+
+
 def _check_header(stream: _CappedReader, read: _Read) -> None:
     """Refuse a header line longer than a trace line may be or with more than ``MAX_CSV_COLUMNS`` columns,
     before pandas reads it; then rewind."""
@@ -114,8 +119,7 @@ def _check_header(stream: _CappedReader, read: _Read) -> None:
     header = buffered.readline(read.caps.trace_line_bytes + 1)
     buffered.detach()  # keep ``stream`` open for pandas
     if len(header) > read.caps.trace_line_bytes:
-        raise TraceError(f"{read.name}: line 1: longer than {read.caps.trace_line_bytes:,} bytes "
-                         f"(trace_line_bytes); not a trace header")
+        raise _long_line(read, 1, "a trace header")
     if header.count(b",") >= MAX_CSV_COLUMNS:
         raise TraceError(f"{read.name}: line 1: {header.count(b',') + 1:,} columns; a trace has at most "
                          f"{MAX_CSV_COLUMNS}")
@@ -206,8 +210,7 @@ def _read_mooncake(stream: BinaryIO, read: _Read) -> tuple:
             break
         line_no += 1
         if len(line) > longest:
-            raise TraceError(f"{read.name}: line {line_no}: longer than {longest:,} bytes (trace_line_bytes); not a "
-                             f"request record")
+            raise _long_line(read, line_no, "a request record")
         if not line.strip():
             continue
         if len(rows) == read.rows:

@@ -134,20 +134,19 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
     except Exception as exc:  # noqa: BLE001 - the page shows one line, never a traceback
         last = st.session_state.get("last_good")
         shown = "the last scenario that ran" if last else "the default scenario"
+        fallback = last[0] if last else state.default_data()
         if isinstance(exc, engine.ScenarioError):
             text.error(f"{exc}. Showing {shown}.")
         else:
             LOG.exception("simulation failed for %s", key)
             text.error(f"The simulation failed unexpectedly ({type(exc).__name__}); showing {shown}. Please report "
                        "this with the page link.")
-        fallback = (last[0], last[1]) if last else (state.default_data(), runner.canonical(state.default_data()))
-        if fallback[1] == key:
-            return None
-        return fallback[0], runner.simulate(fallback[1])
+        fallback_key = runner.canonical(fallback)
+        return None if fallback_key == key else (fallback, runner.simulate(fallback_key))
     last = st.session_state.get("last_good")
-    if last and last[1] != key:
-        st.session_state["previous_summary"] = last[2]
-    st.session_state["last_good"] = (data, key, run.summary)
+    if last and last[0] != data:
+        st.session_state["previous_summary"] = last[1]
+    st.session_state["last_good"] = (data, run.summary)
     return data, run
 
 

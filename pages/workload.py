@@ -11,9 +11,8 @@ import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import Arrival, TokenDist, Trace
 from engine.errors import printable
-from engine.origin import stored_trace_name
 from engine.trace_stats import per_minute_rate, trace_statistics
-from engine.traces import TRACE_FORMATS, TraceRows, guess_format_from_header, read_trace_bytes
+from engine.traces import TRACE_FORMATS, guess_format_from_header, read_trace_bytes
 from engine.workload import build_requests
 from ui import charts, runner, scenario_sidebar, state, text, trace_store
 from ui.widgets import field_bounds, field_input, field_meta
@@ -101,9 +100,12 @@ def stats_table(stats: dict) -> None:
 
 
 @st.cache_data(max_entries=4, ttl=DEFAULT_CAPS.upload_store_s, show_spinner="Reading the trace...")
-def validated_trace(stored_name: str, fmt: str, display_name: str, _content: bytes) -> TraceRows:
-    """The uploaded trace read and checked in memory (cached by its content hash, ``stored_name``)."""
-    return read_trace_bytes(_content, fmt, display_name, DEFAULT_CAPS)
+def uploaded_trace_view(file_id: str, fmt: str, display_name: str, _content: bytes) -> tuple[dict, pd.DataFrame]:
+    """Statistics and per-minute rate of an uploaded trace, read and checked in memory once per upload
+    (``file_id``) and format, not at every rerun of the page."""
+    trace = read_trace_bytes(_content, fmt, display_name, DEFAULT_CAPS)
+    return trace_statistics(trace.arrival_s, trace.prompt_tokens, trace.output_tokens), \
+        per_minute_rate(trace.arrival_s)
 
 
 def trace_section(data: dict) -> None:
@@ -121,30 +123,30 @@ def trace_section(data: dict) -> None:
     suffix = Path(upload.name).suffix.lower()
     guessed = "mooncake" if suffix in (".jsonl", ".json") else guess_format_from_header(content[:4096])
     fmt = st.selectbox("Format", TRACE_FORMATS, index=TRACE_FORMATS.index(guessed))
-    stored_name = stored_trace_name(content, ".jsonl" if fmt == "mooncake" else ".csv")
     try:
-        trace = validated_trace(stored_name, fmt, name, content)
+        stats, per_minute = uploaded_trace_view(upload.file_id, fmt, name, content)
     except engine.ScenarioError as exc:
         text.error(exc)
         return
-    stats_table(trace_statistics(trace.arrival_s, trace.prompt_tokens, trace.output_tokens))
-    st.plotly_chart(charts.rate_over_time(per_minute_rate(trace.arrival_s)), width="stretch")
+    stats_table(stats)
+    st.plotly_chart(charts.rate_over_time(per_minute), width="stretch")
     low, high = field_bounds(field_meta(Trace, "jitter_ms")[1])
     jitter = st.number_input("Jitter (ms)", low, high, 3000.0 if fmt == "mooncake" else 0.0,
                              help="spread quantised timestamps (Mooncake: ~3,000 ms buckets)")
     st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
-              args=(data, content, {"path": stored_name, "format": fmt, "jitter_ms": jitter},
-                    f"The Lab now replays {name} ({len(trace.arrival_s):,} requests)."))
+              args=(data, content, {"format": fmt, "jitter_ms": jitter},
+                    f"The Lab now replays {name} ({stats['requests']:,} requests)."))
     notice = st.session_state.pop("trace_notice", None)
     if notice:
         st.success(text.plain(notice))
 
 
 def use_trace(data: dict, content: bytes, trace: dict, notice: str) -> None:
-    """Button callback: store the validated trace and replay it instead of synthetic arrivals (all of it)."""
-    trace_store.store(content, Path(trace["path"]).suffix)
+    """Button callback: store the validated trace and replay it, under its store name, instead of synthetic
+    arrivals (all of it)."""
+    name = trace_store.store(content, ".jsonl" if trace["format"] == "mooncake" else ".csv")
     edited = copy.deepcopy(data)
-    edited["workload"]["trace"] = trace
+    edited["workload"]["trace"] = {"path": name, **trace}
     edited["workload"].pop("duration_s", None)
     edited["workload"]["num_requests"] = None
     if state.replace(edited):

@@ -48,9 +48,9 @@ def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str]
         choices = list(choices)
         return st.selectbox(text, choices, index=choices.index(value) if value in choices else 0, key=key,
                             help=help_text)
-    if tp is str:
-        return st.text_input(text, value=value or "", key=key, help=help_text, max_chars=_max_chars(meta))
     low, high = field_bounds(meta)
+    if tp is str:
+        return st.text_input(text, value=value or "", key=key, help=help_text, max_chars=high)
     if tp is int:
         return st.number_input(text, value=None if value is None else int(value), step=1, key=key, help=help_text,
                                min_value=None if low is None else int(low),
@@ -58,7 +58,3 @@ def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str]
     return st.number_input(text, value=None if value is None else float(value), key=key, help=help_text,
                            min_value=None if low is None else float(low),
                            max_value=None if high is None else float(high), format="%g")
-
-
-def _max_chars(meta: dict) -> int | None:
-    return getattr(DEFAULT_CAPS, meta["cap"]) if "cap" in meta else None
