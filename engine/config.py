@@ -127,7 +127,8 @@ class RequestClass:
     """One class of traffic (interactive chat, offline batch, a tenant tier...)."""
 
     name: str = opt(help="class name, unique; trace rows may refer to it", cap="name_chars")
-    share: float = opt(help="fraction of arrivals in this class; shares sum to 1", gt=0.0, le=1.0)
+    share: float = opt(help="this class's part of the arrivals; shares are rescaled to sum to 1 (0.7 and 0.4 split "
+                            "arrivals 64% / 36%)", gt=0.0, le=1.0)
     priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0,
                         le=1_000_000)
     tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0)
@@ -166,8 +167,9 @@ class Workload:
         if dupes:
             raise ScenarioError(f"{path}.classes: duplicate class name {dupes[0]!r}; names must be unique")
         total = sum(c.share for c in self.classes)
-        if abs(total - 1.0) > 1e-6:
-            raise ScenarioError(f"{path}.classes: shares sum to {total:g}; they must sum to 1")
+        if abs(total - 1.0) > 1e-9:  # one rule for the file, the command line and the pages: shares are relative
+            object.__setattr__(self, "classes", tuple(dataclasses.replace(c, share=c.share / total)
+                                                      for c in self.classes))
         if self.trace is None:
             if self.arrival is None:
                 raise ScenarioError(f"{path}.arrival is required unless {path}.trace is given")

@@ -50,9 +50,8 @@ def load_controls(data: dict, v: int) -> None:
                 cls[key] = field_input(RequestClass, key, cls.get(key), key=f"class_{i}_{key}_{v}")
     total = sum(c["share"] or 0.0 for c in workload["classes"])
     if total > 0 and abs(total - 1.0) > 1e-9:
-        for cls in workload["classes"]:
-            cls["share"] = (cls["share"] or 0.0) / total
-        st.caption("Shares are normalised to sum to 1.")
+        split = " / ".join(f"{(c['share'] or 0.0) / total:.0%}" for c in workload["classes"])
+        st.caption(f"Shares sum to {total:g}; they are rescaled to sum to 1: arrivals split {split}.")
 
 
 def policy_controls(data: dict, v: int) -> None:

@@ -31,7 +31,8 @@ from engine.config import Scenario, unwrap_optional  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "data" / "scenarios"
-TRACES = REPO.parent / "shared" / "traces"
+# The team's public traces: beside the checkout (../shared/traces), or wherever SCHEDULER_LAB_TRACES points.
+TRACES = Path(os.environ.get("SCHEDULER_LAB_TRACES") or REPO.parent / "shared" / "traces")
 
 ONE_CLASS = [{"name": "only", "share": 1.0}]
 
@@ -75,8 +76,15 @@ def shown(elements) -> list[str]:
 @pytest.fixture(scope="session")
 def traces_dir() -> Path:
     if not TRACES.is_dir():
-        pytest.skip(f"team traces not found at {TRACES} (the checkout's ../shared/traces)")
+        pytest.skip(f"team traces not found at {TRACES}: put them at ../shared/traces beside the checkout or set "
+                    f"SCHEDULER_LAB_TRACES")
     return TRACES
+
+
+def pytest_configure(config):
+    """Every skipped test is listed with its reason in the summary (pytest's -rs), so none goes unnoticed."""
+    if "s" not in config.option.reportchars and "a" not in config.option.reportchars:
+        config.option.reportchars += "s"
 
 
 @pytest.hookimpl(hookwrapper=True)

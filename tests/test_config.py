@@ -7,7 +7,7 @@ import pytest
 
 import engine
 from conftest import REPO, SCENARIOS
-from engine.config import keys_markdown, keys_reference, scenario_to_dict
+from engine.config import RequestClass, keys_markdown, keys_reference, scenario_to_dict
 
 
 def test_example_loads_with_the_documented_keys():
@@ -39,7 +39,6 @@ BASE = {"workload": {"num_requests": 10, "arrival": {"process": "poisson", "rate
     ("server.step_model=magic", r"^server\.step_model = 'magic' is not allowed; choose one of 'fixed', 'roofline'"),
     ("server.max_batch_size=2.5", r"^server\.max_batch_size must be an integer"),
     ("server.bogus=1", r"^server\.bogus is not a known key; allowed here: step_model"),
-    ("workload.classes.0.share=0.5", r"^workload\.classes: shares sum to 0\.5; they must sum to 1"),
     ("workload.classes.a.prompt_tokens={dist=\"uniform\", low=5}", r"classes\[0\]\.prompt_tokens\.high is required"),
     ("workload.classes.a.output_tokens={dist=\"uniform\", low=9, high=3}", r"low = 9 is above high = 3"),
     ("workload.arrival={process=\"gamma\", rate_per_s=1}", r"^workload\.arrival\.cv is required"),
@@ -52,6 +51,19 @@ BASE = {"workload": {"num_requests": 10, "arrival": {"process": "poisson", "rate
 def test_errors_name_the_field_and_the_fix(override, message):
     with pytest.raises(engine.ScenarioError, match=message):
         engine.load_scenario(BASE, overrides=[override])
+
+
+def test_class_shares_are_relative_in_files_and_on_the_command_line():
+    """One rule for every entry point (file, --set, the pages): shares are rescaled to sum to 1."""
+    two = {"name": "b", "share": 0.4, "prompt_tokens": {"dist": "constant", "value": 8},
+           "output_tokens": {"dist": "constant", "value": 8}}
+    data = {**BASE, "workload": {**BASE["workload"], "classes": [{**BASE["workload"]["classes"][0], "share": 0.7},
+                                                                  two]}}
+    shares = [c.share for c in engine.load_scenario(data).workload.classes]
+    assert shares == pytest.approx([0.7 / 1.1, 0.4 / 1.1], rel=1e-12)
+    assert "rescaled to sum to 1" in dataclasses.fields(RequestClass)[1].metadata["help"]
+    exact = engine.load_scenario(SCENARIOS / "example.toml", overrides=["workload.classes.0.share=0.5"])
+    assert [c.share for c in exact.workload.classes] == pytest.approx([0.5 / 0.8, 0.3 / 0.8], rel=1e-12)
 
 
 def test_missing_required_keys_are_named():

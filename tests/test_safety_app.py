@@ -274,6 +274,7 @@ def test_server_settings_match_the_limits_and_hide_error_details():
     assert config["server"]["address"] == "localhost"
     assert config["client"]["showErrorDetails"] == "none"
     assert config["server"].get("enableXsrfProtection", True) is True
+    assert config["browser"]["gatherUsageStats"] is False  # no usage statistics leave the machine
 
 
 def test_the_code_never_unpickles_or_evaluates_input():

@@ -1,9 +1,15 @@
 """Trace readers on the team's real trace files, and clear errors on malformed ones."""
 
+import os
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import engine
+from conftest import REPO
 from engine.errors import TraceError
 from engine.traces import guess_trace_format, read_trace
 
@@ -110,3 +116,14 @@ def test_bad_azure_timestamp_and_unknown_class(tmp_path):
     own.write_text("arrival_s,prompt_tokens,output_tokens,class\n0,5,3,vip\n")
     with pytest.raises(TraceError, match="class 'vip' .* known classes: chat, batch"):
         engine.simulate(engine.load_scenario({"workload": {"classes": CLASSES, "trace": {"path": str(own)}}}))
+
+
+def test_a_missing_trace_folder_is_named_in_the_test_summary(tmp_path):
+    """Tests that need the team's traces skip with the folder and the fix in pytest's summary, never silently."""
+    env = {**os.environ, "SCHEDULER_LAB_TRACES": str(tmp_path / "nowhere")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(REPO / "tests" / "test_trace_stats.py")], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert re.search(r"SKIPPED \[\d+\] .*team traces not found at .*nowhere: put them at \.\./shared/traces",
+                     done.stdout), done.stdout[-2000:]
