@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -16,15 +17,17 @@ import pandas as pd
 from .calibration import badge
 from .caps import caps_with, limits_fields
 from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict
-from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, format_range,
+from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards,
                    offer_hosting_problem, offers_for, unit_costs)
 from .errors import ScenarioError, printable
+from .metric_table import FRACTION, metric, money_range
+from .registry import TRACE_FORMATS
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
 from .origin import Origin
-from .simulate import Result, load_text, simulate, stop_explanation
+from .simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from .steptime import decode_step_s_nb, prefill_s
-from .traces import TRACE_FORMATS, guess_trace_format
+from .traces import guess_trace_format
 
 EXIT_INVALID = 2
 EXIT_INTERNAL = 1
@@ -63,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     hardware = sub.add_parser("hardware", help="memory of one card, KV capacity and iteration times (roofline)")
     _scenario_arguments(hardware)
     sub.add_parser("keys", help="print every scenario key with unit, default and meaning (Markdown)")
+    sub.add_parser("warm", help="compile the simulator now (cached on disk, so later runs start at once)")
     return parser
 
 
@@ -94,25 +98,32 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return overrides
 
 
-def _fmt(value, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
+CLI_COLUMNS = (("arrived", 9), ("completed", 10), ("timed_out", 10), ("unfinished", 11), ("ttft_p50_ms", 10),
+               ("ttft_p99_ms", 10), ("e2e_p50_ms", 16), ("e2e_p99_ms", 16), ("tpot_mean_ms", 10),
+               ("sla_attainment", 8), ("output_tokens_per_s", 16))
+
+
+def _cell(key: str, value) -> str:
+    """A table cell: the metric's table value (``metric_table``), with thousands separators; "-" when missing."""
+    m = metric(key)
+    shown = m.table_value(value)
+    if shown is None:
+        return "-"
+    if m.kind == FRACTION:
+        return f"{shown:.1f}%"
+    return f"{int(shown):,}" if float(shown).is_integer() else f"{shown:,}"
 
 
 def format_table(result: Result) -> str:
     """A readable per-class table plus the system line."""
     summary = result.summary
-    header = (f"{'class':<14}{'arrived':>9}{'done':>9}{'timeout':>9}{'left':>7}{'TTFT p50':>10}{'TTFT p99':>10}"
-              f"{'E2E p50':>10}{'E2E p99':>10}{'TPOT':>8}{'SLA':>7}{'tok/s':>9}")
+    header = f"{'class':<14}" + "".join(f"{metric(k).label:>{w}}" for k, w in CLI_COLUMNS)
     lines = [f"scenario {summary['run']['scenario']!r}, seed {summary['run']['seed']}, "
              f"{summary['run']['requests']:,} requests (latencies in ms)", header, "-" * len(header)]
     rows = list(summary["classes"].items()) + [(OVERALL, summary["overall"])]
-    for name, m in rows:
-        sla = "-" if m["sla_attainment"] is None else f"{100 * m['sla_attainment']:.1f}%"
-        lines.append(f"{printable(name):<14}{m['arrived']:>9,}{m['completed']:>9,}{m['timed_out']:>9,}"
-                     f"{m['unfinished']:>7,}"
-                     f"{_fmt(m['ttft_ms']['p50']):>10}{_fmt(m['ttft_ms']['p99']):>10}"
-                     f"{_fmt(m['e2e_ms']['p50']):>10}{_fmt(m['e2e_ms']['p99']):>10}"
-                     f"{_fmt(m['tpot_ms']['mean'], 1):>8}{sla:>7}{_fmt(m['output_tokens_per_s'], 1):>9}")
+    for name, block in rows:
+        lines.append(f"{printable(name):<14}" + "".join(f"{_cell(k, metric(k).value(block)):>{w}}"
+                                                         for k, w in CLI_COLUMNS))
     s = summary["system"]
     kv = "unlimited" if s["kv_peak_frac"] is None else \
         f"mean {100 * s['kv_mean_frac']:.1f}% peak {100 * s['kv_peak_frac']:.1f}%"
@@ -177,9 +188,9 @@ def _run(args: argparse.Namespace) -> int:
         if cost is not None:
             estimate = ", estimate" if cost["estimate"] else ""
             print(f"cost ({cost['offer']}, {cost['units']} unit(s), {args.billing}{estimate}): "
-                  f"{format_range(cost['per_month'], 0)} {cost['currency']}/month, "
-                  f"{format_range(cost['per_million_output_tokens'], 2)} per 1M output tokens, "
-                  f"{format_range(cost['per_sla_met_request'], 4)} per SLA-met request")
+                  f"{money_range(cost['per_month'], cost['currency'])}/month, "
+                  f"{money_range(cost['per_million_output_tokens'])} per 1M output tokens, "
+                  f"{money_range(cost['per_thousand_sla_met_requests'])} per 1,000 SLA-met requests")
     return 0
 
 
@@ -238,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "keys":
             print(keys_markdown(), end="")
+            return 0
+        if args.command == "warm":
+            started = time.perf_counter()
+            print(f"compiled and cached: {warm_up()} presets simulated in {time.perf_counter() - started:.1f} s")
             return 0
         return {"run": _run, "shapes": _shapes, "size": _size, "hardware": _hardware}[args.command](args)
     except ScenarioError as exc:

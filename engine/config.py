@@ -26,6 +26,8 @@ import tomli_w
 from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
 from .errors import ScenarioError, excerpt, key_text
 from .origin import Origin
+from .registry import (ARRIVAL_PROCESSES, KV_ALLOCATIONS, LENGTH_DISTRIBUTIONS, POLICY_CODES, PREEMPT_MODE_CODES,
+                       ROUTER_CODES, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
 
 _MISSING = dataclasses.MISSING
 
@@ -47,7 +49,7 @@ def opt(default: Any = _MISSING, help: str = "", unit: str = "", **checks: Any) 
 class TokenDist:
     """Distribution of a token count (prompt or output length), always >= 1."""
 
-    dist: str = opt(help="distribution family", choices=("constant", "uniform", "geometric", "lognormal"))
+    dist: str = opt(help="distribution family", choices=LENGTH_DISTRIBUTIONS)
     value: Optional[int] = opt(None, "the constant (dist = constant)", "tokens", ge=1, cap="tokens_per_request")
     low: Optional[int] = opt(None, "smallest value, inclusive (dist = uniform)", "tokens", ge=1,
                              cap="tokens_per_request")
@@ -92,7 +94,7 @@ class Arrival:
     """Synthetic arrival process."""
 
     process: str = opt(help="inter-arrival law: poisson (exponential gaps) or gamma (burstiness cv)",
-                       choices=("poisson", "gamma"))
+                       choices=ARRIVAL_PROCESSES)
     rate_per_s: float = opt(help="mean arrival rate over all classes", unit="req/s", ge=0.0001,
                             le=1e9)
     cv: Optional[float] = opt(None, "coefficient of variation of inter-arrival gaps (process = gamma; "
@@ -113,7 +115,7 @@ class Trace:
                          "the name of a trace uploaded on the Workload page)", cap="path_chars")
     format: str = opt("csv", "csv: arrival_s,prompt_tokens,output_tokens[,class]; azure: Azure LLM "
                              "inference 2023 CSV; mooncake: Mooncake FAST'25 JSONL",
-                      choices=("csv", "azure", "mooncake"))
+                      choices=TRACE_FORMATS)
     rate_scale: float = opt(1.0, "speed-up factor: arrival times are divided by it", "", ge=0.001, le=1000.0)
     jitter_ms: float = opt(0.0, "add a seeded uniform offset in [0, jitter_ms) to every arrival "
                                 "(spreads the quantised Mooncake timestamps)", "ms", ge=0.0, le=3_600_000.0)
@@ -189,7 +191,7 @@ class Server:
     """One inference server: step-time model, batching limits and KV-cache memory."""
 
     step_model: str = opt("fixed", "fixed: constant iteration time; roofline: from GPU and model tables",
-                          choices=("fixed", "roofline"))
+                          choices=tuple(STEP_MODEL_CODES))
     step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", ge=0.001, le=60_000.0)
     max_batch_size: int = opt(256, "most sequences in one iteration", "sequences", ge=1, cap="batch_size")
     max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); "
@@ -202,7 +204,7 @@ class Server:
                                   cap="kv_tokens")
     block_size_tokens: int = opt(16, "KV-cache block (page) size", "tokens", ge=1, cap="tokens_per_request")
     kv_allocation: str = opt("paged", "paged: blocks allocated as a sequence grows; static: max_seq_len "
-                                      "reserved per request on admission", choices=("paged", "static"))
+                                      "reserved per request on admission", choices=KV_ALLOCATIONS)
     max_seq_len: int = opt(0, "longest prompt + output allowed (0 = no limit; required > 0 for static)",
                            "tokens", ge=0, cap="tokens_per_request")
     gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)", cap="name_chars")
@@ -213,7 +215,7 @@ class Server:
                                 "reads)", cap="name_chars")
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
                                   "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
-                               choices=(1, 2, 4, 8))
+                               choices=TP_DEGREES)
     gpu_memory_utilization: float = opt(0.9, "share of GPU memory the server may use (roofline)", "",
                                         gt=0.0, le=1.0)
     activation_reserve_gib: Optional[float] = opt(None, "memory kept for activations (roofline; none = "
@@ -246,8 +248,7 @@ class Policy:
     """
 
     name: str = opt("fifo", "scheduling policy (see the Method page)",
-                    choices=("fifo", "priority", "wfq", "dynamic", "sjf", "srpt", "edf", "vllm-fcfs",
-                             "vllm-priority"))
+                    choices=tuple(POLICY_CODES))
     preemptive: bool = opt(False, "a waiting request may evict a running one it outranks when the batch or "
                                   "memory is full (priority, edf, wfq)")
     aging_per_s: float = opt(0.0, "priority levels a waiting request gains per second of waiting (priority)",
@@ -268,7 +269,7 @@ class Policy:
     preempt_mode: str = opt("recompute", "what a preempted request keeps: keep (KV stays on the GPU), swap (KV "
                                          "to host memory and back) or recompute (KV dropped, prefill redone); "
                                          "the vllm-* presets always recompute",
-                            choices=("keep", "swap", "recompute"))
+                            choices=tuple(PREEMPT_MODE_CODES))
     preempt_overhead_ms: float = opt(1.0, "GPU time of one pause and resume (preempt_mode = keep)", "ms",
                                      ge=0.0, le=1000.0)
     predictor_error: float = opt(0.0, "output-length predictor quality: 0 = exact, 1 = an unrelated draw from "
@@ -301,7 +302,7 @@ class Fleet:
     router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
                                      "holding the fewest prompt + predicted output tokens) or shortest-queue "
                                      "(the replica holding the fewest requests)",
-                      choices=("round-robin", "least-tokens", "shortest-queue"))
+                      choices=tuple(ROUTER_CODES))
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,44 @@ class Scenario:
         missing = [n for n in names if n not in weights]
         if missing:
             raise ScenarioError(f"policy.weights lacks class {missing[0]!r}; give a weight for every class")
+
+
+# --------------------------------------------------------------------------- labels
+
+# What a form calls each key: words, without the unit (the form adds the key's unit in parentheses).
+FIELD_LABELS = {
+    "TokenDist.dist": "Distribution", "TokenDist.value": "Length", "TokenDist.low": "Shortest",
+    "TokenDist.high": "Longest", "TokenDist.mean": "Mean", "TokenDist.cv": "Coefficient of variation",
+    "TokenDist.max": "Cap",
+    "Arrival.process": "Arrival process", "Arrival.rate_per_s": "Arrival rate",
+    "Arrival.cv": "Burstiness (coefficient of variation)",
+    "Trace.format": "Format", "Trace.rate_scale": "Speed-up", "Trace.jitter_ms": "Jitter",
+    "RequestClass.share": "Share of arrivals", "RequestClass.priority": "Priority level",
+    "RequestClass.tier_weight": "Tier weight", "RequestClass.sla_ttft_ms": "TTFT target",
+    "RequestClass.sla_e2e_ms": "End-to-end target", "RequestClass.timeout_ms": "Client time-out",
+    "Workload.num_requests": "Requests simulated", "Workload.duration_s": "Duration",
+    "Server.step_model": "Step-time model", "Server.step_time_ms": "Iteration time",
+    "Server.max_batch_size": "Batch limit", "Server.max_batched_tokens": "Token budget per iteration",
+    "Server.min_batch_size": "Minimum batch", "Server.wait_timeout_ms": "Longest wait for a minimum batch",
+    "Server.kv_capacity_tokens": "KV cache capacity", "Server.block_size_tokens": "KV block size",
+    "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request", "Server.gpu": "GPU",
+    "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",
+    "Server.tensor_parallel": "Tensor parallel", "Server.gpu_memory_utilization": "GPU memory share",
+    "Server.activation_reserve_gib": "Activation reserve", "Server.host_link_gb_s": "Host link bandwidth",
+    "Policy.name": "Policy", "Policy.preemptive": "Preemptive", "Policy.aging_per_s": "Aging",
+    "Policy.max_wait_ms": "Promote after waiting", "Policy.weights": "Weights",
+    "Policy.prefill_token_weight": "Prefill token weight", "Policy.alpha": "alpha (waiting)",
+    "Policy.beta": "beta (progress)", "Policy.gamma": "gamma (tier)", "Policy.margin": "Preemption margin",
+    "Policy.default_sla_ms": "SLA for classes without one", "Policy.preempt_mode": "Preemption mode",
+    "Policy.preempt_overhead_ms": "Pause and resume cost", "Policy.predictor_error": "Length predictor error",
+    "Limits.max_waiting_requests": "Queue bound", "Limits.max_drain_s": "Drain limit",
+    "Fleet.replicas": "Replicas", "Fleet.router": "Router",
+}
+
+
+def field_label(cls: type, name: str) -> str:
+    """The words a form shows for key ``name`` of config class ``cls`` (``FIELD_LABELS``)."""
+    return FIELD_LABELS.get(f"{cls.__name__}.{name}") or name.replace("_", " ").capitalize()
 
 
 # --------------------------------------------------------------------------- generic loader

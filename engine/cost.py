@@ -2,8 +2,9 @@
 
 Offers live in ``data/hardware/offers.csv`` (one row per offer, with source, date, currency, the
 period the price is quoted for, an annual-prepay discount and a low-high range where the price is an
-estimate). A deployment of N cards rents ceil(N / cards per unit) units of an offer. A month is
-730 hours (365 x 24 / 12). Exchange between CNY and USD uses a rate the user sets.
+estimate). A deployment of N cards rents ceil(N / cards per unit) units of an offer. Hours per month and
+the default exchange rate between CNY and USD live in ``data/hardware/pricing_conventions.csv`` with their
+sources; the exchange rate is a setting of the user's.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import pandas as pd
 from .errors import ScenarioError, excerpt
 from .hardware import is_slice, load_table
 
-HOURS_PER_MONTH = 730.0
+_CONVENTIONS = load_table("pricing_conventions")["value"]
+HOURS_PER_MONTH = float(_CONVENTIONS["hours_per_month"])
 BILLING_MODES = ("pay as you go", "annual prepay")
 CURRENCIES = ("CNY", "USD")
-CNY_PER_USD_DEFAULT = 7.1
+CNY_PER_USD_DEFAULT = float(_CONVENTIONS["cny_per_usd_default"])
 CNY_PER_USD_RANGE = (1.0, 20.0)  # the exchange rates the app and the command line accept
 
 
@@ -41,16 +43,6 @@ def offer_hosting_problem(offer: str, tensor_parallel: int) -> str | None:
         return None
     return (f"offer {offer} rents machines of at most {most} card(s): a tensor-parallel group of "
             f"{tensor_parallel} needs its cards linked in one machine; choose an offer with bigger machines")
-
-
-def format_range(values, digits: int) -> str:
-    """A (low, high) amount as "low" when they are equal, else "low-high"; "-" when unknown."""
-    low, high = values
-    if low is None:
-        return "-"
-    if abs(high - low) <= 1e-9 * max(1.0, abs(high)):
-        return f"{low:,.{digits}f}"
-    return f"{low:,.{digits}f}-{high:,.{digits}f}"
 
 
 def convert(amount: float, currency: str, to_currency: str, cny_per_usd: float) -> float:
@@ -94,7 +86,7 @@ def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per
 
 
 def unit_costs(per_hour: float, overall: dict) -> dict:
-    """Cost per million output tokens, per million total (prompt + output) tokens and per SLA-met request.
+    """Cost per million output tokens, per million total (prompt + output) tokens and per 1,000 SLA-met requests.
 
     ``overall`` is the summary's overall metric block: token rates are per simulated second.
     """
@@ -105,13 +97,13 @@ def unit_costs(per_hour: float, overall: dict) -> dict:
     return {
         "per_million_output_tokens": per_s / output_per_s * 1e6 if output_per_s else None,
         "per_million_total_tokens": per_s / total_per_s * 1e6 if total_per_s else None,
-        "per_sla_met_request": per_s / met_per_s if met_per_s else None,
+        "per_thousand_sla_met_requests": per_s / met_per_s * 1e3 if met_per_s else None,
     }
 
 
 COST_COLUMNS = {"per_million_output_tokens": "cost_per_million_output_tokens",
                 "per_million_total_tokens": "cost_per_million_total_tokens",
-                "per_sla_met_request": "cost_per_sla_met_request"}
+                "per_thousand_sla_met_requests": "cost_per_thousand_sla_met_requests"}  # keys of metric_table.COSTS
 
 
 def cost_columns(frame: pd.DataFrame, per_hour: float) -> pd.DataFrame:

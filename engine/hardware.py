@@ -41,6 +41,7 @@ import pandas as pd
 
 from .config import Server
 from .errors import ScenarioError, excerpt
+from .registry import TP_DEGREES
 from .steptime import ROOFLINE, step_params
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
@@ -267,7 +268,6 @@ def _free_kv_bytes(server: Server, profile: RooflineProfile, tensor_parallel: in
             - activation_reserve_bytes(server, profile, tensor_parallel))
 
 
-TP_DEGREES = (1, 2, 4, 8)
 
 
 def smallest_fitting_tensor_parallel(server: Server, above: int = 0) -> int | None:

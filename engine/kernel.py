@@ -52,6 +52,7 @@ from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDUL
 from .monotonic import monotonic_ns_nb
 from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
                        policy_key_nb, policy_on_arrival_nb)
+from .registry import ROUTER_CODES
 from .steptime import step_time_s_nb
 
 # Why a run stopped (PAUSED: ``run_nb`` reached its deadline for this call; call it again to go on).
@@ -60,8 +61,7 @@ DRAINED, QUEUE_BOUND, HORIZON, WALL_CLOCK, PAUSED = 0, 1, 2, 3, 4
 CLOCK_EVERY_EVENTS = 16
 
 # Routers.
-ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE = 0, 1, 2
-ROUTERS = {"round-robin": ROUND_ROBIN, "least-tokens": LEAST_TOKENS, "shortest-queue": SHORTEST_QUEUE}
+ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE = ROUTER_CODES.values()
 
 # Counter columns (one row per replica).
 C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS = range(5)

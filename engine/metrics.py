@@ -5,7 +5,10 @@ Definitions (all times from the request's arrival):
 - TPOT = (end-to-end - TTFT) / (output tokens - 1), for requests with more than one output token;
 - latency statistics (mean, p50, p90, p99; linear-interpolated percentiles) use completed requests;
 - SLA attainment = completed requests that met every SLA target their class sets, divided by
-  completed + timed-out requests (unfinished ones are not judged);
+  completed + timed-out requests (unfinished ones are not judged); only classes that set a target are
+  judged: a class without one has no attainment (None, "no target"), whatever it waited;
+- SLA-met requests (for the cost per SLA-met request) are completed ones within every target of their class,
+  so a completed request of a class without a target counts as met;
 - output tokens per second = output tokens emitted during the run / simulated time; prompt tokens per
   second counts the prompts of requests that received a first token; SLA-met requests per second;
 - arrived = completed + timed_out + unfinished (requests still waiting or running at the end).
@@ -19,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .config import OVERALL, Scenario
+from .metric_table import CLASS_METRICS
 from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
                      I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_REPLICA, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED,
                      NOT_ARRIVED, RUNNING, TIMED_OUT, WAITING)
@@ -60,6 +64,7 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
     with np.errstate(invalid="ignore"):
         frame["sla_met"] = completed & (frame["ttft_ms"].to_numpy() <= ttft_target_ms) & \
             (frame["e2e_ms"].to_numpy() <= e2e_target_ms)
+    frame["has_sla_target"] = np.isfinite(ttft_target_ms) | np.isfinite(e2e_target_ms)
     return frame
 
 
@@ -87,14 +92,15 @@ def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
     completed = int((state == "completed").sum())
     timed_out = int((state == "timed_out").sum())
     done = frame[state == "completed"]
-    judged = completed + timed_out
+    judged_rows = frame["has_sla_target"] & state.isin(("completed", "timed_out"))
+    judged = int(judged_rows.sum())
     block = {
         "arrived": arrived,
         "completed": completed,
         "timed_out": timed_out,
         "unfinished": arrived - completed - timed_out,
         **{col: _stats(done[col].to_numpy(dtype=np.float64)) for col in LATENCY_COLUMNS},
-        "sla_attainment": float(frame["sla_met"].sum() / judged) if judged else None,
+        "sla_attainment": float((frame["sla_met"] & judged_rows).sum() / judged) if judged else None,
         "output_tokens_per_s": float(frame["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
         "prompt_tokens_per_s": float(frame.loc[frame["first_token_s"].notna(), "prompt_tokens"].sum() / sim_time_s)
         if sim_time_s > 0 else 0.0,
@@ -121,14 +127,7 @@ def add_service_shares(classes: dict, class_params: np.ndarray, prefill_token_we
 
 
 def flat_metrics(summary: dict) -> pd.DataFrame:
-    """One row per class (and ``overall``) with every metric as a flat column (``ttft_p99_ms``...)."""
-    rows = []
-    for name, block in [*summary["classes"].items(), (OVERALL, summary["overall"])]:
-        row = {"class": name}
-        for key, value in block.items():
-            if isinstance(value, dict):
-                row.update({f"{key[:-3]}_{stat}_ms": v for stat, v in value.items()})
-            else:
-                row[key] = value
-        rows.append(row)
+    """One row per class (and ``overall``) with every class metric of ``metric_table`` as a column."""
+    rows = [{"class": name, **{m.key: m.value(block) for m in CLASS_METRICS}}
+            for name, block in [*summary["classes"].items(), (OVERALL, summary["overall"])]]
     return pd.DataFrame(rows).astype({"class": "string"})

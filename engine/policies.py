@@ -22,13 +22,13 @@ import numpy as np
 from numba import njit
 
 from .config import Scenario
+from .registry import POLICY_CODES, PREEMPT_MODE_CODES
 from .layout import (F_ARRIVAL, I_CLASS, I_GENERATED, I_KV_TOKENS, I_PREDICTED, I_PROMPT, K_ACTIVE,
                      K_DECODE_SERVED, K_LEVEL, K_PREFILL_SERVED, K_SLA_E2E_S, K_SLA_TTFT_S, K_TIER, K_VTIME,
                      K_WEIGHT, N_CLASS_FIELDS)
 
-FIFO, PRIORITY, WFQ, DYNAMIC, SJF, SRPT, EDF, VLLM_FCFS, VLLM_PRIORITY = range(9)
-KEEP, SWAP, RECOMPUTE = 0, 1, 2
-PREEMPT_MODES = {"keep": KEEP, "swap": SWAP, "recompute": RECOMPUTE}
+FIFO, PRIORITY, WFQ, DYNAMIC, SJF, SRPT, EDF, VLLM_FCFS, VLLM_PRIORITY = POLICY_CODES.values()
+KEEP, SWAP, RECOMPUTE = PREEMPT_MODE_CODES.values()
 
 
 @dataclass(frozen=True)
@@ -43,56 +43,59 @@ class PolicySpec:
     label: str
     key: str
     formula: str
-    use_when: str
+    use_when: str  # a sentence: when to choose this policy
     preemption: str = "param"
     forced_mode: Optional[str] = None
 
 
 POLICIES = {
     "fifo": PolicySpec(FIFO, "First come, first served", "arrival time", r"key = t_{arrival}",
-                       "one class of traffic, or as the baseline every other policy is compared with",
+                       "Use it for one class of traffic, or as the baseline every other policy is compared with.",
                        preemption="never"),
     "priority": PolicySpec(
         PRIORITY, "Strict priority levels", "priority level, improved by aging (FIFO within a level)",
         r"key = level - aging \cdot waited,\ 0 \text{ once } waited \ge max\_wait",
-        "interactive traffic must never wait behind offline work; add aging or a max wait against starvation"),
+        "Use it when interactive traffic must never wait behind offline work; add aging or a max wait so that "
+        "offline work is not starved."),
     "wfq": PolicySpec(
         WFQ, "Weighted fair queuing", "class virtual time: service received / class weight",
         r"key = V_{class},\ V_{class} \mathrel{+}= (decode + w_{prefill} \cdot prefill) / weight_{class}",
-        "tenants or tiers must each get a guaranteed share of the GPU and idle shares should be reused"),
+        "Use it when tenants or tiers must each get a guaranteed share of the GPU; a share left idle goes to the "
+        "others."),
     "dynamic": PolicySpec(
         DYNAMIC, "Dynamic cost with preemption", "cost of waiting, progress and tier (highest first)",
         r"cost = \alpha \frac{waited}{SLA} + \beta \frac{consumed}{expected} + \gamma \cdot tier",
-        "mixed SLAs where neither strict priority nor fairness fits, and you can afford to tune alpha, beta "
-        "and gamma", preemption="always"),
+        "Use it for mixed SLAs where neither strict priority nor fairness fits and you can tune alpha, beta and "
+        "gamma.", preemption="always"),
     "sjf": PolicySpec(SJF, "Shortest job first", "predicted output length",
-                      r"key = \widehat{output}", "short requests dominate and lengths are predictable; "
-                      "long ones may starve", preemption="never"),
+                      r"key = \widehat{output}", "Use it when short requests dominate and lengths are "
+                      "predictable; long ones may starve.", preemption="never"),
     "srpt": PolicySpec(SRPT, "Shortest remaining processing time", "predicted output tokens still to come",
                        r"key = \max(\widehat{output} - generated, 1)",
-                       "minimising mean latency matters most and preemption is cheap", preemption="always"),
+                       "Use it when mean latency matters most and preemption is cheap.", preemption="always"),
     "edf": PolicySpec(EDF, "Earliest deadline first", "SLA deadline (TTFT before the first token, then "
                       "end-to-end)", r"key = t_{arrival} + SLA",
-                      "every class has a latency target and meeting targets beats raw speed"),
+                      "Use it when every class has a latency target and meeting targets matters more than raw speed."),
     "vllm-fcfs": PolicySpec(VLLM_FCFS, "vLLM fcfs", "arrival time; victim on memory exhaustion: latest "
                             "arrival; recompute", r"key = t_{arrival}",
-                            "you want what vLLM does by default", preemption="never", forced_mode="recompute"),
+                            "Use it to see what vLLM does by default.", preemption="never", forced_mode="recompute"),
     "vllm-priority": PolicySpec(
         VLLM_PRIORITY, "vLLM priority", "priority level then arrival; victim: lowest priority then latest "
         "arrival; recompute", r"key = (level, t_{arrival})",
-        "you want vLLM's --scheduling-policy priority", preemption="always", forced_mode="recompute"),
+        "Use it to see vLLM's --scheduling-policy priority.", preemption="always", forced_mode="recompute"),
 }
+
+POLICY_LABELS = {name: spec.label for name, spec in POLICIES.items()}
 
 
 @dataclass(frozen=True)
 class PolicyParam:
-    """A ``[policy]`` key as the UI shows it; type, unit, default and help come from ``config.Policy``.
+    """A ``[policy]`` key as the UI shows it; label, type, unit, default and help come from ``config.Policy``.
 
     ``slider``: (low, high, step) when the UI should offer a slider instead of a number box.
     """
 
     key: str
-    label: str
     policies: tuple[str, ...]   # the policies that read this key
     slider: Optional[tuple[float, float, float]] = None
 
@@ -100,19 +103,19 @@ class PolicyParam:
 PREEMPTIVE_BY_PARAM = tuple(name for name, spec in POLICIES.items() if spec.preemption == "param")
 PREEMPTING = ("priority", "wfq", "dynamic", "srpt", "edf")
 POLICY_PARAMS = (
-    PolicyParam("preemptive", "Preemptive", PREEMPTIVE_BY_PARAM),
-    PolicyParam("aging_per_s", "Aging", ("priority",), (0.0, 5.0, 0.05)),
-    PolicyParam("max_wait_ms", "Promote after", ("priority",)),
-    PolicyParam("weights", "Class weights", ("wfq",)),
-    PolicyParam("alpha", "alpha (waiting)", ("dynamic",), (0.0, 10.0, 0.1)),
-    PolicyParam("beta", "beta (progress)", ("dynamic",), (0.0, 10.0, 0.1)),
-    PolicyParam("gamma", "gamma (tier)", ("dynamic",), (0.0, 10.0, 0.1)),
-    PolicyParam("margin", "Preemption margin", ("dynamic",), (0.0, 5.0, 0.05)),
-    PolicyParam("default_sla_ms", "SLA for classes without one", ("dynamic",)),
-    PolicyParam("prefill_token_weight", "Prefill token weight", ("wfq", "dynamic"), (0.0, 2.0, 0.05)),
-    PolicyParam("predictor_error", "Predictor error", ("sjf", "srpt", "dynamic"), (0.0, 1.0, 0.05)),
-    PolicyParam("preempt_mode", "Preemption mode", PREEMPTING),
-    PolicyParam("preempt_overhead_ms", "Pause/resume overhead", PREEMPTING, (0.5, 2.0, 0.1)),
+    PolicyParam("preemptive", PREEMPTIVE_BY_PARAM),
+    PolicyParam("aging_per_s", ("priority",), (0.0, 5.0, 0.05)),
+    PolicyParam("max_wait_ms", ("priority",)),
+    PolicyParam("weights", ("wfq",)),
+    PolicyParam("alpha", ("dynamic",), (0.0, 10.0, 0.1)),
+    PolicyParam("beta", ("dynamic",), (0.0, 10.0, 0.1)),
+    PolicyParam("gamma", ("dynamic",), (0.0, 10.0, 0.1)),
+    PolicyParam("margin", ("dynamic",), (0.0, 5.0, 0.05)),
+    PolicyParam("default_sla_ms", ("dynamic",)),
+    PolicyParam("prefill_token_weight", ("wfq", "dynamic"), (0.0, 2.0, 0.05)),
+    PolicyParam("predictor_error", ("sjf", "srpt", "dynamic"), (0.0, 1.0, 0.05)),
+    PolicyParam("preempt_mode", PREEMPTING),
+    PolicyParam("preempt_overhead_ms", PREEMPTING, (0.5, 2.0, 0.1)),
 )
 
 
@@ -141,7 +144,7 @@ def policy_inputs(scenario: Scenario) -> tuple[tuple, np.ndarray]:
               policy.max_wait_ms / 1000.0 if policy.max_wait_ms else math.inf, float(policy.prefill_token_weight),
               float(policy.alpha), float(policy.beta), float(policy.gamma),
               float(policy.margin) if spec.code == DYNAMIC else 0.0, policy.default_sla_ms / 1000.0,
-              np.int64(PREEMPT_MODES[spec.forced_mode or policy.preempt_mode]),
+              np.int64(PREEMPT_MODE_CODES[spec.forced_mode or policy.preempt_mode]),
               policy.preempt_overhead_ms / 1000.0)
     return packed, table
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -18,12 +19,13 @@ import pandas as pd
 
 from . import kernel
 from .caps import Caps
-from .config import Scenario
+from .config import Scenario, load_scenario
 from .errors import ScenarioError
 from .hardware import Efficiency, RooflineProfile, kv_capacity_tokens, roofline_profile, roofline_step_params
 from .layout import pack_requests
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
+from .registry import ROUTER_CODES
 from .steptime import FIXED, request_work_s_nb, step_params
 from .workload import RequestArrays, build_requests
 
@@ -222,7 +224,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     replica_classes = np.repeat(class_params[np.newaxis], replicas, axis=0)
     waiting, running, batch, counters, clock, acc = kernel.work_arrays(
         len(requests), scenario.limits.max_waiting_requests, server.max_batch_size, replicas)
-    _run_sliced((srv, step, policy, kernel.ROUTERS[scenario.fleet.router], replica_classes, ints, floats, series,
+    _run_sliced((srv, step, policy, ROUTER_CODES[scenario.fleet.router], replica_classes, ints, floats, series,
                  stats, outcome, waiting, running, batch, counters, clock, acc), outcome, len(requests),
                 scenario.origin.caps.wall_clock_s, progress)
 
@@ -246,3 +248,15 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
         [pd.DataFrame(series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
          for k in range(replicas)], ignore_index=True)
     return Result(scenario, summary, frame, timeseries)
+
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+
+
+def warm_up(requests: int = 50) -> int:
+    """Simulate ``requests`` requests of every preset in ``data/scenarios``, so that everything they need is
+    compiled (and cached on disk for later processes); returns how many presets ran."""
+    presets = sorted(PRESET_DIR.glob("*.toml"))
+    for path in presets:
+        simulate(load_scenario(path, overrides=[f"workload.num_requests={requests}"]))
+    return len(presets)

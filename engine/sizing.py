@@ -12,9 +12,15 @@ import pandas as pd
 from .config import OVERALL, apply_overrides, load_scenario
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
 from .errors import ScenarioError, excerpt
-from .hardware import TP_DEGREES, calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
+from .metric_table import LATENCY_KEYS, metric
+from .hardware import calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
+from .registry import TP_DEGREES
 from .sweep import run_summary
+
+
+SHAPE_METRICS = ("completed", "timed_out", "ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "e2e_p99_ms", "sla_attainment",
+                 "output_tokens_per_s")
 
 
 def shapes(cards: int) -> list[tuple[int, int]]:
@@ -50,11 +56,8 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
         hosting = offer_hosting_problem(rental.offer, tp) if rental else None
         rows.append({
             "shape": label, "tensor_parallel": tp, "replicas": replicas,
-            "completed": o["completed"], "timed_out": o["timed_out"],
-            "ttft_p50_ms": o["ttft_ms"]["p50"], "ttft_p99_ms": o["ttft_ms"]["p99"],
-            "tpot_mean_ms": o["tpot_ms"]["mean"], "e2e_p99_ms": o["e2e_ms"]["p99"],
-            "sla_attainment": o["sla_attainment"], "output_tokens_per_s": o["output_tokens_per_s"],
-            "gpu_busy_frac": system["gpu_busy_frac"], "offered_load": system["offered_load"],
+            **{key: metric(key).value(o) for key in SHAPE_METRICS},
+            **{key: metric(key).value(system) for key in ("gpu_busy_frac", "offered_load")},
             "cost_per_million_output_tokens": unit_costs(rental.per_hour[0], o)["per_million_output_tokens"]
             if rental and not hosting else None,
             "note": "; ".join(n for n in ("unstable" if system["unstable"] else "", hosting or "") if n),
@@ -71,8 +74,7 @@ def smallest_tensor_parallel(data: dict, origin: Origin = Origin()) -> int | Non
         return None
 
 
-TARGET_METRICS = tuple(f"{name}_{stat}_ms" for name in ("ttft", "e2e", "tpot", "queue")
-                       for stat in ("p50", "p90", "p99", "mean"))
+TARGET_METRICS = LATENCY_KEYS  # the latency statistics a target may bound (engine.metric_table)
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,7 @@ class Target:
             raise ScenarioError(f"target class {excerpt(self.cls)} is not a class; classes are "
                                 f"{', '.join(summary['classes'])} (or overall)")
         block = summary["overall"] if self.cls == OVERALL else summary["classes"][self.cls]
-        name, stat, _ = self.metric.split("_")
-        value = block[f"{name}_ms"][stat]
+        value = metric(self.metric).value(block)
         return value is not None and value <= self.limit_ms and not summary["system"]["unstable"], value
 
 
@@ -133,7 +134,8 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
     """Every rental offer priced for the smallest fleet of its GPU that meets ``target`` on the scenario's
     workload and policy: the model at its smallest fitting tensor-parallel degree, the fewest replicas
     that meet the target. One row per offer, cheapest first (low end of the monthly price); GPUs
-    whose model does not fit or that miss the target with ``max_replicas`` say so in ``note``."""
+    whose model does not fit or that miss the target with ``max_replicas`` say so in ``note``;
+    ``target_value_ms`` is the target metric's value on the chosen fleet."""
     run = run or (lambda d: run_summary(d, origin))
     offers = load_table("offers")
     gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names()]
@@ -168,14 +170,19 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
         cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
         summary = fleet["summary"]
         rows.append({**base, "shape": f"{fleet['replicas']} x TP{fleet['tensor_parallel']}", "cards": cards,
-                     f"{target.cls} {target.metric}": target.met(summary)[1],
-                     "gpu_busy_frac": summary["system"]["gpu_busy_frac"],
                      "per_month_low": cost.per_month[0], "per_month_high": cost.per_month[1],
                      "per_million_output_tokens_low": unit_costs(cost.per_hour[0],
                                                                  summary["overall"])["per_million_output_tokens"],
+                     "target_value_ms": target.met(summary)[1],
+                     "gpu_busy_frac": summary["system"]["gpu_busy_frac"],
                      "price_estimate": cost.estimate, "note": ""})
     frame = pd.DataFrame(rows).sort_values("per_month_low", na_position="last", kind="stable", ignore_index=True)
-    return frame[[c for c in frame.columns if c != "note"] + ["note"]]
+    return frame[[c for c in CHEAPEST_COLUMNS if c in frame.columns]]
+
+
+# Decisive columns first: what to rent, how many, what it costs, whether it meets the target, how sure.
+CHEAPEST_COLUMNS = ("offer", "gpu", "shape", "cards", "per_month_low", "per_month_high",
+                    "per_million_output_tokens_low", "target_value_ms", "step_times", "price_estimate", "gpu_busy_frac", "vendor", "note")
 
 
 def _provenance(gpu: str) -> str:

@@ -19,7 +19,9 @@ already cached for the batched sequences (each read once).
 import numpy as np
 from numba import njit
 
-FIXED, ROOFLINE = 0, 1
+from .registry import STEP_MODEL_CODES
+
+FIXED, ROOFLINE = STEP_MODEL_CODES.values()
 
 # The step tuple (a plain tuple indexed by these constants).
 (ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,

@@ -1,17 +1,22 @@
-"""One scenario under every policy, on the same arrivals.
+"""Variants of one scenario: every policy on the same arrivals, the arrival rate swept against the estimated
+capacity, the dynamic policy's (alpha, gamma) grid.
 
-The scenario is passed as plain data (the dict ``load_scenario`` takes) so callers can cache on it.
-Policies differ only in ``policy.name``; the other ``[policy]`` keys and the seed stay, so every
-variant sees exactly the same requests.
+The scenario is passed as plain data (the dict ``load_scenario`` takes) so callers can cache on it. A
+variant is (overrides, tags): the keys it changes and the columns that label its rows. Policies differ only
+in ``policy.name``; the other ``[policy]`` keys and the seed stay, so every variant sees exactly the same
+requests.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Optional
 
 import pandas as pd
 
-from .config import apply_overrides, load_scenario
+from .config import Arrival, apply_overrides, load_scenario
+from .metric_table import round_significant
 from .metrics import flat_metrics
 from .origin import Origin
 from .policies import POLICIES
@@ -41,3 +46,32 @@ def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[l
         summary = run_summary(apply_overrides(data, {"policy.name": name}), origin)
         frames.append(tagged_metrics(summary, policy=name))
     return pd.concat(frames, ignore_index=True)
+
+
+SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)  # fractions of the estimated capacity
+Variant = tuple[dict, dict]
+
+
+def sweep_rates(rate_per_s: float, offered_load: float) -> list[float]:
+    """Arrival rates at fixed fractions of the estimated capacity (rate / offered load), three significant
+    digits each, within the rates a scenario accepts: moving the rate keeps the same curves."""
+    capacity_per_s = rate_per_s / offered_load if offered_load > 0 else rate_per_s
+    if not math.isfinite(capacity_per_s):
+        capacity_per_s = rate_per_s
+    meta = {f.name: f.metadata for f in dataclasses.fields(Arrival)}["rate_per_s"]
+    low, high = meta["ge"], meta["le"]
+    return sorted({min(max(round_significant(capacity_per_s * f), low), high) for f in SWEEP_LOAD_FACTORS})
+
+
+def policy_variants(policies: list[str]) -> list[Variant]:
+    return [({"policy.name": name}, {"policy": name}) for name in policies]
+
+
+def rate_variants(rates: list[float], policies: list[str]) -> list[Variant]:
+    return [({"workload.arrival.rate_per_s": rate, "policy.name": name}, {"rate_per_s": rate, "policy": name})
+            for rate in rates for name in policies]
+
+
+def alpha_gamma_variants(alphas: list[float], gammas: list[float]) -> list[Variant]:
+    return [({"policy.name": "dynamic", "policy.alpha": a, "policy.gamma": g}, {"alpha": a, "gamma": g})
+            for a in alphas for g in gammas]

@@ -33,8 +33,8 @@ import pandas as pd
 
 from .caps import DEFAULT_CAPS, Caps
 from .errors import TraceError, excerpt
+from .registry import TRACE_FORMATS
 
-TRACE_FORMATS = ("csv", "azure", "mooncake")
 MAX_CSV_COLUMNS = 16  # a trace CSV has 3 or 4 columns; a wider header is not a trace (and costs pandas time)
 _TRACE_CACHE_ENTRIES = 4
 

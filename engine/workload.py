@@ -81,6 +81,13 @@ def _synthetic(workload: Workload, rng: np.random.Generator, caps: Caps) -> tupl
     return arrival_s, prompt, output, class_id
 
 
+def trace_requests(scenario: Scenario) -> int:
+    """Requests in the scenario's whole trace file (read once and cached; at most ``caps.requests_per_run``):
+    what a replay without ``num_requests`` simulates."""
+    trace, origin = scenario.workload.trace, scenario.origin
+    return len(read_trace(origin.trace_file(trace.path), trace.format, None, origin.caps, name=trace.path).arrival_s)
+
+
 def _replayed(workload: Workload, origin: Origin, rng: np.random.Generator) -> tuple:
     """The trace's first ``num_requests`` rows (file order), scaled, jittered, sorted, cut at ``duration_s``."""
     trace = workload.trace

@@ -1,7 +1,8 @@
 """Hardware & Cost: does the model fit, how long an iteration takes, which rental, at what price.
 
 Editing the GPU, model, formats, tensor parallelism or replicas here edits the shared scenario (and
-switches it to the roofline step model), so the Lab shows the same fleet.
+switches it to the roofline step model), so the Lab shows the same fleet. Opening the page changes nothing:
+a scenario on the fixed step model stays on it until one of these choices is edited.
 """
 
 import copy
@@ -12,13 +13,16 @@ import streamlit as st
 import engine
 from engine.calibration import badge
 from engine.config import OVERALL, Fleet, Server
-from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, CURRENCIES, convert, cost_columns,
-                         fleet_cards)
+from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, CURRENCIES, HOURS_PER_MONTH, convert,
+                         cost_columns, fleet_cards)
 from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib,
                              roofline_profile, roofline_step_params)
+from engine.metric_table import metric, money_range, round_money
+from engine.policies import POLICY_LABELS
 from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
+from engine.sweep import sweep_rates
 from engine.steptime import decode_step_s_nb, prefill_s
-from ui import cost_panel, hardware_choices, runner, scenario_sidebar, state, text
+from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 
@@ -29,17 +33,23 @@ MEMORY_COLORS = {"weights": "#636EFA", "activation reserve": "#FFA15A", "KV cach
 
 def fleet_inputs(data: dict, v: int) -> None:
     server, fleet = data.setdefault("server", {}), data.setdefault("fleet", {})
-    server["step_model"] = "roofline"
     cols = st.columns(6)
-    for col, (key, label) in zip(cols, hardware_choices.LABELS.items()):
+    for col, (key, choices) in zip(cols, hardware_choices.TABLE_CHOICES.items()):
         with col:
-            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}", label=label,
-                                      options=hardware_choices.TABLE_CHOICES[key]())
+            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}", options=choices())
     with cols[4]:
         server["tensor_parallel"] = field_input(Server, "tensor_parallel", server.get("tensor_parallel"),
-                                                key=f"hw_tensor_parallel_{v}", label="Tensor parallel")
+                                                key=f"hw_tensor_parallel_{v}")
     with cols[5]:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
+
+
+def edited(data: dict, current: dict) -> bool:
+    """True when the page's inputs changed the scenario (not merely spelled out a default it left out)."""
+    try:
+        return state.validate(data) != state.validate(current)
+    except engine.ScenarioError:
+        return True
 
 
 def memory_section(server: Server) -> int | None:
@@ -56,8 +66,9 @@ def memory_section(server: Server) -> int | None:
     except engine.ScenarioError as exc:
         text.error(exc)
         return None
-    context = st.number_input("Tokens per request (prompt + output)", 16, 1_000_000, 2048, 256,
-                              key="hw_context_tokens", help="a request holds this much KV at its longest")
+    view.number("hw_context_tokens", 16, 1_000_000, 2048, integer=True)
+    context = st.number_input("Tokens per request (prompt + output)", 16, 1_000_000, step=256, key="hw_context_tokens",
+                              help="A request holds this much KV cache at its longest.")
     cols = st.columns(3)
     cols[0].metric("KV cache per server", f"{capacity:,} tokens")
     cols[1].metric("Requests that fit at once", f"{capacity // context:,}",
@@ -89,47 +100,65 @@ def step_section(server: Server) -> None:
 def offers_section() -> None:
     offers = load_table("offers").reset_index()
     cols = st.columns([3, 1, 1, 1])
+    view.choice("hw_offer_gpus", sorted(offers["gpu"].unique()), [])
+    view.choice("hw_offer_currency", CURRENCIES, CURRENCIES[0])
+    view.number("hw_offer_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
+    view.flag("hw_offer_firm")
     gpus = cols[0].multiselect("GPUs", sorted(offers["gpu"].unique()), key="hw_offer_gpus",
-                               help="empty = all offers")
+                               help="Show the offers of these GPUs only; empty shows every offer.")
     currency = cols[1].selectbox("Show prices in", CURRENCIES, key="hw_offer_currency")
-    fx = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT, 0.05, key="hw_offer_fx")
-    firm_only = cols[3].toggle("Firm prices only", key="hw_offer_firm", help="hide estimates and price ranges")
+    fx = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="hw_offer_fx", format="%g",
+                              help="Exchange rate: your setting, not a market quote.")
+    firm_only = cols[3].toggle("Firm prices only", key="hw_offer_firm", help="Hide estimates and price ranges.")
     shown = offers[offers["gpu"].isin(gpus)] if gpus else offers
     if firm_only:
         shown = shown[~shown["estimate"].astype(bool) & (shown["price_low"] == shown["price_high"])]
-    hours = shown["period"].map({"hour": 1.0, "month": 730.0})
+    hours = shown["period"].map({"hour": 1.0, "month": HOURS_PER_MONTH})
     for end in ("low", "high"):
         shown = shown.assign(**{f"per_card_hour_{end}": [
-            convert(p / h / g, c, currency, fx) for p, h, g, c in
+            round_money(convert(p / h / g, c, currency, fx)) for p, h, g, c in
             zip(shown[f"price_{end}"], hours, shown["gpus_per_unit"], shown["currency"])]})
-    st.dataframe(shown.sort_values("per_card_hour_low"), hide_index=True, width="stretch",
-                 column_config={"per_card_hour_low": st.column_config.NumberColumn(
-                     f"per card-hour, low ({currency})", format="%.2f"),
-                     "per_card_hour_high": st.column_config.NumberColumn(f"per card-hour, high ({currency})",
-                                                                         format="%.2f")})
-    st.caption("Pay-as-you-go prices per card (or slice) and hour; a month is 730 hours. Click a column to sort.")
+    columns = ("gpu", "per_card_hour_low", "per_card_hour_high", "vendor", "offer", "estimate", "max_cards_per_machine",
+               "gpus_per_unit", "annual_discount", "notes", "source", "as_of")
+    shown = shown.sort_values("per_card_hour_low")[list(columns)].assign(
+        annual_discount=lambda f: (100 * f["annual_discount"]).round(0))
+    st.dataframe(shown, hide_index=True, width="stretch", column_config={
+        "gpu": st.column_config.Column("GPU"),
+        "per_card_hour_low": st.column_config.NumberColumn(f"Per card-hour, low ({currency})", format="localized"),
+        "per_card_hour_high": st.column_config.NumberColumn(f"Per card-hour, high ({currency})", format="localized"),
+        "vendor": st.column_config.Column("Vendor"), "offer": st.column_config.Column("Offer"),
+        "estimate": st.column_config.CheckboxColumn("Estimated price"),
+        "max_cards_per_machine": st.column_config.NumberColumn("Cards per machine, at most",
+                                                               help="the largest tensor-parallel group it hosts"),
+        "gpus_per_unit": st.column_config.NumberColumn("Cards per rented unit", format="localized"),
+        "annual_discount": st.column_config.NumberColumn("Annual prepay discount (%)", format="localized"),
+        "notes": st.column_config.Column("Notes"), "source": st.column_config.Column("Source"),
+        "as_of": st.column_config.Column("As of")})
+    st.caption(f"Pay-as-you-go prices per card (or slice) and hour; a month is {HOURS_PER_MONTH:g} hours. Click a "
+               "column header to sort.")
 
 
-def cost_vs_load(data: dict, rental) -> None:
-    arrival = data["workload"].get("arrival")
-    if not arrival or data["workload"].get("trace"):
+def cost_vs_load(data: dict, typed: engine.Scenario, rental) -> None:
+    if typed.workload.trace is not None:
         st.info("Cost against load needs synthetic arrivals; this scenario replays a trace.")
         return
+    rate = typed.workload.arrival.rate_per_s
     summary = runner.summary(runner.canonical(runner.capped(data)))
-    rates = runner.sweep_rates(arrival["rate_per_s"], summary["system"]["offered_load"])
-    policy = data.get("policy", {}).get("name", "fifo")
+    rates = sweep_rates(rate, summary["system"]["offered_load"])
+    policy = typed.policy.name
     sweep, note = runner.load_sweep(data, rates, [policy])
     if note:
         st.warning(text.plain(note))
     overall = cost_columns(sweep[sweep["class"] == OVERALL], rental.per_hour[0])
     fig = go.Figure(go.Scatter(x=overall["rate_per_s"], y=overall["cost_per_million_output_tokens"],
-                               mode="lines+markers", name=policy))
-    fig.add_vline(x=arrival["rate_per_s"], line_dash="dot", annotation_text="current rate")
+                               mode="lines+markers", name=POLICY_LABELS[policy],
+                               line=dict(color=charts.POLICY_COLORS[policy])))
+    fig.add_vline(x=rate, line_dash="dot", annotation_text="current rate")
     fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title="arrival rate (req/s)",
-                      yaxis_title=f"{rental.currency} per 1M output tokens")
+                      yaxis_title=metric("cost_per_million_output_tokens").title(rental.currency))
     st.plotly_chart(fig, width="stretch")
-    st.caption(f"Policy {policy}, low end of {rental.offer}; past saturation the cost stops falling while latency "
-               f"explodes (see the Lab's curves).")
+    st.caption(f"Policy {POLICY_LABELS[policy]}, low end of {rental.offer}; past saturation the cost stops falling "
+               f"while latency explodes (see the Lab's curves).")
 
 
 def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
@@ -142,10 +171,10 @@ def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
                          run=runner.SectionBudget().summary,
                          progress=lambda i, n: bar.progress(i / n, text=f"Simulating each shape... {i}/{n}"))
     bar.empty()
-    st.dataframe(frame.drop(columns=["tensor_parallel", "replicas"]), hide_index=True, width="stretch",
-                 column_config={"cost_per_million_output_tokens": st.column_config.NumberColumn(
-                     f"cost per 1M output tokens ({rental.currency if rental else '-'})", format="%.2f")})
-    st.caption(f"{cards} cards of {server.gpu}, current workload, policy and router, first "
+    tables.show(frame, ["shape", "cost_per_million_output_tokens", "ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms",
+                        "e2e_p99_ms", "sla_attainment", "output_tokens_per_s", "completed", "timed_out",
+                        "gpu_busy_frac", "offered_load", "note"], rental.currency if rental else "")
+    st.caption(f"{cost_panel.cards_text(cards)} of {server.gpu}, current workload, policy and router, first "
                f"{runner.SWEEP_MAX_REQUESTS:,} requests. More tensor parallelism: faster iterations (lower TPOT) "
                "but fewer servers to queue on; more replicas: more batches in parallel, each slower.")
 
@@ -154,21 +183,27 @@ def cheapest_section(data: dict) -> None:
     """Every offer priced for the smallest fleet of its GPU that meets a latency target on this workload."""
     classes = [c["name"] for c in data["workload"]["classes"]]
     cols = st.columns([2, 2, 2, 1])
+    view.choice("hw_target_class", [*classes, OVERALL], classes[0])
+    view.choice("hw_target_metric", TARGET_METRICS, "ttft_p99_ms")
+    view.number("hw_target_ms", 1.0, 1e7, 1000.0)
+    view.number("hw_target_replicas", 1, APP_ORIGIN.caps.replicas, 16, integer=True)
+    view.flag("hw_find")
     cls = cols[0].selectbox("Class", [*classes, OVERALL], key="hw_target_class")
-    metric = cols[1].selectbox("Latency", TARGET_METRICS, index=TARGET_METRICS.index("ttft_p99_ms"),
-                               key="hw_target_metric")
-    limit_ms = cols[2].number_input("At most (ms)", 1.0, 1e7, 1000.0, 100.0, key="hw_target_ms")
-    max_replicas = cols[3].number_input("Replicas up to", 1, 64, 16, key="hw_target_replicas")
+    metric_key = cols[1].selectbox("Latency", TARGET_METRICS, format_func=lambda k: metric(k).label,
+                                   key="hw_target_metric")
+    limit_ms = cols[2].number_input("At most (ms)", 1.0, 1e7, step=100.0, key="hw_target_ms", format="%g")
+    max_replicas = cols[3].number_input("Replicas up to", 1, APP_ORIGIN.caps.replicas, step=1,
+                                        key="hw_target_replicas")
     if not st.toggle("Search every offer", key="hw_find",
                      help="per GPU: the smallest tensor-parallel degree that fits, then the fewest replicas that "
                           "meet the target (a few runs each, cached)"):
         return
-    billing = st.session_state.get("cost_billing", BILLING_MODES[0])
-    currency = st.session_state.get("cost_currency", CURRENCIES[0])
-    fx = st.session_state.get("cost_fx", CNY_PER_USD_DEFAULT)
+    billing, currency, fx = (view.current(k, d) for k, d in (("cost_billing", BILLING_MODES[0]),
+                                                             ("cost_currency", CURRENCIES[0]),
+                                                             ("cost_fx", CNY_PER_USD_DEFAULT)))
     bar = st.progress(0.0, text="Sizing a fleet per GPU...")
     try:
-        frame = cheapest_fleets(runner.capped(data), Target(cls, metric, limit_ms), billing, currency, fx,
+        frame = cheapest_fleets(runner.capped(data), Target(cls, metric_key, limit_ms), billing, currency, fx,
                                 int(max_replicas), APP_ORIGIN, run=runner.SectionBudget().summary,
                                 progress=lambda i, n: bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
     except engine.ScenarioError as exc:
@@ -176,11 +211,27 @@ def cheapest_section(data: dict) -> None:
         return
     finally:
         bar.empty()
+    target = metric(metric_key)
+    frame = frame.assign(**{col: frame[col].map(lambda v: None if v != v else round_money(v))
+                            for col in ("per_month_low", "per_month_high", "per_million_output_tokens_low")
+                            if col in frame.columns})
+    for col, m in (("target_value_ms", target), ("gpu_busy_frac", metric("gpu_busy_frac"))):
+        if col in frame.columns:
+            frame[col] = [m.table_value(v) for v in frame[col]]
     st.dataframe(frame, hide_index=True, width="stretch", column_config={
-        "per_month_low": st.column_config.NumberColumn(f"per month, low ({currency})", format="%.0f"),
-        "per_month_high": st.column_config.NumberColumn(f"per month, high ({currency})", format="%.0f"),
-        "per_million_output_tokens_low": st.column_config.NumberColumn(f"per 1M output tokens ({currency})",
-                                                                       format="%.2f")})
+        "offer": st.column_config.Column("Offer"), "gpu": st.column_config.Column("GPU"),
+        "shape": st.column_config.Column("Replicas x TP"),
+        "cards": st.column_config.NumberColumn("Cards", format="localized"),
+        "per_month_low": st.column_config.NumberColumn(f"Per month, low ({currency})", format="localized"),
+        "per_month_high": st.column_config.NumberColumn(f"Per month, high ({currency})", format="localized"),
+        "per_million_output_tokens_low": st.column_config.NumberColumn(
+            f"Per 1M output tokens ({currency})", format="localized"),
+        "target_value_ms": st.column_config.NumberColumn(f"{cls} {target.label} (ms)", format="localized"),
+        "step_times": st.column_config.Column("Step times", help="calibrated against measurements of the GPU's "
+                                                                 "family, or an estimate only"),
+        "price_estimate": st.column_config.CheckboxColumn("Price is an estimate"),
+        "gpu_busy_frac": st.column_config.NumberColumn("GPU busy (%)", format="localized"),
+        "vendor": st.column_config.Column("Vendor"), "note": st.column_config.Column("Note")})
     st.caption(f"{billing}; the first {runner.SWEEP_MAX_REQUESTS:,} requests of the current workload, policy and "
                "router. Percentiles of a few thousand requests are noisy near the limit; check the chosen fleet "
                "in the Lab with more requests. 'estimate only' step times have no measurement of that GPU family.")
@@ -188,13 +239,27 @@ def cheapest_section(data: dict) -> None:
 
 scenario_sidebar.render()
 runner.warm_up()
-data = copy.deepcopy(state.current())
+current = state.current()
+data = copy.deepcopy(current)
 st.title("Hardware & Cost")
-st.caption("Changes here edit the shared scenario (roofline step model): the Lab shows the same fleet.")
 fleet_inputs(data, state.version())
-if not state.update(data):
+if edited(data, current):  # an edit here makes the scenario run on this hardware
+    data["server"]["step_model"] = "roofline"
+    if not state.update(data):
+        st.stop()
+on_hardware = data["server"].get("step_model") == "roofline"
+if on_hardware:
+    st.caption("Changes here edit the shared scenario: the Lab shows the same fleet.")
+else:
+    st.info("The scenario uses a fixed iteration time, not a GPU: this page shows the GPU below as it would run. "
+            "Changing any choice above switches the scenario to it (the roofline step model).")
+    data["server"]["step_model"] = "roofline"  # this page's view only; the scenario is unchanged
+try:
+    typed = state.validate(data)
+except engine.ScenarioError as exc:
+    text.error(exc)
     st.stop()
-server = state.validate(data).server
+server = typed.server
 st.caption(f"{server.gpu}: {badge(server.gpu)}. Source: {gpu_row(server.gpu)['source']}")
 
 st.subheader("Does it fit? Memory of one card")
@@ -206,11 +271,11 @@ step_section(server)
 st.subheader("Rental offers")
 offers_section()
 st.subheader("Cost of this fleet")
-cards = fleet_cards(server.gpu, server.tensor_parallel, int(data["fleet"].get("replicas", 1)))
+cards = fleet_cards(server.gpu, server.tensor_parallel, typed.fleet.replicas)
 rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel)
 if rental is not None:
-    st.metric("Fleet per month", cost_panel.money(rental.per_month, rental.currency))
-    cost_vs_load(data, rental)
+    st.metric(f"Fleet per month ({rental.currency})", money_range(rental.per_month))
+    cost_vs_load(data, typed, rental)
 st.subheader("Same cards, other shapes")
 shapes_section(data, server, cards, rental)
 st.subheader("Cheapest rental that meets a target")

@@ -2,17 +2,23 @@
 
 import copy
 import logging
+import math
+import re
 
+import pandas as pd
 import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import WEIGHT_RANGE, Fleet, Policy, RequestClass, Server, Workload
+from engine.config import OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, RequestClass, Server, Workload, field_label
 from engine.cost import cost_columns
+from engine.metric_table import COSTS, SYSTEM_METRICS, metric
 from engine.metrics import flat_metrics
+from engine.policies import POLICIES, POLICY_LABELS, params_of
 from engine.simulate import load_text, stop_explanation
-from engine.policies import POLICIES, params_of
-from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, text
+from engine.sweep import sweep_rates
+from engine.workload import trace_requests
+from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_bounds, field_input, field_meta
 
@@ -21,29 +27,54 @@ FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms")
-LOWER_IS_BETTER = ("ttft", "e2e", "tpot", "queue", "timed_out")
-KPIS = (("TTFT p50", "ttft_p50_ms"), ("TTFT p99", "ttft_p99_ms"), ("E2E p50", "e2e_p50_ms"),
-        ("E2E p99", "e2e_p99_ms"), ("SLA met", "sla_attainment"), ("Timed out", "timed_out"),
-        ("Output tok/s", "output_tokens_per_s"), ("Queue p99", "queue_p99_ms"))
-POLICY_LABELS = {name: spec.label for name, spec in POLICIES.items()}
+KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "sla_attainment", "timed_out",
+            "output_tokens_per_s", "queue_p99_ms")
+COMPARISON_KEYS = ("ttft_p99_ms", "ttft_p50_ms", "e2e_p99_ms", "e2e_p50_ms", "queue_p99_ms", "tpot_mean_ms",
+                   "sla_attainment", "timed_out", "output_tokens_per_s", "longest_wait_ms",
+                   *(m.key for m in COSTS))
+CURVE_KEYS = ("ttft_p99_ms", "e2e_p99_ms", "sla_attainment", "output_tokens_per_s")
+TABLE_COLUMNS = ("policy", "class", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms",
+                 "queue_p99_ms", "sla_attainment", "completed", "timed_out", "output_tokens_per_s", "longest_wait_ms",
+                 *(m.key for m in COSTS), "gpu_busy_frac", "preemptions", "unstable")
+CURVE_DEFAULTS = ("fifo", "priority")
 LOG = logging.getLogger(__name__)
 
 
-def load_controls(data: dict, v: int) -> None:
+def rate_step(anchor: float, rate: float) -> float:
+    """The slider step for arrival rates near ``anchor``: a hundredth of its order of magnitude, refined until
+    ``rate`` lies on the step's grid, so the slider holds a preset's or a link's rate exactly."""
+    step = 10.0 ** (math.floor(math.log10(anchor)) - 2)
+    low = field_bounds(field_meta(Arrival, "rate_per_s")[1])[0]
+    while step / 10 >= low and abs(rate / step - round(rate / step)) > 1e-9 * max(1.0, rate / step):
+        step /= 10
+    return step
+
+
+def rate_slider(rate: float, v: int) -> float:
+    """Arrival rate from a twentieth to three times the scenario's rate when it was loaded, on a grid that
+    holds the loaded rate exactly."""
+    anchor = st.session_state.setdefault(f"rate_anchor_{v}", rate)
+    step = rate_step(anchor, rate)
+    high = max(math.ceil(anchor * 3 / step), round(rate / step)) * step
+    return st.slider("Arrival rate (req/s)", step, high, rate, step, key=f"rate_{v}", format="%g",
+                     help="Mean arrivals per second over all classes.")
+
+def load_controls(data: dict, typed: engine.Scenario, v: int) -> None:
     workload = data["workload"]
-    arrival = workload.get("arrival")
-    if arrival and not workload.get("trace"):
-        rate = float(arrival["rate_per_s"])
-        anchor = st.session_state.setdefault(f"rate_anchor_{v}", rate)
-        arrival["rate_per_s"] = st.slider("Arrival rate (req/s)", min(round(anchor / 20, 3), rate),
-                                          max(round(anchor * 3, 3), rate), rate, key=f"rate_{v}",
-                                          help="mean arrivals per second over all classes")
-    else:
-        st.caption("Arrivals replay a trace (see the Workload page).")
     low, high = field_bounds(field_meta(Workload, "num_requests")[1])
-    workload["num_requests"] = st.number_input("Requests simulated", int(low), int(high),
-                                               int(workload.get("num_requests") or 20000), step=1000,
-                                               key=f"requests_{v}", help="the run ends after this many arrivals")
+    if typed.workload.trace is None:
+        workload["arrival"]["rate_per_s"] = rate_slider(typed.workload.arrival.rate_per_s, v)
+        workload["num_requests"] = st.number_input("Requests simulated", int(low), int(high),
+                                                   typed.workload.num_requests, step=1000, key=f"requests_{v}",
+                                                   help="The run stops generating arrivals after this many.")
+    else:
+        rows = trace_requests(typed)
+        st.caption(f"Arrivals replay the uploaded trace ({rows:,} requests; see the Workload page).")
+        whole = st.toggle("Replay the whole trace", typed.workload.num_requests is None, key=f"whole_trace_{v}",
+                          help="Off: replay only the first rows of the trace file.")
+        workload["num_requests"] = None if whole else st.number_input(
+            "Requests replayed (first rows of the trace)", int(low), max(rows, 1),
+            min(typed.workload.num_requests or rows, rows), step=1000, key=f"requests_{v}")
     for i, cls in enumerate(workload["classes"]):
         with st.popover(f"Class {text.plain(cls['name'])}", width="stretch"):
             for key in CLASS_KEYS:
@@ -54,13 +85,13 @@ def load_controls(data: dict, v: int) -> None:
         st.caption(f"Shares sum to {total:g}; they are rescaled to sum to 1: arrivals split {split}.")
 
 
-def policy_controls(data: dict, v: int) -> None:
+def policy_controls(data: dict, typed: engine.Scenario, v: int) -> None:
     policy = data.setdefault("policy", {})
-    policy["name"] = st.selectbox("Policy", list(POLICIES), index=list(POLICIES).index(policy.get("name", "fifo")),
+    policy["name"] = st.selectbox("Policy", list(POLICIES), index=list(POLICIES).index(typed.policy.name),
                                   format_func=POLICY_LABELS.get, key=f"policy_{v}",
-                                  help="how waiting and running requests are ordered and who is preempted")
+                                  help="How waiting and running requests are ordered, and who is preempted.")
     spec = POLICIES[policy["name"]]
-    st.caption(f"Orders by {spec.key}. Use it when {spec.use_when}.")
+    st.caption(f"Orders by {spec.key}. {spec.use_when}")
     for param in params_of(policy["name"]):
         key = f"policy_{param.key}_{v}"
         if param.key == "weights":
@@ -69,10 +100,11 @@ def policy_controls(data: dict, v: int) -> None:
             low, high, step = param.slider
             _, meta, default = field_meta(Policy, param.key)
             value = float(policy.get(param.key, default))
-            policy[param.key] = st.slider(f"{param.label}" + (f" ({meta['unit']})" if meta["unit"] else ""),
-                                          min(low, value), max(high, value), value, step, key=key, help=meta["help"])
+            label = field_label(Policy, param.key) + (f" ({meta['unit']})" if meta["unit"] else "")
+            policy[param.key] = st.slider(label, min(low, value), max(high, value), value, step, key=key,
+                                          help=text.sentence(meta["help"]))
         else:
-            policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=key, label=param.label)
+            policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=key)
 
 
 def weight_inputs(data: dict, weights: dict | None, key: str) -> dict:
@@ -80,19 +112,18 @@ def weight_inputs(data: dict, weights: dict | None, key: str) -> dict:
     names = [c["name"] for c in data["workload"]["classes"]]
     return {name: st.number_input(f"Weight of {text.plain(name)}", min_value=WEIGHT_RANGE[0], max_value=WEIGHT_RANGE[1],
                                   value=float((weights or {}).get(name, 1.0)), key=f"{key}_{name}", format="%g",
-                                  help="GPU service share of this class when all are busy")
+                                  help="The class's share of GPU service while every class has work waiting.")
             for name in names}
 
 
 def server_controls(data: dict, v: int) -> None:
     server = data.setdefault("server", {})
-    server["step_model"] = field_input(Server, "step_model", server.get("step_model"), key=f"step_model_{v}",
-                                       label="Step-time model")
+    server["step_model"] = field_input(Server, "step_model", server.get("step_model"), key=f"step_model_{v}")
     model_keys = FIXED_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
     for key in (*model_keys, *BATCHING_KEYS, *MEMORY_KEYS):
         choices = hardware_choices.TABLE_CHOICES.get(key)
         server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
-                                  label=hardware_choices.LABELS.get(key), options=choices() if choices else None)
+                                  options=choices() if choices else None)
     if server["step_model"] == "roofline":
         st.caption(f"Step times: {badge(server['gpu'])}.")
 
@@ -106,13 +137,14 @@ def fleet_controls(data: dict, v: int) -> None:
 def edited_scenario() -> dict:
     """The sidebar controls applied to a copy of the current scenario."""
     data = copy.deepcopy(state.current())
+    typed = state.validate(data)
     v = state.version()
     with st.sidebar:
         st.divider()
         with st.expander("Load and traffic mix", expanded=True):
-            load_controls(data, v)
+            load_controls(data, typed, v)
         with st.expander("Policy", expanded=True):
-            policy_controls(data, v)
+            policy_controls(data, typed, v)
         with st.expander("Server: batching, memory, step time"):
             server_controls(data, v)
         with st.expander("Fleet: replicas and router"):
@@ -149,51 +181,64 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
     return data, run
 
 
-def kpi_text(key: str, value: float, signed: bool = False) -> str:
-    """A KPI value with its unit; milliseconds switch to seconds from 1,000 ms."""
-    sign = "+" if signed else ""
-    if key.endswith("_ms"):
-        if abs(value) < 1000:
-            return f"{value:{sign},.0f} ms"
-        return f"{value / 1000:{sign},.2f} s" if abs(value) < 100_000 else f"{value / 1000:{sign},.0f} s"
-    if key == "sla_attainment":
-        return f"{100 * value:{sign}.1f}%" if not signed else f"{100 * value:+.1f} pt"
-    return f"{value:{sign},.0f}"
+def changed(delta: str) -> bool:
+    """False for a change that rounds to nothing ("+0 ms", "-0.0 pt")."""
+    return bool(re.search(r"[1-9]", delta))
 
 
-def kpi_cards(summary: dict, previous: dict | None) -> None:
+def kpi_cards(summary: dict, previous: dict | None, typed: engine.Scenario) -> None:
     """One card per class (and overall), each metric with its change against the previous run."""
     current = flat_metrics(summary).set_index("class")
     before = flat_metrics(previous).set_index("class") if previous else None
+    targets = {c.name: c.sla_ttft_ms is not None or c.sla_e2e_ms is not None for c in typed.workload.classes}
+    targets[OVERALL] = any(targets.values())
     for col, name in zip(st.columns(len(current.index)), current.index):
         card = col.container(border=True)
         card.markdown(f"**{text.plain(name)}** · {current.loc[name, 'completed']:,} of "
                       f"{current.loc[name, 'arrived']:,} completed")
         cells = card.columns(2)
-        for i, (label, key) in enumerate(KPIS):
+        for i, key in enumerate(KPI_KEYS):
+            m = metric(key)
             value = current.loc[name, key]
+            value = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
             old = before.loc[name, key] if before is not None and name in before.index else None
-            delta = kpi_text(key, value - old, signed=True) if value is not None and old is not None and \
-                value != old else None
-            cells[i % 2].metric(label, "-" if value is None else kpi_text(key, value), delta,
-                                delta_color="inverse" if key.startswith(LOWER_IS_BETTER) else "normal")
+            old = None if old is None or (isinstance(old, float) and math.isnan(old)) else old
+            delta = m.text(value - old, signed=True) if value is not None and old is not None else None
+            shown = "no target" if key == "sla_attainment" and not targets.get(name, True) else m.text(value)
+            cells[i % 2].metric(m.label, shown, delta if delta and changed(delta) else None,
+                                delta_color="inverse" if m.lower_is_better else "normal", help=m.help)
 
 
-def policy_extras(scenario: dict, summary: dict) -> None:
+def system_cards(system: dict) -> None:
+    """The fleet's load and how it spent its time, each defined where it is read."""
+    cols = st.columns(5)
+    values = {"offered_load": load_text(system["offered_load"]) + " (estimate)",
+              "gpu_busy_frac": metric("gpu_busy_frac").text(system["gpu_busy_frac"]),
+              "mean_batch_size": f"{system['mean_batch_size']:.1f}",
+              "preemptions": metric("preemptions").text(system["preemptions"])}
+    for col, m in zip(cols, SYSTEM_METRICS):
+        col.metric(m.label, values[m.key], help=m.help)
+    cols[4].metric("KV cache peak", "unlimited" if system["kv_peak_frac"] is None else
+                   f"{system['kv_peak_frac']:.0%}", help="Most of the KV cache in use at once, of its capacity.")
+    st.caption("Offered load: arriving work per second over the most the fleet can serve (an estimate; above 1 "
+               "the queue grows). GPU busy: share of the run during which an iteration was running, however full "
+               "it was, so a GPU can be busy nearly all the time at an offered load of 0.75.")
+
+
+def policy_extras(typed: engine.Scenario, scenario: dict, summary: dict) -> None:
     """Views specific to the current policy: starvation, fair shares, the dynamic cost map."""
-    name = scenario["policy"].get("name", "fifo")
     classes = summary["classes"]
+    longest = metric("longest_wait_ms")
     cols = st.columns(len(classes))
     for col, (cls, block) in zip(cols, classes.items()):
-        col.metric(f"Longest wait, {text.plain(cls)}", "-" if block["longest_wait_ms"] is None else
-                   kpi_text("wait_ms", block["longest_wait_ms"]), help="longest time any request of the class "
-                   "waited before it was first scheduled: starvation shows here")
-    if name == "wfq":
-        weights = scenario["policy"].get("weights") or {c: 1.0 for c in classes}
+        col.metric(f"{longest.label}, {text.plain(cls)}", longest.text(block["longest_wait_ms"]), help=longest.help)
+    if typed.policy.name == "wfq":
+        weights = typed.policy.weights or {c: 1.0 for c in classes}
         st.plotly_chart(charts.share_bars(classes, weights), width="stretch")
-    if name == "dynamic" and st.toggle("Map alpha and gamma at this load", key="alpha_gamma",
-                                       help="16 runs of the dynamic policy on the first "
-                                            f"{runner.SWEEP_MAX_REQUESTS:,} requests"):
+    view.flag("alpha_gamma")
+    if typed.policy.name == "dynamic" and st.toggle("Map alpha and gamma at this load", key="alpha_gamma",
+                                                    help="16 runs of the dynamic policy on the first "
+                                                         f"{runner.SWEEP_MAX_REQUESTS:,} requests."):
         grid, note = runner.alpha_gamma_map(scenario, [0.0, 1.0, 3.0, 10.0], [0.0, 1.0, 3.0, 10.0])
         if note:
             st.warning(text.plain(note))
@@ -204,21 +249,23 @@ def policy_extras(scenario: dict, summary: dict) -> None:
 
 
 @guard.fragment
-def comparison_view(frame) -> None:
-    metrics = [m for m in charts.METRIC_LABELS if m in frame.columns and frame[m].notna().any()]
-    metric = st.selectbox("Metric", metrics, format_func=charts.METRIC_LABELS.get, key="comparison_metric")
-    st.plotly_chart(charts.comparison_bars(frame, metric, POLICY_LABELS), width="stretch")
+def comparison_view(frame, currency: str) -> None:
+    keys = [k for k in COMPARISON_KEYS if k in frame.columns and frame[k].notna().any()]
+    view.choice("comparison_metric", keys, keys[0])
+    key = st.selectbox("Metric", keys, format_func=lambda k: metric(k).title(currency), key="comparison_metric")
+    st.plotly_chart(charts.comparison_bars(frame, key, POLICY_LABELS, currency), width="stretch")
 
 
 @guard.fragment
 def curves_view(frame, current_rate: float) -> None:
-    metric = st.selectbox("Metric", ["ttft_p99_ms", "e2e_p99_ms", "sla_attainment", "output_tokens_per_s"],
-                          format_func=charts.METRIC_LABELS.get, key="curves_metric")
-    st.plotly_chart(charts.load_curves(frame, metric, current_rate, POLICY_LABELS), width="stretch")
+    view.choice("curves_metric", CURVE_KEYS, CURVE_KEYS[0])
+    key = st.selectbox("Metric", CURVE_KEYS, format_func=lambda k: metric(k).title(), key="curves_metric")
+    st.plotly_chart(charts.load_curves(frame, key, current_rate, POLICY_LABELS), width="stretch")
 
 
 @guard.fragment
 def cdf_view(requests) -> None:
+    view.choice("cdf_column", list(charts.CDF_LABELS), "ttft_ms")
     column = st.radio("Latency", list(charts.CDF_LABELS), horizontal=True, key="cdf_column",
                       format_func=charts.CDF_LABELS.get)
     st.plotly_chart(charts.latency_cdf(requests, column), width="stretch")
@@ -229,57 +276,64 @@ runner.warm_up()
 data = edited_scenario()
 state.update(data)
 st.title("Scheduler Lab")
+if state.first_visit():
+    st.info("Start here: the sidebar holds the scenario. Raise the arrival rate until the interactive TTFT p99 "
+            "climbs, then change the policy and compare the cards, the policy comparison and the curves below.")
 shown = run_current(state.current())
 if shown is None:
     st.stop()
 scenario, run = shown
-st.caption(text.plain(scenario.get("name", "")))
+typed = state.validate(scenario)
+st.caption(text.plain(typed.name))
 summary, system = run.summary, run.summary["system"]
 if system["unstable"]:
     st.warning(text.plain(stop_explanation(system, APP_ORIGIN.caps) + "."))
+if typed.workload.trace is not None:
+    st.caption(f"Replays {summary['run']['requests']:,} of the trace's {trace_requests(typed):,} requests.")
 
 st.subheader("Per-class results")
-kpi_cards(summary, st.session_state.get("previous_summary"))
-cols = st.columns(5)
-cols[0].metric("Offered load (estimate)", load_text(system["offered_load"]))
-cols[1].metric("Mean batch", f"{system['mean_batch_size']:.1f}")
-cols[2].metric("GPU busy", f"{system['gpu_busy_frac']:.0%}")
-cols[3].metric("KV peak", "unlimited" if system["kv_peak_frac"] is None else f"{system['kv_peak_frac']:.0%}")
-cols[4].metric("Preemptions", f"{system['preemptions']:,}")
+kpi_cards(summary, st.session_state.get("previous_summary"), typed)
+system_cards(system)
 
 if system["preemptions"]:
     st.caption(f"{system['preemptions']:,} preemptions wasted {system['preemption_waste_s']:.1f} s of GPU time "
                f"({system['preemption_waste_s'] / max(system['sim_time_s'], 1e-9):.1%} of the run).")
-policy_extras(scenario, summary)
+policy_extras(typed, scenario, summary)
 
 st.subheader("Cost")
-rental = cost_panel.cost_view(scenario, summary)
+rental = cost_panel.cost_view(typed, summary)
 
 st.subheader("Policy comparison (same arrivals)")
 comparison, note = runner.policy_comparison(scenario, list(POLICIES))
 if note:
     st.warning(text.plain(note))
+currency = rental.currency if rental is not None else ""
 if rental is not None:
     comparison = cost_columns(comparison, rental.per_hour[0])
 st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_MAX_REQUESTS:,} requests"
-           + (f"; costs at the low end of {rental.offer}, {rental.currency}." if rental is not None else "."))
-comparison_view(comparison)
+           + (f"; costs at the low end of {rental.offer}, in {rental.currency}, for the whole fleet."
+              if rental is not None else "."))
+comparison_view(comparison, currency)
 with st.expander("Comparison table"):
-    st.dataframe(comparison, width="stretch", hide_index=True)
+    tables.show(comparison, list(TABLE_COLUMNS), currency)
+    st.caption("An empty cell: not measured (no completed request, no SLA target in the class, or no price).")
 
 st.subheader("Curves against load")
-arrival = scenario["workload"].get("arrival")
-if arrival and not scenario["workload"].get("trace"):
-    rates = runner.sweep_rates(arrival["rate_per_s"], system["offered_load"])
-    default_curves = list(dict.fromkeys(["fifo", "priority", scenario["policy"].get("name", "fifo")]))
-    shown_policies = st.multiselect("Policies", list(POLICIES), default_curves, format_func=POLICY_LABELS.get,
-                                    key="curve_policies", help="each policy adds one run per arrival rate")
-    sweep, note = runner.load_sweep(scenario, rates, shown_policies or default_curves)
+if typed.workload.trace is None:
+    rate = typed.workload.arrival.rate_per_s
+    rates = sweep_rates(rate, system["offered_load"])
+    view.choice("curve_policies", list(POLICIES), list(CURVE_DEFAULTS))
+    chosen = st.multiselect("Other policies on the curves", list(POLICIES), format_func=POLICY_LABELS.get,
+                            key="curve_policies",
+                            help="Each policy adds one run per arrival rate; the current policy is always drawn.")
+    curve_policies = list(dict.fromkeys([typed.policy.name, *chosen]))
+    sweep, note = runner.load_sweep(scenario, rates, curve_policies)
     if note:
         st.warning(text.plain(note))
     st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, "
-               f"{min(scenario['workload'].get('num_requests') or 0, runner.SWEEP_MAX_REQUESTS):,} requests each.")
-    curves_view(sweep, arrival["rate_per_s"])
+               f"{min(typed.workload.num_requests or 0, runner.SWEEP_MAX_REQUESTS):,} requests each; the current "
+               f"policy ({POLICY_LABELS[typed.policy.name]}) and rate (dashed line) are always on them.")
+    curves_view(sweep, rate)
 else:
     st.info("Curves against load need synthetic arrivals; this scenario replays a trace.")
 
@@ -287,13 +341,15 @@ cdf_tab, timeline_tab = st.tabs(["Latency distribution", "Timeline of this run"]
 with cdf_tab:
     cdf_view(run.requests)
 with timeline_tab:
-    classes = [c["name"] for c in scenario["workload"]["classes"]]
+    classes = [c.name for c in typed.workload.classes]
     series = run.timeseries
     if len(system["replicas"]) > 1:
+        view.choice("timeline_replica", list(range(len(system["replicas"]))), 0)
         replica = st.selectbox("Replica", range(len(system["replicas"])), key="timeline_replica",
-                               help="each replica runs its own iterations; the router's split is in the table")
+                               help="Each replica runs its own iterations; the router's split is in the table.")
         series = series[series["replica"] == replica]
-        st.dataframe(system["replicas"], hide_index=True, width="stretch")
+        replicas = pd.DataFrame(system["replicas"]).rename(columns={"busy_frac": "gpu_busy_frac"})
+        tables.show(replicas, ["replica", "routed", "completed", "output_tokens", "gpu_busy_frac", "mean_batch_size"])
     st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"]), width="stretch")
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")

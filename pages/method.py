@@ -65,7 +65,7 @@ st.markdown("### Policies")
 st.markdown("A policy gives every request one number, its key (lower runs first); the running request with "
             "the highest key is the preemption victim. Ties break by arrival time, then request index.")
 for name, spec in POLICIES.items():
-    st.markdown(f"**{spec.label}** (`{name}`): orders by {spec.key}. *Use it when* {spec.use_when}.")
+    st.markdown(f"**{spec.label}** (`{name}`): orders by {spec.key}. {spec.use_when}")
     st.latex(spec.formula)
 st.markdown("""
 - **Priority with anti-starvation**: `aging_per_s` lowers (improves) the effective level by that many

@@ -12,7 +12,8 @@ from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import Arrival, TokenDist, Trace
 from engine.errors import printable
 from engine.trace_stats import per_minute_rate, trace_statistics
-from engine.traces import TRACE_FORMATS, guess_format_from_header, read_trace_bytes
+from engine.registry import TRACE_FORMATS
+from engine.traces import guess_format_from_header, read_trace_bytes
 from engine.workload import build_requests
 from ui import charts, runner, scenario_sidebar, state, text, trace_store
 from ui.widgets import field_bounds, field_input, field_meta
@@ -36,7 +37,7 @@ def drawn_workload(scenario_json: str) -> pd.DataFrame:
 
 def dist_controls(dist: dict, key: str) -> dict:
     """Family and parameters of one token distribution."""
-    family = field_input(TokenDist, "dist", dist.get("dist"), key=f"{key}_dist", label="Distribution")
+    family = field_input(TokenDist, "dist", dist.get("dist"), key=f"{key}_dist")
     params = {"constant": ("value", "max"), "uniform": ("low", "high", "max"), "geometric": ("mean", "max"),
               "lognormal": ("mean", "cv", "max")}[family]
     fallback = {"value": 256, "low": 32, "high": 1024, "mean": 256.0, "cv": 1.0}
@@ -78,12 +79,15 @@ def synthetic_charts(scenario: dict) -> None:
         return
     for name, group in frame.groupby("class", observed=True):
         left, right = st.columns(2)
-        left.plotly_chart(charts.histogram(group["prompt_tokens"].to_numpy(), f"{name}: prompt tokens"),
+        left.plotly_chart(charts.histogram(group["prompt_tokens"].to_numpy(), f"{name}: prompt length",
+                                           "prompt tokens"),
                           width="stretch", key=f"hist_prompt_{name}")
-        right.plotly_chart(charts.histogram(group["output_tokens"].to_numpy(), f"{name}: output tokens"),
+        right.plotly_chart(charts.histogram(group["output_tokens"].to_numpy(), f"{name}: output length",
+                                            "output tokens"),
                            width="stretch", key=f"hist_output_{name}")
     gaps_ms = frame["arrival_s"].diff().dropna().to_numpy() * 1000.0
-    st.plotly_chart(charts.histogram(gaps_ms, "inter-arrival time (ms)"), width="stretch", key="hist_gaps")
+    st.plotly_chart(charts.histogram(gaps_ms, "Time between arrivals", "inter-arrival time (ms)"), width="stretch",
+                    key="hist_gaps")
     stats_table(trace_statistics(frame["arrival_s"].to_numpy(), frame["prompt_tokens"].to_numpy(),
                                  frame["output_tokens"].to_numpy()))
 

@@ -116,3 +116,23 @@ def test_readme_key_reference_is_generated_from_the_config():
     match = re.search(r"<!-- keys:start -->\n(.*?)<!-- keys:end -->", readme, re.S)
     assert match, "README.md lacks the generated key reference (python -m engine keys)"
     assert match.group(1) == keys_markdown(), "README key reference is stale: paste `python -m engine keys`"
+
+
+def test_names_and_codes_come_from_one_registry():
+    """Every choice a key offers is the registry's, and the policy table's codes are the registry's codes."""
+    from engine import registry
+    from engine.config import Arrival, Fleet, Policy, Server, TokenDist, Trace
+    from engine.policies import POLICIES
+
+    def choices(cls, name):
+        return next(f.metadata["choices"] for f in dataclasses.fields(cls) if f.name == name)
+
+    assert choices(Policy, "name") == tuple(registry.POLICY_CODES)
+    assert choices(Policy, "preempt_mode") == tuple(registry.PREEMPT_MODE_CODES)
+    assert choices(Fleet, "router") == tuple(registry.ROUTER_CODES)
+    assert choices(Server, "step_model") == tuple(registry.STEP_MODEL_CODES)
+    assert choices(Server, "tensor_parallel") == registry.TP_DEGREES
+    assert choices(Trace, "format") == registry.TRACE_FORMATS
+    assert choices(Arrival, "process") == registry.ARRIVAL_PROCESSES
+    assert choices(TokenDist, "dist") == registry.LENGTH_DISTRIBUTIONS
+    assert {name: spec.code for name, spec in POLICIES.items()} == registry.POLICY_CODES

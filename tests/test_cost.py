@@ -42,7 +42,7 @@ def test_unit_costs_by_hand():
     costs = unit_costs(3.6, overall)  # 0.001 per second
     assert costs["per_million_output_tokens"] == pytest.approx(1.0)
     assert costs["per_million_total_tokens"] == pytest.approx(0.25)
-    assert costs["per_sla_met_request"] == pytest.approx(0.0005)
+    assert costs["per_thousand_sla_met_requests"] == pytest.approx(0.5)
 
 
 def test_offers_are_matched_to_the_simulated_gpu_and_bad_names_are_errors():

@@ -7,8 +7,9 @@ import pytest
 
 import engine
 from conftest import REPO, trace_scenario
+from engine.registry import ROUTER_CODES
 
-ROUTERS = ["round-robin", "least-tokens", "shortest-queue"]
+ROUTERS = list(ROUTER_CODES)
 
 
 def replicas_of(result):

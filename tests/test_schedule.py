@@ -78,13 +78,25 @@ def test_memory_shortage_preempts_the_latest_arrival_and_recomputes(tmp_path):
 
 def test_waiting_request_times_out_at_its_deadline(tmp_path):
     """r1 waits behind r0 (0-0.05) and leaves at its 15 ms time-out; it counts as timed out."""
-    classes = [{"name": "only", "share": 1.0, "timeout_ms": 15}]
+    classes = [{"name": "only", "share": 1.0, "timeout_ms": 15, "sla_e2e_ms": 1000}]
     result = engine.simulate(trace_scenario(tmp_path, [(0.0, 1, 5), (0.001, 1, 1)], {"max_batch_size": 1},
                                             classes=classes))
     assert_events(result, {0: (0.0, 0.01, 0.05), 1: (None, None, 0.016)})
     overall = result.summary["overall"]
     assert (overall["completed"], overall["timed_out"], overall["unfinished"]) == (1, 1, 0)
     assert overall["sla_attainment"] == 0.5
+
+
+def test_a_class_without_an_sla_target_has_no_attainment(tmp_path):
+    """r0 (class 'urgent', TTFT target 5 ms) gets its first token at 10 ms and misses; r1 ('bulk', no target)
+    completes. 'bulk' has no attainment (not 100%), and the overall attainment judges only 'urgent': 0%."""
+    classes = [{"name": "urgent", "share": 0.5, "sla_ttft_ms": 5}, {"name": "bulk", "share": 0.5}]
+    result = engine.simulate(trace_scenario(tmp_path, [(0.0, 1, 1, "urgent"), (0.0, 1, 1, "bulk")], {},
+                                            classes=classes))
+    summary = result.summary
+    assert summary["classes"]["bulk"]["completed"] == 1 and summary["classes"]["bulk"]["sla_attainment"] is None
+    assert summary["classes"]["urgent"]["sla_attainment"] == 0.0 and summary["overall"]["sla_attainment"] == 0.0
+    assert summary["overall"]["sla_met_per_s"] > 0  # the completed request of 'bulk' counts as served
 
 
 def test_first_token_after_the_deadline_counts_as_time_out_and_frees_memory(tmp_path):

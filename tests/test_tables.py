@@ -14,6 +14,7 @@ REQUIRED = {
     "quant": ["weight_bytes_per_param"],
     "kv_quant": ["bytes_per_value"],
     "gpu_slices": ["sm_fraction", "memory_fraction", "max_per_card"],
+    "pricing_conventions": ["value"],
 }
 
 

@@ -12,37 +12,43 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine.config import OVERALL
+from engine.metric_table import DURATION, metric
+from engine.policies import POLICIES
 from engine.simulate import batch_column, waiting_column
 from ui.text import chart_text
 
-METRIC_LABELS = {
-    "ttft_p99_ms": "TTFT p99 (ms)", "ttft_p50_ms": "TTFT p50 (ms)", "e2e_p99_ms": "End-to-end p99 (ms)",
-    "e2e_p50_ms": "End-to-end p50 (ms)", "queue_p99_ms": "Queue delay p99 (ms)", "tpot_mean_ms": "TPOT mean (ms)",
-    "sla_attainment": "SLA attainment", "output_tokens_per_s": "Output tokens/s", "timed_out": "Timed out",
-    "cost_per_million_output_tokens": "Cost per 1M output tokens (whole fleet)",
-    "cost_per_sla_met_request": "Cost per SLA-met request (whole fleet)",
-}
-
-
 CDF_LABELS = {"ttft_ms": "TTFT", "e2e_ms": "end-to-end latency", "tpot_ms": "TPOT", "queue_ms": "queue delay"}
 COLORS = px.colors.qualitative.Plotly
-LOG_METRICS = ("_ms",)
+# One colour per policy on every chart of every page (by the registry's order, not by what a chart shows).
+POLICY_COLORS = {name: COLORS[i % len(COLORS)] for i, name in enumerate(POLICIES)}
+# Classes take their colours, in the scenario's class order, from a palette that no policy uses.
+CLASS_COLORS = px.colors.qualitative.Dark2
 
 
-def comparison_bars(frame: pd.DataFrame, metric: str, labels: dict[str, str]) -> go.Figure:
+def class_color(index: int) -> str:
+    """Colour of the scenario's ``index``-th class on every chart."""
+    return CLASS_COLORS[index % len(CLASS_COLORS)]
+
+
+def axis_title(key: str, currency: str = "") -> str:
+    return metric(key).title(currency)
+
+
+def comparison_bars(frame: pd.DataFrame, key: str, labels: dict[str, str], currency: str = "") -> go.Figure:
     """Grouped bars: one group per class, one bar per policy (fleet costs: the overall rows only)."""
     overall = frame["class"] == OVERALL
-    shown = frame[overall if metric.startswith("cost_") else ~overall]
+    shown = frame[overall if key.startswith("cost_") else ~overall]
+    m = metric(key)
     fig = go.Figure()
-    for k, (policy, group) in enumerate(shown.groupby("policy", sort=False)):
-        fig.add_trace(go.Bar(x=group["class"].map(chart_text), y=group[metric], name=labels.get(policy, policy),
-                             marker_color=COLORS[k % len(COLORS)]))
-    fig.update_layout(barmode="group", height=320, margin=dict(t=30, b=10),
-                      yaxis_title=METRIC_LABELS.get(metric, metric))
+    for policy, group in shown.groupby("policy", sort=False):
+        fig.add_trace(go.Bar(x=group["class"].map(chart_text), y=[m.table_value(v) for v in group[key]],
+                             name=labels.get(policy, policy), marker_color=POLICY_COLORS.get(policy)))
+    fig.update_layout(barmode="group", height=320, margin=dict(t=30, b=10), yaxis_title=m.title(currency),
+                      xaxis_title="class")
     return fig
 
 
-def load_curves(frame: pd.DataFrame, metric: str, current_rate: float, labels: dict[str, str]) -> go.Figure:
+def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict[str, str]) -> go.Figure:
     """Metric against arrival rate, one panel per class, one line per policy; the current rate dashed.
 
     Latencies use a log axis: past saturation they grow by orders of magnitude.
@@ -51,14 +57,14 @@ def load_curves(frame: pd.DataFrame, metric: str, current_rate: float, labels: d
     classes = list(dict.fromkeys(shown["class"]))
     fig = make_subplots(rows=1, cols=len(classes), subplot_titles=[chart_text(c) for c in classes], shared_yaxes=True)
     for col, name in enumerate(classes, start=1):
-        for k, (policy, group) in enumerate(shown[shown["class"] == name].groupby("policy", sort=False)):
-            fig.add_trace(go.Scatter(x=group["rate_per_s"], y=group[metric], mode="lines+markers",
-                                     name=labels.get(policy, policy), legendgroup=policy, showlegend=col == 1,
-                                     line=dict(color=COLORS[k % len(COLORS)])), row=1, col=col)
+        for policy, group in shown[shown["class"] == name].groupby("policy", sort=False):
+            fig.add_trace(go.Scatter(x=group["rate_per_s"], y=[metric(key).table_value(v) for v in group[key]],
+                                     mode="lines+markers", name=labels.get(policy, policy), legendgroup=policy,
+                                     showlegend=col == 1, line=dict(color=POLICY_COLORS.get(policy))), row=1, col=col)
         fig.add_vline(x=current_rate, line_dash="dash", line_color="grey", row=1, col=col)
         fig.update_xaxes(title_text="arrival rate (req/s)", row=1, col=col)
-    fig.update_yaxes(title_text=METRIC_LABELS.get(metric, metric), row=1, col=1)
-    if metric.endswith(LOG_METRICS):
+    fig.update_yaxes(title_text=axis_title(key), row=1, col=1)
+    if metric(key).kind == DURATION:
         fig.update_yaxes(type="log")
     fig.update_layout(height=340, margin=dict(t=40, b=10))
     return fig
@@ -67,13 +73,15 @@ def load_curves(frame: pd.DataFrame, metric: str, current_rate: float, labels: d
 def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
     """Empirical CDF of a latency column per class (completed requests)."""
     fig = go.Figure()
-    for k, (name, group) in enumerate(requests.groupby("class", observed=True)):
+    codes = {name: k for k, name in enumerate(requests["class"].cat.categories)}
+    for name, group in requests.groupby("class", observed=True):
+        k = codes[name]
         values = np.sort(group[column].dropna().to_numpy())
         if len(values) == 0:
             continue
         step = max(1, len(values) // 1000)  # at most ~1,000 points per line
         fig.add_trace(go.Scatter(x=values[::step], y=np.arange(1, len(values) + 1)[::step] / len(values),
-                                 mode="lines", name=chart_text(name), line=dict(color=COLORS[k % len(COLORS)])))
+                                 mode="lines", name=chart_text(name), line=dict(color=class_color(k))))
     fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title=f"{CDF_LABELS.get(column, column)} (ms)",
                       yaxis_title="fraction of requests", xaxis_type="log")
     return fig
@@ -93,7 +101,7 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("waiting requests", "batch composition", "KV cache"))
     for k, name in enumerate(classes):
-        color = COLORS[k % len(COLORS)]
+        color = class_color(k)
         label = chart_text(name)
         fig.add_trace(go.Scatter(x=series["time_s"], y=series[waiting_column(name)], name=f"{label} waiting",
                                  line=dict(color=color), legendgroup=label), row=1, col=1)
@@ -106,7 +114,9 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
         fig.add_trace(go.Scatter(x=preempted["time_s"], y=preempted["kv_used_tokens"] * scale, mode="markers",
                                  name="preemption",
                                  marker=dict(symbol="x", color="red", size=7)), row=3, col=1)
-    fig.update_yaxes(title_text="% of capacity" if kv_capacity_tokens else "tokens", row=3, col=1)
+    fig.update_yaxes(title_text="requests", row=1, col=1)
+    fig.update_yaxes(title_text="sequences", row=2, col=1)
+    fig.update_yaxes(title_text="KV used (% of capacity)" if kv_capacity_tokens else "KV used (tokens)", row=3, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
     fig.update_layout(height=620, margin=dict(t=40, b=10))
     return fig
@@ -117,37 +127,47 @@ def share_bars(classes: dict, weights: dict) -> go.Figure:
     names = list(classes)
     total = sum(weights[n] for n in names)
     shown = [chart_text(n) for n in names]
-    fig = go.Figure([go.Bar(x=shown, y=[weights[n] / total for n in names], name="configured"),
-                     go.Bar(x=shown, y=[classes[n]["service_share"] or 0.0 for n in names], name="achieved")])
+    fig = go.Figure([go.Bar(x=shown, y=[weights[n] / total for n in names], name="configured (weight share)",
+                            marker_color="#BBBBBB"),
+                     go.Bar(x=shown, y=[classes[n]["service_share"] or 0.0 for n in names], name="achieved",
+                            marker_color=[class_color(k) for k in range(len(names))])])
     fig.update_layout(barmode="group", height=280, margin=dict(t=30, b=10), yaxis_tickformat=".0%",
+                      xaxis_title="class", yaxis_title="share of GPU service",
                       title="GPU service share per class: a class that asks for less than its weight's share "
                             "leaves the rest to the others")
     return fig
 
 
-def heatmap(grid: pd.DataFrame, cls: str, metric: str) -> go.Figure:
-    """``metric`` of class ``cls`` over the (alpha, gamma) grid of the dynamic policy."""
-    table = grid[grid["class"] == cls].pivot(index="gamma", columns="alpha", values=metric)
-    fig = go.Figure(go.Heatmap(z=table.to_numpy(), x=[str(a) for a in table.columns],
-                               y=[str(g) for g in table.index], colorbar=dict(title=""),
-                               texttemplate="%{z:,.0f}"))
-    fig.update_layout(height=300, margin=dict(t=40, b=10),
-                      title=f"{chart_text(cls)}: {METRIC_LABELS.get(metric, metric)}",
+def heatmap(grid: pd.DataFrame, cls: str, key: str) -> go.Figure:
+    """Metric ``key`` of class ``cls`` over the (alpha, gamma) grid of the dynamic policy."""
+    m = metric(key)
+    table = grid[grid["class"] == cls].pivot(index="gamma", columns="alpha", values=key)
+    fig = go.Figure(go.Heatmap(z=[[m.table_value(v) for v in row] for row in table.to_numpy()],
+                               x=[str(a) for a in table.columns], y=[str(g) for g in table.index],
+                               colorbar=dict(title=m.title()), texttemplate="%{z:,}"))
+    fig.update_layout(height=300, margin=dict(t=40, b=10), title=f"{chart_text(cls)}: {m.title()}",
                       xaxis_title="alpha (waiting)", yaxis_title="gamma (tier)", xaxis_type="category",
                       yaxis_type="category")
     return fig
 
 
-def histogram(values: np.ndarray, title: str, log_x: bool = False) -> go.Figure:
-    fig = go.Figure(go.Histogram(x=values, nbinsx=60))
-    fig.update_layout(height=260, margin=dict(t=30, b=10), title=chart_text(title), bargap=0.02, showlegend=False)
-    if log_x:
-        fig.update_xaxes(type="log")
+def histogram(values: np.ndarray, title: str, x_title: str, log_x: bool = False) -> go.Figure:
+    """Histogram of ``values`` (requests per bin); a constant is one labelled bar, not a block of 60 bins."""
+    if len(values) and values.min() == values.max():
+        fig = go.Figure(go.Bar(x=[f"{values[0]:,.0f}"], y=[len(values)], text=[f"all {len(values):,}"],
+                               textposition="auto", width=[0.3]))
+        fig.update_xaxes(type="category")
+    else:
+        fig = go.Figure(go.Histogram(x=values, nbinsx=60))
+        if log_x:
+            fig.update_xaxes(type="log")
+    fig.update_layout(height=260, margin=dict(t=30, b=10), title=chart_text(title), bargap=0.02, showlegend=False,
+                      xaxis_title=x_title, yaxis_title="requests")
     return fig
 
 
 def rate_over_time(counts: pd.DataFrame) -> go.Figure:
     fig = go.Figure(go.Scatter(x=counts["minute"], y=counts["requests_per_s"], mode="lines"))
-    fig.update_layout(height=260, margin=dict(t=30, b=10), title="arrival rate per minute",
-                      xaxis_title="minute of the trace", yaxis_title="requests/s")
+    fig.update_layout(height=260, margin=dict(t=30, b=10), title="Arrival rate per minute",
+                      xaxis_title="minute of the trace", yaxis_title="arrival rate (req/s)")
     return fig

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.config import Fleet, Server
-from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, CURRENCIES, DeploymentCost,
-                         deployment_cost, fleet_cards, format_range, offer_hosting_problem, offers_for, unit_costs)
+import engine
+from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
+                         HOURS_PER_MONTH, DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem,
+                         offers_for, unit_costs)
+from engine.metric_table import COSTS, metric, money_range
+from ui import view
 
 
-def money(values: tuple[float, float] | list, currency: str) -> str:
-    text = format_range(values, 2 if values[0] is not None and values[1] < 100 else 0)
-    return text if text == "-" else f"{text} {currency}"
+def cards_text(count: float) -> str:
+    """ "1 card", "8 cards" """
+    return f"{count:g} card" + ("" if count == 1 else "s")
 
 
 def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | None:
@@ -22,21 +25,23 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
         return None
 
     def label(o: str) -> str:
-        price = money((offers.loc[o, "price_low"], offers.loc[o, "price_high"]), offers.loc[o, "currency"])
-        return f"{offers.loc[o, 'vendor']}: {price}/{offers.loc[o, 'period']} per {offers.loc[o, 'gpus_per_unit']:g} " \
-               f"card(s)"
+        price = money_range((offers.loc[o, "price_low"], offers.loc[o, "price_high"]), offers.loc[o, "currency"])
+        return (f"{offers.loc[o, 'vendor']}: {price} a {offers.loc[o, 'period']} per "
+                f"{cards_text(offers.loc[o, 'gpus_per_unit'])}")
 
     cols = st.columns([3, 1, 1, 1])
-    if st.session_state.get("cost_offer") not in offers.index:
-        st.session_state.pop("cost_offer", None)
+    view.choice("cost_offer", list(offers.index), offers.index[0])
+    view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
+    view.choice("cost_currency", CURRENCIES, CURRENCIES[0])
+    view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
     offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label)
     billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
     currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
-    cny_per_usd = cols[3].number_input("CNY per USD", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT, 0.05, key="cost_fx",
-                                       help="exchange rate: your setting, not a market quote")
+    cny_per_usd = cols[3].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
+                                       help="Exchange rate: your setting, not a market quote.")
     cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
     row = offers.loc[offer]
-    st.caption(f"{cards} x {gpu} rents {cost.units} unit(s) of {offer}: {row['notes']}. Source: {row['source']} "
+    st.caption(f"{cards} x {gpu} rents {cost.units} x {offer}: {row['notes']}. Source: {row['source']} "
                f"({row['as_of']}).{' Estimate: the price is a range or marked as estimated.' if cost.estimate else ''}")
     problem = offer_hosting_problem(offer, tensor_parallel)
     if problem:
@@ -44,27 +49,30 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     return cost
 
 
-def cost_view(scenario: dict, summary: dict) -> DeploymentCost | None:
+def cost_view(scenario: engine.Scenario, summary: dict) -> DeploymentCost | None:
     """Rental cost of the scenario's fleet and its unit costs at the simulated load; the chosen offer's
-    cost (None when the scenario has no real GPU or no offer)."""
-    server, fleet = scenario.get("server", {}), scenario.get("fleet", {})
-    if server.get("step_model", "fixed") != "roofline":
+    cost (None when the scenario has no real GPU or no offer). Amounts carry the currency in their label, so
+    each card holds a number or a range that fits it."""
+    server = scenario.server
+    if server.step_model != "roofline":
         st.caption("Choose the roofline step model (a real GPU) to price this fleet.")
         return None
-    gpu = server.get("gpu", Server.gpu)
-    cards = fleet_cards(gpu, int(server.get("tensor_parallel", 1)), int(fleet.get("replicas", Fleet.replicas)))
-    cost = pick_offer(gpu, cards, int(server.get("tensor_parallel", 1)))
+    cards = fleet_cards(server.gpu, server.tensor_parallel, scenario.fleet.replicas)
+    cost = pick_offer(server.gpu, cards, server.tensor_parallel)
     if cost is None:
         return None
     per_unit = [unit_costs(p, summary["overall"]) for p in cost.per_hour]
-    cols = st.columns(6)
-    cols[0].metric("Per hour", money(cost.per_hour, cost.currency))
-    cols[1].metric("Per month", money(cost.per_month, cost.currency))
-    for col, (label, key) in zip(cols[2:5], (("Per 1M output tokens", "per_million_output_tokens"),
-                                             ("Per 1M total tokens", "per_million_total_tokens"),
-                                             ("Per SLA-met request", "per_sla_met_request"))):
-        col.metric(label, money((per_unit[0][key], per_unit[1][key]), cost.currency),
-                   help="at the simulated load; the GPU is rented whether busy or not")
-    cols[5].metric("GPU utilisation", f"{summary['system']['gpu_busy_frac']:.0%}",
-                   help="share of the run the fleet's GPUs spent in iterations")
+    cards_row = st.columns(3)
+    cards_row[0].metric(f"Per hour ({cost.currency})", money_range(cost.per_hour))
+    cards_row[1].metric(f"Per month ({cost.currency})", money_range(cost.per_month),
+                        help=f"{HOURS_PER_MONTH:g} hours a month.")
+    cards_row[2].metric("GPU busy", metric("gpu_busy_frac").text(summary["system"]["gpu_busy_frac"]),
+                        help=metric("gpu_busy_frac").help)
+    cards_row = st.columns(3)
+    unit_cost_key = {column: key for key, column in COST_COLUMNS.items()}
+    for col, m in zip(cards_row, COSTS):
+        key = unit_cost_key[m.key]
+        col.metric(m.title(cost.currency), money_range((per_unit[0][key], per_unit[1][key])),
+                   help=f"{m.help[0].upper()}{m.help[1:]}, at the simulated load: the GPUs are rented whether "
+                        f"busy or not.")
     return cost

@@ -14,7 +14,7 @@ from typing import Callable
 
 import streamlit as st
 
-from ui import text
+from ui import text, view
 
 LOG = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ def run_page(body: Callable[[], None]) -> None:
         LOG.exception("page failed")
         text.error(f"This page stopped on an unexpected error ({type(exc).__name__}); the scenario is unchanged. "
                    "Please report it with the page link.")
+    finally:
+        view.remember()  # the view controls drawn so far go into the link, whatever stopped the page
 
 
 def fragment(func: Callable) -> Callable:

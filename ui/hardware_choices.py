@@ -1,4 +1,4 @@
-"""Options and labels of the server keys that name a row of a hardware table (GPU, model, weight and KV
+"""Options of the server keys that name a row of a hardware table (GPU, model, weight and KV
 formats)."""
 
 from __future__ import annotations
@@ -11,4 +11,3 @@ TABLE_CHOICES = {
     "quant": lambda: list(load_table("quant").index),
     "kv_quant": lambda: list(load_table("kv_quant").index),
 }
-LABELS = {"gpu": "GPU", "model": "Model", "quant": "Weights", "kv_quant": "KV cache"}

@@ -20,16 +20,15 @@ import streamlit as st
 
 import engine
 from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import Arrival, apply_overrides
-from engine.sweep import run_summary, tagged_metrics
+from engine.config import apply_overrides
+from engine.simulate import warm_up as engine_warm_up
+from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, run_summary, tagged_metrics
 from ui import trace_store
 from ui.result_cache import ResultCache
-from ui.state import PRESET_DIR, validate
+from ui.state import validate
 from ui.trace_store import APP_ORIGIN
-from ui.widgets import field_bounds, field_meta
 
 SWEEP_MAX_REQUESTS = 5000
-SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
 
 
 def canonical(data: dict) -> str:
@@ -49,10 +48,10 @@ class Run:
         return int(self.requests.memory_usage(deep=True).sum() + self.timeseries.memory_usage(deep=True).sum())
 
 
-@st.cache_resource(show_spinner="Loading the compiled simulator...")
+@st.cache_resource(show_spinner="Loading the compiled simulator (compiling it, the first time after set-up)...")
 def warm_up() -> bool:
-    """Load (or compile) the simulator once per server process."""
-    engine.simulate(engine.load_scenario(PRESET_DIR / "example.toml", overrides=["workload.num_requests=50"]))
+    """Load (or compile) the simulator once per server process (``.ci/setup`` compiles it ahead)."""
+    engine_warm_up()
     return True
 
 
@@ -150,22 +149,7 @@ def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple
 def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:
     """Every policy on the same arrivals (the first ``SWEEP_MAX_REQUESTS`` requests); and a note when the
     section's time ran out first."""
-    return _variants(capped(data), [({"policy.name": name}, {"policy": name}) for name in policies],
-                     "Running every policy...")
-
-
-def _round_sig(x: float, digits: int = 3) -> float:
-    return round(x, digits - 1 - int(math.floor(math.log10(abs(x))))) if x > 0 else x
-
-
-def sweep_rates(rate_per_s: float, offered_load: float) -> list[float]:
-    """Arrival rates at fixed fractions of the estimated capacity (so moving the rate reuses the curves),
-    within the rates a scenario accepts."""
-    capacity_per_s = rate_per_s / offered_load if offered_load > 0 else rate_per_s
-    if not math.isfinite(capacity_per_s):
-        capacity_per_s = rate_per_s
-    low, high = field_bounds(field_meta(Arrival, "rate_per_s")[1])
-    return sorted({min(max(_round_sig(capacity_per_s * f), low), high) for f in SWEEP_LOAD_FACTORS})
+    return _variants(capped(data), policy_variants(policies), "Running every policy...")
 
 
 def load_sweep(data: dict, rates: list[float], policies: list[str]) -> tuple[pd.DataFrame, str | None]:
@@ -180,9 +164,7 @@ def load_sweep(data: dict, rates: list[float], policies: list[str]) -> tuple[pd.
     key = ("sweep", canonical(base), tuple(rates), tuple(policies))
     if st.session_state.get("sweep_key") == key:
         return st.session_state["sweep_frame"], None
-    variants = [({"workload.arrival.rate_per_s": rate, "policy.name": name},
-                 {"rate_per_s": rate, "policy": name}) for rate in rates for name in policies]
-    frame, note = _variants(base, variants, "Sweeping the arrival rate...")
+    frame, note = _variants(base, rate_variants(rates, policies), "Sweeping the arrival rate...")
     if note is None:
         st.session_state["sweep_key"], st.session_state["sweep_frame"] = key, frame
     return frame, note
@@ -190,6 +172,4 @@ def load_sweep(data: dict, rates: list[float], policies: list[str]) -> tuple[pd.
 
 def alpha_gamma_map(data: dict, alphas: list[float], gammas: list[float]) -> tuple[pd.DataFrame, str | None]:
     """The dynamic policy over a grid of (alpha, gamma) at the current load."""
-    variants = [({"policy.name": "dynamic", "policy.alpha": a, "policy.gamma": g}, {"alpha": a, "gamma": g})
-                for a in alphas for g in gammas]
-    return _variants(capped(data), variants, "Mapping alpha and gamma...")
+    return _variants(capped(data), alpha_gamma_variants(alphas, gammas), "Mapping alpha and gamma...")

@@ -8,7 +8,7 @@ import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import parse_toml, to_toml
 from engine.errors import printable
-from ui import state, text
+from ui import state, text, view
 
 
 def scenario_from_upload(name: str, content: bytes) -> dict:
@@ -44,6 +44,7 @@ def render() -> None:
     """Draw the shared scenario sidebar (every page calls this first)."""
     _through_entrypoint()
     data = state.current()
+    view.restore()
     error = state.pop_load_error()
     if error:
         text.error(error)

@@ -22,7 +22,7 @@ from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
-DEFAULT_PRESET = "example.toml"
+DEFAULT_PRESET = "chat_and_batch_a100_8b.toml"  # a real GPU, so the first screen shows cost too
 QUERY_KEY = "s"
 
 
@@ -31,11 +31,11 @@ def encode(data: dict) -> str:
     return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
 
 
-def decode(link: str) -> dict:
-    """The scenario dict in a link; ``ScenarioError`` when the text is not one, or is larger than the limits
-    (``link_chars`` before, ``link_bytes`` after decompression: decompression stops there)."""
+def decode(link: str, what: str = "the link's scenario (?s=...)") -> dict:
+    """The table in a link (``what`` names it in errors); ``ScenarioError`` when the text is not one, or is larger
+    than the limits (``link_chars`` before, ``link_bytes`` after decompression: decompression stops there)."""
     caps = DEFAULT_CAPS
-    caps.check("link_chars", "the link's scenario (?s=...)", link)
+    caps.check("link_chars", what, link)
     try:
         inflater = zlib.decompressobj()
         raw = inflater.decompress(base64.urlsafe_b64decode(link + "=" * (-len(link) % 4)), caps.link_bytes)
@@ -44,12 +44,12 @@ def decode(link: str) -> dict:
             raise ValueError("truncated")
         data = None if too_large else json.loads(raw)
     except (binascii.Error, zlib.error, ValueError, RecursionError):
-        raise engine.ScenarioError("the link's scenario (?s=...) is damaged; the default scenario is shown") from None
+        raise engine.ScenarioError(f"{what} is damaged; the default is shown") from None
     if too_large:
-        raise engine.ScenarioError(f"the link's scenario (?s=...) decompresses to more than the limit of "
-                                   f"{caps.link_bytes:,} bytes (link_bytes); the default scenario is shown")
+        raise engine.ScenarioError(f"{what} decompresses to more than the limit of {caps.link_bytes:,} bytes "
+                                   f"(link_bytes); the default is shown")
     if not isinstance(data, dict):
-        raise engine.ScenarioError("the link's scenario (?s=...) is not a scenario table")
+        raise engine.ScenarioError(f"{what} is not a table")
     return data
 
 
@@ -118,15 +118,24 @@ def replace(data: dict) -> bool:
 
 def update(data: dict) -> bool:
     """Apply an edit made through the widgets; False (and an error shown) if it is invalid."""
-    if data == st.session_state.get("scenario"):
+    current = st.session_state.get("scenario")
+    if data == current:
         return True
     try:
-        validate(data)
+        typed = validate(data)
     except engine.ScenarioError as exc:
         text.error(f"{exc}. The last valid scenario stays in use.")
         return False
+    if typed == validate(current):  # the widgets only spelled out defaults the scenario left out
+        return True
     _store(data, new_version=False)
+    st.session_state["edited"] = True
     return True
+
+
+def first_visit() -> bool:
+    """True while the session still shows the scenario it opened on, untouched (no edit, preset or upload)."""
+    return version() == 1 and "edited" not in st.session_state
 
 
 def pop_load_error() -> str | None:

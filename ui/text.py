@@ -36,3 +36,9 @@ def chart_text(text: object) -> str:
 def error(message: object) -> None:
     """One error line, shown as plain text."""
     st.error(plain(message))
+
+
+def sentence(text: str) -> str:
+    """A help text as a sentence: capital first letter, final full stop."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "?", "!", ")")) else ".")

@@ -13,7 +13,8 @@ from typing import Any, Optional
 import streamlit as st
 
 from engine.caps import DEFAULT_CAPS
-from engine.config import unwrap_optional
+from engine.config import field_label, unwrap_optional
+from ui.text import sentence
 
 
 def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:
@@ -37,8 +38,8 @@ def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str]
     """One input for ``cls.name`` showing ``value`` (the field's default when None is not allowed)."""
     tp, meta, default = field_meta(cls, name)
     unit = meta.get("unit", "")
-    text = (label or name.replace("_", " ").capitalize()) + (f" ({unit})" if unit else "")
-    help_text = meta.get("help") or None
+    text = (label or field_label(cls, name)) + (f" ({unit})" if unit else "")
+    help_text = sentence(meta["help"]) if meta.get("help") else None
     if value is None and default is not dataclasses.MISSING:
         value = default
     if tp is bool:

@@ -1,0 +1,19 @@
+"""Every name a scenario may choose from, with the integer code the compiled loop uses, defined once.
+
+A leaf module (it imports nothing of the engine): ``config`` takes its ``choices`` from here, the kernel,
+policies, step-time model, trace readers and hardware tables take their codes and lists from here, and the
+command line and pages read the same tables. A new policy, router or mode starts with one entry here.
+"""
+
+from __future__ import annotations
+
+POLICY_CODES = {"fifo": 0, "priority": 1, "wfq": 2, "dynamic": 3, "sjf": 4, "srpt": 5, "edf": 6, "vllm-fcfs": 7,
+                "vllm-priority": 8}
+ROUTER_CODES = {"round-robin": 0, "least-tokens": 1, "shortest-queue": 2}
+PREEMPT_MODE_CODES = {"keep": 0, "swap": 1, "recompute": 2}
+STEP_MODEL_CODES = {"fixed": 0, "roofline": 1}
+TRACE_FORMATS = ("csv", "azure", "mooncake")
+TP_DEGREES = (1, 2, 4, 8)
+KV_ALLOCATIONS = ("paged", "static")
+ARRIVAL_PROCESSES = ("poisson", "gamma")
+LENGTH_DISTRIBUTIONS = ("constant", "uniform", "geometric", "lognormal")

@@ -1,0 +1,203 @@
+"""What a first-time user trips on, driven headless (AppTest): each test failed before its fix."""
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO, SCENARIOS, shown
+from engine.config import apply_overrides, read_toml
+from ui import state, trace_store, view
+from ui.state import encode
+
+
+def app(scenario: dict | None = None, view_choices: dict | None = None) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180)
+    if scenario is not None:
+        at.query_params[state.QUERY_KEY] = encode(scenario)
+    if view_choices is not None:
+        at.query_params[view.QUERY_KEY] = encode(view_choices)
+    return at
+
+
+def example(**changes) -> dict:
+    return apply_overrides(read_toml(SCENARIOS / "example.toml"), changes)
+
+
+def card(at: AppTest, label: str, index: int = 0) -> str:
+    return [m for m in at.metric if m.label == label][index].value
+
+
+def link_of(at: AppTest, key: str) -> dict:
+    value = at.query_params[key]
+    return state.decode(value if isinstance(value, str) else value[0])
+
+
+def test_the_default_scenario_runs_on_a_real_gpu_and_shows_cost():
+    at = app().run()
+    assert not at.exception and not at.error
+    assert state.default_data()["server"]["step_model"] == "roofline"
+    assert any(m.label.startswith("Per month (") for m in at.metric), "the first screen prices the fleet"
+    assert any(i.value.startswith("Start here") for i in at.info), "a first visit says what to do first"
+    at.selectbox(key="policy_1").set_value("priority").run()
+    assert not any(i.value.startswith("Start here") for i in at.info), "the first-visit line leaves after an edit"
+
+
+def test_visiting_hardware_and_cost_changes_nothing():
+    """A scenario on the fixed step model stays on it when Hardware & Cost is opened and left untouched."""
+    at = app(example(**{"workload.num_requests": 3000})).run()
+    before = card(at, "TTFT p99")
+    at.switch_page("pages/hardware.py").run()
+    assert not at.exception and not at.error
+    assert any("fixed iteration time" in i for i in shown(at.info))
+    assert state_of(at)["server"]["step_model"] == "fixed"
+    at.switch_page("pages/lab.py").run()
+    assert card(at, "TTFT p99") == before and state_of(at)["server"]["step_model"] == "fixed"
+    at.switch_page("pages/hardware.py").run()
+    at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()  # an edit does move the scenario onto the GPU
+    assert state_of(at)["server"]["step_model"] == "roofline" and state_of(at)["server"]["gpu"] == "H100-80G"
+
+
+def state_of(at: AppTest) -> dict:
+    return link_of(at, state.QUERY_KEY)
+
+
+@pytest.fixture
+def long_trace() -> str:
+    """A stored 30,000-row trace (one request every 50 ms, 8 prompt and 4 output tokens)."""
+    rows = "\n".join(f"{0.05 * i:.2f},8,4" for i in range(30_000))
+    return trace_store.store(f"arrival_s,prompt_tokens,output_tokens\n{rows}\n".encode(), ".csv")
+
+
+def test_a_trace_replays_whole_or_says_how_much(long_trace):
+    data = example(**{"workload.trace": {"path": long_trace, "format": "csv"}})
+    data["workload"].pop("num_requests")
+    at = app(data).run()
+    assert not at.exception and not at.error
+    assert at.toggle(key="whole_trace_1").value is True
+    assert any("Replays 30,000 of the trace's 30,000 requests" in c for c in shown(at.caption))
+    at.toggle(key="whole_trace_1").set_value(False).run()
+    at.number_input(key="requests_1").set_value(1000).run()
+    assert any("Replays 1,000 of the trace's 30,000 requests" in c for c in shown(at.caption))
+    assert state_of(at)["workload"]["num_requests"] == 1000
+
+
+def test_a_link_whose_trace_is_gone_shows_the_default_scenario_under_the_message(long_trace):
+    data = example(**{"workload.trace": {"path": long_trace, "format": "csv"}, "workload.num_requests": 2000})
+    (trace_store.STORE_DIR / long_trace).unlink()
+    at = app(data).run()
+    assert not at.exception
+    assert any("no longer on this server" in e for e in shown(at.error))
+    assert state.default_data()["name"] in shown(at.sidebar.caption)
+    assert [m for m in at.metric if m.label == "TTFT p99"], "results are shown under the message"
+    at.switch_page("pages/workload.py").run()
+    assert not at.exception and at.get("plotly_chart"), "the other pages show the default scenario too"
+
+
+@pytest.mark.parametrize("rate", [2.5, 2.537, 0.1, 0.0003, 45.0, 1234.5])
+def test_the_rate_slider_holds_a_preset_or_link_value_exactly(rate):
+    at = app(example(**{"workload.arrival.rate_per_s": rate, "workload.num_requests": 500})).run()
+    slider = at.slider(key="rate_1")
+    assert slider.value == rate
+    step = slider.proto.step
+    assert abs(rate / step - round(rate / step)) < 1e-9 * rate / step and slider.proto.min % step < 1e-12
+    assert state_of(at)["workload"]["arrival"]["rate_per_s"] == rate
+
+
+def trace_names(at: AppTest, index: int) -> set[str]:
+    spec = json.loads(at.get("plotly_chart")[index].proto.spec)
+    return {t.get("name") for t in spec["data"]}
+
+
+def test_the_load_curves_always_show_the_current_policy():
+    at = app(example(**{"workload.num_requests": 1000})).run()
+    at.selectbox(key="policy_1").set_value("dynamic").run()
+    assert not at.exception
+    curves = next(i for i, c in enumerate(at.get("plotly_chart")) if "arrival rate" in c.proto.spec)
+    assert {"Dynamic cost with preemption", "First come, first served", "Strict priority levels"} <= \
+        trace_names(at, curves)
+
+
+def test_a_link_reopens_hardware_and_cost_with_its_view_choices():
+    choices = {"cost_currency": "USD", "cost_offer": "runpod-a100-sxm", "cost_billing": "annual prepay",
+               "cost_fx": 7.3, "hw_target_metric": "e2e_p99_ms", "hw_target_ms": 20000.0, "hw_target_replicas": 4,
+               "hw_target_class": "batch", "hw_offer_gpus": ["A100-80G"], "hw_offer_firm": True,
+               "hw_context_tokens": 4096}
+    at = app(state.default_data(), choices).run()
+    at.switch_page("pages/hardware.py").run()
+    assert not at.exception and not at.error
+    for key, value in choices.items():
+        widget = at.selectbox(key=key) if key in ("cost_currency", "cost_offer", "cost_billing", "hw_target_metric",
+                                                  "hw_target_class") else None
+        if widget is None:
+            widget = next(w for kind in ("number_input", "multiselect", "toggle") for w in at.get(kind)
+                          if getattr(w, "key", None) == key)
+        assert widget.value == value, key
+    assert any(m.label == "Fleet per month (USD)" for m in at.metric)
+    at.selectbox(key="cost_currency").set_value("CNY").run()
+    assert link_of(at, view.QUERY_KEY)["cost_currency"] == "CNY" and link_of(at, view.QUERY_KEY)["hw_find"] is False
+
+
+def test_a_view_link_with_values_that_do_not_fit_falls_back_to_the_defaults():
+    at = app(state.default_data(), {"cost_offer": "no-such-offer", "cost_fx": 1e9, "hw_target_replicas": 2.5,
+                                    "hw_offer_gpus": ["A100-80G", "nope"], "hw_find": "yes", "junk": 1}).run()
+    at.switch_page("pages/hardware.py").run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="cost_fx").value == pytest.approx(7.077)
+    assert at.number_input(key="hw_target_replicas").value == 16 and at.toggle(key="hw_find").value is False
+    assert at.multiselect(key="hw_offer_gpus").value == []
+
+
+def test_offered_load_and_gpu_busy_are_defined_on_screen():
+    at = app().run()
+    captions = " ".join(shown(at.caption))
+    assert "Offered load: arriving work per second over the most the fleet can serve" in captions
+    assert "GPU busy: share of the run during which an iteration was running" in captions
+    helps = {m.label: m.proto.help for m in at.metric}
+    assert "estimated" in helps["Offered load"] and "nothing about how full" in helps["GPU busy"]
+
+
+def test_a_class_without_an_sla_target_shows_no_target():
+    at = app(example(**{"workload.num_requests": 2000})).run()
+    assert card(at, "SLA met", 1) == "no target"  # offline sets no target
+    assert card(at, "SLA met", 0).endswith("%") and card(at, "SLA met", 2).endswith("%")
+
+
+def test_zero_changes_are_not_shown_as_deltas():
+    at = app(example(**{"workload.num_requests": 2000})).run()
+    at.selectbox(key="policy_1").set_value("vllm-fcfs").run()  # same order as FIFO here: nothing moves
+    assert all(m.delta in (None, "") for m in at.metric), [(m.label, m.delta) for m in at.metric if m.delta]
+
+
+def test_policy_help_reads_as_sentences():
+    at = app().run()
+    for name in ("fifo", "priority", "wfq", "dynamic", "sjf", "srpt", "edf", "vllm-fcfs", "vllm-priority"):
+        at.selectbox(key="policy_1").set_value(name).run()
+        caption = next(c for c in shown(at.sidebar.caption) if c.startswith("Orders by"))
+        assert " Use it " in caption and caption.endswith(".") and "Use it when mixed" not in caption
+
+
+def test_histograms_of_constant_lengths_are_one_labelled_bar():
+    at = app(example(**{"workload.num_requests": 2000})).run()
+    at.switch_page("pages/workload.py").run()
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    offline_output = next(s for s in specs if "offline: output length" in json.dumps(s["layout"].get("title")))
+    assert offline_output["data"][0]["type"] == "bar" and offline_output["data"][0]["x"] == ["256"]
+    for spec in specs:
+        layout = spec["layout"]
+        assert layout["xaxis"].get("title", {}).get("text") and layout["yaxis"].get("title", {}).get("text")
+
+
+def test_every_chart_has_axis_titles_and_one_colour_per_policy():
+    at = app(example(**{"workload.num_requests": 1000})).run()
+    colours = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        for side in ("xaxis", "yaxis"):  # subplots sharing an axis title it once
+            titles = [v.get("title", {}).get("text") for k, v in spec["layout"].items() if k.startswith(side)]
+            assert any(titles), f"a chart has no {side} title"
+        for trace in spec["data"]:
+            colour = (trace.get("marker") or {}).get("color") or (trace.get("line") or {}).get("color")
+            if trace.get("name") and isinstance(colour, str):
+                colours.setdefault(trace["name"], set()).add(colour)
+    assert all(len(c) == 1 for c in colours.values()), colours

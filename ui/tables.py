@@ -1,0 +1,45 @@
+"""Result frames as a reader sees them: words with one unit as column headers, each metric rounded its
+way (``engine.metric_table``), policy labels instead of ids, and the decisive columns first.
+
+Cells stay numbers (so a click on a header sorts them); a missing value is an empty cell, and the caption
+under the table says what an empty cell means.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.metric_table import METRICS
+from engine.policies import POLICY_LABELS
+
+# Columns that are not metrics: (header, help).
+PLAIN_COLUMNS = {
+    "policy": ("Policy", "scheduling policy"),
+    "class": ("Class", "request class, or overall for the whole run"),
+    "rate_per_s": ("Arrival rate (req/s)", "mean arrivals per second"),
+    "unstable": ("Cut or unstable", "the run was cut short or its queue kept growing: its figures are a lower "
+                                    "bound"),
+    "shape": ("Shape", "replicas x tensor-parallel degree"),
+    "replica": ("Replica", "server number"),
+    "routed": ("Requests routed", "arrivals the router sent to this replica"),
+    "output_tokens": ("Output tokens", "output tokens of the requests completed on this replica"),
+    "note": ("Note", None),
+}
+
+
+def show(frame: pd.DataFrame, columns: list[str], currency: str = "", key: str | None = None) -> None:
+    """``frame``'s ``columns`` (in that order, those present) as a readable table."""
+    shown = frame[[c for c in columns if c in frame.columns]].copy()
+    config = {}
+    for column in shown.columns:
+        if column in METRICS:
+            m = METRICS[column]
+            shown[column] = [m.table_value(v) for v in shown[column]]
+            config[column] = st.column_config.NumberColumn(m.title(currency), help=m.help, format="localized")
+        elif column in PLAIN_COLUMNS:
+            header, help_text = PLAIN_COLUMNS[column]
+            config[column] = st.column_config.Column(header, help=help_text)
+    if "policy" in shown.columns:
+        shown["policy"] = shown["policy"].map(lambda p: POLICY_LABELS.get(p, p))
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=config, key=key)

@@ -1,0 +1,100 @@
+"""View choices in the link: what a page shows (offer, currency, target, chart metric...), beside the scenario.
+
+The scenario says what is simulated (``?s=``, ``ui.state``); the view says how it is looked at (``?v=``:
+JSON, compressed like the scenario). Every control that changes what a page shows is keyed by a name of
+``VIEW_KEYS``; its value is remembered across pages in the session (Streamlit forgets the state of widgets
+a page does not draw) and written to the address bar, so a copied link reopens the same view. A value read
+from a link is only a wish: each control checks it against its own options (``choice``, ``number``) before
+it is drawn, and a value that does not fit is dropped for the control's default.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import streamlit as st
+
+import engine
+from ui import state, text
+
+QUERY_KEY = "v"
+VIEW_KEYS = (
+    # Lab
+    "comparison_metric", "curves_metric", "cdf_column", "curve_policies", "alpha_gamma", "timeline_replica",
+    # cost of the fleet (Lab and Hardware & Cost)
+    "cost_offer", "cost_billing", "cost_currency", "cost_fx",
+    # Hardware & Cost
+    "hw_context_tokens", "hw_offer_gpus", "hw_offer_currency", "hw_offer_fx", "hw_offer_firm",
+    "hw_target_class", "hw_target_metric", "hw_target_ms", "hw_target_replicas", "hw_find",
+)
+_MEMORY = "view"
+_MAX_TEXT_CHARS = 200
+_MAX_LIST = 64
+
+
+def _plain_value(value: Any) -> bool:
+    """A value a view control can hold: a short string, a boolean, a finite number, or a short list of strings."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, (int, float)):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return len(value) <= _MAX_TEXT_CHARS
+    if isinstance(value, list):
+        return len(value) <= _MAX_LIST and all(isinstance(v, str) and len(v) <= _MAX_TEXT_CHARS for v in value)
+    return False
+
+
+def restore() -> None:
+    """Put the remembered view (at a session's start: the link's) into the controls' state, before any is drawn."""
+    if _MEMORY not in st.session_state:
+        st.session_state[_MEMORY] = {}
+        link = st.query_params.get(QUERY_KEY)
+        if link:
+            try:
+                wished = state.decode(link, "the link's view (?v=...)")
+            except engine.ScenarioError as exc:
+                text.error(f"{exc}; the default view is shown")
+                wished = {}
+            st.session_state[_MEMORY] = {k: v for k, v in wished.items() if k in VIEW_KEYS and _plain_value(v)}
+    for key, value in st.session_state[_MEMORY].items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+
+
+def remember() -> None:
+    """Keep the controls' current values for other pages and write them into the address bar."""
+    memory = st.session_state.setdefault(_MEMORY, {})
+    memory.update({k: st.session_state[k] for k in VIEW_KEYS if k in st.session_state
+                   and _plain_value(st.session_state[k])})
+    if memory:
+        st.query_params[QUERY_KEY] = state.encode(memory)
+
+
+def choice(key: str, options: Sequence, default: Any) -> None:
+    """Before a select box (or radio, multiselect with a list) keyed ``key`` is drawn: its value is one of
+    ``options`` (each of them, for a list), else ``default``."""
+    value = st.session_state.get(key, default)
+    fits = all(v in options for v in value) if isinstance(value, list) else value in options
+    st.session_state[key] = value if fits else default
+
+
+def number(key: str, low: float, high: float, default: float, integer: bool = False) -> None:
+    """Before a number input keyed ``key`` is drawn: its value lies in [low, high], else ``default``."""
+    value = st.session_state.get(key, default)
+    fits = isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
+    if fits and integer:
+        fits = float(value).is_integer()
+    st.session_state[key] = (int(value) if integer else float(value)) if fits else default
+
+
+def flag(key: str, default: bool = False) -> None:
+    """Before a toggle keyed ``key`` is drawn: its value is a boolean, else ``default``."""
+    value = st.session_state.get(key, default)
+    st.session_state[key] = value if isinstance(value, bool) else default
+
+
+def current(key: str, default: Any) -> Any:
+    """The value of control ``key`` (drawn on this page or remembered from another), else ``default``."""
+    return st.session_state.get(key, st.session_state.get(_MEMORY, {}).get(key, default))
