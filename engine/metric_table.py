@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-# Kinds decide the number format: a duration in ms is written in ms below 1 s, in s above; a fraction as
-# a percentage (a change of one in percentage points); a count as an integer; a rate with three significant
-# digits; money with three significant digits.
+# Kinds decide the number format: a duration in ms below 1 s, in s (three significant digits) above; a
+# fraction as a percentage (a change of one in percentage points); a count as an integer; a rate with three
+# significant digits; money in whole units from 100 up, else three significant digits.
 DURATION, FRACTION, COUNT, RATE, MONEY = "duration", "fraction", "count", "rate", "money"
 
 
@@ -45,8 +45,8 @@ class Metric:
         return f"{self.label} ({unit})" if unit else self.label
 
     def text(self, value: Any, signed: bool = False, currency: str = "") -> str:
-        """The value as a reader sees it, with its unit ("3.57 s", "98.5%", "1,230 tokens/s"); "—" when
-        missing. ``signed`` writes a change ("+120 ms", "-1.5 pt")."""
+        """The value as a reader sees it ("3.57 s", "49.2 s", "98.5%"; a rate without its unit: "1,150"); "—"
+        when missing. ``signed`` writes a change ("+120 ms", "-1.5 pt")."""
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "—"
         sign = "+" if signed else ""
@@ -55,14 +55,18 @@ class Metric:
                 return f"{significant(value, 3, sign)} ms"
             if abs(value) < 1000:
                 return f"{value:{sign},.0f} ms"
-            return f"{value / 1000:{sign},.2f} s" if abs(value) < 100_000 else f"{value / 1000:{sign},.0f} s"
+            return f"{significant(value / 1000, 3, sign)} s" if abs(value) < 1000_000 else f"{value / 1000:{sign},.0f} s"
         if self.kind == FRACTION:
             return f"{100 * value:+.1f} pt" if signed else f"{100 * value:.1f}%"
         if self.kind == COUNT:  # the label names what is counted
             return f"{value:{sign},.0f}"
         if self.kind == MONEY:
             return f"{money_text(value, sign)} {currency}".rstrip()
-        return f"{significant(value, 3, sign)} {self.unit}".rstrip()
+        return significant(value, 3, sign)  # a rate's unit is in its card's label (``card_label``)
+
+    def card_label(self) -> str:
+        """The label of a card showing this metric: a rate's unit goes here, so the number fits its card."""
+        return self.title() if self.kind == RATE else self.label
 
     def table_value(self, value: Any) -> Any:
         """The value as a table cell holds it (still a number, so columns sort): whole ms from 100 ms (three
@@ -144,11 +148,11 @@ CLASS_METRICS: tuple[Metric, ...] = (
     Metric("sla_attainment", "SLA met", "", FRACTION, False,
            "completed requests within every SLA target of their class, of completed and timed-out ones; a class "
            "without a target has none"),
-    Metric("output_tokens_per_s", "Output tokens/s", "tokens/s", RATE, False,
+    Metric("output_tokens_per_s", "Output", "tokens/s", RATE, False,
            "output tokens generated per simulated second of the run"),
-    Metric("prompt_tokens_per_s", "Prompt tokens/s", "tokens/s", RATE, False,
+    Metric("prompt_tokens_per_s", "Prompt", "tokens/s", RATE, False,
            "prompt tokens of requests that received a first token, per simulated second"),
-    Metric("sla_met_per_s", "SLA-met requests/s", "req/s", RATE, False, "completed requests within their SLA "
+    Metric("sla_met_per_s", "SLA-met", "req/s", RATE, False, "completed requests within their SLA "
            "targets, per simulated second"),
     Metric("longest_wait_ms", "Longest wait", "ms", DURATION, True,
            "longest time any request of the class waited before it was first scheduled: starvation shows here"),

@@ -58,7 +58,7 @@ def memory_section(server: Server) -> int | None:
     fig = go.Figure([go.Bar(y=["one card"], x=[gib], name=name, orientation="h", marker_color=MEMORY_COLORS[name],
                             hovertemplate=f"{name}: %{{x:.1f}} GiB<extra></extra>")
                      for name, gib in parts.items() if gib > 0])
-    fig.update_layout(barmode="stack", height=170, margin=dict(t=10, b=10), xaxis_title="GiB",
+    fig.update_layout(barmode="stack", height=170, margin=dict(t=10, b=10), xaxis_title="memory (GiB)",
                       legend=dict(orientation="h", y=-0.6))
     st.plotly_chart(fig, width="stretch")
     try:
@@ -85,13 +85,15 @@ def step_section(server: Server) -> None:
                                 mode="lines+markers",
                                 name=f"{c:,} tokens of context") for c in CONTEXTS_TOKENS])
     fig.update_layout(height=320, margin=dict(t=30, b=10), title="Decode iteration vs batch size",
-                      xaxis=dict(title="sequences in the batch", type="log"), yaxis_title="ms per iteration")
+                      xaxis=dict(title="sequences in the batch", type="log", dtick=1),
+                      yaxis_title="iteration time (ms)")
     left.plotly_chart(fig, width="stretch")
     prompts = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
     fig = go.Figure(go.Scatter(x=prompts, y=[prefill_s(step, p) * 1e3 for p in prompts], mode="lines+markers",
                                name="prefill"))
     fig.update_layout(height=320, margin=dict(t=30, b=10), title="Prefill of one prompt (one iteration)",
-                      xaxis=dict(title="prompt tokens", type="log"), yaxis=dict(title="ms", type="log"))
+                      xaxis=dict(title="prompt tokens", type="log", dtick=1),
+                      yaxis=dict(title="prefill time (ms)", type="log", dtick=1))
     right.plotly_chart(fig, width="stretch")
     st.caption("Flat lines are memory-bound (weights read once per iteration, shared by the batch); rising lines "
                "are compute-bound. Roofline model, " + badge(server.gpu) + ".")
@@ -99,7 +101,7 @@ def step_section(server: Server) -> None:
 
 def offers_section() -> None:
     offers = load_table("offers").reset_index()
-    cols = st.columns([3, 1, 1, 1])
+    cols = st.columns([2.5, 1, 1, 1.5])
     view.choice("hw_offer_gpus", sorted(offers["gpu"].unique()), [])
     view.choice("hw_offer_currency", CURRENCIES, CURRENCIES[0])
     view.number("hw_offer_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
@@ -157,7 +159,7 @@ def cost_vs_load(data: dict, typed: engine.Scenario, rental) -> None:
     fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title="arrival rate (req/s)",
                       yaxis_title=metric("cost_per_million_output_tokens").title(rental.currency))
     st.plotly_chart(fig, width="stretch")
-    st.caption(f"Policy {POLICY_LABELS[policy]}, low end of {rental.offer}; past saturation the cost stops falling "
+    st.caption(f"Policy: {POLICY_LABELS[policy]}; low end of {rental.offer}. Past saturation the cost stops falling "
                f"while latency explodes (see the Lab's curves).")
 
 

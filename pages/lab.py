@@ -205,19 +205,19 @@ def kpi_cards(summary: dict, previous: dict | None, typed: engine.Scenario) -> N
             old = None if old is None or (isinstance(old, float) and math.isnan(old)) else old
             delta = m.text(value - old, signed=True) if value is not None and old is not None else None
             shown = "no target" if key == "sla_attainment" and not targets.get(name, True) else m.text(value)
-            cells[i % 2].metric(m.label, shown, delta if delta and changed(delta) else None,
+            cells[i % 2].metric(m.card_label(), shown, delta if delta and changed(delta) else None,
                                 delta_color="inverse" if m.lower_is_better else "normal", help=m.help)
 
 
 def system_cards(system: dict) -> None:
     """The fleet's load and how it spent its time, each defined where it is read."""
     cols = st.columns(5)
-    values = {"offered_load": load_text(system["offered_load"]) + " (estimate)",
+    values = {"offered_load": load_text(system["offered_load"]),
               "gpu_busy_frac": metric("gpu_busy_frac").text(system["gpu_busy_frac"]),
               "mean_batch_size": f"{system['mean_batch_size']:.1f}",
               "preemptions": metric("preemptions").text(system["preemptions"])}
     for col, m in zip(cols, SYSTEM_METRICS):
-        col.metric(m.label, values[m.key], help=m.help)
+        col.metric(m.label + (" (estimate)" if m.key == "offered_load" else ""), values[m.key], help=m.help)
     cols[4].metric("KV cache peak", "unlimited" if system["kv_peak_frac"] is None else
                    f"{system['kv_peak_frac']:.0%}", help="Most of the KV cache in use at once, of its capacity.")
     st.caption("Offered load: arriving work per second over the most the fleet can serve (an estimate; above 1 "
@@ -277,8 +277,10 @@ data = edited_scenario()
 state.update(data)
 st.title("Scheduler Lab")
 if state.first_visit():
-    st.info("Start here: the sidebar holds the scenario. Raise the arrival rate until the interactive TTFT p99 "
-            "climbs, then change the policy and compare the cards, the policy comparison and the curves below.")
+    first = state.validate(state.current()).workload.classes[0].name
+    st.info(text.plain(f"Start here: the sidebar holds the scenario. Raise the arrival rate until the TTFT p99 of "
+                       f"{first} climbs, then change the policy and compare the cards, the policy comparison and the "
+                       f"curves below."))
 shown = run_current(state.current())
 if shown is None:
     st.stop()

@@ -67,7 +67,7 @@ def synthetic_section(data: dict, v: int) -> None:
         st.markdown(f"**Class {text.plain(cls['name'])}** (share {cls['share']:.0%})")
         left, right = st.columns(2)
         for col, side in ((left, "prompt_tokens"), (right, "output_tokens")):
-            with col, st.popover(f"{side.replace('_', ' ')}", width="stretch"):
+            with col, st.popover(f"{side.replace('_tokens', '').capitalize()} length (tokens)", width="stretch"):
                 cls[side] = dist_controls(cls.get(side) or {"dist": "constant", "value": 128}, f"w_{i}_{side}_{v}")
 
 
@@ -77,13 +77,15 @@ def synthetic_charts(scenario: dict) -> None:
     except engine.ScenarioError as exc:
         text.error(exc)
         return
+    codes = {name: k for k, name in enumerate(frame["class"].cat.categories)}
     for name, group in frame.groupby("class", observed=True):
         left, right = st.columns(2)
+        color = charts.class_color(codes[name])
         left.plotly_chart(charts.histogram(group["prompt_tokens"].to_numpy(), f"{name}: prompt length",
-                                           "prompt tokens"),
+                                           "prompt tokens", color=color),
                           width="stretch", key=f"hist_prompt_{name}")
         right.plotly_chart(charts.histogram(group["output_tokens"].to_numpy(), f"{name}: output length",
-                                            "output tokens"),
+                                            "output tokens", color=color),
                            width="stretch", key=f"hist_output_{name}")
     gaps_ms = frame["arrival_s"].diff().dropna().to_numpy() * 1000.0
     st.plotly_chart(charts.histogram(gaps_ms, "Time between arrivals", "inter-arrival time (ms)"), width="stretch",

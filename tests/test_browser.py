@@ -8,9 +8,10 @@ measured update times to tests/artifacts/browser_timings.json.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import sync_playwright
@@ -173,3 +174,104 @@ def test_names_with_markup_are_shown_as_text(server, page):
     assert HOSTILE_NAME in body, "the name is shown exactly as written"
     legends = page.evaluate("Array.from(document.querySelectorAll('.legendtext')).map(e => e.textContent)")
     assert any(HOSTILE_NAME in text for text in legends)
+
+
+READABILITY_JS = """(() => {
+  const cut = [];
+  for (const value of document.querySelectorAll('[data-testid="stMetricValue"]')) {
+    for (const el of [value, ...value.querySelectorAll('*')]) {
+      if (el.scrollWidth > el.clientWidth + 1 || el.innerText.trim().endsWith('\u2026')) {
+        cut.push(value.innerText.trim()); break;
+      }
+    }
+  }
+  const labels = Array.from(document.querySelectorAll(
+    '[data-testid="stWidgetLabel"], [data-testid="stMetricLabel"], .gtitle, .xtitle, .ytitle, .legendtext'))
+    .map(e => e.innerText || e.textContent);
+  return {cut, labels, body: document.body.innerText}; })()"""
+DOUBLED_UNIT = re.compile(r"\b([\w/%]+) \(\1\)|\(([^()]+)\)[^()]*\(\2\)|\b1 cards\b")
+RAW_TEXT = re.compile(r"\bNone\b|\bnan\b|\bNaN\b|Traceback|\b[a-z]+_[a-z_]+_(ms|s|frac|tokens)\b")
+
+
+def assert_reads_like_a_product(page, where: str) -> None:
+    """No number cut off in its card, no label with its unit twice, no None, NaN, traceback or raw column name."""
+    wait_idle(page)
+    seen = page.evaluate(READABILITY_JS)
+    assert not seen["cut"], f"{where}: numbers cut off in their cards: {seen['cut']}"
+    doubled = [label for label in seen["labels"] if DOUBLED_UNIT.search(label)]
+    assert not doubled, f"{where}: labels with a doubled unit: {doubled}"
+    raw = sorted({m.group(0) for m in RAW_TEXT.finditer(seen["body"])})
+    assert not raw, f"{where}: raw text on the page: {raw}"
+    assert page.locator('[data-testid="stException"]').count() == 0, where
+
+
+def choose(page, name: str, typed: str) -> None:
+    box = page.get_by_role("combobox", name=name)
+    box.click()
+    box.press_sequentially(typed)
+    box.press("Enter")
+    wait_idle(page)
+
+
+def test_a_first_visit_reads_like_a_product(server, page, browser):
+    """Open, a preset, a load change, a policy change, Hardware & Cost and back, and a link that reopens the
+    Hardware & Cost choices: at 1,400 and 1,920 px, nothing reads like a notebook."""
+    open_lab(page, server + "/")
+    assert "Start here" in page.inner_text("body")
+    assert_reads_like_a_product(page, "Lab, first visit")
+    page.screenshot(path=str(ARTIFACTS / "first_visit_lab.png"), full_page=True)
+    page.set_viewport_size({"width": 1920, "height": 1600})
+    assert_reads_like_a_product(page, "Lab at 1,920 px")
+    page.set_viewport_size({"width": 1400, "height": 1600})
+
+    choose(page, "Load a preset", "article")
+    page.wait_for_selector("text=article")
+    assert_reads_like_a_product(page, "Lab, article preset")
+    rate = page.get_by_role("slider", name="Arrival rate (req/s)")
+    rate.focus()
+    rate.press("ArrowRight")
+    assert_reads_like_a_product(page, "Lab, after a load change")
+    choose(page, "Policy", "Dynamic")
+    page.wait_for_function("""Array.from(document.querySelectorAll('.js-plotly-plot')).some(p =>
+        p.data.some(d => d.name === 'Dynamic cost with preemption') &&
+        String(p.layout.xaxis.title && p.layout.xaxis.title.text).startsWith('arrival rate'))""", timeout=TIMEOUT_MS)
+    assert_reads_like_a_product(page, "Lab, dynamic policy")
+
+    page.get_by_role("link", name="Hardware & Cost").click()
+    page.wait_for_selector("text=Same cards, other shapes")
+    choose(page, "Currency", "USD")
+    target = page.get_by_role("spinbutton", name="At most (ms)")
+    target.click()
+    target.press("Control+a")
+    target.press_sequentially("2500")
+    target.press("Enter")
+    page.wait_for_function("""new URLSearchParams(location.search).has('v')""")
+    wait_idle(page)
+    assert_reads_like_a_product(page, "Hardware & Cost")
+    page.screenshot(path=str(ARTIFACTS / "first_visit_hardware.png"), full_page=True)
+    page.set_viewport_size({"width": 1920, "height": 1600})
+    assert_reads_like_a_product(page, "Hardware & Cost at 1,920 px")
+    link = page.url
+    view_link = parse_qs(urlsplit(link).query)["v"][0]
+    assert state.decode(view_link)["hw_target_ms"] == 2500 and state.decode(view_link)["cost_currency"] == "USD"
+
+    page.get_by_role("link", name="Scheduler Lab").click()
+    page.wait_for_selector("text=Per-class results")
+    assert_reads_like_a_product(page, "Lab, back from Hardware & Cost")
+    assert page.get_by_role("combobox", name="Policy").input_value() == "Dynamic cost with preemption"
+
+    other = browser.new_page(viewport={"width": 1400, "height": 1600})
+    other.set_default_timeout(TIMEOUT_MS)
+    try:
+        other.goto(link)
+        other.wait_for_selector("text=Same cards, other shapes")
+        wait_idle(other)
+        assert other.get_by_role("combobox", name="Currency").input_value() == "USD"
+        assert other.get_by_role("spinbutton", name="At most (ms)").input_value() == "2500"
+        assert "Fleet per month (USD)" in other.inner_text("body")
+        assert_reads_like_a_product(other, "Hardware & Cost reopened from its link")
+    except Exception:
+        other.screenshot(path=str(ARTIFACTS / "hardware_link.png"), full_page=True)
+        raise
+    finally:
+        other.close()

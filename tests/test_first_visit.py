@@ -154,7 +154,7 @@ def test_offered_load_and_gpu_busy_are_defined_on_screen():
     assert "Offered load: arriving work per second over the most the fleet can serve" in captions
     assert "GPU busy: share of the run during which an iteration was running" in captions
     helps = {m.label: m.proto.help for m in at.metric}
-    assert "estimated" in helps["Offered load"] and "nothing about how full" in helps["GPU busy"]
+    assert "estimated" in helps["Offered load (estimate)"] and "nothing about how full" in helps["GPU busy"]
 
 
 def test_a_class_without_an_sla_target_shows_no_target():

@@ -45,6 +45,8 @@ def comparison_bars(frame: pd.DataFrame, key: str, labels: dict[str, str], curre
                              name=labels.get(policy, policy), marker_color=POLICY_COLORS.get(policy)))
     fig.update_layout(barmode="group", height=320, margin=dict(t=30, b=10), yaxis_title=m.title(currency),
                       xaxis_title="class")
+    if m.kind == DURATION:  # a starved class waits orders of magnitude longer than the others
+        log_axis(fig)
     return fig
 
 
@@ -65,9 +67,14 @@ def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict
         fig.update_xaxes(title_text="arrival rate (req/s)", row=1, col=col)
     fig.update_yaxes(title_text=axis_title(key), row=1, col=1)
     if metric(key).kind == DURATION:
-        fig.update_yaxes(type="log")
+        log_axis(fig)
     fig.update_layout(height=340, margin=dict(t=40, b=10))
     return fig
+
+
+def log_axis(fig: go.Figure, axis: str = "y", **where) -> None:
+    """A log axis with a labelled tick per power of ten (no unlabelled 2 and 5 ticks between them)."""
+    (fig.update_yaxes if axis == "y" else fig.update_xaxes)(type="log", dtick=1, **where)
 
 
 def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
@@ -83,7 +90,8 @@ def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
         fig.add_trace(go.Scatter(x=values[::step], y=np.arange(1, len(values) + 1)[::step] / len(values),
                                  mode="lines", name=chart_text(name), line=dict(color=class_color(k))))
     fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title=f"{CDF_LABELS.get(column, column)} (ms)",
-                      yaxis_title="fraction of requests", xaxis_type="log")
+                      yaxis_title="fraction of requests")
+    log_axis(fig, "x")
     return fig
 
 
@@ -151,14 +159,15 @@ def heatmap(grid: pd.DataFrame, cls: str, key: str) -> go.Figure:
     return fig
 
 
-def histogram(values: np.ndarray, title: str, x_title: str, log_x: bool = False) -> go.Figure:
+def histogram(values: np.ndarray, title: str, x_title: str, log_x: bool = False, color: str | None = None
+              ) -> go.Figure:
     """Histogram of ``values`` (requests per bin); a constant is one labelled bar, not a block of 60 bins."""
     if len(values) and values.min() == values.max():
         fig = go.Figure(go.Bar(x=[f"{values[0]:,.0f}"], y=[len(values)], text=[f"all {len(values):,}"],
-                               textposition="auto", width=[0.3]))
+                               textposition="auto", width=[0.3], marker_color=color))
         fig.update_xaxes(type="category")
     else:
-        fig = go.Figure(go.Histogram(x=values, nbinsx=60))
+        fig = go.Figure(go.Histogram(x=values, nbinsx=60, marker_color=color))
         if log_x:
             fig.update_xaxes(type="log")
     fig.update_layout(height=260, margin=dict(t=30, b=10), title=chart_text(title), bargap=0.02, showlegend=False,

@@ -26,8 +26,9 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
 
     def label(o: str) -> str:
         price = money_range((offers.loc[o, "price_low"], offers.loc[o, "price_high"]), offers.loc[o, "currency"])
-        return (f"{offers.loc[o, 'vendor']}: {price} a {offers.loc[o, 'period']} per "
-                f"{cards_text(offers.loc[o, 'gpus_per_unit'])}")
+        count = offers.loc[o, "gpus_per_unit"]
+        return (f"{offers.loc[o, 'vendor']}: {price} {'an' if offers.loc[o, 'period'] == 'hour' else 'a'} "
+                f"{offers.loc[o, 'period']} per {'card' if count == 1 else cards_text(count)}")
 
     cols = st.columns([3, 1, 1, 1])
     view.choice("cost_offer", list(offers.index), offers.index[0])
