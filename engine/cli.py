@@ -27,6 +27,7 @@ from .origin import Origin
 from .simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from .steptime import decode_step_s_nb, prefill_s
+from .summary import Summary
 from .traces import guess_trace_format
 
 EXIT_INVALID = 2
@@ -152,7 +153,7 @@ def _rental(args: argparse.Namespace, server, cards: int, tensor_parallel: int):
     return deployment_cost(args.offer, cards, args.billing, args.currency, args.cny_per_usd)
 
 
-def _cost_block(args: argparse.Namespace, scenario, summary: dict) -> dict | None:
+def _cost_block(args: argparse.Namespace, scenario, summary: Summary) -> dict | None:
     """The fleet's rental cost and unit costs at the simulated load (low and high end of the offer)."""
     cards = fleet_cards(scenario.server.gpu, scenario.server.tensor_parallel, scenario.fleet.replicas)
     cost = _rental(args, scenario.server, cards, scenario.server.tensor_parallel)

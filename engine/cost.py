@@ -16,6 +16,7 @@ import pandas as pd
 
 from .errors import ScenarioError, excerpt
 from .hardware import is_slice, load_table
+from .summary import ClassMetrics
 
 _CONVENTIONS = load_table("pricing_conventions")["value"]
 HOURS_PER_MONTH = float(_CONVENTIONS["hours_per_month"])
@@ -85,7 +86,7 @@ def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per
                           bool(row["estimate"]) or row["price_low"] != row["price_high"])
 
 
-def unit_costs(per_hour: float, overall: dict) -> dict:
+def unit_costs(per_hour: float, overall: ClassMetrics) -> dict[str, float | None]:
     """Cost per million output tokens, per million total (prompt + output) tokens and per 1,000 SLA-met requests.
 
     ``overall`` is the summary's overall metric block: token rates are per simulated second.

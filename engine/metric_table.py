@@ -55,7 +55,7 @@ class Metric:
                 return f"{significant(value, 3, sign)} ms"
             if abs(value) < 1000:
                 return f"{value:{sign},.0f} ms"
-            return f"{significant(value / 1000, 3, sign)} s" if abs(value) < 1000_000 else f"{value / 1000:{sign},.0f} s"
+            return f"{significant(value / 1000, 3, sign)} s"
         if self.kind == FRACTION:
             return f"{100 * value:+.1f} pt" if signed else f"{100 * value:.1f}%"
         if self.kind == COUNT:  # the label names what is counted
@@ -109,15 +109,16 @@ def round_money(value: float) -> float:
 
 
 def round_significant(value: float, digits: int = 3) -> float:
-    """``value`` rounded to ``digits`` significant digits (0 and non-finite values unchanged)."""
+    """``value`` rounded to ``digits`` significant digits, whole numbers to their integer digits (as
+    ``significant`` writes them); 0 and non-finite values unchanged."""
     if value == 0 or not math.isfinite(value):
         return value
-    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
+    return round(value, max(0, digits - 1 - math.floor(math.log10(abs(value)))))
 
 
 def significant(value: float, digits: int = 3, sign: str = "") -> str:
     """``value`` with ``digits`` significant digits and thousands separators, never in exponent form:
-    1234.5 -> "1,235", 6.6812 -> "6.68", 0.000412 -> "0.000412"."""
+    1234.4 -> "1,234" (whole numbers keep their integer digits), 6.6812 -> "6.68", 0.000412 -> "0.000412"."""
     if value == 0 or not math.isfinite(value):
         return f"{value:{sign}g}"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))

@@ -23,6 +23,7 @@ import pandas as pd
 
 from .config import OVERALL, Scenario
 from .metric_table import CLASS_METRICS
+from .summary import ClassMetrics, Summary
 from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
                      I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_REPLICA, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED,
                      NOT_ARRIVED, RUNNING, TIMED_OUT, WAITING)
@@ -85,7 +86,7 @@ def _longest_wait_ms(frame: pd.DataFrame, sim_time_s: float) -> float | None:
     return float((end_s - arrived["arrival_s"]).max() * 1e3)
 
 
-def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
+def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> ClassMetrics:
     """The metric block M of the JSON report for the requests in ``frame``."""
     state = frame["state"]
     arrived = int((state != "not_arrived").sum())
@@ -94,7 +95,7 @@ def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
     done = frame[state == "completed"]
     judged_rows = frame["has_sla_target"] & state.isin(("completed", "timed_out"))
     judged = int(judged_rows.sum())
-    block = {
+    block: ClassMetrics = {
         "arrived": arrived,
         "completed": completed,
         "timed_out": timed_out,
@@ -110,14 +111,15 @@ def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> dict:
     return block
 
 
-def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tuple[dict, dict]:
+def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tuple[dict[str, ClassMetrics],
+                                                                               ClassMetrics]:
     """Per-class and overall metric blocks."""
     codes = frame["class"].cat.codes.to_numpy()
     classes = {c.name: group_metrics(frame[codes == k], sim_time_s) for k, c in enumerate(scenario.workload.classes)}
     return classes, group_metrics(frame, sim_time_s)
 
 
-def add_service_shares(classes: dict, class_params: np.ndarray, prefill_token_weight: float) -> None:
+def add_service_shares(classes: dict[str, ClassMetrics], class_params: np.ndarray, prefill_token_weight: float) -> None:
     """Add each class's GPU service (decode tokens + weight x prefill tokens) and its share of the total."""
     service = class_params[:, K_DECODE_SERVED] + prefill_token_weight * class_params[:, K_PREFILL_SERVED]
     total = service.sum()
@@ -126,7 +128,7 @@ def add_service_shares(classes: dict, class_params: np.ndarray, prefill_token_we
         block["service_share"] = float(tokens / total) if total > 0 else None
 
 
-def flat_metrics(summary: dict) -> pd.DataFrame:
+def flat_metrics(summary: Summary) -> pd.DataFrame:
     """One row per class (and ``overall``) with every class metric of ``metric_table`` as a column."""
     rows = [{"class": name, **{m.key: m.value(block) for m in CLASS_METRICS}}
             for name, block in [*summary["classes"].items(), (OVERALL, summary["overall"])]]

@@ -27,6 +27,7 @@ from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
 from .registry import ROUTER_CODES
 from .steptime import FIXED, request_work_s_nb, step_params
+from .summary import Summary, SystemMetrics
 from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
@@ -42,7 +43,7 @@ class Result:
     """Everything one run produced: the JSON-ready summary and two DataFrames for plots."""
 
     scenario: Scenario
-    summary: dict
+    summary: Summary
     requests: pd.DataFrame
     timeseries: pd.DataFrame
 
@@ -159,7 +160,7 @@ def load_text(load: float) -> str:
     return f"{load:.2f}" if load < 1e4 else f"{load:.3g}"
 
 
-def stop_explanation(system: dict, caps: Caps) -> str:
+def stop_explanation(system: SystemMetrics, caps: Caps) -> str:
     """One line on why a run's results describe an unstable or incomplete run (``system`` of the summary)."""
     reason = system["stop_reason"]
     if reason == "wall_clock":
@@ -241,7 +242,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
               "unstable": bool(stop_reason != "drained" or load >= 1.0),
               "replicas": _replica_stats(frame, stats, sim_time_s, replicas)}
     wall_s = time.perf_counter() - started
-    summary = {"classes": classes, "overall": overall, "system": system,
+    summary: Summary = {"classes": classes, "overall": overall, "system": system,
                "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
                        "scenario": scenario.name}}
     timeseries = pd.concat(

@@ -16,6 +16,7 @@ from .metric_table import LATENCY_KEYS, metric
 from .hardware import calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
 from .registry import TP_DEGREES
+from .summary import Summary
 from .sweep import run_summary
 
 
@@ -92,7 +93,7 @@ class Target:
         if not self.limit_ms > 0:
             raise ScenarioError(f"target limit {self.limit_ms} ms must be > 0")
 
-    def met(self, summary: dict) -> tuple[bool, float | None]:
+    def met(self, summary: Summary) -> tuple[bool, float | None]:
         """(met, value) on one run's summary."""
         if self.cls != OVERALL and self.cls not in summary["classes"]:
             raise ScenarioError(f"target class {excerpt(self.cls)} is not a class; classes are "
@@ -182,7 +183,8 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
 
 # Decisive columns first: what to rent, how many, what it costs, whether it meets the target, how sure.
 CHEAPEST_COLUMNS = ("offer", "gpu", "shape", "cards", "per_month_low", "per_month_high",
-                    "per_million_output_tokens_low", "target_value_ms", "step_times", "price_estimate", "gpu_busy_frac", "vendor", "note")
+                    "per_million_output_tokens_low", "target_value_ms", "step_times", "price_estimate", "gpu_busy_frac",
+                    "vendor", "note")
 
 
 def _provenance(gpu: str) -> str:

@@ -21,13 +21,14 @@ from .metrics import flat_metrics
 from .origin import Origin
 from .policies import POLICIES
 from .simulate import simulate
+from .summary import Summary
 
 
-def run_summary(data: dict, origin: Origin = Origin()) -> dict:
+def run_summary(data: dict, origin: Origin = Origin()) -> Summary:
     return simulate(load_scenario(data, origin=origin)).summary
 
 
-def tagged_metrics(summary: dict, **tags) -> pd.DataFrame:
+def tagged_metrics(summary: Summary, **tags) -> pd.DataFrame:
     """Flat metrics of one run (one row per class), led by ``tags`` columns, with its system verdicts."""
     frame = flat_metrics(summary)
     for key, value in reversed(tags.items()):

@@ -124,7 +124,7 @@ def offers_section() -> None:
                "gpus_per_unit", "annual_discount", "notes", "source", "as_of")
     shown = shown.sort_values("per_card_hour_low")[list(columns)].assign(
         annual_discount=lambda f: (100 * f["annual_discount"]).round(0))
-    st.dataframe(shown, hide_index=True, width="stretch", column_config={
+    st.dataframe(shown, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
         "gpu": st.column_config.Column("GPU"),
         "per_card_hour_low": st.column_config.NumberColumn(f"Per card-hour, low ({currency})", format="localized"),
         "per_card_hour_high": st.column_config.NumberColumn(f"Per card-hour, high ({currency})", format="localized"),
@@ -220,7 +220,7 @@ def cheapest_section(data: dict) -> None:
     for col, m in (("target_value_ms", target), ("gpu_busy_frac", metric("gpu_busy_frac"))):
         if col in frame.columns:
             frame[col] = [m.table_value(v) for v in frame[col]]
-    st.dataframe(frame, hide_index=True, width="stretch", column_config={
+    st.dataframe(frame, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
         "offer": st.column_config.Column("Offer"), "gpu": st.column_config.Column("GPU"),
         "shape": st.column_config.Column("Replicas x TP"),
         "cards": st.column_config.NumberColumn("Cards", format="localized"),

@@ -16,6 +16,7 @@ from engine.metric_table import COSTS, SYSTEM_METRICS, metric
 from engine.metrics import flat_metrics
 from engine.policies import POLICIES, POLICY_LABELS, params_of
 from engine.simulate import load_text, stop_explanation
+from engine.summary import Summary, SystemMetrics
 from engine.sweep import sweep_rates
 from engine.workload import trace_requests
 from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, view
@@ -186,7 +187,7 @@ def changed(delta: str) -> bool:
     return bool(re.search(r"[1-9]", delta))
 
 
-def kpi_cards(summary: dict, previous: dict | None, typed: engine.Scenario) -> None:
+def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario) -> None:
     """One card per class (and overall), each metric with its change against the previous run."""
     current = flat_metrics(summary).set_index("class")
     before = flat_metrics(previous).set_index("class") if previous else None
@@ -209,7 +210,7 @@ def kpi_cards(summary: dict, previous: dict | None, typed: engine.Scenario) -> N
                                 delta_color="inverse" if m.lower_is_better else "normal", help=m.help)
 
 
-def system_cards(system: dict) -> None:
+def system_cards(system: SystemMetrics) -> None:
     """The fleet's load and how it spent its time, each defined where it is read."""
     cols = st.columns(5)
     values = {"offered_load": load_text(system["offered_load"]),
@@ -225,7 +226,7 @@ def system_cards(system: dict) -> None:
                "it was, so a GPU can be busy nearly all the time at an offered load of 0.75.")
 
 
-def policy_extras(typed: engine.Scenario, scenario: dict, summary: dict) -> None:
+def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> None:
     """Views specific to the current policy: starvation, fair shares, the dynamic cost map."""
     classes = summary["classes"]
     longest = metric("longest_wait_ms")
@@ -318,7 +319,7 @@ st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_
 comparison_view(comparison, currency)
 with st.expander("Comparison table"):
     tables.show(comparison, list(TABLE_COLUMNS), currency)
-    st.caption("An empty cell: not measured (no completed request, no SLA target in the class, or no price).")
+    st.caption("—: not measured (no completed request, no SLA target in the class, or no price).")
 
 st.subheader("Curves against load")
 if typed.workload.trace is None:

@@ -7,7 +7,7 @@ from engine.calibration_report import markdown_table
 from engine.hardware import load_table
 from engine.policies import POLICIES
 from engine.theory import theory_checks
-from ui import scenario_sidebar
+from ui import scenario_sidebar, tables
 
 scenario_sidebar.render()
 st.title("Method")
@@ -134,7 +134,7 @@ def checks_table() -> pd.DataFrame:
                          for c in theory_checks(seeds=range(CHECK_SEEDS), num_requests=CHECK_REQUESTS)])
 
 
-st.dataframe(checks_table().round(2), hide_index=True, width="stretch")
+st.dataframe(checks_table().round(2), hide_index=True, width="stretch", placeholder=tables.MISSING)
 st.caption(f"Run live: {CHECK_SEEDS} seeds x {CHECK_REQUESTS:,} requests. With 20 seeds x 40,000 requests "
            "(`python bench/theory_report.py`) every error is within 0.5%.")
 
@@ -150,9 +150,10 @@ def calibration_markdown() -> str:
 
 
 st.markdown(calibration_markdown())
-st.dataframe(load_table("calibration"), width="stretch")
+st.dataframe(load_table("calibration"), width="stretch", placeholder=tables.MISSING)
 
 st.markdown("### Hardware and model tables")
 for name in ("gpus", "gpu_slices", "models", "quant", "kv_quant", "measurements", "offers"):
     st.markdown(f"`data/hardware/{name}.csv`")
-    st.dataframe(load_table(name), width="stretch")
+    st.dataframe(load_table(name), width="stretch", placeholder=tables.MISSING)
+st.caption("These are the data files as stored: column names are the files' own (units in the names).")

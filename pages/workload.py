@@ -11,11 +11,12 @@ import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import Arrival, TokenDist, Trace
 from engine.errors import printable
-from engine.trace_stats import per_minute_rate, trace_statistics
+from engine.metric_table import significant
 from engine.registry import TRACE_FORMATS
+from engine.trace_stats import per_minute_rate, trace_statistics
 from engine.traces import guess_format_from_header, read_trace_bytes
 from engine.workload import build_requests
-from ui import charts, runner, scenario_sidebar, state, text, trace_store
+from ui import charts, runner, scenario_sidebar, state, tables, text, trace_store
 from ui.widgets import field_bounds, field_input, field_meta
 
 SAMPLE_REQUESTS = 20000
@@ -97,12 +98,15 @@ def synthetic_charts(scenario: dict) -> None:
 def stats_table(stats: dict) -> None:
     cols = st.columns(4)
     cols[0].metric("Requests", f"{stats['requests']:,}")
-    cols[1].metric("Rate", f"{stats['rate_per_s']:.2f} req/s")
-    cols[2].metric("Inter-arrival cv", f"{stats['iat_cv']:.2f}", help="1 = Poisson; larger = burstier")
-    cols[3].metric("Per-minute cv", f"{stats['minute_cv']:.2f}", help="spread of requests per minute")
-    lengths = pd.DataFrame({kind: [stats[f"{kind}_{s}"] for s in ("mean", "p50", "p90", "p99", "max")]
-                            for kind in ("prompt", "output")}, index=["mean", "p50", "p90", "p99", "max"])
-    st.dataframe(lengths.T.round(1), width="stretch")
+    cols[1].metric("Rate (req/s)", significant(stats["rate_per_s"]))
+    cols[2].metric("Inter-arrival cv", f"{stats['iat_cv']:.2f}",
+                   help="Coefficient of variation of the gaps between arrivals: 1 for Poisson, larger when burstier.")
+    cols[3].metric("Per-minute cv", f"{stats['minute_cv']:.2f}",
+                   help="Coefficient of variation of the requests per minute: how much the load moves.")
+    stats_names = ("mean", "p50", "p90", "p99", "max")
+    lengths = pd.DataFrame({name: [round(stats[f"{kind}_{name}"], 1) for kind in ("prompt", "output")]
+                            for name in stats_names}, index=["Prompt length (tokens)", "Output length (tokens)"])
+    st.dataframe(lengths, width="stretch", placeholder=tables.MISSING)
 
 
 @st.cache_data(max_entries=4, ttl=DEFAULT_CAPS.upload_store_s, show_spinner="Reading the trace...")

@@ -1,6 +1,7 @@
 """What a first-time user trips on, driven headless (AppTest): each test failed before its fix."""
 
 import json
+import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -201,3 +202,11 @@ def test_every_chart_has_axis_titles_and_one_colour_per_policy():
             if trace.get("name") and isinstance(colour, str):
                 colours.setdefault(trace["name"], set()).add(colour)
     assert all(len(c) == 1 for c in colours.values()), colours
+
+
+def test_every_table_writes_a_missing_value_as_a_dash():
+    """Streamlit writes "None" in an empty cell unless told otherwise: every table on every page tells it."""
+    sources = [p for folder in ("pages", "ui") for p in (REPO / folder).glob("*.py")]
+    calls = [(p.name, m.group(0)) for p in sources for m in re.finditer(r"st\.dataframe\((?:[^()]|\([^()]*\))*\)",
+                                                                        p.read_text(), re.S)]
+    assert calls and all("placeholder=" in call for _, call in calls), [c for c in calls if "placeholder=" not in c[1]]

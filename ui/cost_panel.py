@@ -9,6 +9,7 @@ from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, 
                          HOURS_PER_MONTH, DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem,
                          offers_for, unit_costs)
 from engine.metric_table import COSTS, metric, money_range
+from engine.summary import Summary
 from ui import view
 
 
@@ -50,7 +51,7 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     return cost
 
 
-def cost_view(scenario: engine.Scenario, summary: dict) -> DeploymentCost | None:
+def cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | None:
     """Rental cost of the scenario's fleet and its unit costs at the simulated load; the chosen offer's
     cost (None when the scenario has no real GPU or no offer). Amounts carry the currency in their label, so
     each card holds a number or a range that fits it."""

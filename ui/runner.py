@@ -22,6 +22,7 @@ import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
 from engine.simulate import warm_up as engine_warm_up
+from engine.summary import Summary
 from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, run_summary, tagged_metrics
 from ui import trace_store
 from ui.result_cache import ResultCache
@@ -39,7 +40,7 @@ def canonical(data: dict) -> str:
 class Run:
     """What the Lab shows of one simulation."""
 
-    summary: dict
+    summary: Summary
     requests: pd.DataFrame
     timeseries: pd.DataFrame
 
@@ -97,7 +98,7 @@ def _simulate(scenario_json: str) -> Run:
 
 
 @st.cache_data(max_entries=2048, ttl=DEFAULT_CAPS.result_cache_s, show_spinner=False)
-def summary(scenario_json: str) -> dict:
+def summary(scenario_json: str) -> Summary:
     return run_summary(json.loads(scenario_json), APP_ORIGIN)
 
 
@@ -118,7 +119,7 @@ class SectionBudget:
     def __init__(self, seconds: float = DEFAULT_CAPS.section_s):
         self.seconds, self.left = seconds, seconds
 
-    def summary(self, data: dict) -> dict:
+    def summary(self, data: dict) -> Summary:
         """The run's summary (cached, or simulated while time is left); ``SectionTimeUsedUp`` after."""
         if self.left <= 0:
             raise SectionTimeUsedUp(f"this section's simulation time of {self.seconds:g} s (section_s) is used up; "

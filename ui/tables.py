@@ -1,8 +1,8 @@
 """Result frames as a reader sees them: words with one unit as column headers, each metric rounded its
 way (``engine.metric_table``), policy labels instead of ids, and the decisive columns first.
 
-Cells stay numbers (so a click on a header sorts them); a missing value is an empty cell, and the caption
-under the table says what an empty cell means.
+Cells stay numbers (so a click on a header sorts them); a missing value reads "—", and the caption under the
+table says what it means.
 """
 
 from __future__ import annotations
@@ -42,4 +42,7 @@ def show(frame: pd.DataFrame, columns: list[str], currency: str = "", key: str |
             config[column] = st.column_config.Column(header, help=help_text)
     if "policy" in shown.columns:
         shown["policy"] = shown["policy"].map(lambda p: POLICY_LABELS.get(p, p))
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config, key=key)
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=config, key=key, placeholder=MISSING)
+
+
+MISSING = "—"  # what an empty cell reads, on every table of every page

@@ -1,0 +1,82 @@
+"""The shape of one run's summary (``Result.summary``, the command line's JSON), typed.
+
+The summary stays plain data (it is written as JSON and cached by the pages), so its types are
+``TypedDict``s: every module that reads it names the fields it reads, and a type checker or a reader sees
+what a block holds. Metric labels, units and formats are in ``metric_table``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, TypedDict
+
+
+class LatencyStats(TypedDict):
+    """Of completed requests, in ms; None when none completed."""
+
+    mean: Optional[float]
+    p50: Optional[float]
+    p90: Optional[float]
+    p99: Optional[float]
+
+
+class ClassMetrics(TypedDict, total=False):
+    """One class, or ``overall``: counts, latencies, SLA attainment and rates (``metrics.group_metrics``);
+    per class also the GPU service received (``service_tokens``, ``service_share``)."""
+
+    arrived: int
+    completed: int
+    timed_out: int
+    unfinished: int
+    ttft_ms: LatencyStats
+    tpot_ms: LatencyStats
+    e2e_ms: LatencyStats
+    queue_ms: LatencyStats
+    sla_attainment: Optional[float]
+    output_tokens_per_s: float
+    prompt_tokens_per_s: float
+    sla_met_per_s: float
+    longest_wait_ms: Optional[float]
+    service_tokens: float
+    service_share: Optional[float]
+
+
+class ReplicaStats(TypedDict):
+    replica: int
+    routed: int
+    completed: int
+    output_tokens: int
+    busy_frac: float
+    mean_batch_size: float
+
+
+class SystemMetrics(TypedDict):
+    """The fleet over the run (``simulate``)."""
+
+    sim_time_s: float
+    iterations: int
+    mean_batch_size: float
+    gpu_busy_frac: float
+    kv_mean_frac: Optional[float]
+    kv_peak_frac: Optional[float]
+    kv_capacity_tokens: Optional[int]
+    preemptions: int
+    preemption_waste_s: float
+    timeseries_stride: int
+    offered_load: float
+    stop_reason: str
+    unstable: bool
+    replicas: list[ReplicaStats]
+
+
+class RunInfo(TypedDict):
+    wall_s: float
+    requests: int
+    seed: int
+    scenario: str
+
+
+class Summary(TypedDict):
+    classes: dict[str, ClassMetrics]
+    overall: ClassMetrics
+    system: SystemMetrics
+    run: RunInfo
