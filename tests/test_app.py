@@ -118,11 +118,11 @@ def test_workload_page_draws_the_distributions_and_reacts():
     assert not at.exception and not at.error
     charts = at.get("plotly_chart")
     assert len(charts) == 5  # prompt and output per class, inter-arrival gaps
-    rate = [m for m in at.metric if m.label == "Rate"][0].value
+    rate = [m for m in at.metric if m.label == "Rate (req/s)"][0].value
     at.number_input(key="w_rate_1").set_value(10.0).run()
     assert not at.exception
-    assert [m for m in at.metric if m.label == "Rate"][0].value != rate
-    assert float([m for m in at.metric if m.label == "Rate"][0].value.split()[0]) == pytest.approx(10.0, rel=0.05)
+    assert [m for m in at.metric if m.label == "Rate (req/s)"][0].value != rate
+    assert float([m for m in at.metric if m.label == "Rate (req/s)"][0].value) == pytest.approx(10.0, rel=0.05)
 
 
 def test_method_page_shows_the_theory_checks():
@@ -145,7 +145,7 @@ def test_trace_upload_shows_statistics_and_moves_into_the_lab(traces_dir):
     content = (traces_dir / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv").read_bytes()
     at.file_uploader(key="trace_upload").set_value(("conv.csv", content, "text/csv")).run()
     assert not at.exception and not at.error
-    assert [m for m in at.metric if m.label == "Rate"][-1].value == "5.53 req/s"
+    assert [m for m in at.metric if m.label == "Rate (req/s)"][-1].value == "5.53"
     at.button(key="use_trace").click().run()
     assert not at.exception
     assert any("now replays conv.csv (19,366 requests)" in s for s in shown(at.success))
