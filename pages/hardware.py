@@ -44,14 +44,6 @@ def fleet_inputs(data: dict, v: int) -> None:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
 
 
-def edited(data: dict, current: dict) -> bool:
-    """True when the page's inputs changed the scenario (not merely spelled out a default it left out)."""
-    try:
-        return state.validate(data) != state.validate(current)
-    except engine.ScenarioError:
-        return True
-
-
 def memory_section(server: Server) -> int | None:
     """The memory bar of one card and the concurrency it allows; the KV capacity (None if it does not fit)."""
     parts = memory_breakdown_gib(server)
@@ -241,11 +233,11 @@ def cheapest_section(data: dict) -> None:
 
 scenario_sidebar.render()
 runner.warm_up()
-current = state.current()
+current = state.current_or_default()
 data = copy.deepcopy(current)
 st.title("Hardware & Cost")
 fleet_inputs(data, state.version())
-if edited(data, current):  # an edit here makes the scenario run on this hardware
+if state.edited(data, current):  # an edit here makes the scenario run on this hardware
     data["server"]["step_model"] = "roofline"
     if not state.update(data):
         st.stop()
@@ -256,11 +248,7 @@ else:
     st.info("The scenario uses a fixed iteration time, not a GPU: this page shows the GPU below as it would run. "
             "Changing any choice above switches the scenario to it (the roofline step model).")
     data["server"]["step_model"] = "roofline"  # this page's view only; the scenario is unchanged
-try:
-    typed = state.validate(data)
-except engine.ScenarioError as exc:
-    text.error(exc)
-    st.stop()
+typed = state.validate(data)
 server = typed.server
 st.caption(f"{server.gpu}: {badge(server.gpu)}. Source: {gpu_row(server.gpu)['source']}")
 

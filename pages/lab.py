@@ -135,9 +135,9 @@ def fleet_controls(data: dict, v: int) -> None:
         fleet[key] = field_input(Fleet, key, fleet.get(key), key=f"fleet_{key}_{v}")
 
 
-def edited_scenario() -> dict:
-    """The sidebar controls applied to a copy of the current scenario."""
-    data = copy.deepcopy(state.current())
+def edited_scenario(base: dict) -> dict:
+    """The sidebar controls applied to a copy of ``base``."""
+    data = copy.deepcopy(base)
     typed = state.validate(data)
     v = state.version()
     with st.sidebar:
@@ -274,15 +274,16 @@ def cdf_view(requests) -> None:
 
 scenario_sidebar.render()
 runner.warm_up()
-data = edited_scenario()
-state.update(data)
 st.title("Scheduler Lab")
+base = state.current_or_default()
+data = edited_scenario(base)
+current = state.current() if state.edited(data, base) and state.update(data) else base
 if state.first_visit():
-    first = state.validate(state.current()).workload.classes[0].name
+    first = state.validate(current).workload.classes[0].name
     st.info(text.plain(f"Start here: the sidebar holds the scenario. Raise the arrival rate until the TTFT p99 of "
                        f"{first} climbs, then change the policy and compare the cards, the policy comparison and the "
                        f"curves below."))
-shown = run_current(state.current())
+shown = run_current(current)
 if shown is None:
     st.stop()
 scenario, run = shown

@@ -172,7 +172,8 @@ def back_to_synthetic(data: dict) -> None:
 
 scenario_sidebar.render()
 st.title("Workload")
-data = copy.deepcopy(state.current())
+base = state.current_or_default()
+data = copy.deepcopy(base)
 v = state.version()
 if data["workload"].get("trace"):
     st.info(f"The scenario replays an uploaded trace ({text.plain(data['workload']['trace']['path'])}).")
@@ -182,7 +183,7 @@ if data["workload"].get("trace"):
 synthetic_tab, trace_tab = st.tabs(["Classes and distributions", "Trace"])
 with synthetic_tab:
     synthetic_section(data, v)
-    state.update(data)
-    synthetic_charts(state.current())
+    shown = state.current() if state.edited(data, base) and state.update(data) else base
+    synthetic_charts(shown)
 with trace_tab:
-    trace_section(state.current())
+    trace_section(shown)

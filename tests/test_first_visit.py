@@ -210,3 +210,15 @@ def test_every_table_writes_a_missing_value_as_a_dash():
     calls = [(p.name, m.group(0)) for p in sources for m in re.finditer(r"st\.dataframe\((?:[^()]|\([^()]*\))*\)",
                                                                         p.read_text(), re.S)]
     assert calls and all("placeholder=" in call for _, call in calls), [c for c in calls if "placeholder=" not in c[1]]
+
+
+def test_a_trace_that_expires_during_a_session_leaves_every_page_showing_something(long_trace):
+    data = example(**{"workload.trace": {"path": long_trace, "format": "csv"}, "workload.num_requests": 2000})
+    at = app(data).run()
+    assert not at.exception and not at.error
+    (trace_store.STORE_DIR / long_trace).unlink()
+    for page in ("pages/hardware.py", "pages/workload.py", "pages/lab.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert any("no longer on this server" in e for e in shown(at.error)), page
+        assert at.get("plotly_chart") or at.metric, f"{page} shows nothing under the message"

@@ -126,11 +126,35 @@ def update(data: dict) -> bool:
     except engine.ScenarioError as exc:
         text.error(f"{exc}. The last valid scenario stays in use.")
         return False
-    if typed == validate(current):  # the widgets only spelled out defaults the scenario left out
+    try:
+        same = typed == validate(current)  # the widgets only spelled out defaults the scenario left out
+    except engine.ScenarioError:  # the scenario stopped being valid (its trace expired): the edit replaces it
+        same = False
+    if same:
         return True
     _store(data, new_version=False)
     st.session_state["edited"] = True
     return True
+
+
+def current_or_default() -> dict:
+    """The session's scenario when it is still valid, else (its error shown) the default scenario: a scenario
+    can stop being valid after it was opened, when the uploaded trace it replays expires."""
+    data = current()
+    try:
+        validate(data)
+    except engine.ScenarioError as exc:
+        text.error(f"{exc}. Showing the default scenario.")
+        return default_data()
+    return data
+
+
+def edited(data: dict, base: dict) -> bool:
+    """True when a page's widgets changed ``base`` into ``data`` (not merely spelled out defaults it left out)."""
+    try:
+        return validate(data) != validate(base)
+    except engine.ScenarioError:
+        return True
 
 
 def first_visit() -> bool:
