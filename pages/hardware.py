@@ -65,7 +65,7 @@ def memory_section(server: Server) -> int | None:
     cols[0].metric("KV cache per server", f"{capacity:,} tokens")
     cols[1].metric("Requests that fit at once", f"{capacity // context:,}",
                    help="KV capacity / tokens per request, per server (replica)")
-    cols[2].metric("Batch limit", f"{server.max_batch_size:,}", help="server.max_batch_size")
+    cols[2].metric("Batch limit", f"{server.max_batch_size:,}", help="Most sequences in one iteration (server.max_batch_size).")
     return capacity
 
 
@@ -123,7 +123,7 @@ def offers_section() -> None:
         "vendor": st.column_config.Column("Vendor"), "offer": st.column_config.Column("Offer"),
         "estimate": st.column_config.CheckboxColumn("Estimated price"),
         "max_cards_per_machine": st.column_config.NumberColumn("Cards per machine, at most",
-                                                               help="the largest tensor-parallel group it hosts"),
+                                                               help="The largest tensor-parallel group it hosts."),
         "gpus_per_unit": st.column_config.NumberColumn("Cards per rented unit", format="localized"),
         "annual_discount": st.column_config.NumberColumn("Annual prepay discount (%)", format="localized"),
         "notes": st.column_config.Column("Notes"), "source": st.column_config.Column("Source"),
@@ -189,8 +189,8 @@ def cheapest_section(data: dict) -> None:
     max_replicas = cols[3].number_input("Replicas up to", 1, APP_ORIGIN.caps.replicas, step=1,
                                         key="hw_target_replicas")
     if not st.toggle("Search every offer", key="hw_find",
-                     help="per GPU: the smallest tensor-parallel degree that fits, then the fewest replicas that "
-                          "meet the target (a few runs each, cached)"):
+                     help="Per GPU: the smallest tensor-parallel degree that fits, then the fewest replicas that "
+                          "meet the target (a few runs each, cached)."):
         return
     billing, currency, fx = (view.current(k, d) for k, d in (("cost_billing", BILLING_MODES[0]),
                                                              ("cost_currency", CURRENCIES[0]),
@@ -221,8 +221,8 @@ def cheapest_section(data: dict) -> None:
         "per_million_output_tokens_low": st.column_config.NumberColumn(
             f"Per 1M output tokens ({currency})", format="localized"),
         "target_value_ms": st.column_config.NumberColumn(f"{cls} {target.label} (ms)", format="localized"),
-        "step_times": st.column_config.Column("Step times", help="calibrated against measurements of the GPU's "
-                                                                 "family, or an estimate only"),
+        "step_times": st.column_config.Column("Step times", help="Calibrated against measurements of the GPU's "
+                                                                 "family, or an estimate only."),
         "price_estimate": st.column_config.CheckboxColumn("Price is an estimate"),
         "gpu_busy_frac": st.column_config.NumberColumn("GPU busy (%)", format="localized"),
         "vendor": st.column_config.Column("Vendor"), "note": st.column_config.Column("Note")})

@@ -142,7 +142,7 @@ def trace_section(data: dict) -> None:
     st.plotly_chart(charts.rate_over_time(per_minute), width="stretch")
     low, high = field_bounds(field_meta(Trace, "jitter_ms")[1])
     jitter = st.number_input("Jitter (ms)", low, high, 3000.0 if fmt == "mooncake" else 0.0,
-                             help="spread quantised timestamps (Mooncake: ~3,000 ms buckets)")
+                             help="Spread quantised timestamps (Mooncake: about 3,000 ms buckets).")
     st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
               args=(data, content, {"format": fmt, "jitter_ms": jitter},
                     f"The Lab now replays {name} ({stats['requests']:,} requests)."))

@@ -52,7 +52,7 @@ def render() -> None:
         st.subheader("Scenario")
         st.caption(text.plain(data.get("name", "unnamed scenario")))
         st.selectbox("Load a preset", [PICK, *state.presets()], key="preset_pick", on_change=_pick_preset,
-                     help="replace the current scenario with one from data/scenarios/")
+                     help="Replace the current scenario with one from data/scenarios/.")
         upload = st.file_uploader("Upload a scenario (TOML)", type=["toml"], key=f"upload_{state.version()}",
                                   max_upload_size=max(1, DEFAULT_CAPS.scenario_bytes // MIB))
         if upload is not None:
