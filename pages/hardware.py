@@ -76,7 +76,7 @@ def step_section(server: Server) -> None:
     fig = go.Figure([go.Scatter(x=batches, y=[decode_step_s_nb(step, b, c) * 1e3 for b in batches],
                                 mode="lines+markers",
                                 name=f"{c:,} tokens of context") for c in CONTEXTS_TOKENS])
-    fig.update_layout(height=320, margin=dict(t=30, b=10), title="Decode iteration vs batch size",
+    fig.update_layout(height=320, margin=dict(t=30, b=10, l=70), title="Decode iteration vs batch size",
                       xaxis=dict(title="sequences in the batch", type="log", dtick=1),
                       yaxis_title="iteration time (ms)")
     left.plotly_chart(fig, width="stretch")
