@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .config import OVERALL
 from .errors import ScenarioError, excerpt
 from .hardware import is_slice, load_table
 from .summary import ClassMetrics
@@ -86,6 +87,23 @@ def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per
                           bool(row["estimate"]) or row["price_low"] != row["price_high"])
 
 
+def cheapest_offer(gpu: str, cards: int, tensor_parallel: int) -> str | None:
+    """The offer renting ``cards`` cards of ``gpu`` for the least per hour (low end, pay as you go, compared at the
+    default exchange rate) among those whose machines host the tensor-parallel group; None without offers."""
+    offers = [o for o in offers_for(gpu).index if offer_hosting_problem(o, tensor_parallel) is None] or \
+        list(offers_for(gpu).index)
+    if not offers:
+        return None
+    return min(offers, key=lambda o: deployment_cost(o, cards, BILLING_MODES[0], CURRENCIES[0],
+                                                     CNY_PER_USD_DEFAULT).per_hour[0])
+
+
+def idle_cards(offer: str, cards: int) -> int:
+    """Cards rented through ``offer`` beyond the ``cards`` the fleet uses (an offer rents whole units)."""
+    per_unit = float(load_table("offers").loc[offer, "gpus_per_unit"])
+    return int(round(math.ceil(cards / per_unit - 1e-9) * per_unit - cards))
+
+
 def unit_costs(per_hour: float, overall: ClassMetrics) -> dict[str, float | None]:
     """Cost per million output tokens, per million total (prompt + output) tokens and per 1,000 SLA-met requests.
 
@@ -109,7 +127,9 @@ COST_COLUMNS = {"per_million_output_tokens": "cost_per_million_output_tokens",
 
 def cost_columns(frame: pd.DataFrame, per_hour: float) -> pd.DataFrame:
     """``frame`` (flat metrics, e.g. one row per policy and class) with the unit costs of a fleet rented at
-    ``per_hour``; per class rows price that class's own throughput as if it paid for the whole fleet, so
-    compare the ``overall`` rows."""
-    costs = pd.DataFrame([unit_costs(per_hour, row) for _, row in frame.iterrows()], index=frame.index)
-    return frame.assign(**{COST_COLUMNS[k]: costs[k] for k in COST_COLUMNS})
+    ``per_hour`` on its ``overall`` rows; a class's rows get none (the fleet is rented for all classes at
+    once: charging one class the whole rent would overstate its cost)."""
+    blank = dict.fromkeys(COST_COLUMNS)
+    costs = pd.DataFrame([unit_costs(per_hour, row) if row["class"] == OVERALL else blank
+                          for _, row in frame.iterrows()], index=frame.index, columns=list(COST_COLUMNS))
+    return frame.assign(**{COST_COLUMNS[k]: costs[k].astype(float) for k in COST_COLUMNS})

@@ -55,13 +55,17 @@ Variant = tuple[dict, dict]
 
 def sweep_rates(rate_per_s: float, offered_load: float) -> list[float]:
     """Arrival rates at fixed fractions of the estimated capacity (rate / offered load), three significant
-    digits each, within the rates a scenario accepts: moving the rate keeps the same curves."""
+    digits each, within the rates a scenario accepts: moving the rate keeps the same curves. A current rate
+    outside them is added, so the curves always reach it."""
     capacity_per_s = rate_per_s / offered_load if offered_load > 0 else rate_per_s
     if not math.isfinite(capacity_per_s):
         capacity_per_s = rate_per_s
     meta = {f.name: f.metadata for f in dataclasses.fields(Arrival)}["rate_per_s"]
     low, high = meta["ge"], meta["le"]
-    return sorted({min(max(round_significant(capacity_per_s * f), low), high) for f in SWEEP_LOAD_FACTORS})
+    rates = sorted({min(max(round_significant(capacity_per_s * f), low), high) for f in SWEEP_LOAD_FACTORS})
+    if not rates[0] <= rate_per_s <= rates[-1]:  # far past (or below) capacity: the curves reach the current rate
+        rates = sorted({*rates, rate_per_s})
+    return rates
 
 
 def policy_variants(policies: list[str]) -> list[Variant]:

@@ -13,7 +13,7 @@ import streamlit as st
 import engine
 from engine.calibration import badge
 from engine.config import OVERALL, Fleet, Server
-from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, CURRENCIES, HOURS_PER_MONTH, convert,
+from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert,
                          cost_columns, fleet_cards)
 from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib,
                              roofline_profile, roofline_step_params)
@@ -65,7 +65,8 @@ def memory_section(server: Server) -> int | None:
     cols[0].metric("KV cache per server", f"{capacity:,} tokens")
     cols[1].metric("Requests that fit at once", f"{capacity // context:,}",
                    help="KV capacity / tokens per request, per server (replica)")
-    cols[2].metric("Batch limit", f"{server.max_batch_size:,}", help="Most sequences in one iteration (server.max_batch_size).")
+    cols[2].metric("Batch limit", f"{server.max_batch_size:,}",
+                   help="Most sequences in one iteration (server.max_batch_size).")
     return capacity
 
 
@@ -92,18 +93,15 @@ def step_section(server: Server) -> None:
 
 
 def offers_section() -> None:
+    """Every rental offer per card-hour, in the currency and at the exchange rate of "Cost of this fleet"."""
     offers = load_table("offers").reset_index()
-    cols = st.columns([2.5, 1, 1, 1.5])
+    currency, fx = view.current("cost_currency", CURRENCIES[0]), view.current("cost_fx", CNY_PER_USD_DEFAULT)
+    cols = st.columns([3, 1])
     view.choice("hw_offer_gpus", sorted(offers["gpu"].unique()), [])
-    view.choice("hw_offer_currency", CURRENCIES, CURRENCIES[0])
-    view.number("hw_offer_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
     view.flag("hw_offer_firm")
     gpus = cols[0].multiselect("GPUs", sorted(offers["gpu"].unique()), key="hw_offer_gpus",
                                help="Show the offers of these GPUs only; empty shows every offer.")
-    currency = cols[1].selectbox("Show prices in", CURRENCIES, key="hw_offer_currency")
-    fx = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="hw_offer_fx", format="%g",
-                              help="Exchange rate: your setting, not a market quote.")
-    firm_only = cols[3].toggle("Firm prices only", key="hw_offer_firm", help="Hide estimates and price ranges.")
+    firm_only = cols[1].toggle("Firm prices only", key="hw_offer_firm", help="Hide estimates and price ranges.")
     shown = offers[offers["gpu"].isin(gpus)] if gpus else offers
     if firm_only:
         shown = shown[~shown["estimate"].astype(bool) & (shown["price_low"] == shown["price_high"])]
@@ -128,8 +126,8 @@ def offers_section() -> None:
         "annual_discount": st.column_config.NumberColumn("Annual prepay discount (%)", format="localized"),
         "notes": st.column_config.Column("Notes"), "source": st.column_config.Column("Source"),
         "as_of": st.column_config.Column("As of")})
-    st.caption(f"Pay-as-you-go prices per card (or slice) and hour; a month is {HOURS_PER_MONTH:g} hours. Click a "
-               "column header to sort.")
+    st.caption(f"Pay-as-you-go prices per card (or slice) and hour in {currency} (the currency and exchange rate "
+               f"of the fleet's cost above); a month is {HOURS_PER_MONTH:g} hours. Click a column header to sort.")
 
 
 def cost_vs_load(data: dict, typed: engine.Scenario, rental) -> None:
@@ -258,14 +256,14 @@ if capacity is None:
     st.stop()
 st.subheader("Iteration time")
 step_section(server)
-st.subheader("Rental offers")
-offers_section()
 st.subheader("Cost of this fleet")
 cards = fleet_cards(server.gpu, server.tensor_parallel, typed.fleet.replicas)
 rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel)
 if rental is not None:
     st.metric(f"Fleet per month ({rental.currency})", money_range(rental.per_month))
     cost_vs_load(data, typed, rental)
+st.subheader("Rental offers")
+offers_section()
 st.subheader("Same cards, other shapes")
 shapes_section(data, server, cards, rental)
 st.subheader("Cheapest rental that meets a target")

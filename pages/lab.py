@@ -176,15 +176,25 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
         fallback_key = runner.canonical(fallback)
         return None if fallback_key == key else (fallback, runner.simulate(fallback_key))
     last = st.session_state.get("last_good")
-    if last and last[0] != data:
-        st.session_state["previous_summary"] = last[1]
+    if last and last[0] != data:  # an edit: the cards show its change; a new preset, upload or link: no change
+        st.session_state["previous_summary"] = last[1] if st.session_state.get("last_version") == state.version() \
+            else None
     st.session_state["last_good"] = (data, run.summary)
+    st.session_state["last_version"] = state.version()
     return data, run
 
 
 def changed(delta: str) -> bool:
     """False for a change that rounds to nothing ("+0 ms", "-0.0 pt")."""
     return bool(re.search(r"[1-9]", delta))
+
+
+def shown_delta(m, value, old) -> str | None:
+    """The change of a card against the previous run, when the card's own number changed."""
+    if value is None or old is None or m.text(value) == m.text(old):
+        return None
+    delta = m.text(value - old, signed=True)
+    return delta if changed(delta) else None
 
 
 def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario) -> None:
@@ -204,10 +214,9 @@ def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario
             value = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
             old = before.loc[name, key] if before is not None and name in before.index else None
             old = None if old is None or (isinstance(old, float) and math.isnan(old)) else old
-            delta = m.text(value - old, signed=True) if value is not None and old is not None else None
             shown = "no target" if key == "sla_attainment" and not targets.get(name, True) else m.text(value)
-            cells[i % 2].metric(m.card_label(), shown, delta if delta and changed(delta) else None,
-                                delta_color="inverse" if m.lower_is_better else "normal", help=m.help)
+            cells[i % 2].metric(m.card_label(), shown, shown_delta(m, value, old),
+                                delta_color="inverse" if m.lower_is_better else "normal", help=text.sentence(m.help))
 
 
 def system_cards(system: SystemMetrics) -> None:
@@ -218,12 +227,33 @@ def system_cards(system: SystemMetrics) -> None:
               "mean_batch_size": f"{system['mean_batch_size']:.1f}",
               "preemptions": metric("preemptions").text(system["preemptions"])}
     for col, m in zip(cols, SYSTEM_METRICS):
-        col.metric(m.label + (" (estimate)" if m.key == "offered_load" else ""), values[m.key], help=m.help)
+        col.metric(m.label + (" (estimate)" if m.key == "offered_load" else ""), values[m.key],
+                   help=text.sentence(m.help))
     cols[4].metric("KV cache peak", "unlimited" if system["kv_peak_frac"] is None else
                    f"{system['kv_peak_frac']:.0%}", help="Most of the KV cache in use at once, of its capacity.")
     st.caption("Offered load: arriving work per second over the most the fleet can serve (an estimate; above 1 "
                "the queue grows). GPU busy: share of the run during which an iteration was running, however full "
-               "it was, so a GPU can be busy nearly all the time at an offered load of 0.75.")
+               "it was, so a GPU can be busy nearly all the time at an offered load of 0.75. Arrows on the cards: "
+               "the change against the previous run of this scenario.")
+    if system["kv_peak_frac"] is not None and system["kv_peak_frac"] >= 0.99 and system["offered_load"] < 1.0:
+        st.caption("The KV cache filled up: requests also waited for memory, which the offered load (compute "
+                   "only) does not count. Lower the load, add memory (replicas, tensor parallelism, a larger GPU) or "
+                   "shorten the requests.")
+
+
+def partial_run_note(comparison, typed: engine.Scenario, summary: Summary) -> str | None:
+    """Why the comparison's row of the current policy differs from the cards, when it is a shorter run whose
+    queues were still growing (the comparison runs the first ``SWEEP_MAX_REQUESTS`` requests)."""
+    full = typed.workload.num_requests or summary["run"]["requests"]
+    row = comparison[(comparison["policy"] == typed.policy.name) & (comparison["class"] == OVERALL)]
+    m = metric("ttft_p99_ms")
+    card, short = m.value(summary["overall"]), None if row.empty else row["ttft_p99_ms"].iloc[0]
+    if full <= runner.SWEEP_MAX_REQUESTS or card is None or short is None or abs(card - short) <= 0.25 * card:
+        return None
+    return (f"The comparison runs the first {runner.SWEEP_MAX_REQUESTS:,} of the {full:,} requests above, and "
+            f"its {POLICY_LABELS[typed.policy.name]} row differs from the cards (overall TTFT p99 {m.text(short)} "
+            f"against {m.text(card)}): the queues were still changing after {runner.SWEEP_MAX_REQUESTS:,} requests. "
+            f"Set Requests simulated to {runner.SWEEP_MAX_REQUESTS:,} to compare like with like.")
 
 
 def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> None:
@@ -232,7 +262,8 @@ def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> N
     longest = metric("longest_wait_ms")
     cols = st.columns(len(classes))
     for col, (cls, block) in zip(cols, classes.items()):
-        col.metric(f"{longest.label}, {text.plain(cls)}", longest.text(block["longest_wait_ms"]), help=longest.help)
+        col.metric(f"{longest.label}, {text.plain(cls)}", longest.text(block["longest_wait_ms"]),
+                   help=text.sentence(longest.help))
     if typed.policy.name == "wfq":
         weights = typed.policy.weights or {c: 1.0 for c in classes}
         st.plotly_chart(charts.share_bars(classes, weights), width="stretch")
@@ -288,7 +319,7 @@ if shown is None:
     st.stop()
 scenario, run = shown
 typed = state.validate(scenario)
-st.caption(text.plain(typed.name))
+st.caption(text.plain(f"{typed.name} · now: {state.describe(typed)}"))
 summary, system = run.summary, run.summary["system"]
 if system["unstable"]:
     st.warning(text.plain(stop_explanation(system, APP_ORIGIN.caps) + "."))
@@ -318,6 +349,9 @@ st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_
            + (f"; costs at the low end of {rental.offer}, in {rental.currency}, for the whole fleet."
               if rental is not None else "."))
 comparison_view(comparison, currency)
+partial = partial_run_note(comparison, typed, summary)
+if partial:
+    st.info(partial)
 with st.expander("Comparison table"):
     tables.show(comparison, list(TABLE_COLUMNS), currency)
     st.caption("—: not measured (no completed request, no SLA target in the class, or no price).")

@@ -106,7 +106,8 @@ def stats_table(stats: dict) -> None:
     stats_names = ("mean", "p50", "p90", "p99", "max")
     lengths = pd.DataFrame({name: [round(stats[f"{kind}_{name}"], 1) for kind in ("prompt", "output")]
                             for name in stats_names}, index=["Prompt length (tokens)", "Output length (tokens)"])
-    st.dataframe(lengths, width="stretch", placeholder=tables.MISSING)
+    st.dataframe(lengths, width="stretch", placeholder=tables.MISSING,
+                 column_config={name: st.column_config.NumberColumn(format="localized") for name in stats_names})
 
 
 @st.cache_data(max_entries=4, ttl=DEFAULT_CAPS.upload_store_s, show_spinner="Reading the trace...")
@@ -144,17 +145,18 @@ def trace_section(data: dict) -> None:
     jitter = st.number_input("Jitter (ms)", low, high, 3000.0 if fmt == "mooncake" else 0.0,
                              help="Spread quantised timestamps (Mooncake: about 3,000 ms buckets).")
     st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
-              args=(data, content, {"format": fmt, "jitter_ms": jitter},
+              args=(data, content, {"format": fmt, "jitter_ms": jitter}, name,
                     f"The Lab now replays {name} ({stats['requests']:,} requests)."))
     notice = st.session_state.pop("trace_notice", None)
     if notice:
         st.success(text.plain(notice))
 
 
-def use_trace(data: dict, content: bytes, trace: dict, notice: str) -> None:
+def use_trace(data: dict, content: bytes, trace: dict, display: str, notice: str) -> None:
     """Button callback: store the validated trace and replay it, under its store name, instead of synthetic
     arrivals (all of it)."""
     name = trace_store.store(content, ".jsonl" if trace["format"] == "mooncake" else ".csv")
+    st.session_state.setdefault("trace_names", {})[name] = display
     edited = copy.deepcopy(data)
     edited["workload"]["trace"] = {"path": name, **trace}
     edited["workload"].pop("duration_s", None)
@@ -176,7 +178,10 @@ base = state.current_or_default()
 data = copy.deepcopy(base)
 v = state.version()
 if data["workload"].get("trace"):
-    st.info(f"The scenario replays an uploaded trace ({text.plain(data['workload']['trace']['path'])}).")
+    stored = data["workload"]["trace"]["path"]
+    shown_name = st.session_state.get("trace_names", {}).get(stored, f"stored as {stored}")
+    st.info(text.plain(f"The scenario replays an uploaded trace ({shown_name}): the synthetic arrivals and "
+                       f"lengths below are not used meanwhile."))
     if data["workload"].get("arrival"):
         st.button("Back to synthetic arrivals", on_click=back_to_synthetic, args=(data,))
 

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 import engine
-from engine.cost import HOURS_PER_MONTH, deployment_cost, offers_for, unit_costs
+from engine import cost as cost_module
+from engine.cost import HOURS_PER_MONTH, cost_columns, deployment_cost, offers_for, unit_costs
 from engine.hardware import DATA_DIR
 
 
@@ -53,3 +54,25 @@ def test_offers_are_matched_to_the_simulated_gpu_and_bad_names_are_errors():
         deployment_cost("nope", 1, "pay as you go", "USD", 7.0)
     with pytest.raises(engine.ScenarioError, match="billing"):
         deployment_cost("ref-t4-card", 1, "weekly", "USD", 7.0)
+
+
+def test_only_the_whole_fleet_is_priced_in_a_comparison():
+    """The fleet is rented for every class at once: class rows get no cost, the overall row the fleet's."""
+    frame = pd.DataFrame({"class": ["chat", "overall"], "output_tokens_per_s": [500.0, 1000.0],
+                          "prompt_tokens_per_s": [1000.0, 3000.0], "sla_met_per_s": [1.0, 2.0]})
+    priced = cost_columns(frame, 3.6)
+    assert priced["cost_per_million_output_tokens"].isna().tolist() == [True, False]
+    assert priced.loc[1, "cost_per_million_output_tokens"] == pytest.approx(1.0)
+    assert priced.loc[1, "cost_per_thousand_sla_met_requests"] == pytest.approx(0.5)
+
+
+def test_the_default_offer_is_the_cheapest_that_hosts_the_fleet_and_idle_cards_are_counted():
+    one = cost_module.cheapest_offer("H100-80G", 1, 1)
+    per_hour = {o: deployment_cost(o, 1, "pay as you go", "CNY", 7.077).per_hour[0]
+                for o in offers_for("H100-80G").index}
+    assert per_hour[one] == min(per_hour.values())
+    eight = cost_module.cheapest_offer("H100-80G", 8, 8)
+    assert cost_module.offer_hosting_problem(eight, 8) is None
+    assert cost_module.idle_cards("ref-a100-40g-single", 3) == 0
+    eight_card_units = [o for o, row in offers_for("H100-80G").iterrows() if row["gpus_per_unit"] == 8]
+    assert eight_card_units and cost_module.idle_cards(eight_card_units[0], 1) == 7

@@ -3,12 +3,13 @@
 import json
 import re
 
+import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS, shown
 from engine.config import apply_overrides, read_toml
-from ui import state, trace_store, view
+from ui import charts, state, trace_store, view
 from ui.state import encode
 
 
@@ -89,7 +90,7 @@ def test_a_link_whose_trace_is_gone_shows_the_default_scenario_under_the_message
     at = app(data).run()
     assert not at.exception
     assert any("no longer on this server" in e for e in shown(at.error))
-    assert state.default_data()["name"] in shown(at.sidebar.caption)
+    assert any(state.default_data()["name"] in c for c in shown(at.sidebar.caption))
     assert [m for m in at.metric if m.label == "TTFT p99"], "results are shown under the message"
     at.switch_page("pages/workload.py").run()
     assert not at.exception and at.get("plotly_chart"), "the other pages show the default scenario too"
@@ -222,3 +223,21 @@ def test_a_trace_that_expires_during_a_session_leaves_every_page_showing_somethi
         assert not at.exception, page
         assert any("no longer on this server" in e for e in shown(at.error)), page
         assert at.get("plotly_chart") or at.metric, f"{page} shows nothing under the message"
+
+
+def test_the_comparison_says_when_its_shorter_runs_differ_from_the_cards():
+    at = app(example(**{"workload.arrival.rate_per_s": 3.2, "workload.num_requests": 20000})).run()
+    assert any("runs the first 5,000 of the 20,000 requests" in i for i in shown(at.info))
+    at = app(example(**{"workload.num_requests": 5000})).run()
+    assert not any("runs the first" in i for i in shown(at.info))
+
+
+def test_log_axes_only_where_values_span_orders_of_magnitude():
+    fig = go.Figure()
+    charts.log_axis(fig, [168.0, 176.0])
+    assert fig.layout.yaxis.type is None, "close values keep a linear axis"
+    charts.log_axis(fig, [100.0, 50_000.0])
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1
+    other = go.Figure()
+    charts.log_axis(other, [100.0, 5000.0], "x")
+    assert other.layout.xaxis.type == "log" and other.layout.xaxis.dtick is None

@@ -45,8 +45,8 @@ def comparison_bars(frame: pd.DataFrame, key: str, labels: dict[str, str], curre
                              name=labels.get(policy, policy), marker_color=POLICY_COLORS.get(policy)))
     fig.update_layout(barmode="group", height=320, margin=dict(t=30, b=10), yaxis_title=m.title(currency),
                       xaxis_title="class")
-    if m.kind == DURATION:  # a starved class waits orders of magnitude longer than the others
-        log_axis(fig)
+    if m.kind == DURATION:  # a starved class may wait orders of magnitude longer than the others
+        log_axis(fig, shown[key])
     return fig
 
 
@@ -67,20 +67,30 @@ def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict
         fig.update_xaxes(title_text="arrival rate (req/s)", row=1, col=col)
     fig.update_yaxes(title_text=axis_title(key), row=1, col=1)
     if metric(key).kind == DURATION:
-        log_axis(fig)
+        log_axis(fig, shown[key])
     fig.update_layout(height=340, margin=dict(t=40, b=10))
     return fig
 
 
-def log_axis(fig: go.Figure, axis: str = "y", **where) -> None:
-    """A log axis with a labelled tick per power of ten (no unlabelled 2 and 5 ticks between them)."""
-    (fig.update_yaxes if axis == "y" else fig.update_xaxes)(type="log", dtick=1, **where)
+LOG_FROM_RATIO = 30.0  # values this many times apart get a log axis; closer ones a linear one
+
+
+def log_axis(fig: go.Figure, values, axis: str = "y") -> None:
+    """A log axis when ``values`` span more than ``LOG_FROM_RATIO`` (latencies past saturation grow by orders
+    of magnitude), with one labelled tick per power of ten when they span two or more; else a linear axis."""
+    shown = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce").dropna(), dtype=float)
+    shown = shown[shown > 0]
+    if len(shown) == 0 or shown.max() / shown.min() < LOG_FROM_RATIO:
+        return
+    ticks = {"dtick": 1} if shown.max() / shown.min() >= 100 else {}
+    (fig.update_yaxes if axis == "y" else fig.update_xaxes)(type="log", **ticks)
 
 
 def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
     """Empirical CDF of a latency column per class (completed requests)."""
     fig = go.Figure()
     codes = {name: k for k, name in enumerate(requests["class"].cat.categories)}
+    spread = requests[column].dropna()
     for name, group in requests.groupby("class", observed=True):
         k = codes[name]
         values = np.sort(group[column].dropna().to_numpy())
@@ -91,7 +101,7 @@ def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
                                  mode="lines", name=chart_text(name), line=dict(color=class_color(k))))
     fig.update_layout(height=320, margin=dict(t=30, b=10), xaxis_title=f"{CDF_LABELS.get(column, column)} (ms)",
                       yaxis_title="fraction of requests")
-    log_axis(fig, "x")
+    log_axis(fig, spread, "x")
     return fig
 
 
@@ -113,7 +123,7 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
         label = chart_text(name)
         fig.add_trace(go.Scatter(x=series["time_s"], y=series[waiting_column(name)], name=f"{label} waiting",
                                  line=dict(color=color), legendgroup=label), row=1, col=1)
-        fig.add_trace(go.Scatter(x=series["time_s"], y=series[batch_column(name)], name=f"{label} in batch",
+        fig.add_trace(go.Scatter(x=series["time_s"], y=series[batch_column(name)], name=f"{label} running",
                                  stackgroup="batch", line=dict(color=color), legendgroup=label), row=2, col=1)
     scale = 100.0 / kv_capacity_tokens if kv_capacity_tokens else 1.0
     fig.add_trace(go.Scatter(x=series["time_s"], y=series["kv_used_tokens"] * scale, name="KV used",
@@ -138,7 +148,7 @@ def share_bars(classes: dict, weights: dict) -> go.Figure:
     fig = go.Figure([go.Bar(x=shown, y=[weights[n] / total for n in names], name="configured (weight share)",
                             marker_color="#BBBBBB"),
                      go.Bar(x=shown, y=[classes[n]["service_share"] or 0.0 for n in names], name="achieved",
-                            marker_color=[class_color(k) for k in range(len(names))])])
+                            marker_color="#2A3F5F")])
     fig.update_layout(barmode="group", height=280, margin=dict(t=30, b=10), yaxis_tickformat=".0%",
                       xaxis_title="class", yaxis_title="share of GPU service",
                       title="GPU service share per class: a class that asks for less than its weight's share "

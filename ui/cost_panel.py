@@ -6,8 +6,8 @@ import streamlit as st
 
 import engine
 from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
-                         HOURS_PER_MONTH, DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem,
-                         offers_for, unit_costs)
+                         HOURS_PER_MONTH, DeploymentCost, cheapest_offer, deployment_cost, fleet_cards, idle_cards,
+                         offer_hosting_problem, offers_for, unit_costs)
 from engine.metric_table import COSTS, metric, money_range
 from engine.summary import Summary
 from ui import view
@@ -32,18 +32,21 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
                 f"{offers.loc[o, 'period']} per {'card' if count == 1 else cards_text(count)}")
 
     cols = st.columns([3, 1, 1, 1])
-    view.choice("cost_offer", list(offers.index), offers.index[0])
+    view.choice("cost_offer", list(offers.index), cheapest_offer(gpu, cards, tensor_parallel))
     view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
-    view.choice("cost_currency", CURRENCIES, CURRENCIES[0])
     view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
-    offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label)
+    offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label,
+                              help="The cheapest offer that hosts this fleet, until you choose another.")
+    view.choice("cost_currency", CURRENCIES, offers.loc[offer, "currency"])  # the offer's own, until chosen
     billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
     currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
     cny_per_usd = cols[3].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
                                        help="Exchange rate: your setting, not a market quote.")
     cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
     row = offers.loc[offer]
-    st.caption(f"{cards} x {gpu} rents {cost.units} x {offer}: {row['notes']}. Source: {row['source']} "
+    idle = idle_cards(offer, cards)
+    idle_text = f" {idle} of the {cards + idle} rented cards stay idle." if idle else ""
+    st.caption(f"{cards} x {gpu} rents {cost.units} x {offer}.{idle_text} {row['notes']}. Source: {row['source']} "
                f"({row['as_of']}).{' Estimate: the price is a range or marked as estimated.' if cost.estimate else ''}")
     problem = offer_hosting_problem(offer, tensor_parallel)
     if problem:

@@ -50,8 +50,13 @@ def render() -> None:
         text.error(error)
     with st.sidebar:
         st.subheader("Scenario")
-        st.caption(text.plain(data.get("name", "unnamed scenario")))
+        try:
+            now = state.describe(state.validate(data))
+            st.caption(text.plain(f"{data.get('name', 'unnamed scenario')} · now: {now}"))
+        except engine.ScenarioError:  # shown on the page; the name alone here
+            st.caption(text.plain(data.get("name", "unnamed scenario")))
         st.selectbox("Load a preset", [PICK, *state.presets()], key="preset_pick", on_change=_pick_preset,
+                     format_func=lambda f: f if f == PICK else state.preset_title(f),
                      help="Replace the current scenario with one from data/scenarios/.")
         upload = st.file_uploader("Upload a scenario (TOML)", type=["toml"], key=f"upload_{state.version()}",
                                   max_upload_size=max(1, DEFAULT_CAPS.scenario_bytes // MIB))

@@ -18,6 +18,7 @@ import streamlit as st
 import engine
 from engine.caps import DEFAULT_CAPS
 from engine.config import read_toml
+from engine.policies import POLICY_LABELS
 from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 
@@ -59,6 +60,11 @@ def presets() -> list[str]:
 
 def preset_data(name: str) -> dict:
     return read_toml(PRESET_DIR / name)
+
+
+def preset_title(name: str) -> str:
+    """What the preset picker shows: the preset's own name (its file name when it has none)."""
+    return str(preset_data(name).get("name") or name)
 
 
 def default_data() -> dict:
@@ -155,6 +161,18 @@ def edited(data: dict, base: dict) -> bool:
         return validate(data) != validate(base)
     except engine.ScenarioError:
         return True
+
+
+def describe(scenario: engine.Scenario) -> str:
+    """What the scenario runs now, in words (its name may predate an edit): fleet, model and policy."""
+    server, replicas = scenario.server, scenario.fleet.replicas
+    if server.step_model == "fixed":
+        fleet = f"fixed {server.step_time_ms:g} ms iterations, batches of up to {server.max_batch_size:,}"
+    else:
+        cards = f"{server.tensor_parallel} x {server.gpu}" if server.tensor_parallel > 1 else server.gpu
+        fleet = f"{server.model} ({server.quant}) on {cards}"
+    servers = f"{replicas} servers of " if replicas > 1 else ""
+    return f"{servers}{fleet}; policy: {POLICY_LABELS[scenario.policy.name]}"
 
 
 def first_visit() -> bool:

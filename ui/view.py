@@ -25,7 +25,7 @@ VIEW_KEYS = (
     # cost of the fleet (Lab and Hardware & Cost)
     "cost_offer", "cost_billing", "cost_currency", "cost_fx",
     # Hardware & Cost
-    "hw_context_tokens", "hw_offer_gpus", "hw_offer_currency", "hw_offer_fx", "hw_offer_firm",
+    "hw_context_tokens", "hw_offer_gpus", "hw_offer_firm",
     "hw_target_class", "hw_target_metric", "hw_target_ms", "hw_target_replicas", "hw_find",
 )
 _MEMORY = "view"
