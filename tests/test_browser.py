@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from conftest import REPO, SCENARIOS, app_server
 from engine.config import read_toml
@@ -294,9 +294,10 @@ def test_a_first_visit_reads_like_a_product(server, page, browser):
         other.goto(link)
         other.wait_for_selector("text=Same cards, other shapes")
         wait_idle(other)
-        assert other.get_by_role("combobox", name="Currency").input_value() == "USD"
-        assert other.get_by_role("spinbutton", name="At most (ms)").input_value() == "2500"
-        assert "Fleet per month (USD)" in other.inner_text("body")
+        # Read once the page has drawn them (the first moments of a new session can show a control's minimum).
+        expect(other.get_by_role("combobox", name="Currency")).to_have_value("USD", timeout=60_000)
+        expect(other.get_by_role("spinbutton", name="At most (ms)")).to_have_value("2500", timeout=60_000)
+        expect(other.locator("body")).to_contain_text("Fleet per month (USD)", timeout=60_000)
         assert_reads_like_a_product(other, "Hardware & Cost reopened from its link")
     except Exception:
         other.screenshot(path=str(ARTIFACTS / "hardware_link.png"), full_page=True)
