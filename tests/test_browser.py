@@ -249,8 +249,8 @@ def until_in_link(page, key: str, value, act, tries: int = 3) -> None:
 
 
 def test_a_first_visit_reads_like_a_product(server, page, browser):
-    """Open, a preset, a load change, a policy change, Hardware & Cost and back, and a link that reopens the
-    Hardware & Cost choices: at 1,400 and 1,920 px, nothing reads like a notebook."""
+    """Open, a preset, a load change, a policy change, Hardware & Cost, Workload and back, and a link that
+    reopens the Hardware & Cost choices: at 1,400 and 1,920 px, nothing reads like a notebook."""
     open_lab(page, server + "/")
     assert "Start here" in page.inner_text("body")
     assert_reads_like_a_product(page, "Lab, first visit")
@@ -283,9 +283,13 @@ def test_a_first_visit_reads_like_a_product(server, page, browser):
     link = page.url
     assert view_in_link(page)["hw_target_ms"] == 2500 and view_in_link(page)["cost_currency"] == "USD"
 
+    page.get_by_role("link", name="Workload").click()
+    page.wait_for_selector("text=Time between arrivals")
+    assert_reads_like_a_product(page, "Workload")
+
     page.get_by_role("link", name="Scheduler Lab").click()
     page.wait_for_selector("text=Per-class results")
-    assert_reads_like_a_product(page, "Lab, back from Hardware & Cost")
+    assert_reads_like_a_product(page, "Lab, back from Hardware & Cost and Workload")
     assert page.get_by_role("combobox", name="Policy").input_value() == "Dynamic cost with preemption"
 
     other = browser.new_page(viewport={"width": 1400, "height": 1600})
