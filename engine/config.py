@@ -364,6 +364,22 @@ FIELD_LABELS = {
 }
 
 
+def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:
+    """(type, metadata, default) of field ``name`` of config class ``cls``."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    tp, _ = unwrap_optional(typing.get_type_hints(cls)[name])
+    return tp, dict(f.metadata), f.default
+
+
+def field_bounds(meta: dict) -> tuple[float | None, float | None]:
+    """(lowest, highest) value the engine accepts for a field (``ge``/``gt``, ``le`` or its default safety limit),
+    so a widget holds every value a link or an upload may carry, and no other."""
+    high = meta.get("le")
+    if "cap" in meta:
+        high = getattr(DEFAULT_CAPS, meta["cap"])
+    return meta.get("ge", meta.get("gt")), high
+
+
 def field_label(cls: type, name: str) -> str:
     """The words a form shows for key ``name`` of config class ``cls`` (``FIELD_LABELS``)."""
     return FIELD_LABELS.get(f"{cls.__name__}.{name}") or name.replace("_", " ").capitalize()

@@ -11,6 +11,7 @@ costs (``COSTS``) are added to frames by ``engine.cost``, priced in the currency
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -47,7 +48,7 @@ class Metric:
     def text(self, value: Any, signed: bool = False, currency: str = "") -> str:
         """The value as a reader sees it ("3.57 s", "49.2 s", "98.5%"; a rate without its unit: "1,150"); "—"
         when missing. ``signed`` writes a change ("+120 ms", "-1.5 pt")."""
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if _missing(value):
             return "—"
         sign = "+" if signed else ""
         if self.kind == DURATION:
@@ -64,6 +65,14 @@ class Metric:
             return f"{money_text(value, sign)} {currency}".rstrip()
         return significant(value, 3, sign)  # a rate's unit is in its card's label (``card_label``)
 
+    def change_text(self, value: Any, old: Any) -> str | None:
+        """A card's change against an earlier value ("+120 ms", "-1.5 pt"); None when the card's own number did
+        not change (equal, or rounding to the same text) or either value is missing."""
+        if self.text(value) == self.text(old) or _missing(value) or _missing(old):
+            return None
+        delta = self.text(value - old, signed=True)
+        return delta if re.search(r"[1-9]", delta) else None  # "+0 ms" says nothing
+
     def card_label(self) -> str:
         """The label of a card showing this metric: a rate's unit goes here, so the number fits its card."""
         return self.title() if self.kind == RATE else self.label
@@ -72,7 +81,7 @@ class Metric:
         """The value as a table cell holds it (still a number, so columns sort): whole ms from 100 ms (three
         significant digits below), percentages with one decimal, three significant digits for rates and money;
         None stays None."""
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if _missing(value):
             return None
         if self.kind == DURATION:
             return float(round(value)) if abs(value) >= 100 else round_significant(value, 3)
@@ -83,6 +92,10 @@ class Metric:
         if self.kind == MONEY:
             return round_money(value)
         return round_significant(value, 3)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def money_text(value: float, sign: str = "") -> str:

@@ -251,7 +251,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     return Result(scenario, summary, frame, timeseries)
 
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"  # the shipped scenarios (presets)
 
 
 def warm_up(requests: int = 50) -> int:

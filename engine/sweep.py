@@ -9,13 +9,12 @@ requests.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Optional
 
 import pandas as pd
 
-from .config import Arrival, apply_overrides, load_scenario
+from .config import Arrival, apply_overrides, field_bounds, field_meta, load_scenario
 from .metric_table import round_significant
 from .metrics import flat_metrics
 from .origin import Origin
@@ -42,11 +41,8 @@ def tagged_metrics(summary: Summary, **tags) -> pd.DataFrame:
 
 def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[list[str]] = None) -> pd.DataFrame:
     """Flat metrics of every policy (default: all registered) on the same arrivals, one row per class."""
-    frames = []
-    for name in policies or list(POLICIES):
-        summary = run_summary(apply_overrides(data, {"policy.name": name}), origin)
-        frames.append(tagged_metrics(summary, policy=name))
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat([tagged_metrics(run_summary(apply_overrides(data, overrides), origin), **tags)
+                      for overrides, tags in policy_variants(policies or list(POLICIES))], ignore_index=True)
 
 
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)  # fractions of the estimated capacity
@@ -60,8 +56,7 @@ def sweep_rates(rate_per_s: float, offered_load: float) -> list[float]:
     capacity_per_s = rate_per_s / offered_load if offered_load > 0 else rate_per_s
     if not math.isfinite(capacity_per_s):
         capacity_per_s = rate_per_s
-    meta = {f.name: f.metadata for f in dataclasses.fields(Arrival)}["rate_per_s"]
-    low, high = meta["ge"], meta["le"]
+    low, high = field_bounds(field_meta(Arrival, "rate_per_s")[1])
     rates = sorted({min(max(round_significant(capacity_per_s * f), low), high) for f in SWEEP_LOAD_FACTORS})
     if not rates[0] <= rate_per_s <= rates[-1]:  # far past (or below) capacity: the curves reach the current rate
         rates = sorted({*rates, rate_per_s})

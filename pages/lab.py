@@ -3,14 +3,14 @@
 import copy
 import logging
 import math
-import re
 
 import pandas as pd
 import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, RequestClass, Server, Workload, field_label
+from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, RequestClass, Server, Workload, field_bounds,
+                           field_label, field_meta)
 from engine.cost import cost_columns
 from engine.metric_table import COSTS, SYSTEM_METRICS, metric
 from engine.metrics import flat_metrics
@@ -21,7 +21,7 @@ from engine.sweep import sweep_rates
 from engine.workload import trace_requests
 from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
-from ui.widgets import field_bounds, field_input, field_meta
+from ui.widgets import field_input
 
 BATCHING_KEYS = ("max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
@@ -184,19 +184,6 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
     return data, run
 
 
-def changed(delta: str) -> bool:
-    """False for a change that rounds to nothing ("+0 ms", "-0.0 pt")."""
-    return bool(re.search(r"[1-9]", delta))
-
-
-def shown_delta(m, value, old) -> str | None:
-    """The change of a card against the previous run, when the card's own number changed."""
-    if value is None or old is None or m.text(value) == m.text(old):
-        return None
-    delta = m.text(value - old, signed=True)
-    return delta if changed(delta) else None
-
-
 def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario) -> None:
     """One card per class (and overall), each metric with its change against the previous run."""
     current = flat_metrics(summary).set_index("class")
@@ -211,11 +198,9 @@ def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario
         for i, key in enumerate(KPI_KEYS):
             m = metric(key)
             value = current.loc[name, key]
-            value = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
             old = before.loc[name, key] if before is not None and name in before.index else None
-            old = None if old is None or (isinstance(old, float) and math.isnan(old)) else old
             shown = "no target" if key == "sla_attainment" and not targets.get(name, True) else m.text(value)
-            cells[i % 2].metric(m.card_label(), shown, shown_delta(m, value, old),
+            cells[i % 2].metric(m.card_label(), shown, m.change_text(value, old),
                                 delta_color="inverse" if m.lower_is_better else "normal", help=text.sentence(m.help))
 
 

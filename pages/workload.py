@@ -9,7 +9,7 @@ import streamlit as st
 
 import engine
 from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import Arrival, TokenDist, Trace
+from engine.config import Arrival, TokenDist, Trace, field_bounds, field_meta
 from engine.errors import printable
 from engine.metric_table import significant
 from engine.registry import TRACE_FORMATS
@@ -17,7 +17,7 @@ from engine.trace_stats import per_minute_rate, trace_statistics
 from engine.traces import guess_format_from_header, read_trace_bytes
 from engine.workload import build_requests
 from ui import charts, runner, scenario_sidebar, state, tables, text, trace_store
-from ui.widgets import field_bounds, field_input, field_meta
+from ui.widgets import field_input
 
 SAMPLE_REQUESTS = 20000
 DIST_KEYS = ("value", "low", "high", "mean", "cv", "max")

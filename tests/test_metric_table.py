@@ -66,3 +66,14 @@ def test_every_form_label_is_words_with_one_unit():
             assert f"{cls.__name__}.{f.name}" in FIELD_LABELS, f"{cls.__name__}.{f.name} has no label"
             label = field_label(cls, f.name) + (f" ({f.metadata['unit']})" if f.metadata.get("unit") else "")
             assert "_" not in label and not DOUBLED.search(label), label
+
+
+@pytest.mark.parametrize("key, value, old, change", [
+    ("ttft_p99_ms", 250.0, 100.0, "+150 ms"), ("ttft_p99_ms", 100.2, 100.4, None),  # both read "100 ms"
+    ("ttft_p99_ms", 1544.0, 1551.0, "-7.00 ms"), ("sla_attainment", 0.7304, 0.7302, None),
+    ("sla_attainment", 0.75, 0.73, "+2.0 pt"), ("output_tokens_per_s", 1147.2, 1147.0, None),
+    ("sla_attainment", 0.73051, 0.73049, None),  # "73.1%" against "73.0%", yet the change reads "+0.0 pt"
+    ("ttft_p99_ms", None, 100.0, None), ("ttft_p99_ms", 100.0, float("nan"), None),
+])
+def test_a_card_shows_a_change_only_when_its_own_number_changed(key, value, old, change):
+    assert metric(key).change_text(value, old) == change

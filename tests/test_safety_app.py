@@ -21,13 +21,12 @@ from streamlit.testing.v1 import AppTest
 import engine
 from conftest import REPO, SCENARIOS, config_fields, shown
 from engine.caps import DEFAULT_CAPS, MIB, Caps
-from engine.config import read_toml
+from engine.config import field_bounds, read_toml
 from engine.origin import stored_trace_name
 from engine.sweep import sweep_rates
 from test_safety import opened_files
 from ui import runner, state, text, trace_store
 from ui.result_cache import ResultCache
-from ui.widgets import field_bounds
 
 CONV = "arrival_s,prompt_tokens,output_tokens\n0,12,3\n0.2,40,5\n0.5,8,2\n"
 

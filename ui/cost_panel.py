@@ -10,7 +10,7 @@ from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, 
                          offer_hosting_problem, offers_for, unit_costs)
 from engine.metric_table import COSTS, metric, money_range
 from engine.summary import Summary
-from ui import view
+from ui import text, view
 
 
 def cards_text(count: float) -> str:
@@ -72,7 +72,7 @@ def cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | N
     cards_row[1].metric(f"Per month ({cost.currency})", money_range(cost.per_month),
                         help=f"{HOURS_PER_MONTH:g} hours a month.")
     cards_row[2].metric("GPU busy", metric("gpu_busy_frac").text(summary["system"]["gpu_busy_frac"]),
-                        help=metric("gpu_busy_frac").help)
+                        help=text.sentence(metric("gpu_busy_frac").help))
     cards_row = st.columns(3)
     unit_cost_key = {column: key for key, column in COST_COLUMNS.items()}
     for col, m in zip(cards_row, COSTS):

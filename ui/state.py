@@ -11,7 +11,6 @@ import base64
 import binascii
 import json
 import zlib
-from pathlib import Path
 
 import streamlit as st
 
@@ -19,10 +18,10 @@ import engine
 from engine.caps import DEFAULT_CAPS
 from engine.config import read_toml
 from engine.policies import POLICY_LABELS
+from engine.simulate import PRESET_DIR
 from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 DEFAULT_PRESET = "chat_and_batch_a100_8b.toml"  # a real GPU, so the first screen shows cost too
 QUERY_KEY = "s"
 
@@ -50,7 +49,7 @@ def decode(link: str, what: str = "the link's scenario (?s=...)") -> dict:
         raise engine.ScenarioError(f"{what} decompresses to more than the limit of {caps.link_bytes:,} bytes "
                                    f"(link_bytes); the default is shown")
     if not isinstance(data, dict):
-        raise engine.ScenarioError(f"{what} is not a table")
+        raise engine.ScenarioError(f"{what} is not a table; the default is shown")
     return data
 
 
@@ -123,21 +122,13 @@ def replace(data: dict) -> bool:
 
 
 def update(data: dict) -> bool:
-    """Apply an edit made through the widgets; False (and an error shown) if it is invalid."""
-    current = st.session_state.get("scenario")
-    if data == current:
-        return True
+    """Make an edit made through a page's widgets the scenario (pages call it when ``edited`` says the widgets
+    changed it); False (and an error shown) if it is invalid."""
     try:
-        typed = validate(data)
+        validate(data)
     except engine.ScenarioError as exc:
         text.error(f"{exc}. The last valid scenario stays in use.")
         return False
-    try:
-        same = typed == validate(current)  # the widgets only spelled out defaults the scenario left out
-    except engine.ScenarioError:  # the scenario stopped being valid (its trace expired): the edit replaces it
-        same = False
-    if same:
-        return True
     _store(data, new_version=False)
     st.session_state["edited"] = True
     return True

@@ -12,6 +12,7 @@ import streamlit as st
 
 from engine.metric_table import METRICS
 from engine.policies import POLICY_LABELS
+from ui.text import sentence
 
 # Columns that are not metrics: (header, help).
 PLAIN_COLUMNS = {
@@ -36,10 +37,11 @@ def show(frame: pd.DataFrame, columns: list[str], currency: str = "", key: str |
         if column in METRICS:
             m = METRICS[column]
             shown[column] = [m.table_value(v) for v in shown[column]]
-            config[column] = st.column_config.NumberColumn(m.title(currency), help=m.help, format="localized")
+            config[column] = st.column_config.NumberColumn(m.title(currency), help=sentence(m.help),
+                                                           format="localized")
         elif column in PLAIN_COLUMNS:
             header, help_text = PLAIN_COLUMNS[column]
-            config[column] = st.column_config.Column(header, help=help_text)
+            config[column] = st.column_config.Column(header, help=sentence(help_text) if help_text else None)
     if "policy" in shown.columns:
         shown["policy"] = shown["policy"].map(lambda p: POLICY_LABELS.get(p, p))
     st.dataframe(shown, hide_index=True, width="stretch", column_config=config, key=key, placeholder=MISSING)

@@ -55,7 +55,7 @@ def restore() -> None:
             try:
                 wished = state.decode(link, "the link's view (?v=...)")
             except engine.ScenarioError as exc:
-                text.error(f"{exc}; the default view is shown")
+                text.error(exc)
                 wished = {}
             st.session_state[_MEMORY] = {k: v for k, v in wished.items() if k in VIEW_KEYS and _plain_value(v)}
     for key, value in st.session_state[_MEMORY].items():
@@ -68,8 +68,9 @@ def remember() -> None:
     memory = st.session_state.setdefault(_MEMORY, {})
     memory.update({k: st.session_state[k] for k in VIEW_KEYS if k in st.session_state
                    and _plain_value(st.session_state[k])})
-    if memory:
-        st.query_params[QUERY_KEY] = state.encode(memory)
+    link = state.encode(memory) if memory else None
+    if link and st.query_params.get(QUERY_KEY) != link:
+        st.query_params[QUERY_KEY] = link
 
 
 def choice(key: str, options: Sequence, default: Any) -> None:

@@ -7,30 +7,12 @@ carry the unit, help comes from the config's help text, so the UI and the docs n
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import Any, Optional
 
 import streamlit as st
 
-from engine.caps import DEFAULT_CAPS
-from engine.config import field_label, unwrap_optional
+from engine.config import field_bounds, field_label, field_meta
 from ui.text import sentence
-
-
-def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:
-    """(type, metadata, default) of field ``name`` of config class ``cls``."""
-    f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    tp, _ = unwrap_optional(typing.get_type_hints(cls)[name])
-    return tp, dict(f.metadata), f.default
-
-
-def field_bounds(meta: dict) -> tuple[float | None, float | None]:
-    """(lowest, highest) value the engine accepts for a field (``ge``/``gt``, ``le`` or its safety limit), so a
-    widget holds every value a link or an upload may carry, and no other."""
-    high = meta.get("le")
-    if "cap" in meta:
-        high = getattr(DEFAULT_CAPS, meta["cap"])
-    return meta.get("ge", meta.get("gt")), high
 
 
 def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str] = None,
