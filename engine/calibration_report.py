@@ -16,7 +16,7 @@ def markdown_table() -> str:
         load = f"{int(r['batch'])} at once" if r["rate_per_s"] == 0 else f"Poisson {r['rate_per_s']:g}/s"
         lines.append(f"| {r['gpu']} | {int(r['tensor_parallel'])} | {r['model']} | {r['quant']}/{r['kv_quant']} | "
                      f"{load} | {int(r['input_tokens'])}/{int(r['output_tokens'])} | {UNITS[r['metric']]} | "
-                     f"{r['measured']:,.1f} | {r['predicted']:,.1f} | {r['error_pct']:+.0f}% |")
+                     f"{r['measured']:,.1f} | {r['predicted']:,.1f} | {round(r['error_pct']) + 0:+d}% |")  # never "-0%"
     lines.append("")
     lines.append(f"Median absolute error {table['error_pct'].abs().median():.0f}% over {len(table)} measurements "
                  f"(largest {table['error_pct'].abs().max():.0f}%).")

@@ -104,7 +104,7 @@ def stats_table(stats: dict) -> None:
     cols[3].metric("Per-minute cv", f"{stats['minute_cv']:.2f}",
                    help="Coefficient of variation of the requests per minute: how much the load moves.")
     stats_names = ("mean", "p50", "p90", "p99", "max")
-    lengths = pd.DataFrame({name: [round(stats[f"{kind}_{name}"], 1) for kind in ("prompt", "output")]
+    lengths = pd.DataFrame({name: [round(stats[f"{kind}_{name}"]) for kind in ("prompt", "output")]
                             for name in stats_names}, index=["Prompt length (tokens)", "Output length (tokens)"])
     st.dataframe(lengths, width="stretch", placeholder=tables.MISSING,
                  column_config={name: st.column_config.NumberColumn(format="localized") for name in stats_names})

@@ -46,7 +46,7 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     row = offers.loc[offer]
     idle = idle_cards(offer, cards)
     idle_text = f" {idle} of the {cards + idle} rented cards stay idle." if idle else ""
-    st.caption(f"{cards} x {gpu} rents {cost.units} x {offer}.{idle_text} {row['notes']}. Source: {row['source']} "
+    st.caption(f"{cards} x {gpu} rents {cost.units} x {offer} ({row['notes']}).{idle_text} Source: {row['source']} "
                f"({row['as_of']}).{' Estimate: the price is a range or marked as estimated.' if cost.estimate else ''}")
     problem = offer_hosting_problem(offer, tensor_parallel)
     if problem:
