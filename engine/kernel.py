@@ -19,7 +19,12 @@ replica's decision, at the end of its iteration or when it wakes, is:
    from the worst end;
 4. admit waiting requests in key order while a slot, budget and memory remain
    (a preemptive policy may evict a worse running request); a request that was
-   paused or swapped out pays its resume cost;
+   paused or swapped out pays its resume cost. With ``server.batching =
+   prefill-first`` step 4 comes first and takes whole prompts only; when it admits
+   any, the iteration is theirs alone (every decode waits), else step 3 runs a
+   decode iteration. With ``server.admission = reserve-full`` a request's blocks
+   for its whole prompt and output are taken at admission, so step 3 never runs
+   out of memory;
 5. compute the step time (fixed, or roofline), advance every scheduled request:
    a request whose pending tokens reach zero emits one output token;
 6. record counters and the (stride-decimated) time series.
@@ -52,7 +57,7 @@ from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDUL
 from .monotonic import monotonic_ns_nb
 from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
                        policy_key_nb, policy_on_arrival_nb)
-from .registry import ROUTER_CODES
+from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
 from .steptime import step_time_s_nb
 
 # Why a run stopped (PAUSED: ``run_nb`` reached its deadline for this call; call it again to go on).
@@ -96,16 +101,23 @@ N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 # cache stays valid across code changes only for built-in types).
 (SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
- SV_SWAP_S_PER_TOKEN) = range(11)
+ SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION) = range(13)
+
+# Batching and admission modes (``server.batching``, ``server.admission``).
+MIXED, PREFILL_FIRST = BATCHING_CODES.values()
+OPTIMISTIC, RESERVE_FULL = ADMISSION_CODES.values()
+# Which waiting requests one admission pass takes (``_admit_waiting_nb``).
+ADMIT_ANY, ADMIT_PROMPTS, ADMIT_DECODES = range(3)
 
 
 def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
-                  block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token):
-    """The server tuple of ``run_nb`` (integers as int64, times in seconds)."""
+                  block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
+                  batching=MIXED, admission=OPTIMISTIC):
+    """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes)."""
     i = np.int64
     return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
-            float(swap_s_per_token))
+            float(swap_s_per_token), i(batching), i(admission))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -237,11 +249,15 @@ def _keep_state_nb(ints, items, n, state):
 
 @njit(cache=True, inline="always")
 def _blocks_needed_nb(srv, ints, r, chunk):
-    """Extra KV blocks ``r`` needs to hold ``chunk`` more tokens."""
+    """Extra KV blocks ``r`` needs to hold ``chunk`` more tokens; under reserve-full admission, enough for its
+    longest KV (prompt + output - 1 tokens: the last token is never cached), so it never needs more."""
     if srv[SV_STATIC_BLOCKS] > 0:
         return srv[SV_STATIC_BLOCKS] - ints[r, I_BLOCKS]
     bs = srv[SV_BLOCK_SIZE_TOKENS]
-    return (ints[r, I_KV_TOKENS] + chunk + bs - 1) // bs - ints[r, I_BLOCKS]
+    tokens = ints[r, I_KV_TOKENS] + chunk
+    if srv[SV_ADMISSION] == RESERVE_FULL:
+        tokens = max(tokens, ints[r, I_PROMPT] + ints[r, I_OUTPUT] - 1)
+    return max((tokens + bs - 1) // bs - ints[r, I_BLOCKS], 0)
 
 
 @njit(cache=True, inline="always")
@@ -410,8 +426,14 @@ def _evict_worse_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, ca
 
 
 @njit(cache=True, inline="always")
-def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget):
-    """Move waiting requests into the batch in key order while slot, budget and memory allow."""
+def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget, kind):
+    """Move waiting requests of ``kind`` into the batch in key order while slot, budget and memory allow.
+
+    ``ADMIT_ANY``: every waiting request, a prompt in chunks of the budget left. ``ADMIT_PROMPTS``: requests
+    with a prefill to do, each whole (no chunking); admission stops at the first that exceeds the budget left,
+    unless the batch is empty (a prompt longer than the budget then runs alone). ``ADMIT_DECODES``: paused or
+    swapped-out requests that resume decoding.
+    """
     n_candidates = cnt[C_WAITING]
     for i in range(n_candidates):
         r = waiting[i]
@@ -421,10 +443,15 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
         for i in range(n_candidates):
             r = waiting[i]
             if ints[r, I_STATE] == WAITING and (best < 0 or _before_nb(fl, r, best)):
-                best = r
+                decoding = ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1
+                if kind == ADMIT_ANY or decoding == (kind == ADMIT_DECODES):
+                    best = r
         if best < 0:
             break
-        chunk = min(ints[best, I_PENDING], budget)
+        whole = kind == ADMIT_PROMPTS
+        chunk = ints[best, I_PENDING] if whole else min(ints[best, I_PENDING], budget)
+        if chunk > budget and cnt[C_BATCH] > 0:
+            break
         need = _blocks_needed_nb(srv, ints, best, chunk)
         if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] and need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
                 _reclaim_paused_nb(ints, fl, waiting, cnt, best):
@@ -598,10 +625,18 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
 
     preemptions_before = cnt[C_PREEMPTIONS]
     _order_running_nb(policy, classes, ints, fl, running, cnt, t)
-    budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc,
-                                                    srv[SV_MAX_BATCHED_TOKENS])
-    if not memory_preempted and (cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]):
-        _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget)
+    may_admit = cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]
+    prefill_first = srv[SV_BATCHING] == PREFILL_FIRST
+    if prefill_first and may_admit and cnt[C_WAITING] > 0:
+        # Whole prompts whenever one can be admitted: the iteration is theirs, every decode waits.
+        _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t,
+                          srv[SV_MAX_BATCHED_TOKENS], ADMIT_PROMPTS)
+    if cnt[C_BATCH] == 0:
+        budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc,
+                                                        srv[SV_MAX_BATCHED_TOKENS])
+        if not memory_preempted and may_admit:
+            _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget,
+                              ADMIT_DECODES if prefill_first else ADMIT_ANY)
     if cnt[C_BATCH] == 0:
         raise RuntimeError("internal error: requests are ready but none could be scheduled")
 

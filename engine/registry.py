@@ -15,5 +15,7 @@ STEP_MODEL_CODES = {"fixed": 0, "roofline": 1}
 TRACE_FORMATS = ("csv", "azure", "mooncake")
 TP_DEGREES = (1, 2, 4, 8)
 KV_ALLOCATIONS = ("paged", "static")
+BATCHING_CODES = {"mixed": 0, "prefill-first": 1}
+ADMISSION_CODES = {"optimistic": 0, "reserve-full": 1}
 ARRIVAL_PROCESSES = ("poisson", "gamma")
 LENGTH_DISTRIBUTIONS = ("constant", "uniform", "geometric", "lognormal")

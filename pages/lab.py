@@ -23,7 +23,7 @@ from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sid
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 
-BATCHING_KEYS = ("max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
+BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len")
@@ -126,7 +126,7 @@ def server_controls(data: dict, v: int) -> None:
         server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
                                   options=choices() if choices else None)
     if server["step_model"] == "roofline":
-        st.caption(f"Step times: {badge(server['gpu'])}.")
+        st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '')}.")
 
 
 def fleet_controls(data: dict, v: int) -> None:

@@ -49,7 +49,9 @@ def scenarios(draw):
               "min_batch_size": draw(st.integers(1, max_batch)), "wait_timeout_ms": draw(st.floats(0.0, 50.0)),
               "block_size_tokens": block,
               "kv_capacity_tokens": draw(st.sampled_from([0, 320, 600, 1000, 4096])),
-              "kv_allocation": "static" if static else "paged"}
+              "kv_allocation": "static" if static else "paged",
+              "batching": draw(st.sampled_from(["mixed", "prefill-first"])),
+              "admission": draw(st.sampled_from(["optimistic", "reserve-full"]))}
     if static:
         server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
         server["kv_capacity_tokens"] = draw(st.sampled_from([0, 600, 1000, 4096]))
@@ -100,7 +102,17 @@ def test_invariants_hold(data):
     # Limits hold in every iteration of every replica (small runs record every iteration).
     assert summary["system"]["timeseries_stride"] == 1 and len(series) == summary["system"]["iterations"]
     assert (series["batch_size"] <= server.max_batch_size).all()
-    assert (series["prefill_tokens"] + series["decode_tokens"] <= server.max_batched_tokens).all()
+    over_budget = series["prefill_tokens"] + series["decode_tokens"] > server.max_batched_tokens
+    if server.batching == "prefill-first":
+        # Whole prompts: one longer than the budget runs alone; an iteration never mixes prefill and decode.
+        assert (series.loc[over_budget, "batch_size"] == 1).all()
+        assert ((series["prefill_tokens"] == 0) | (series["decode_tokens"] == 0)).all()
+    else:
+        assert not over_budget.any()
+    spec = POLICIES[scenario.policy.name]
+    if server.admission == "reserve-full" and (spec.preemption == "never" or (
+            spec.preemption == "param" and not scenario.policy.preemptive)):
+        assert summary["system"]["preemptions"] == 0  # blocks for the whole output are taken at admission
     if server.kv_capacity_tokens:
         assert (series["kv_used_tokens"] <= server.kv_capacity_tokens).all()
         assert summary["system"]["kv_peak_frac"] <= 1.0

@@ -7,7 +7,7 @@ from engine.config import Server
 from engine.hardware import DATA_DIR, roofline_profile
 
 REQUIRED = {
-    "gpus": ["memory_gb", "mem_bw_tb_s", "fp16_tflops", "int8_tops", "interconnect_gb_s", "allreduce_latency_us"],
+    "gpus": ["memory_mib", "mem_bw_tb_s", "fp16_tflops", "int8_tops", "interconnect_gb_s", "allreduce_latency_us"],
     "calibration": ["compute_efficiency", "bandwidth_efficiency", "iteration_overhead_ms"],
     "measurements": ["tensor_parallel", "batch", "requests", "input_tokens", "output_tokens", "measured"],
     "models": ["layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"],
@@ -15,6 +15,7 @@ REQUIRED = {
     "kv_quant": ["bytes_per_value"],
     "gpu_slices": ["sm_fraction", "memory_fraction", "max_per_card"],
     "pricing_conventions": ["value"],
+    "serving_memory": ["value"],
 }
 
 
@@ -30,7 +31,7 @@ def test_rows_are_complete_sourced_and_unique(name):
 
 def test_gpu_units_are_plausible():
     gpus = pd.read_csv(DATA_DIR / "gpus.csv")
-    assert gpus["memory_gb"].between(8, 256).all()          # GB per card
+    assert gpus["memory_mib"].between(8 * 1024, 256 * 1024).all()  # MiB per card (nvidia-smi)
     assert gpus["mem_bw_tb_s"].between(0.1, 10).all()       # TB/s
     assert gpus["fp16_tflops"].between(20, 3000).all()      # dense TFLOPS, not sparse
     assert (gpus["int8_tops"] >= gpus["fp16_tflops"]).all()
@@ -44,6 +45,10 @@ def test_slices_are_real_shares_of_a_listed_card():
     # As many instances as the card holds never exceed the whole card.
     assert (slices["max_per_card"] * slices["sm_fraction"]).le(1 + 1e-6).all()
     assert (slices["max_per_card"] * slices["memory_fraction"]).le(1 + 1e-6).all()
+    # A MIG instance's memory (nvidia-smi mig -lgip) is at most its share of the card's total.
+    total = slices["parent"].map(pd.read_csv(DATA_DIR / "gpus.csv").set_index("gpu")["memory_mib"])
+    assert (slices["memory_mib"].fillna(0) <= total * slices["memory_fraction"]).all()
+    assert slices["memory_source"].str.len().min() > 10
 
 
 def test_latent_attention_rows_give_their_latent_sizes():
