@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from .bench_results import read_result
 from .calibration import badge
+from .calibration_store import save
 from .caps import caps_with, limits_fields
 from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards,
@@ -29,6 +31,7 @@ from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
 from .steptime import decode_step_s_nb, prefill_s
 from .summary import Summary
 from .traces import guess_trace_format
+from .user_calibration import benchmarked_server, calibrate, model_for
 
 EXIT_INVALID = 2
 EXIT_INTERNAL = 1
@@ -66,6 +69,20 @@ def _parser() -> argparse.ArgumentParser:
     _offer_arguments(size)
     hardware = sub.add_parser("hardware", help="memory of one card, KV capacity and iteration times (roofline)")
     _scenario_arguments(hardware)
+    calibrate = sub.add_parser("calibrate", help="replay your benchmark results, compare them with the simulator "
+                                                 "and fit your GPU's step-time factors on them")
+    calibrate.add_argument("files", nargs="+", metavar="FILE", help="a vllm bench serve (benchmark_serving.py) "
+                           "result JSON, or a GenAI-Perf / AIPerf profile export JSON")
+    calibrate.add_argument("--gpu", required=True, help="the GPU the benchmark ran on (data/hardware/gpus.csv)")
+    calibrate.add_argument("--model", help="data/hardware/models.csv model (default: the one the file names)")
+    calibrate.add_argument("--tensor-parallel", type=int, default=1, help="GPUs the server split the model over")
+    calibrate.add_argument("--quant", default="bf16", help="weight format (data/hardware/quant.csv)")
+    calibrate.add_argument("--kv-quant", default="bf16", help="KV-cache format (data/hardware/kv_quant.csv)")
+    calibrate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                           help="another server setting of the benchmarked server, e.g. --set "
+                                "server.max_batch_size=256 (repeatable)")
+    calibrate.add_argument("--save", metavar="NAME", help="keep the fit as calibration NAME (server.calibration)")
+    calibrate.add_argument("--replace", action="store_true", help="replace a saved calibration of the same name")
     sub.add_parser("keys", help="print every scenario key with unit, default and meaning (Markdown)")
     sub.add_parser("warm", help="compile the simulator now (cached on disk, so later runs start at once)")
     return parser
@@ -240,7 +257,30 @@ def _hardware(args: argparse.Namespace) -> int:
     print(f"decode iteration at 2,048 tokens of context: batch 1 {decode_step_s_nb(step, 1, 2048) * 1e3:.2f} ms, "
           f"batch {server.max_batch_size} {decode_step_s_nb(step, server.max_batch_size, 2048) * 1e3:.2f} ms; "
           f"prefill of 2,048 tokens {prefill_s(step, 2048) * 1e3:.1f} ms")
-    print(f"step times: {badge(server.gpu)}")
+    print(f"step times: {badge(server.gpu, server.calibration)}")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    results = [read_result(Path(f).read_bytes(), Path(f).name) for f in args.files]
+    model = args.model or model_for(results[0].model_id)
+    server = benchmarked_server({"gpu": args.gpu, "model": model, "tensor_parallel": args.tensor_parallel,
+                                 "quant": args.quant, "kv_quant": args.kv_quant}, args.overrides)
+    calibrated = calibrate(results, server, args.save or "unsaved")
+    for result in results:
+        print(f"{result.name} ({result.tool}): {result.load_text()}")
+    table = calibrated.table.rename(columns={"shipped_error_pct": "error %", "fitted_error_pct": "error % "})
+    with pd.option_context("display.width", 200, "display.max_columns", 10, "display.float_format", "{:,.1f}".format):
+        print(table.to_string(index=False))
+    eff, saved = calibrated.calibration.efficiency, calibrated.calibration
+    print(f"fitted in {calibrated.fit_s:.1f} s: compute {eff.compute:.3f}, bandwidth {eff.bandwidth:.3f} of peak, "
+          f"overhead {eff.overhead_ms:.2f} ms per iteration, sharpness {eff.sharpness:.2f}; median error "
+          f"{saved.median_abs_error_pct:.1f}% (shipped calibration {saved.shipped_median_abs_error_pct:.1f}%)")
+    if args.save:
+        path = save(saved, replace=args.replace)
+        print(f"saved as calibration {args.save!r} ({path}); use it with --set server.calibration={args.save}")
+    else:
+        print("not saved: add --save NAME to keep it")
     return 0
 
 
@@ -255,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             print(f"compiled and cached: {warm_up()} presets simulated in {time.perf_counter() - started:.1f} s")
             return 0
-        return {"run": _run, "shapes": _shapes, "size": _size, "hardware": _hardware}[args.command](args)
+        return {"run": _run, "shapes": _shapes, "size": _size, "hardware": _hardware,
+                "calibrate": _calibrate}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 import tomllib
 import types
 import typing
@@ -26,8 +27,8 @@ import tomli_w
 from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
 from .errors import ScenarioError, excerpt, key_text
 from .origin import Origin
-from .registry import (ARRIVAL_PROCESSES, KV_ALLOCATIONS, LENGTH_DISTRIBUTIONS, POLICY_CODES, PREEMPT_MODE_CODES,
-                       ROUTER_CODES, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
+from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, KV_ALLOCATIONS, LENGTH_DISTRIBUTIONS,
+                       POLICY_CODES, PREEMPT_MODE_CODES, ROUTER_CODES, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
 
 _MISSING = dataclasses.MISSING
 
@@ -207,6 +208,15 @@ class Server:
                                       "reserved per request on admission", choices=KV_ALLOCATIONS)
     max_seq_len: int = opt(0, "longest prompt + output allowed (0 = no limit; required > 0 for static)",
                            "tokens", ge=0, cap="tokens_per_request")
+    batching: str = opt("mixed", "mixed: each iteration runs decodes and prefill chunks together (vLLM v1, "
+                                 "SGLang, TensorRT-LLM); prefill-first: an iteration runs whole prompts only, "
+                                 "pausing every decode, whenever a prompt can be admitted (vLLM v0, TGI)",
+                        choices=tuple(BATCHING_CODES))
+    admission: str = opt("optimistic", "optimistic: admit when the prompt's KV blocks fit, preempt when memory "
+                                       "runs out (vLLM, SGLang); reserve-full: admit only when the prompt and the "
+                                       "whole output fit (the output length stands for the client's max_tokens), "
+                                       "never preempt for memory (TensorRT-LLM GUARANTEED_NO_EVICT)",
+                         choices=tuple(ADMISSION_CODES))
     gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)", cap="name_chars")
     model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)",
                      cap="name_chars")
@@ -216,6 +226,9 @@ class Server:
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
                                   "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
                                choices=TP_DEGREES)
+    calibration: str = opt("", "step-time factors fitted on your own benchmark results (python -m engine calibrate "
+                               "FILE --gpu NAME --save NAME, or the Hardware page); empty: the shipped calibration "
+                               "of the GPU's family", cap="name_chars")
     gpu_memory_utilization: float = opt(0.9, "share of GPU memory the server may use (roofline)", "",
                                         gt=0.0, le=1.0)
     activation_reserve_gib: Optional[float] = opt(None, "memory kept for activations (roofline; none = "
@@ -232,11 +245,15 @@ class Server:
         if self.min_batch_size > self.max_batch_size:
             raise ScenarioError(f"{path}.min_batch_size = {self.min_batch_size} is above max_batch_size = "
                                 f"{self.max_batch_size}; lower it")
+        if self.calibration and not CALIBRATION_NAME.fullmatch(self.calibration):
+            raise ScenarioError(f"{path}.calibration = {excerpt(self.calibration)} is not a calibration name: use "
+                                f"1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         if self.kv_allocation == "static" and self.max_seq_len == 0:
             raise ScenarioError(f"{path}.max_seq_len must be > 0 with kv_allocation = 'static' "
                                 f"(it is the reservation per request)")
 
 
+CALIBRATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a saved calibration's name (a file name)
 WEIGHT_RANGE = (1e-6, 1e6)  # a class's fair-queuing weight (policy.weights)
 
 
@@ -349,8 +366,9 @@ FIELD_LABELS = {
     "Server.max_batch_size": "Batch limit", "Server.max_batched_tokens": "Token budget per iteration",
     "Server.min_batch_size": "Minimum batch", "Server.wait_timeout_ms": "Longest wait for a minimum batch",
     "Server.kv_capacity_tokens": "KV cache capacity", "Server.block_size_tokens": "KV block size",
-    "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request", "Server.gpu": "GPU",
-    "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",
+    "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request",
+    "Server.batching": "Batching", "Server.admission": "Admission", "Server.calibration": "Step-time calibration",
+    "Server.gpu": "GPU", "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",
     "Server.tensor_parallel": "Tensor parallel", "Server.gpu_memory_utilization": "GPU memory share",
     "Server.activation_reserve_gib": "Activation reserve", "Server.host_link_gb_s": "Host link bandwidth",
     "Policy.name": "Policy", "Policy.preemptive": "Preemptive", "Policy.aging_per_s": "Aging",

@@ -33,6 +33,7 @@ between them, so they serve with tensor_parallel = 1 (use fleet replicas for mor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +43,12 @@ import pandas as pd
 from .config import Server
 from .errors import ScenarioError, excerpt
 from .registry import TP_DEGREES
-from .steptime import ROOFLINE, step_params
+from .steptime import HARD_MAX, ROOFLINE, step_params
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
 ACTIVATION_BYTES = 2  # FP16 activations
-LOGIT_BYTES = 4  # FP32 logits
+EMBEDDING_BYTES = 2  # embedding and LM head stay 16-bit in quantised checkpoints (FP8, INT8, AWQ/GPTQ INT4)
+MIB = 1024 ** 2
 GIB = 1024 ** 3
 
 
@@ -83,7 +85,11 @@ def gpu_row(name: str) -> pd.Series:
     row = load_table("gpus").loc[cut["parent"]].copy()
     for column in ("fp16_tflops", "fp8_tflops", "int8_tops"):
         row[column] = row[column] * cut["sm_fraction"]
-    row["memory_gb"] = row["memory_gb"] * cut["memory_fraction"]
+    if pd.isna(cut["memory_mib"]):
+        row["memory_mib"] = row["memory_mib"] * cut["memory_fraction"]
+    else:
+        row["memory_mib"] = float(cut["memory_mib"])
+    row["memory_source"] = cut["memory_source"]
     row["mem_bw_tb_s"] = row["mem_bw_tb_s"] * cut["memory_fraction"]
     row["interconnect_gb_s"] = float("nan")
     row["parent"], row["kind"] = cut["parent"], cut["kind"]
@@ -103,19 +109,28 @@ def calibration_row(gpu: str) -> pd.Series:
 
 @dataclass(frozen=True)
 class Efficiency:
-    """How close a serving engine gets to the card's peaks: shares of tensor FLOP/s and of HBM bandwidth,
-    and a fixed cost per iteration (scheduling, kernel launches, sampling)."""
+    """How close a serving engine gets to the card's peaks: shares of tensor FLOP/s and of HBM bandwidth, a
+    fixed cost per iteration (scheduling, kernel launches, sampling), the sharpness k of the smooth maximum of
+    compute and memory time (``steptime``; ``HARD_MAX``: the plain maximum) and a factor on the all-reduce
+    latency of ``gpus.csv``."""
 
     compute: float
     bandwidth: float
     overhead_ms: float
+    sharpness: float = HARD_MAX
+    allreduce_factor: float = 1.0
 
 
-def efficiency_for(gpu: str) -> Efficiency:
-    """The fitted efficiency of ``gpu``'s family (``calibration.csv``; slices use their parent's)."""
+def efficiency_for(gpu: str, calibration: str = "") -> Efficiency:
+    """The fitted efficiency of ``gpu``'s family: the saved calibration named ``calibration`` when given
+    (``calibration_store``), else the shipped one (``calibration.csv``; slices use their parent's)."""
+    if calibration:
+        from .calibration_store import saved_for  # the store's records hold an Efficiency of this module
+        return saved_for(calibration, gpu, str(gpu_row(gpu)["family"])).efficiency
     row = calibration_row(gpu)
     return Efficiency(float(row["compute_efficiency"]), float(row["bandwidth_efficiency"]),
-                      float(row["iteration_overhead_ms"]))
+                      float(row["iteration_overhead_ms"]), float(row["roofline_sharpness"]),
+                      float(row["allreduce_latency_factor"]))
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,16 @@ class ModelShape:
     expert_parameters: float          # one routed expert in all MoE layers
     kv_values_per_token: float        # cached values per token, all layers
     attention_flops_per_context_token: float
+    kv_heads: int                     # key/value heads per layer (0 for MLA: one latent, copied on every card)
+    embedding_parameters: float       # embedding + LM head
+
+
+def kv_values_per_token_per_card(shape: ModelShape, tensor_parallel: int) -> float:
+    """Cached values per token on one card: key/value heads split over the cards (each card keeps at least one,
+    so heads are copied when there are more cards than heads, as vLLM does); an MLA latent is copied whole."""
+    if shape.kv_heads == 0:
+        return shape.kv_values_per_token
+    return shape.kv_values_per_token / shape.kv_heads * max(1, shape.kv_heads // tensor_parallel)
 
 
 def model_shape(model: pd.Series) -> ModelShape:
@@ -165,6 +190,8 @@ def model_shape(model: pd.Series) -> ModelShape:
         expert_parameters=float(moe_layers * expert),
         kv_values_per_token=float(L * kv_values_per_layer),
         attention_flops_per_context_token=2.0 * L * n_h * (score_dim + value_dim),
+        kv_heads=0 if model["attention"] == "mla" else n_kv,
+        embedding_parameters=float(2 * vocab * h),
     )
 
 
@@ -179,17 +206,32 @@ class RooflineProfile:
     experts: int
     experts_per_token: int
     resident_weight_bytes: float        # bytes of all weights in GPU memory (incl. embedding)
-    kv_bytes_per_token: float
+    kv_bytes_per_token: float           # on all cards together (an MLA latent counts once per card)
+    kv_bytes_per_token_per_card: float
     matmul_flops_per_token: float
     attention_flops_per_context_token: float
     effective_flops_per_s: float        # peak tensor throughput x compute efficiency
     effective_bytes_per_s: float        # HBM bandwidth x bandwidth efficiency
     iteration_overhead_s: float
-    memory_bytes: float                 # all cards of the server together
+    sharpness: float                    # of the smooth maximum of compute and memory time
+    card_memory_bytes: float            # one card's total (nvidia-smi)
     comm_s_per_token: float             # tensor-parallel all-reduce time per batched token
     comm_fixed_s: float                 # tensor-parallel all-reduce latency per iteration
-    activation_bytes_per_token: float   # transient activations of one batched token
-    logit_bytes_per_sequence: float
+    activation_bytes_per_token: float   # forward-pass activations of one batched token on one card
+    vocab: int
+
+
+PEAK = Efficiency(1.0, 1.0, 0.0)  # the card's datasheet peaks, no overhead, gpus.csv's all-reduce latency
+
+
+def with_efficiency(peak: RooflineProfile, efficiency: Efficiency) -> RooflineProfile:
+    """``peak`` (a profile at ``PEAK``) at ``efficiency``: throughputs scaled down, overhead, sharpness and the
+    all-reduce latency factor applied. The calibration fit tries candidates this way, without the tables."""
+    return dataclasses.replace(
+        peak, effective_flops_per_s=peak.effective_flops_per_s * efficiency.compute,
+        effective_bytes_per_s=peak.effective_bytes_per_s * efficiency.bandwidth,
+        iteration_overhead_s=efficiency.overhead_ms / 1000.0, sharpness=efficiency.sharpness,
+        comm_fixed_s=peak.comm_fixed_s * efficiency.allreduce_factor)
 
 
 def roofline_profile(server: Server, tensor_parallel: int | None = None,
@@ -197,9 +239,15 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None,
     """Coefficients of the roofline step-time model for ``server.gpu/model/quant/kv_quant`` over
     ``tensor_parallel`` cards (default: ``server.tensor_parallel``), at ``efficiency`` (default: the
     GPU family's calibration)."""
-    tp = tensor_parallel or server.tensor_parallel
+    return with_efficiency(peak_profile(server, tensor_parallel or server.tensor_parallel),
+                           efficiency or efficiency_for(server.gpu, server.calibration))
+
+
+@functools.lru_cache(maxsize=1024)
+def peak_profile(server: Server, tp: int) -> RooflineProfile:
+    """The profile of ``server`` on ``tp`` cards at the datasheet peaks (``PEAK``)."""
     gpu = gpu_row(server.gpu)
-    eff = efficiency or efficiency_for(server.gpu)
+    eff = PEAK
     model = _row("models", server.model, "model")
     quant = _row("quant", server.quant, "quant")
     kv_bytes_per_value = float(_row("kv_quant", server.kv_quant, "kv_quant")["bytes_per_value"])
@@ -214,27 +262,33 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None,
         raise ScenarioError(f"server.quant = {server.quant!r} needs {quant['compute']} tensor cores, which "
                             f"{server.gpu} does not have; choose fp16, bf16 or int4 (or another GPU)")
     bytes_per_weight = float(quant["weight_bytes_per_param"])
+    lm_head_bytes = vocab * h * EMBEDDING_BYTES
+    kv_per_card = kv_values_per_token_per_card(shape, tp) * kv_bytes_per_value
     link_bytes_per_s = float(gpu["interconnect_gb_s"]) * 1e9 / 2 if tp > 1 else 1.0  # both directions listed
     allreduces = 2 * int(model["layers"])
     return RooflineProfile(
         parameters=shape.parameters,
         active_parameters=shape.active_matmul_parameters + vocab * h,
-        weight_bytes=(shape.matmul_parameters - experts * shape.expert_parameters) * bytes_per_weight,
+        weight_bytes=(shape.matmul_parameters - experts * shape.expert_parameters - vocab * h) * bytes_per_weight
+        + lm_head_bytes,
         expert_bytes=shape.expert_parameters * bytes_per_weight,
         experts=experts,
         experts_per_token=int(model["experts_per_token"]),
-        resident_weight_bytes=shape.parameters * bytes_per_weight,
-        kv_bytes_per_token=shape.kv_values_per_token * kv_bytes_per_value,
+        resident_weight_bytes=(shape.parameters - shape.embedding_parameters) * bytes_per_weight
+        + shape.embedding_parameters * EMBEDDING_BYTES,
+        kv_bytes_per_token=tp * kv_per_card,
+        kv_bytes_per_token_per_card=kv_per_card,
         matmul_flops_per_token=2.0 * shape.active_matmul_parameters,
         attention_flops_per_context_token=shape.attention_flops_per_context_token,
         effective_flops_per_s=tp * float(peak) * 1e12 * eff.compute,
         effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12 * eff.bandwidth,
         iteration_overhead_s=eff.overhead_ms / 1000.0,
-        memory_bytes=tp * float(gpu["memory_gb"]) * 1e9,
+        sharpness=eff.sharpness,
+        card_memory_bytes=float(gpu["memory_mib"]) * MIB,
         comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
         comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,
-        activation_bytes_per_token=float((4 * h + 2 * int(model["intermediate"])) * ACTIVATION_BYTES),
-        logit_bytes_per_sequence=float(vocab * LOGIT_BYTES),
+        activation_bytes_per_token=(4 * h + 2 * int(model["intermediate"]) / tp) * ACTIVATION_BYTES,
+        vocab=vocab,
     )
 
 
@@ -246,72 +300,102 @@ def roofline_step_params(profile: RooflineProfile) -> tuple:
                        flops_per_s=profile.effective_flops_per_s, bytes_per_s=profile.effective_bytes_per_s,
                        overhead_s=profile.iteration_overhead_s, comm_s_per_token=profile.comm_s_per_token,
                        comm_fixed_s=profile.comm_fixed_s, expert_bytes=profile.expert_bytes,
-                       experts=profile.experts, experts_per_token=profile.experts_per_token)
+                       experts=profile.experts, experts_per_token=profile.experts_per_token,
+                       sharpness=profile.sharpness)
 
 
-def activation_reserve_bytes(server: Server, profile: RooflineProfile, tensor_parallel: int) -> float:
-    """Memory held back for activations on all cards: the given GiB per card, or an estimate.
+@functools.lru_cache(maxsize=None)
+def memory_convention(name: str) -> float:
+    """One value of ``data/hardware/serving_memory.csv`` (what a serving engine keeps besides weights and KV)."""
+    return float(load_table("serving_memory").loc[name, "value"])
 
-    Estimate per card = max_batched_tokens x (4*h + 2*I) x 2 B (residual, norm, attention and MLP
-    intermediates of every batched token) + max_batch_size x vocab x 4 B (FP32 logits); every card
-    keeps the full residual stream, so the estimate is not divided by the tensor-parallel degree.
+
+@dataclass(frozen=True)
+class CardMemory:
+    """One card's memory as vLLM budgets it, in bytes: of the card's total (nvidia-smi), CUDA sees all but
+    ``hidden``; the server may use ``gpu_memory_utilization`` of that, the rest is ``held_back`` (CUDA graphs
+    live there); from its share it subtracts the weights, the activation peak of its profile run and the
+    memory outside PyTorch (``non_torch``); what is left is the KV cache (negative when the model does not
+    fit)."""
+
+    total: float
+    hidden: float
+    held_back: float
+    weights: float
+    activation: float
+    non_torch: float
+
+    @property
+    def kv(self) -> float:
+        return self.total - self.hidden - self.held_back - self.weights - self.activation - self.non_torch
+
+    def parts_gib(self) -> dict[str, float]:
+        """The bar of the Hardware page: every part in GiB, the KV cache at least 0, and by how much the model
+        overflows the card (0 when it fits)."""
+        parts = {"weights": self.weights, "activation peak": self.activation, "outside PyTorch": self.non_torch,
+                 "KV cache": max(self.kv, 0.0), "held back": self.held_back, "hidden from CUDA": self.hidden,
+                 "over by": max(-self.kv, 0.0)}
+        return {name: value / GIB for name, value in parts.items()}
+
+
+def activation_bytes(server: Server, profile: RooflineProfile) -> float:
+    """The activation peak of one card's profile run, or ``server.activation_reserve_gib`` when given.
+
+    Estimate = max_batched_tokens x (4 x hidden + 2 x intermediate / tensor_parallel) x 2 B (residual, norm
+    and attention outputs, and this card's share of the MLP's gate and up projections) + max_batch_size x
+    vocabulary x ``sampler_bytes_per_logit`` (the sampler's logits, probabilities and sort buffers, over the
+    full vocabulary on every card).
     """
     if server.activation_reserve_gib is not None:
-        return tensor_parallel * server.activation_reserve_gib * GIB
-    return tensor_parallel * (server.max_batched_tokens * profile.activation_bytes_per_token
-                              + server.max_batch_size * profile.logit_bytes_per_sequence)
+        return server.activation_reserve_gib * GIB
+    return (server.max_batched_tokens * profile.activation_bytes_per_token
+            + server.max_batch_size * profile.vocab * memory_convention("sampler_bytes_per_logit"))
 
 
-def _free_kv_bytes(server: Server, profile: RooflineProfile, tensor_parallel: int) -> float:
-    """Bytes left for the KV cache on ``tensor_parallel`` cards described by ``profile``."""
-    return (profile.memory_bytes * server.gpu_memory_utilization - profile.resident_weight_bytes
-            - activation_reserve_bytes(server, profile, tensor_parallel))
-
-
+def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) -> CardMemory:
+    """How one of ``tensor_parallel`` cards described by ``profile`` splits its memory (``CardMemory``)."""
+    hidden = memory_convention("cuda_hidden_gib") * GIB
+    non_torch = memory_convention("non_torch_gib_one_card" if tensor_parallel == 1 else
+                                  "non_torch_gib_tensor_parallel") * GIB
+    visible = profile.card_memory_bytes - hidden
+    return CardMemory(total=profile.card_memory_bytes, hidden=hidden,
+                      held_back=visible * (1.0 - server.gpu_memory_utilization),
+                      weights=profile.resident_weight_bytes / tensor_parallel,
+                      activation=activation_bytes(server, profile), non_torch=non_torch)
 
 
 def smallest_fitting_tensor_parallel(server: Server, above: int = 0) -> int | None:
-    """The smallest tensor-parallel degree above ``above`` whose cards leave room for one KV block after
-    weights and the activation reserve (None when no degree up to 8 does; a slice only tries 1)."""
+    """The smallest tensor-parallel degree above ``above`` whose cards leave room for one KV block (None when
+    no degree up to 8 does; a slice only tries 1)."""
     for tp in (1,) if is_slice(server.gpu) else TP_DEGREES:
         if tp > above:
             profile = roofline_profile(server, tp)
-            if _free_kv_bytes(server, profile, tp) >= profile.kv_bytes_per_token * server.block_size_tokens:
+            if card_memory(server, profile, tp).kv >= profile.kv_bytes_per_token_per_card * server.block_size_tokens:
                 return tp
     return None
 
 
 def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
-    """KV-cache tokens that fit: (memory x utilisation - weights - reserve) / KV bytes per token.
+    """KV-cache tokens that fit: one card's KV memory (``card_memory``) / KV bytes per token on one card.
 
     A model that leaves no room raises ``ScenarioError`` naming the smallest tensor-parallel degree
     that would fit (or the other fixes when none up to 8 does).
     """
     tp = server.tensor_parallel
-    one_block = profile.kv_bytes_per_token * server.block_size_tokens
-    free = _free_kv_bytes(server, profile, tp)
-    if free < one_block:
-        usable = profile.memory_bytes * server.gpu_memory_utilization
-        reserve = activation_reserve_bytes(server, profile, tp)
+    card = card_memory(server, profile, tp)
+    if card.kv < profile.kv_bytes_per_token_per_card * server.block_size_tokens:
         fit = smallest_fitting_tensor_parallel(server, above=tp)
         fix = (f"set server.tensor_parallel = {fit} (the smallest that fits), or choose a lower-bit quant "
                f"or a larger GPU") if fit else "choose a lower-bit quant, a smaller model or a larger GPU"
+        usable = card.total - card.hidden - card.held_back
         raise ScenarioError(
-            f"server.model = {server.model!r} ({server.quant}) does not fit on {tp} x {server.gpu}: weights "
-            f"{profile.resident_weight_bytes / GIB:.1f} GiB + activation reserve {reserve / GIB:.1f} GiB leave "
-            f"no KV cache in {usable / GIB:.1f} GiB usable (gpu_memory_utilization = "
-            f"{server.gpu_memory_utilization}); {fix}")
-    return int(free // profile.kv_bytes_per_token)
+            f"server.model = {server.model!r} ({server.quant}) does not fit on {tp} x {server.gpu}: per card, weights "
+            f"{card.weights / GIB:.1f} GiB + activation peak {card.activation / GIB:.1f} GiB + "
+            f"{card.non_torch / GIB:.2f} GiB outside PyTorch leave no KV cache in {usable / GIB:.1f} GiB usable "
+            f"(gpu_memory_utilization = {server.gpu_memory_utilization}); {fix}")
+    return int(card.kv // profile.kv_bytes_per_token_per_card)
 
 
 def memory_breakdown_gib(server: Server) -> dict[str, float]:
-    """One card's memory in GiB: weights, activation reserve, the KV cache left, the share held back by
-    ``gpu_memory_utilization``, and by how much the model overflows (0 when it fits)."""
-    tp = server.tensor_parallel
-    profile = roofline_profile(server)
-    card = profile.memory_bytes / tp
-    parts = {"weights": profile.resident_weight_bytes / tp,
-             "activation reserve": activation_reserve_bytes(server, profile, tp) / tp,
-             "held back": card * (1.0 - server.gpu_memory_utilization)}
-    kv = card - sum(parts.values())
-    return {**{k: v / GIB for k, v in parts.items()}, "KV cache": max(kv, 0.0) / GIB, "over by": max(-kv, 0.0) / GIB}
+    """One card's memory in GiB, part by part (``CardMemory.parts_gib``)."""
+    return card_memory(server, roofline_profile(server), server.tensor_parallel).parts_gib()

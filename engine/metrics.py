@@ -33,15 +33,23 @@ STATE_NAMES = {NOT_ARRIVED: "not_arrived", WAITING: "waiting", RUNNING: "running
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
 
 
+def latencies_ms(ints: np.ndarray, floats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per request: completed or not, time to first token and time per output token after it (ms; NaN where
+    there is none), from the final state arrays."""
+    output = ints[:, I_OUTPUT]
+    completed = ints[:, I_STATE] == COMPLETED
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot_ms = np.where(output > 1, (floats[:, F_FINISH] - floats[:, F_FIRST_TOKEN]) / (output - 1) * 1e3, np.nan)
+    return completed, (floats[:, F_FIRST_TOKEN] - floats[:, F_ARRIVAL]) * 1e3, np.where(completed, tpot_ms, np.nan)
+
+
 def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) -> pd.DataFrame:
     """One row per request: inputs, outcome, timestamps and latencies (ms), from the final state arrays."""
     names = [c.name for c in scenario.workload.classes]
     arrival_s, first_token_s, finish_s = floats[:, F_ARRIVAL], floats[:, F_FIRST_TOKEN], floats[:, F_FINISH]
     first_scheduled_s = floats[:, F_FIRST_SCHEDULED]
     output = ints[:, I_OUTPUT]
-    completed = ints[:, I_STATE] == COMPLETED
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot_ms = np.where(output > 1, (finish_s - first_token_s) / (output - 1) * 1e3, np.nan)
+    completed, ttft_ms, tpot_ms = latencies_ms(ints, floats)
     frame = pd.DataFrame({
         "request_id": np.arange(len(ints)),
         "class": pd.Categorical.from_codes(ints[:, I_CLASS], names),
@@ -56,9 +64,9 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
         "first_token_s": first_token_s,
         "finish_s": finish_s,
         "queue_ms": (first_scheduled_s - arrival_s) * 1e3,
-        "ttft_ms": (first_token_s - arrival_s) * 1e3,
+        "ttft_ms": ttft_ms,
         "e2e_ms": np.where(completed, (finish_s - arrival_s) * 1e3, np.nan),
-        "tpot_ms": np.where(completed, tpot_ms, np.nan),
+        "tpot_ms": tpot_ms,
     })
     ttft_target_ms = np.array([c.sla_ttft_ms or math.inf for c in scenario.workload.classes])[ints[:, I_CLASS]]
     e2e_target_ms = np.array([c.sla_e2e_ms or math.inf for c in scenario.workload.classes])[ints[:, I_CLASS]]

@@ -25,7 +25,7 @@ from .hardware import Efficiency, RooflineProfile, kv_capacity_tokens, roofline_
 from .layout import pack_requests
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
-from .registry import ROUTER_CODES
+from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
 from .steptime import FIXED, request_work_s_nb, step_params
 from .summary import Summary, SystemMetrics
 from .workload import RequestArrays, build_requests
@@ -35,6 +35,7 @@ SERIES_MAX_ROWS = 65536  # time-series rows kept over all replicas; longer runs 
 SERIES_MIN_ROWS = 1024   # per replica, however many there are
 STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon",
                 kernel.WALL_CLOCK: "wall_clock"}
+SIMULTANEOUS_RATE_PER_S = 1e9  # "all at once": arrivals about a nanosecond apart
 SLICE_S = 0.05            # wall time of one call of the compiled loop, between checks of the budget
 
 
@@ -191,14 +192,40 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
             progress(outcome[kernel.O_NEXT_ARRIVAL] / n_requests)
 
 
-def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
-             progress: Callable[[float], None] | None = None) -> Result:
-    """Run one scenario; same scenario and seed give the same result, bit for bit, unless the run reaches
-    the wall-clock limit (``scenario.origin.caps.wall_clock_s``): then it stops there and its stop reason
-    is ``wall_clock``. ``efficiency`` replaces the GPU family's calibrated one (the calibration fit tries
-    candidates this way); ``progress`` is called now and then with the share of requests arrived so far."""
-    started = time.perf_counter()
-    requests = build_requests(scenario)
+@dataclass(frozen=True)
+class Prepared:
+    """A scenario turned into the compiled loop's inputs, before any run: the drawn requests (packed, pristine),
+    the step tuple, the KV capacity and the server and policy tuples. Runs copy what they change."""
+
+    scenario: Scenario
+    requests: RequestArrays
+    step: tuple
+    capacity_tokens: int
+    srv: tuple
+    ints: np.ndarray
+    floats: np.ndarray
+    policy: tuple
+    class_params: np.ndarray
+
+
+@dataclass(frozen=True)
+class Run:
+    """The state the compiled loop leaves: per-request arrays, per-replica statistics and time series."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    stats: np.ndarray
+    series: np.ndarray
+    replica_classes: np.ndarray
+    sim_time_s: float
+    stop_reason: str
+
+
+def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
+            requests: RequestArrays | None = None) -> Prepared:
+    """Draw the workload (or take ``requests``), check it can be served and build the loop's inputs
+    (``efficiency`` as in ``simulate``)."""
+    requests = build_requests(scenario) if requests is None else requests
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
     profile = roofline_profile(scenario.server, efficiency=efficiency)  # also sizes swapped KV (fixed model)
@@ -211,42 +238,69 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
         capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
-        profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9))
+        profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9), BATCHING_CODES[server.batching],
+        ADMISSION_CODES[server.admission])
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
                                  requests.class_id, _deadlines_s(scenario, requests), predicted)
-    columns = list(kernel.SERIES_FIXED_COLUMNS) + [batch_column(c.name) for c in scenario.workload.classes] \
-        + [waiting_column(c.name) for c in scenario.workload.classes]
-    replicas = scenario.fleet.replicas
-    series = np.zeros((replicas, max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas), len(columns)))
-    stats, outcome = kernel.start_outputs(replicas)
     policy, class_params = policy_inputs(scenario)
-    replica_classes = np.repeat(class_params[np.newaxis], replicas, axis=0)
-    waiting, running, batch, counters, clock, acc = kernel.work_arrays(
-        len(requests), scenario.limits.max_waiting_requests, server.max_batch_size, replicas)
-    _run_sliced((srv, step, policy, ROUTER_CODES[scenario.fleet.router], replica_classes, ints, floats, series,
-                 stats, outcome, waiting, running, batch, counters, clock, acc), outcome, len(requests),
-                scenario.origin.caps.wall_clock_s, progress)
+    return Prepared(scenario, requests, step, capacity_tokens, srv, ints, floats, policy, class_params)
 
+
+def execute(prepared: Prepared, step: tuple | None = None, series_columns: int | None = None,
+            progress: Callable[[float], None] | None = None) -> Run:
+    """Run the compiled loop on a copy of ``prepared``'s requests, with ``step`` in place of its step tuple when
+    given (the calibration fit tries step tuples this way); ``series_columns`` sizes the time series (default:
+    the fixed columns and two per class)."""
+    scenario = prepared.scenario
+    replicas = scenario.fleet.replicas
+    n = len(prepared.requests)
+    columns = series_columns or kernel.N_SERIES_FIXED + 2 * len(scenario.workload.classes)
+    series = np.zeros((replicas, max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas), columns))
+    stats, outcome = kernel.start_outputs(replicas)
+    replica_classes = np.repeat(prepared.class_params[np.newaxis], replicas, axis=0)
+    ints, floats = prepared.ints.copy(), prepared.floats.copy()
+    waiting, running, batch, counters, clock, acc = kernel.work_arrays(
+        n, scenario.limits.max_waiting_requests, scenario.server.max_batch_size, replicas)
+    _run_sliced((prepared.srv, step or prepared.step, prepared.policy, ROUTER_CODES[scenario.fleet.router],
+                 replica_classes, ints, floats, series, stats, outcome, waiting, running, batch, counters, clock, acc),
+                outcome, n, scenario.origin.caps.wall_clock_s, progress)
     sim_time_s = float(outcome[kernel.O_END_S])
     kernel.settle_in_flight(stats, counters, clock, sim_time_s)
-    frame = request_records(scenario, ints, floats)
+    return Run(ints, floats, stats, series, replica_classes, sim_time_s,
+               STOP_REASONS[int(outcome[kernel.O_STOP_REASON])])
+
+
+def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
+             progress: Callable[[float], None] | None = None) -> Result:
+    """Run one scenario; same scenario and seed give the same result, bit for bit, unless the run reaches
+    the wall-clock limit (``scenario.origin.caps.wall_clock_s``): then it stops there and its stop reason
+    is ``wall_clock``. ``efficiency`` replaces the GPU family's calibrated one; ``progress`` is called now and
+    then with the share of requests arrived so far."""
+    started = time.perf_counter()
+    prepared = prepare(scenario, efficiency)
+    requests, step, capacity_tokens = prepared.requests, prepared.step, prepared.capacity_tokens
+    columns = list(kernel.SERIES_FIXED_COLUMNS) + [batch_column(c.name) for c in scenario.workload.classes] \
+        + [waiting_column(c.name) for c in scenario.workload.classes]
+    run = execute(prepared, series_columns=len(columns), progress=progress)
+    stats, sim_time_s, replicas = run.stats, run.sim_time_s, scenario.fleet.replicas
+    bs = scenario.server.block_size_tokens
+    frame = request_records(scenario, run.ints, run.floats)
     classes, overall = summarize(scenario, frame, sim_time_s)
-    add_service_shares(classes, replica_classes.sum(axis=0), scenario.policy.prefill_token_weight)
+    add_service_shares(classes, run.replica_classes.sum(axis=0), scenario.policy.prefill_token_weight)
     load = offered_load(scenario, requests, step, capacity_tokens)
-    stop_reason = STOP_REASONS[int(outcome[kernel.O_STOP_REASON])]
     system = {**_system_stats(stats, sim_time_s, capacity_tokens // bs * bs if capacity_tokens else None, bs),
               "offered_load": load,
-              "stop_reason": stop_reason,
-              "unstable": bool(stop_reason != "drained" or load >= 1.0),
+              "stop_reason": run.stop_reason,
+              "unstable": bool(run.stop_reason != "drained" or load >= 1.0),
               "replicas": _replica_stats(frame, stats, sim_time_s, replicas)}
     wall_s = time.perf_counter() - started
     summary: Summary = {"classes": classes, "overall": overall, "system": system,
                "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
                        "scenario": scenario.name}}
     timeseries = pd.concat(
-        [pd.DataFrame(series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
+        [pd.DataFrame(run.series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
          for k in range(replicas)], ignore_index=True)
     return Result(scenario, summary, frame, timeseries)
 

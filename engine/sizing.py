@@ -10,10 +10,11 @@ from typing import Callable, Optional
 import pandas as pd
 
 from .config import OVERALL, apply_overrides, load_scenario
+from .calibration import status
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
 from .errors import ScenarioError, excerpt
 from .metric_table import LATENCY_KEYS, metric
-from .hardware import calibration_row, gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
+from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
 from .registry import TP_DEGREES
 from .summary import Summary
@@ -159,7 +160,7 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
         fleet = fleets.get(row["gpu"])
         if fleet is None:
             continue
-        base = {"offer": offer, "vendor": row["vendor"], "gpu": row["gpu"], "step_times": _provenance(row["gpu"])}
+        base = {"offer": offer, "vendor": row["vendor"], "gpu": row["gpu"], "step_times": status(row["gpu"])}
         if "summary" not in fleet:
             rows.append({**base, "note": fleet["note"]})
             continue
@@ -186,8 +187,3 @@ CHEAPEST_COLUMNS = ("offer", "gpu", "shape", "cards", "per_month_low", "per_mont
                     "per_million_output_tokens_low", "target_value_ms", "step_times", "price_estimate", "gpu_busy_frac",
                     "vendor", "note")
 
-
-def _provenance(gpu: str) -> str:
-    """'calibrated (N measurements)' or 'estimate only' for ``gpu``'s step times."""
-    n = int(calibration_row(gpu)["measurements"])
-    return f"calibrated ({n} measurements)" if n else "estimate only"

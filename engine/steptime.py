@@ -2,13 +2,17 @@
 
 ``fixed``: every iteration lasts ``step_time_s``. ``roofline``: an iteration is
 bounded by compute or by memory traffic, whichever is slower, plus a fixed
-overhead (coefficients from ``hardware.roofline_profile``)::
+overhead (coefficients from ``hardware.roofline_profile``). Near the ridge, where
+both are about equal, real kernels reach neither peak: the two are combined by a
+smooth maximum ``(compute_s^k + memory_s^k)^(1/k)`` whose sharpness k is fitted per
+GPU family (k = 2: up to 41% above the hard maximum at the ridge; large k: the hard
+maximum)::
 
     compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
     memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
                 (for a mixture of experts, the weight bytes count the experts the tokens touch)
     comm_s    = comm_fixed_s + comm_s_per_token x tokens     (tensor-parallel all-reduces)
-    step_s    = max(compute_s, memory_s) + comm_s + overhead_s
+    step_s    = (compute_s^k + memory_s^k)^(1/k) + comm_s + overhead_s
 
 where ``tokens`` = prefill tokens + decodes in the batch, ``context_pairs`` = sum
 over batched tokens of the positions each attends to (a chunk of c tokens on top
@@ -26,17 +30,29 @@ FIXED, ROOFLINE = STEP_MODEL_CODES.values()
 # The step tuple (a plain tuple indexed by these constants).
 (ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
  ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S, ST_COMM_S_PER_TOKEN,
- ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN) = range(14)
+ ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN, ST_SHARPNESS) = range(15)
+HARD_MAX = 0.0  # sharpness meaning max(compute_s, memory_s) itself
 
 
 def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
                 weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0,
-                comm_s_per_token=0.0, comm_fixed_s=0.0, expert_bytes=0.0, experts=0, experts_per_token=0):
+                comm_s_per_token=0.0, comm_fixed_s=0.0, expert_bytes=0.0, experts=0, experts_per_token=0,
+                sharpness=HARD_MAX):
     """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
     return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
             float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
             float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s),
-            float(expert_bytes), float(experts), float(experts_per_token))
+            float(expert_bytes), float(experts), float(experts_per_token), float(sharpness))
+
+
+@njit(cache=True)
+def smooth_max_nb(a, b, k):
+    """(a^k + b^k)^(1/k): the larger of a and b when k is large, up to 2^(1/k) times it where they are equal
+    (near the ridge, where neither compute nor memory runs at its peak); ``HARD_MAX`` gives max(a, b)."""
+    top = max(a, b)
+    if k == HARD_MAX or top == 0.0:
+        return top
+    return top * ((a / top) ** k + (b / top) ** k) ** (1.0 / k)
 
 
 @njit(cache=True)
@@ -51,7 +67,8 @@ def step_time_s_nb(step, tokens, context_pairs, context_reads):
         weight_bytes += step[ST_EXPERT_BYTES] * step[ST_EXPERTS] * (1.0 - untouched)
     bytes_moved = weight_bytes + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
     comm_s = step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens
-    return max(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S]) + comm_s + step[ST_OVERHEAD_S]
+    busy_s = smooth_max_nb(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S], step[ST_SHARPNESS])
+    return busy_s + comm_s + step[ST_OVERHEAD_S]
 
 
 @njit(cache=True)

@@ -6,12 +6,17 @@ a scenario on the fixed step model stays on it until one of these choices is edi
 """
 
 import copy
+import dataclasses
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 import engine
-from engine.calibration import badge
+from engine import calibration_store, user_calibration
+from engine.bench_results import read_result
+from engine.calibration import METRICS, badge
+from engine.errors import printable
 from engine.config import OVERALL, Fleet, Server
 from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert,
                          cost_columns, fleet_cards)
@@ -27,8 +32,8 @@ from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 
 CONTEXTS_TOKENS = (512, 2048, 8192)
-MEMORY_COLORS = {"weights": "#636EFA", "activation reserve": "#FFA15A", "KV cache": "#00CC96",
-                 "held back": "#BBBBBB", "over by": "#EF553B"}
+MEMORY_COLORS = {"weights": "#636EFA", "activation peak": "#FFA15A", "outside PyTorch": "#AB63FA",
+                 "KV cache": "#00CC96", "held back": "#BBBBBB", "hidden from CUDA": "#888888", "over by": "#EF553B"}
 
 
 def fleet_inputs(data: dict, v: int) -> None:
@@ -53,6 +58,9 @@ def memory_section(server: Server) -> int | None:
     fig.update_layout(barmode="stack", height=170, margin=dict(t=10, b=10), xaxis_title="memory (GiB)",
                       legend=dict(orientation="h", y=-0.6))
     st.plotly_chart(fig, width="stretch")
+    with st.expander("Where each part of the bar comes from"):
+        st.dataframe(memory_sources(server, parts), hide_index=True, width="stretch", placeholder=tables.MISSING,
+                     column_config={"GiB": st.column_config.NumberColumn("GiB", format="%.2f")})
     try:
         capacity = kv_capacity_tokens(server, roofline_profile(server))
     except engine.ScenarioError as exc:
@@ -68,6 +76,34 @@ def memory_section(server: Server) -> int | None:
     cols[2].metric("Batch limit", f"{server.max_batch_size:,}",
                    help="Most sequences in one iteration (server.max_batch_size).")
     return capacity
+
+
+def memory_sources(server: Server, parts: dict[str, float]) -> pd.DataFrame:
+    """One row per part of the memory bar: its size, how it is computed and the measurement behind it."""
+    conventions = load_table("serving_memory")["source"]
+    tp = server.tensor_parallel
+    how = {
+        "weights": (f"all weights of {server.model} in {server.quant} (embedding and LM head in 16 bits) / {tp} "
+                    f"card(s)", "data/hardware/models.csv and quant.csv"),
+        "activation peak": ("given by activation_reserve_gib" if server.activation_reserve_gib is not None else
+                            f"{server.max_batched_tokens:,} batched tokens x (4 x hidden + 2 x intermediate / {tp}) "
+                            f"x 2 B + {server.max_batch_size:,} sequences x vocabulary x 38 B (the sampler)",
+                            conventions["sampler_bytes_per_logit"]),
+        "outside PyTorch": ("CUDA context, cuBLAS workspace" + (" and NCCL buffers" if tp > 1 else ""),
+                            conventions["non_torch_gib_one_card" if tp == 1 else "non_torch_gib_tensor_parallel"]),
+        "KV cache": ("what is left of the server's share", "vLLM's rule: utilisation x total - weights - "
+                     "activation peak - memory outside PyTorch"),
+        "held back": (f"(1 - gpu_memory_utilization {server.gpu_memory_utilization:g}) x the memory CUDA sees; "
+                      "CUDA graphs are captured here", "vLLM gpu_worker.determine_available_memory"),
+        "hidden from CUDA": ("the card's total (nvidia-smi) that CUDA does not report", conventions["cuda_hidden_gib"]),
+        "over by": ("how far the model overflows the card", "the sum of the parts above"),
+    }
+    rows = [{"Part": name, "GiB": round(gib, 2), "How it is computed": how[name][0], "Source": how[name][1]}
+            for name, gib in parts.items() if gib > 0]
+    rows.append({"Part": "card total", "GiB": round(sum(v for k, v in parts.items() if k != "over by"), 2),
+                 "How it is computed": f"{server.gpu} as nvidia-smi reports it",
+                 "Source": gpu_row(server.gpu)["memory_source"]})
+    return pd.DataFrame(rows)
 
 
 def step_section(server: Server) -> None:
@@ -89,7 +125,7 @@ def step_section(server: Server) -> None:
                       yaxis=dict(title="prefill time (ms)", type="log", dtick=1))
     right.plotly_chart(fig, width="stretch")
     st.caption("Flat lines are memory-bound (weights read once per iteration, shared by the batch); rising lines "
-               "are compute-bound. Roofline model, " + badge(server.gpu) + ".")
+               "are compute-bound. Roofline model, " + badge(server.gpu, server.calibration) + ".")
 
 
 def offers_section() -> None:
@@ -229,6 +265,88 @@ def cheapest_section(data: dict) -> None:
                "in the Lab with more requests. 'estimate only' step times have no measurement of that GPU family.")
 
 
+@st.cache_data(max_entries=8, show_spinner="Replaying your benchmarks and fitting...")
+def fitted_on(contents: tuple[tuple[str, bytes], ...], server: Server, name: str) -> user_calibration.Calibrated:
+    """The fit of ``server``'s GPU on the uploaded result files (name, bytes)."""
+    return user_calibration.calibrate([read_result(content, file) for file, content in contents], server, name)
+
+
+def calibration_picker(data: dict, server: Server) -> None:
+    """Which step-time calibration the scenario uses: the shipped one of its GPU family or one you saved."""
+    choices = ["", *calibration_store.names()]
+    current = server.calibration if server.calibration in choices else ""
+    key = f"hw_calibration_{state.version()}"
+    if st.session_state.get(key) not in choices:
+        st.session_state[key] = current
+    picked = st.selectbox("Step-time calibration", choices, key=key,
+                          format_func=lambda c: c or f"shipped ({gpu_row(server.gpu)['family']} family)",
+                          help="Step-time factors the simulator uses for this GPU: the shipped fit to published "
+                               "measurements, or one fitted on your own benchmark results below.")
+    if picked != current:
+        data["server"]["calibration"] = picked
+        if state.update(data):
+            st.rerun()
+
+
+def save_fit(fit: calibration_store.UserCalibration, data: dict) -> None:
+    """Keep the fit under the name typed, and make the scenario use it (a button's callback)."""
+    name = st.session_state.get("hw_calibration_name", "")
+    try:
+        calibration_store.save(dataclasses.replace(fit, name=name),
+                               replace=st.session_state.get("hw_calibration_replace", False))
+    except engine.ScenarioError as exc:
+        st.session_state["hw_calibration_error"] = str(exc)
+        return
+    data["server"]["calibration"] = name
+    if state.update(data):
+        st.session_state[f"hw_calibration_{state.version()}"] = name
+
+
+def measurements_section(data: dict, server: Server) -> None:
+    """Upload benchmark results, compare them with the simulator, fit this GPU on them and save the fit."""
+    calibration_picker(data, server)
+    uploads = st.file_uploader("Your benchmark results (JSON)", type=["json"], accept_multiple_files=True,
+                               key="bench_upload", help="vllm bench serve / benchmark_serving.py --save-result "
+                               "files, or GenAI-Perf / AIPerf profile exports, run on this GPU, model and server.")
+    if not uploads:
+        st.caption("Upload result files of a benchmark you ran on this set-up to see how far the simulator is from "
+                   "your measurements and to fit its factors on them (python -m engine calibrate does the same).")
+        return
+    contents = tuple((printable(u.name, 60), u.getvalue()) for u in uploads)
+    try:
+        results = [read_result(content, file) for file, content in contents]
+        calibrated = fitted_on(contents, server, "yours")
+    except engine.ScenarioError as exc:
+        text.error(exc)
+        return
+    for result in results:
+        named = result.model_id and f"; the file names model {printable(result.model_id, 80)}"
+        st.caption(f"{result.name} ({result.tool}): {result.load_text()}, replayed on {server.tensor_parallel} x "
+                   f"{server.gpu} with {server.model}{named or ''}.")
+    table = calibrated.table.assign(metric=lambda f: f["metric"].map(METRICS))
+    st.dataframe(table, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
+        "file": st.column_config.Column("File"), "metric": st.column_config.Column("Measured figure"),
+        "measured": st.column_config.NumberColumn("Measured", format="%.1f"),
+        "shipped": st.column_config.NumberColumn("Predicted, shipped", format="%.1f"),
+        "shipped_error_pct": st.column_config.NumberColumn("Error, shipped (%)", format="%+.1f"),
+        "fitted": st.column_config.NumberColumn("Predicted, fitted", format="%.1f"),
+        "fitted_error_pct": st.column_config.NumberColumn("Error, fitted (%)", format="%+.1f")})
+    fit, eff = calibrated.calibration, calibrated.calibration.efficiency
+    st.caption(f"Fitted in {calibrated.fit_s:.1f} s on {fit.figures} figures: median error "
+               f"{fit.median_abs_error_pct:.1f}% against {fit.shipped_median_abs_error_pct:.1f}% with the shipped "
+               f"calibration (compute {eff.compute:.2f} and bandwidth {eff.bandwidth:.2f} of peak, "
+               f"{eff.overhead_ms:.2f} ms per iteration).")
+    cols = st.columns([2, 1, 1])
+    name = cols[0].text_input("Save the fit as", key="hw_calibration_name", max_chars=64,
+                              help="Letters, digits, '.', '_' or '-'. The scenario then uses it "
+                                   "(server.calibration); the shipped calibration is never changed.")
+    cols[1].checkbox("Replace a saved one of this name", key="hw_calibration_replace")
+    cols[2].button("Save and use", key="hw_calibration_save", disabled=not name, on_click=save_fit,
+                   args=(fit, data))
+    if "hw_calibration_error" in st.session_state:
+        text.error(st.session_state.pop("hw_calibration_error"))
+
+
 scenario_sidebar.render()
 runner.warm_up()
 current = state.current_or_default()
@@ -248,7 +366,7 @@ else:
     data["server"]["step_model"] = "roofline"  # this page's view only; the scenario is unchanged
 typed = state.validate(data)
 server = typed.server
-st.caption(f"{server.gpu}: {badge(server.gpu)}. Source: {gpu_row(server.gpu)['source']}")
+st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration)}. Source: {gpu_row(server.gpu)['source']}")
 
 st.subheader("Does it fit? Memory of one card")
 capacity = memory_section(server)
@@ -256,6 +374,8 @@ if capacity is None:
     st.stop()
 st.subheader("Iteration time")
 step_section(server)
+st.subheader("Your own measurements")
+measurements_section(data, server)
 st.subheader("Cost of this fleet")
 cards = fleet_cards(server.gpu, server.tensor_parallel, typed.fleet.replicas)
 rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel)

@@ -38,9 +38,11 @@ already generated (which are kept, so no token is emitted twice).
 
 st.markdown("### Step time")
 st.markdown("`fixed`: every iteration lasts `step_time_ms`, whatever the batch (the teaching model). "
-            "`roofline`: the slower of compute and memory traffic, plus a fixed overhead:")
-st.latex(r"t_{step} = \max\left(\frac{2 P_{mm} T + a \, C_{pairs}}{F_{peak}\,\eta_c},\;"
-         r"\frac{W + b_{kv} (C_{reads} + T)}{B_{hbm}\,\eta_b}\right) + t_{comm} + t_{overhead}")
+            "`roofline`: compute time and memory-traffic time combined by a smooth maximum (near the ridge, where "
+            "the two are about equal, real kernels reach neither peak), plus communication and a fixed overhead:")
+st.latex(r"t_{step} = \left(t_c^{\,k} + t_m^{\,k}\right)^{1/k} + t_{comm} + t_{overhead},\quad "
+         r"t_c = \frac{2 P_{mm} T + a \, C_{pairs}}{F_{peak}\,\eta_c},\quad "
+         r"t_m = \frac{W + b_{kv} (C_{reads} + T)}{B_{hbm}\,\eta_b}")
 st.markdown("""
 - $T$: tokens in the batch (prefill chunk tokens + one per decode); $P_{mm}$: matmul parameters used
   per token (the active ones for a mixture of experts); $a$: attention FLOPs per (token, context token),
@@ -53,12 +55,29 @@ st.markdown("""
   `server.kv_quant`;
 - $F_{peak}$, $B_{hbm}$: dense tensor FLOP/s and memory bandwidth from `data/hardware/gpus.csv` (a MIG or
   cloud slice: its share of the card); $t_{comm}$: tensor-parallel all-reduces;
-- $\\eta_c$, $\\eta_b$, $t_{overhead}$: fitted per GPU family to published measurements (table below);
-  families without measurements use the fit over all of them and are marked "estimate only".
+- $\\eta_c$, $\\eta_b$, $t_{overhead}$, the sharpness $k$ (large $k$: the plain maximum; $k = 1$: the sum)
+  and a factor on the all-reduce latency: fitted per GPU family to published measurements (table below),
+  all five from 10 rows of the family, the shares of peak and the overhead from 5, the shares of peak alone
+  from 3, the rest from the fit over all rows; a family without measurements takes each factor at the
+  slowest value of the calibrated families and is marked "estimate only".
 
-KV capacity = (GPU memory x `gpu_memory_utilization` - weights - activation reserve) / $b_{kv}$; the
-reserve is `max_batched_tokens` x (4 x hidden + 2 x intermediate) x 2 B + `max_batch_size` x vocab x 4 B
-unless `activation_reserve_gib` is set.
+**Memory, the way vLLM budgets it.** A card's total is what nvidia-smi reports (`gpus.csv`, a source
+per card; a MIG instance's from `nvidia-smi mig -lgip`). CUDA sees about 0.5 GiB less; the server takes
+`gpu_memory_utilization` of what CUDA sees and subtracts the weights (embedding and LM head in 16 bits),
+the activation peak of its profile run (`max_batched_tokens` x (4 x hidden + 2 x intermediate / TP) x 2 B
++ `max_batch_size` x vocabulary x 38 B for the sampler, unless `activation_reserve_gib` is set) and the
+memory outside PyTorch (0.35 GiB, 0.55 GiB with tensor parallelism); the rest holds the KV cache. Key and
+value heads split over the cards (each card keeps at least one); a latent-attention (MLA) cache is copied
+on every card. Every term and its source: `data/hardware/serving_memory.csv` and the Hardware page's
+memory bar.
+
+**Batching and admission** (`server.batching`, `server.admission`). `mixed`: decodes and prefill chunks
+share one token budget every iteration (vLLM V1, SGLang, TensorRT-LLM). `prefill-first`: whenever a
+waiting prompt fits, the iteration runs whole prompts only and every decode waits (vLLM before V1
+without chunked prefill, TGI). `optimistic`: a request is admitted when its prompt's blocks fit and
+preempted when memory runs out. `reserve-full`: admitted only when its prompt and whole output fit,
+never preempted for memory (TensorRT-LLM's GUARANTEED_NO_EVICT). Presets `engine_*.toml` set each
+engine's defaults on one workload.
 """)
 
 st.markdown("### Policies")

@@ -4,7 +4,8 @@ import pytest
 
 import engine
 from engine.config import Server
-from engine.hardware import GIB, Efficiency, efficiency_for, kv_capacity_tokens, roofline_profile, roofline_step_params
+from engine.hardware import (GIB, Efficiency, card_memory, efficiency_for, kv_capacity_tokens, roofline_profile,
+                             roofline_step_params)
 from engine.steptime import step_time_s_nb
 
 
@@ -13,15 +14,8 @@ def test_model_shapes_reproduce_published_sizes(model, params_b, kv_bytes):
     profile = roofline_profile(Server(step_model="roofline", model=model, quant="int4"))
     assert profile.parameters / 1e9 == pytest.approx(params_b, abs=0.01)
     assert profile.kv_bytes_per_token == kv_bytes
-    assert profile.resident_weight_bytes == pytest.approx(profile.parameters * 0.5)
-
-
-def test_kv_capacity_by_hand():
-    server = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-8B", quant="fp16",
-                    gpu_memory_utilization=0.9, activation_reserve_gib=2.0)
-    profile = roofline_profile(server)
-    expected = (80e9 * 0.9 - profile.parameters * 2 - 2 * GIB) // 131072
-    assert kv_capacity_tokens(server, profile) == expected
+    embedding = 2 * 4096 * 128256 if model == "Llama-3-8B" else 2 * 8192 * 128256
+    assert profile.resident_weight_bytes == pytest.approx((profile.parameters - embedding) * 0.5 + embedding * 2)
 
 
 def test_decode_step_at_batch_one_is_memory_bound():
@@ -50,15 +44,11 @@ def test_impossible_setups_say_how_to_fix_them():
 
 
 def test_fit_check_names_the_smallest_tensor_parallel_degree():
-    """Llama-3-70B FP16 weights are 141 GB: two A100-80G (144 GB usable) leave no room, four do."""
+    """Llama-3-70B FP16 weights are 141 GB: one A100-80G cannot hold them, two can (65.7 GiB each of 71.6 GiB
+    usable at utilisation 0.9)."""
     server = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-70B", quant="fp16")
-    with pytest.raises(engine.ScenarioError, match=r"does not fit on 1 x A100-80G.*set server.tensor_parallel = 4"):
+    with pytest.raises(engine.ScenarioError, match=r"does not fit on 1 x A100-80G.*set server.tensor_parallel = 2"):
         kv_capacity_tokens(server, roofline_profile(server))
-    tp4 = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-70B", quant="fp16", tensor_parallel=4,
-                 activation_reserve_gib=1.0)
-    profile = roofline_profile(tp4)
-    expected = (4 * 80e9 * 0.9 - profile.parameters * 2 - 4 * GIB) // 327680
-    assert kv_capacity_tokens(tp4, profile) == expected
     with pytest.raises(engine.ScenarioError, match="smaller model"):
         big = Server(step_model="roofline", gpu="T4", model="Llama-3.1-405B", quant="fp16")
         kv_capacity_tokens(big, roofline_profile(big))
@@ -86,7 +76,8 @@ def test_more_cards_are_faster_per_iteration_until_communication_dominates():
 def test_mixture_of_experts_sizes_and_expert_reads():
     """Mixtral-8x7B: 46.7B parameters, 12.9B used per token (published); one token reads 2 of 8 experts
     per layer, a large batch reads all 8."""
-    profile = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Mixtral-8x7B", quant="fp16"))
+    profile = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Mixtral-8x7B", quant="fp16"),
+                               efficiency=Efficiency(0.7, 0.85, 2.0))  # the hard maximum of compute and memory
     assert profile.parameters / 1e9 == pytest.approx(46.70, abs=0.01)
     assert profile.active_parameters / 1e9 == pytest.approx(12.88, abs=0.01)
     step = roofline_step_params(profile)
@@ -123,7 +114,7 @@ def test_kv_cache_quantisation_halves_bytes_and_doubles_capacity():
                  kv_quant="fp8")
     full, half = roofline_profile(base), roofline_profile(fp8)
     assert half.kv_bytes_per_token == full.kv_bytes_per_token / 2 == 65536
-    free = 80e9 * 0.9 - full.resident_weight_bytes - 2 * GIB
+    free = card_memory(base, full, 1).kv
     assert kv_capacity_tokens(base, full) == free // 131072
     assert kv_capacity_tokens(fp8, half) == free // 65536
     with pytest.raises(engine.ScenarioError, match="server.kv_quant = 'fp4' is not in data/hardware/kv_quant.csv"):
@@ -131,11 +122,12 @@ def test_kv_cache_quantisation_halves_bytes_and_doubles_capacity():
 
 
 def test_mig_slice_is_its_share_of_the_card():
-    """H100 1g.10gb: 16 of 132 SMs, 1/8 of memory and (by our inference) of bandwidth."""
+    """H100 1g.10gb: 16 of 132 SMs, 9.75 GiB of memory (nvidia-smi mig -lgip) and 1/8 of the bandwidth (by our
+    inference)."""
     card = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", quant="int4"))
     cut = roofline_profile(Server(step_model="roofline", gpu="H100-80G-MIG-1g.10gb", model="Llama-3-8B",
                                   quant="int4"))
-    assert cut.memory_bytes == card.memory_bytes / 8
+    assert cut.card_memory_bytes == 9.75 * GIB and card.card_memory_bytes == 81559 * 1024 ** 2
     assert cut.effective_bytes_per_s == pytest.approx(card.effective_bytes_per_s / 8)
     assert cut.effective_flops_per_s == pytest.approx(card.effective_flops_per_s * 16 / 132, rel=1e-5)
     with pytest.raises(engine.ScenarioError, match="no link to other slices; set tensor_parallel = 1 and add "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Mapping
 import engine
 from engine.caps import DEFAULT_CAPS, MIB, Caps
 from engine.origin import STORED_TRACE_SUFFIXES, Origin, stored_trace_name
+from engine.private_folder import NotPrivateError, ensure_private
 
 def store_dir(environ: Mapping[str, str] = os.environ) -> Path:
     """``$SCHEDULER_LAB_TRACE_STORE``, else ``scheduler-lab/traces`` in the user's cache folder."""
@@ -46,14 +46,13 @@ class StoreError(engine.ScenarioError):
 def private_folder() -> Path:
     """The store folder, created private (0700) if missing; ``StoreError`` if another user owns it or may
     write to it."""
-    STORE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = os.lstat(STORE_DIR)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        LOG.error("trace store %s is not private to uid %d", STORE_DIR, os.getuid())
+    try:
+        return ensure_private(STORE_DIR)
+    except NotPrivateError as exc:
+        LOG.error("trace store: %s", exc)
         raise StoreError("the server's trace store folder is not private to the user running it, so uploaded "
                          "traces are off; its operator should remove the folder or set SCHEDULER_LAB_TRACE_STORE "
-                         "to a private one")
-    return STORE_DIR
+                         "to a private one") from None
 
 
 def touch(name: str) -> None:

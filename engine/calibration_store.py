@@ -1,0 +1,117 @@
+"""Calibrations fitted on the user's own benchmark results (``user_calibration``), saved under a name.
+
+Each is a small JSON file in the user's calibration folder (``$SCHEDULER_LAB_CALIBRATIONS``, else
+``scheduler-lab/calibrations`` in ``$XDG_DATA_HOME`` or ``~/.local/share``), private to the user running the
+server as the trace store is. ``save`` never replaces a calibration of the same name unless asked; the shipped
+``data/hardware/calibration.csv`` is never written. A scenario picks one with ``server.calibration = "NAME"``;
+it then times that GPU family instead of the shipped factors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .config import CALIBRATION_NAME
+from .errors import ScenarioError, excerpt
+from .hardware import Efficiency
+from .private_folder import NotPrivateError, ensure_private
+
+
+
+
+def calibration_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$SCHEDULER_LAB_CALIBRATIONS``, else ``scheduler-lab/calibrations`` in the user's data folder."""
+    data = Path(environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return Path(environ.get("SCHEDULER_LAB_CALIBRATIONS") or data / "scheduler-lab" / "calibrations")
+
+
+@dataclass(frozen=True)
+class UserCalibration:
+    """A fit on the user's measurements: the GPU family it holds for, the factors, and how well they fit."""
+
+    name: str
+    gpu: str
+    family: str
+    efficiency: Efficiency
+    figures: int                 # measured figures fitted
+    files: tuple[str, ...]
+    median_abs_error_pct: float  # after the fit
+    shipped_median_abs_error_pct: float  # the shipped calibration on the same figures
+    created: str
+
+    def badge(self) -> str:
+        return (f"calibrated on your {self.figures} measurements ('{self.name}', {self.gpu}), median error "
+                f"{self.median_abs_error_pct:.0f}% (the shipped calibration: "
+                f"{self.shipped_median_abs_error_pct:.0f}%)")
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can name a calibration file, else ``ScenarioError``."""
+    if not isinstance(name, str) or not CALIBRATION_NAME.fullmatch(name):
+        raise ScenarioError(f"server.calibration = {excerpt(name)} is not a calibration name: use 1-64 letters, "
+                            f"digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+def _folder() -> Path:
+    try:
+        return ensure_private(calibration_dir())
+    except NotPrivateError as exc:
+        raise ScenarioError(f"the calibration folder is not private ({exc}); remove it or set "
+                            f"SCHEDULER_LAB_CALIBRATIONS to a private folder") from None
+
+
+def names() -> list[str]:
+    """The saved calibrations, by name."""
+    folder = calibration_dir()
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def load(name: str) -> UserCalibration:
+    """The saved calibration ``name``; ``ScenarioError`` when there is none."""
+    path = _folder() / f"{check_name(name)}.json"
+    try:
+        data = json.loads(path.read_text())
+        return UserCalibration(**{**data, "efficiency": Efficiency(**data["efficiency"]),
+                                  "files": tuple(data["files"])})
+    except FileNotFoundError:
+        known = ", ".join(names()) or "none saved yet"
+        raise ScenarioError(f"server.calibration = {name!r} is not a saved calibration ({known}); fit one with "
+                            f"python -m engine calibrate FILE --gpu NAME --save NAME") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ScenarioError(f"saved calibration {name!r} cannot be read ({type(exc).__name__}); fit it again") \
+            from None
+
+
+def save(calibration: UserCalibration, replace: bool = False) -> Path:
+    """Write ``calibration`` (atomically); an existing one of the same name only when ``replace``."""
+    path = _folder() / f"{check_name(calibration.name)}.json"
+    if path.exists() and not replace:
+        raise ScenarioError(f"a calibration named {calibration.name!r} exists; choose another name or replace it")
+    data = {**dataclasses.asdict(calibration), "efficiency": dataclasses.asdict(calibration.efficiency)}
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def saved_for(name: str, gpu: str, family: str) -> UserCalibration:
+    """The saved calibration ``name``, checked to hold for ``gpu`` (of GPU family ``family``)."""
+    saved = load(name)
+    if saved.family != family:
+        raise ScenarioError(f"server.calibration = {saved.name!r} was fitted on {saved.gpu} ({saved.family} family) "
+                            f"and cannot time {gpu} ({family}); choose another calibration or GPU")
+    return saved
+
+

@@ -1,0 +1,23 @@
+"""A folder the server writes user files into (uploaded traces, saved calibrations): created private (0700) and
+refused when another user owns it or may write to it, so that nobody else can plant a file, or a link to one,
+under a name the app will read."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+class NotPrivateError(RuntimeError):
+    """The folder exists but is not private to the user running the server."""
+
+
+def ensure_private(folder: Path) -> Path:
+    """``folder``, created with mode 0700 if missing; ``NotPrivateError`` if it is not a directory owned by this
+    user and closed to writes by others."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise NotPrivateError(f"{folder} is not private to uid {os.getuid()}")
+    return folder
