@@ -54,6 +54,9 @@ FAMILY_FACTORS = ((10, ("compute", "bandwidth", "overhead_ms", "sharpness", "all
 FACTORS = tuple(f.name for f in fields(Efficiency))
 BOUNDS = {"compute": (0.05, 1.0), "bandwidth": (0.05, 1.0), "overhead_ms": (0.05, 50.0),  # the fit's box
           "sharpness": (1.0, 32.0), "allreduce_factor": (0.5, 20.0)}
+FACTOR_WORDS = {"compute": "the compute share of peak", "bandwidth": "the bandwidth share of peak",
+                "overhead_ms": "the per-iteration overhead", "sharpness": "the roofline's sharpness",
+                "allreduce_factor": "the all-reduce latency factor"}
 START = Efficiency(0.7, 0.85, 2.0, 4.0, 1.0)
 CHECK_FACTORS = (0.9, 1.1)  # a finished fit is no worse than any one factor moved by these
 
@@ -207,6 +210,12 @@ def fit(fitted: list[Case], start: Efficiency = START, step: float = 0.4, tolera
         if found is None:
             return at(x)
         (x, best), step = found, tolerance * 4
+
+
+def at_bounds(efficiency: Efficiency, factors: tuple[str, ...] = FACTORS) -> list[str]:
+    """The fitted ``factors`` that ended on a bound of the fit's box: a sign that the replayed set-up (GPU, model,
+    server limits) is not the one measured, or that the model lacks what the figures show."""
+    return [f for f in factors if any(math.isclose(getattr(efficiency, f), b, rel_tol=1e-6) for b in BOUNDS[f])]
 
 
 def conservative(fitted: dict[str, Efficiency]) -> Efficiency:

@@ -276,6 +276,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(f"fitted in {calibrated.fit_s:.1f} s: compute {eff.compute:.3f}, bandwidth {eff.bandwidth:.3f} of peak, "
           f"overhead {eff.overhead_ms:.2f} ms per iteration, sharpness {eff.sharpness:.2f}; median error "
           f"{saved.median_abs_error_pct:.1f}% (shipped calibration {saved.shipped_median_abs_error_pct:.1f}%)")
+    if calibrated.warning():
+        print(f"warning: {calibrated.warning()}")
     if args.save:
         path = save(saved, replace=args.replace)
         print(f"saved as calibration {args.save!r} ({path}); use it with --set server.calibration={args.save}")

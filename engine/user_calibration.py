@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .bench_results import BenchResult
-from .calibration import Case, error_pct, fit
+from .calibration import FACTOR_WORDS, Case, at_bounds, error_pct, fit
 from .calibration_store import UserCalibration, check_name
 from .config import Server, load_scenario
 from .errors import ScenarioError, excerpt
@@ -82,11 +82,21 @@ def replay_case(result: BenchResult, server: Server, seed: int = 0) -> Case:
 
 @dataclass(frozen=True)
 class Calibrated:
-    """``calibrate``'s answer: the fitted calibration and one row per figure (measured, before, after)."""
+    """``calibrate``'s answer: the fitted calibration, one row per figure (measured, before, after), the fit's
+    time and the factors that ended on a bound of the fit (``calibration.at_bounds``)."""
 
     calibration: UserCalibration
     table: pd.DataFrame
     fit_s: float
+    at_bounds: tuple[str, ...]
+
+    def warning(self) -> str | None:
+        """One line when the fit ended on a bound (else None)."""
+        if not self.at_bounds:
+            return None
+        return (f"The fit pushed {' and '.join(FACTOR_WORDS[f] for f in self.at_bounds)} to the end of its range: the replayed set-up (GPU, "
+                f"model, formats, tensor parallelism, batch limits) is probably not the one benchmarked; check it "
+                f"before saving")
 
 
 def calibrate(results: list[BenchResult], server: Server, name: str) -> Calibrated:
@@ -111,4 +121,4 @@ def calibrate(results: list[BenchResult], server: Server, name: str) -> Calibrat
         median_abs_error_pct=float(table["fitted_error_pct"].abs().median()),
         shipped_median_abs_error_pct=float(table["shipped_error_pct"].abs().median()),
         created=time.strftime("%Y-%m-%d"))
-    return Calibrated(calibration, table, fit_s)
+    return Calibrated(calibration, table, fit_s, tuple(at_bounds(fitted, factors)))

@@ -56,7 +56,7 @@ def memory_section(server: Server) -> int | None:
                             hovertemplate=f"{name}: %{{x:.1f}} GiB<extra></extra>")
                      for name, gib in parts.items() if gib > 0])
     fig.update_layout(barmode="stack", height=170, margin=dict(t=10, b=10), xaxis_title="memory (GiB)",
-                      legend=dict(orientation="h", y=-0.6))
+                      legend=dict(orientation="h", y=-0.6, traceorder="normal"))
     st.plotly_chart(fig, width="stretch")
     with st.expander("Where each part of the bar comes from"):
         st.dataframe(memory_sources(server, parts), hide_index=True, width="stretch", placeholder=tables.MISSING,
@@ -324,6 +324,8 @@ def measurements_section(data: dict, server: Server) -> None:
         st.caption(f"{result.name} ({result.tool}): {result.load_text()}, replayed on {server.tensor_parallel} x "
                    f"{server.gpu} with {server.model}{named or ''}.")
     table = calibrated.table.assign(metric=lambda f: f["metric"].map(METRICS))
+    if len(results) == 1:
+        table = table.drop(columns="file")
     st.dataframe(table, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
         "file": st.column_config.Column("File"), "metric": st.column_config.Column("Measured figure"),
         "measured": st.column_config.NumberColumn("Measured", format="%.1f"),
@@ -336,6 +338,8 @@ def measurements_section(data: dict, server: Server) -> None:
                f"{fit.median_abs_error_pct:.1f}% against {fit.shipped_median_abs_error_pct:.1f}% with the shipped "
                f"calibration (compute {eff.compute:.2f} and bandwidth {eff.bandwidth:.2f} of peak, "
                f"{eff.overhead_ms:.2f} ms per iteration).")
+    if calibrated.warning():
+        st.warning(calibrated.warning())
     cols = st.columns([2, 1, 1])
     name = cols[0].text_input("Save the fit as", key="hw_calibration_name", max_chars=64,
                               help="Letters, digits, '.', '_' or '-'. The scenario then uses it "

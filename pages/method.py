@@ -64,8 +64,8 @@ st.markdown("""
 **Memory, the way vLLM budgets it.** A card's total is what nvidia-smi reports (`gpus.csv`, a source
 per card; a MIG instance's from `nvidia-smi mig -lgip`). CUDA sees about 0.5 GiB less; the server takes
 `gpu_memory_utilization` of what CUDA sees and subtracts the weights (embedding and LM head in 16 bits),
-the activation peak of its profile run (`max_batched_tokens` x (4 x hidden + 2 x intermediate / TP) x 2 B
-+ `max_batch_size` x vocabulary x 38 B for the sampler, unless `activation_reserve_gib` is set) and the
+the activation peak of its profile run (`max_batched_tokens` x (4 x hidden + 2 x intermediate / TP) x 2 B,
+plus `max_batch_size` x vocabulary x 38 B for the sampler, unless `activation_reserve_gib` is set) and the
 memory outside PyTorch (0.35 GiB, 0.55 GiB with tensor parallelism); the rest holds the KV cache. Key and
 value heads split over the cards (each card keeps at least one); a latent-attention (MLA) cache is copied
 on every card. Every term and its source: `data/hardware/serving_memory.csv` and the Hardware page's

@@ -142,3 +142,11 @@ def test_hardware_page_replays_fits_saves_and_uses_your_results():
     assert not at.exception and names() == ["page-fit"]
     assert [b.value for b in at.selectbox if b.key and b.key.startswith("hw_calibration_")] == ["page-fit"]
     assert "calibrated on your 10 measurements ('page-fit', H100-80G)" in " ".join(c.value for c in at.caption)
+
+
+def test_a_fit_that_ends_on_a_bound_warns_about_the_set_up(capsys):
+    """The H100 figures replayed on an A100: the fit needs more than the A100's whole peak and says so."""
+    assert main(["calibrate", str(VLLM), "--gpu", "A100-80G"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: The fit pushed the compute share of peak" in out and "not the one benchmarked" in out
+    assert calibrate([read_result(VLLM.read_bytes(), VLLM.name)], H100, "ok").warning() is None
