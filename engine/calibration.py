@@ -31,7 +31,7 @@ import pandas as pd
 
 from .calibration_store import saved_for
 from .config import Server, load_scenario
-from .hardware import (Efficiency, calibration_row, efficiency_for, gpu_row, load_table, peak_profile,
+from .hardware import (Efficiency, calibration_row, efficiency_for, gpu_row, is_slice, load_table, peak_profile,
                        roofline_step_params, with_efficiency)
 from .layout import F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_GENERATED, I_OUTPUT
 from .metrics import latencies_ms
@@ -244,9 +244,16 @@ def status(gpu: str) -> str:
 
 
 def badge(gpu: str, calibration: str = "") -> str:
-    """One line on where ``gpu``'s step times come from (``calibration``: a saved calibration's name)."""
-    if calibration:
-        return saved_for(calibration, gpu, str(gpu_row(gpu)["family"])).badge()
+    """One line on where ``gpu``'s step times come from (``calibration``: a saved calibration's name); a slice
+    says that it is timed as its share of the card, which no measurement checks."""
+    text = (saved_for(calibration, gpu, str(gpu_row(gpu)["family"])).badge() if calibration else
+            _shipped_badge(gpu))
+    if is_slice(gpu):
+        text += f"; {gpu} is timed as its share of a whole {gpu_row(gpu)['parent']}, not measured itself"
+    return text
+
+
+def _shipped_badge(gpu: str) -> str:
     row = calibration_row(gpu)
     n = int(row["measurements"])
     if n == 0:
@@ -257,7 +264,7 @@ def badge(gpu: str, calibration: str = "") -> str:
         how = ("shares of peak fitted to them, the rest from the fit over all measured GPUs" if fitted else
                "efficiencies from the fit over all measured GPUs")
         return (f"{how}; only {n} measurement(s) of the {row.name} family, median error "
-                f"{row['median_abs_error_pct']:.0f}% ({row['loo_median_abs_error_pct']:.0f}% when the fit leaves "
-                f"them out)")
+                f"{row['median_abs_error_pct']:.1f}% ({row['loo_median_abs_error_pct']:.1f}% when the fit leaves "
+                f"each out): too few to call it calibrated")
     return (f"calibrated against {n} measurements of the {row.name} family, median error "
             f"{row['median_abs_error_pct']:.0f}% ({row['loo_median_abs_error_pct']:.0f}% leaving each one out)")

@@ -19,7 +19,7 @@ from typing import Mapping
 
 from .config import CALIBRATION_NAME
 from .errors import ScenarioError, excerpt
-from .hardware import Efficiency
+from .hardware import Efficiency, gpu_row
 from .private_folder import NotPrivateError, ensure_private
 
 
@@ -33,22 +33,33 @@ def calibration_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 @dataclass(frozen=True)
 class UserCalibration:
-    """A fit on the user's measurements: the GPU family it holds for, the factors, and how well they fit."""
+    """A fit on the user's measurements: the set-up they were measured on (its GPU family is where the fit holds),
+    the factors, and how well they fit: in-sample, and on each benchmark run left out of the fit."""
 
     name: str
     gpu: str
     family: str
+    setup: str                   # "1 x H100-80G, Llama-3-8B, bf16 weights, bf16 KV"
     efficiency: Efficiency
     figures: int                 # measured figures fitted
-    files: tuple[str, ...]
-    median_abs_error_pct: float  # after the fit
+    files: tuple[str, ...]       # one per benchmark run
+    median_abs_error_pct: float  # after the fit, on the figures fitted (in-sample)
+    held_out_median_abs_error_pct: float | None  # each run predicted by a fit of the others (two runs or more)
     shipped_median_abs_error_pct: float  # the shipped calibration on the same figures
     created: str
 
-    def badge(self) -> str:
-        return (f"calibrated on your {self.figures} measurements ('{self.name}', {self.gpu}), median error "
-                f"{self.median_abs_error_pct:.0f}% (the shipped calibration: "
+    def quality(self) -> str:
+        """How well the fit holds: in-sample, on each run left out, and the shipped calibration's error."""
+        checked = (f", {self.held_out_median_abs_error_pct:.1f}% on each run left out of the fit"
+                   if self.held_out_median_abs_error_pct is not None else
+                   "; one run, so not checked on any other load")
+        return (f"median error {self.median_abs_error_pct:.1f}% in-sample{checked} (the shipped calibration: "
                 f"{self.shipped_median_abs_error_pct:.0f}%)")
+
+    def badge(self) -> str:
+        runs = len(self.files)
+        return (f"fitted on your {self.figures} figures from {runs} benchmark run{'s' if runs > 1 else ''} "
+                f"('{self.name}', measured on {self.setup}): {self.quality()}")
 
 
 def check_name(name: str) -> str:
@@ -104,6 +115,15 @@ def save(calibration: UserCalibration, replace: bool = False) -> Path:
         Path(partial).unlink(missing_ok=True)
         raise
     return path
+
+
+def holds_for(name: str, gpu: str) -> bool:
+    """True when ``name`` is a saved calibration of ``gpu``'s family."""
+    try:
+        saved_for(name, gpu, str(gpu_row(gpu)["family"]))
+    except ScenarioError:
+        return False
+    return True
 
 
 def saved_for(name: str, gpu: str, family: str) -> UserCalibration:

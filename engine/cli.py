@@ -252,10 +252,12 @@ def _hardware(args: argparse.Namespace) -> int:
     print(f"{server.tensor_parallel} x {server.gpu}, {server.model} ({server.quant} weights, {server.kv_quant} KV)")
     print("one card (GiB): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
     profile = roofline_profile(server)
-    print(f"KV cache: {kv_capacity_tokens(server, profile):,} tokens ({profile.kv_bytes_per_token:,.0f} B per token)")
+    capacity = kv_capacity_tokens(server, profile)
+    print(f"KV cache: {capacity:,} tokens ({profile.kv_bytes_per_token_per_card:,.0f} B per token on each card)")
     step = roofline_step_params(profile)
+    full = max(1, min(server.max_batch_size, capacity // 2048))  # the largest batch whose KV fits
     print(f"decode iteration at 2,048 tokens of context: batch 1 {decode_step_s_nb(step, 1, 2048) * 1e3:.2f} ms, "
-          f"batch {server.max_batch_size} {decode_step_s_nb(step, server.max_batch_size, 2048) * 1e3:.2f} ms; "
+          f"batch {full} {decode_step_s_nb(step, full, 2048) * 1e3:.2f} ms (the most that fit, up to max_batch_size); "
           f"prefill of 2,048 tokens {prefill_s(step, 2048) * 1e3:.1f} ms")
     print(f"step times: {badge(server.gpu, server.calibration)}")
     return 0
@@ -267,15 +269,20 @@ def _calibrate(args: argparse.Namespace) -> int:
     server = benchmarked_server({"gpu": args.gpu, "model": model, "tensor_parallel": args.tensor_parallel,
                                  "quant": args.quant, "kv_quant": args.kv_quant}, args.overrides)
     calibrated = calibrate(results, server, args.save or "unsaved")
+    eff, saved = calibrated.calibration.efficiency, calibrated.calibration
     for result in results:
         print(f"{result.name} ({result.tool}): {result.load_text()}")
-    table = calibrated.table.rename(columns={"shipped_error_pct": "error %", "fitted_error_pct": "error % "})
-    with pd.option_context("display.width", 200, "display.max_columns", 10, "display.float_format", "{:,.1f}".format):
+    print(f"replayed on {saved.setup}")
+    table = calibrated.table.rename(columns={"shipped_error_pct": "shipped error %", "fitted_error_pct":
+                                             "fitted error %", "held_out_error_pct": "held-out error %"})
+    if len(results) == 1:
+        table = table.drop(columns=["file", "held-out error %"])
+    with pd.option_context("display.width", 200, "display.max_columns", 10,
+                           "display.float_format", lambda v: f"{round(v, 1) + 0.0:,.1f}"):  # never "-0.0"
         print(table.to_string(index=False))
-    eff, saved = calibrated.calibration.efficiency, calibrated.calibration
     print(f"fitted in {calibrated.fit_s:.1f} s: compute {eff.compute:.3f}, bandwidth {eff.bandwidth:.3f} of peak, "
-          f"overhead {eff.overhead_ms:.2f} ms per iteration, sharpness {eff.sharpness:.2f}; median error "
-          f"{saved.median_abs_error_pct:.1f}% (shipped calibration {saved.shipped_median_abs_error_pct:.1f}%)")
+          f"overhead {eff.overhead_ms:.2f} ms per iteration, sharpness {eff.sharpness:.2f}")
+    print(f"step times: {saved.badge()}")
     if calibrated.warning():
         print(f"warning: {calibrated.warning()}")
     if args.save:

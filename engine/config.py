@@ -195,8 +195,8 @@ class Server:
                           choices=tuple(STEP_MODEL_CODES))
     step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", ge=0.001, le=60_000.0)
     max_batch_size: int = opt(256, "most sequences in one iteration", "sequences", ge=1, cap="batch_size")
-    max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); "
-                                        "longer prompts are prefilled in chunks", "tokens", ge=1,
+    max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); with "
+                                        "mixed batching longer prompts are prefilled in chunks", "tokens", ge=1,
                                   cap="batched_tokens")
     min_batch_size: int = opt(1, "do not start an iteration with fewer ready requests ...", "requests", ge=1,
                               cap="batch_size")
@@ -208,9 +208,10 @@ class Server:
                                       "reserved per request on admission", choices=KV_ALLOCATIONS)
     max_seq_len: int = opt(0, "longest prompt + output allowed (0 = no limit; required > 0 for static)",
                            "tokens", ge=0, cap="tokens_per_request")
-    batching: str = opt("mixed", "mixed: each iteration runs decodes and prefill chunks together (vLLM v1, "
-                                 "SGLang, TensorRT-LLM); prefill-first: an iteration runs whole prompts only, "
-                                 "pausing every decode, whenever a prompt can be admitted (vLLM v0, TGI)",
+    batching: str = opt("mixed", "mixed: each iteration runs decodes and prefill chunks together (vLLM V1, "
+                                 "TensorRT-LLM, SGLang with --enable-mixed-chunk); prefill-first: an iteration runs "
+                                 "whole prompts only, pausing every decode, whenever a prompt can be admitted "
+                                 "(vLLM before V1, TGI, SGLang's default)",
                         choices=tuple(BATCHING_CODES))
     admission: str = opt("optimistic", "optimistic: admit when the prompt's KV blocks fit, preempt when memory "
                                        "runs out (vLLM, SGLang); reserve-full: admit only when the prompt and the "

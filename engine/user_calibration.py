@@ -94,7 +94,9 @@ class Calibrated:
         """One line when the fit ended on a bound (else None)."""
         if not self.at_bounds:
             return None
-        return (f"The fit pushed {' and '.join(FACTOR_WORDS[f] for f in self.at_bounds)} to the end of its range: the replayed set-up (GPU, "
+        words = [FACTOR_WORDS[f] for f in self.at_bounds]
+        listed = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+        return (f"The fit pushed {listed} to the end of its range: the replayed set-up (GPU, "
                 f"model, formats, tensor parallelism, batch limits) is probably not the one benchmarked; check it "
                 f"before saving")
 
@@ -109,16 +111,25 @@ def calibrate(results: list[BenchResult], server: Server, name: str) -> Calibrat
     fitted = fit(cases, start=shipped, factors=factors)
     fit_s = time.perf_counter() - started
     rows = []
-    for result, case in zip(results, cases):
+    for i, (result, case) in enumerate(zip(results, cases)):
         before, after = case.predict(shipped), case.predict(fitted)
+        # Each run against a fit of the other runs (from two runs on): how the fit does on a load it has not seen.
+        others = fit(cases[:i] + cases[i + 1:], start=fitted, factors=factors) if len(cases) > 1 else None
+        held_out = case.predict(others) if others else {}
         rows += [{"file": result.name, "metric": metric, "measured": measured, "shipped": before[metric],
                   "shipped_error_pct": error_pct(before[metric], measured), "fitted": after[metric],
-                  "fitted_error_pct": error_pct(after[metric], measured)} for metric, measured in case.measured.items()]
+                  "fitted_error_pct": error_pct(after[metric], measured),
+                  "held_out_error_pct": error_pct(held_out[metric], measured) if held_out else None}
+                 for metric, measured in case.measured.items()]
     table = pd.DataFrame(rows)
+    held_out_errors = table["held_out_error_pct"].dropna().abs()
     calibration = UserCalibration(
-        name=name, gpu=server.gpu, family=str(gpu_row(server.gpu)["family"]), efficiency=fitted, figures=len(table),
-        files=tuple(r.name for r in results),
+        name=name, gpu=server.gpu, family=str(gpu_row(server.gpu)["family"]),
+        setup=(f"{server.tensor_parallel} x {server.gpu}, {server.model}, {server.quant} weights, {server.kv_quant} "
+               f"KV, at most {server.max_batch_size} sequences and {server.max_batched_tokens} tokens per iteration"),
+        efficiency=fitted, figures=len(table), files=tuple(r.name for r in results),
         median_abs_error_pct=float(table["fitted_error_pct"].abs().median()),
+        held_out_median_abs_error_pct=float(held_out_errors.median()) if len(held_out_errors) else None,
         shipped_median_abs_error_pct=float(table["shipped_error_pct"].abs().median()),
         created=time.strftime("%Y-%m-%d"))
     return Calibrated(calibration, table, fit_s, tuple(at_bounds(fitted, factors)))

@@ -25,6 +25,7 @@ from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, 
 from engine.metric_table import metric, money_range, round_money
 from engine.policies import POLICY_LABELS
 from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
+from engine.simulate import prepare
 from engine.sweep import sweep_rates
 from engine.steptime import decode_step_s_nb, prefill_s
 from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, tables, text, view
@@ -70,12 +71,33 @@ def memory_section(server: Server) -> int | None:
     context = st.number_input("Tokens per request (prompt + output)", 16, 1_000_000, step=256, key="hw_context_tokens",
                               help="A request holds this much KV cache at its longest.")
     cols = st.columns(3)
-    cols[0].metric("KV cache per server", f"{capacity:,} tokens")
-    cols[1].metric("Requests that fit at once", f"{capacity // context:,}",
+    blocks = capacity // server.block_size_tokens * server.block_size_tokens
+    cols[0].metric("KV cache per server", f"{blocks:,} tokens",
+                   help=f"Whole KV blocks of {server.block_size_tokens} tokens (server.block_size_tokens).")
+    cols[1].metric("Requests that fit at once", f"{blocks // context:,}",
                    help="KV capacity / tokens per request, per server (replica)")
     cols[2].metric("Batch limit", f"{server.max_batch_size:,}",
                    help="Most sequences in one iteration (server.max_batch_size).")
     return capacity
+
+
+def model_named(model_id: str) -> str | None:
+    """The tables' model a benchmark's model id names, or None."""
+    try:
+        return user_calibration.model_for(model_id) if model_id else None
+    except engine.ScenarioError:
+        return None
+
+
+def workload_fits(typed: engine.Scenario, capacity: int) -> bool:
+    """Whether every request of the workload fits the KV cache alone; if not, say which and what to change."""
+    try:
+        prepare(typed)
+    except engine.ScenarioError as exc:
+        text.error(f"{exc}. The cost against load and the other shapes need a fleet that can serve every "
+                   f"request; the cheapest rental below searches the shapes that can.")
+        return False
+    return True
 
 
 def memory_sources(server: Server, parts: dict[str, float]) -> pd.DataFrame:
@@ -106,13 +128,14 @@ def memory_sources(server: Server, parts: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def step_section(server: Server) -> None:
+def step_section(server: Server, capacity: int) -> None:
+    """Iteration time against batch size (only batches whose KV fits) and against prompt length."""
     step = roofline_step_params(roofline_profile(server))
     left, right = st.columns(2)
     batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= max(server.max_batch_size, 1)]
-    fig = go.Figure([go.Scatter(x=batches, y=[decode_step_s_nb(step, b, c) * 1e3 for b in batches],
-                                mode="lines+markers",
-                                name=f"{c:,} tokens of context") for c in CONTEXTS_TOKENS])
+    fig = go.Figure([go.Scatter(x=fitting, y=[decode_step_s_nb(step, b, c) * 1e3 for b in fitting],
+                                mode="lines+markers", name=f"{c:,} tokens of context")
+                     for c in CONTEXTS_TOKENS if (fitting := [b for b in batches if b * c <= capacity])])
     fig.update_layout(height=320, margin=dict(t=30, b=10, l=70), title="Decode iteration vs batch size",
                       xaxis=dict(title="sequences in the batch", type="log", dtick=1),
                       yaxis_title="iteration time (ms)")
@@ -125,7 +148,8 @@ def step_section(server: Server) -> None:
                       yaxis=dict(title="prefill time (ms)", type="log", dtick=1))
     right.plotly_chart(fig, width="stretch")
     st.caption("Flat lines are memory-bound (weights read once per iteration, shared by the batch); rising lines "
-               "are compute-bound. Roofline model, " + badge(server.gpu, server.calibration) + ".")
+               "are compute-bound; a line ends where its batch no longer fits the KV cache. Roofline model, "
+               + badge(server.gpu, server.calibration) + ".")
 
 
 def offers_section() -> None:
@@ -272,8 +296,8 @@ def fitted_on(contents: tuple[tuple[str, bytes], ...], server: Server, name: str
 
 
 def calibration_picker(data: dict, server: Server) -> None:
-    """Which step-time calibration the scenario uses: the shipped one of its GPU family or one you saved."""
-    choices = ["", *calibration_store.names()]
+    """Which step-time calibration the scenario uses: the shipped one of its GPU family or one you saved for it."""
+    choices = ["", *(n for n in calibration_store.names() if calibration_store.holds_for(n, server.gpu))]
     current = server.calibration if server.calibration in choices else ""
     key = f"hw_calibration_{state.version()}"
     if st.session_state.get(key) not in choices:
@@ -302,6 +326,57 @@ def save_fit(fit: calibration_store.UserCalibration, data: dict) -> None:
         st.session_state[f"hw_calibration_{state.version()}"] = name
 
 
+def read_uploads(uploads) -> tuple[list, list]:
+    """The benchmark results among the uploaded files and their (name, bytes); a bad file is named and left out,
+    the others are still fitted."""
+    contents, results = [], []
+    for upload in uploads:
+        file, content = printable(upload.name, 60), upload.getvalue()
+        try:
+            results.append(read_result(content, file))
+        except engine.ScenarioError as exc:
+            text.error(exc)
+        else:
+            contents.append((file, content))
+    return results, contents
+
+
+def show_fit(calibrated: user_calibration.Calibrated, results: list, server: Server) -> list[str]:
+    """The replayed runs, every figure measured, predicted and fitted, and how well the fit holds; returns the
+    problems that make the fit unfit to save (also shown as warnings)."""
+    problems = []
+    for result in results:
+        st.caption(f"{result.name} ({result.tool}): {result.load_text()}.")
+        named = model_named(result.model_id)
+        if named and named != server.model:
+            problems.append(f"{result.name} was measured with {printable(result.model_id, 80)} ({named} in the "
+                            f"tables) but is replayed with {server.model}: set Model above to {named}")
+    st.caption(f"Replayed on {calibrated.calibration.setup}.")
+    table = calibrated.table.assign(metric=lambda f: f["metric"].map(METRICS))
+    if len(results) == 1:
+        table = table.drop(columns=["file", "held_out_error_pct"])
+    st.dataframe(table, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
+        "file": st.column_config.Column("File"), "metric": st.column_config.Column("Measured figure"),
+        "measured": st.column_config.NumberColumn("Measured", format="%.1f"),
+        "shipped": st.column_config.NumberColumn("Predicted, shipped", format="%.1f"),
+        "shipped_error_pct": st.column_config.NumberColumn("Error, shipped (%)", format="%+.1f"),
+        "fitted": st.column_config.NumberColumn("Predicted, fitted", format="%.1f"),
+        "fitted_error_pct": st.column_config.NumberColumn("Error, fitted (%)", format="%+.1f",
+                                                          help="In-sample: the fit has seen this figure."),
+        "held_out_error_pct": st.column_config.NumberColumn(
+            "Error, run left out (%)", format="%+.1f", help="Predicted by a fit of the other runs only.")})
+    fit, eff = calibrated.calibration, calibrated.calibration.efficiency
+    st.caption(f"Fitted in {calibrated.fit_s:.1f} s on {fit.figures} figures from {len(fit.files)} run(s): "
+               f"{fit.quality()}. Compute {eff.compute:.2f} and bandwidth {eff.bandwidth:.2f} of peak, "
+               f"{eff.overhead_ms:.2f} ms per iteration. The figures of one run share its load: fit runs at several "
+               f"rates or concurrencies to see how the fit holds on loads it has not seen.")
+    if calibrated.warning():
+        problems.append(calibrated.warning())
+    for problem in problems:
+        st.warning(problem)
+    return problems
+
+
 def measurements_section(data: dict, server: Server) -> None:
     """Upload benchmark results, compare them with the simulator, fit this GPU on them and save the fit."""
     calibration_picker(data, server)
@@ -312,55 +387,46 @@ def measurements_section(data: dict, server: Server) -> None:
         st.caption("Upload result files of a benchmark you ran on this set-up to see how far the simulator is from "
                    "your measurements and to fit its factors on them (python -m engine calibrate does the same).")
         return
-    contents = tuple((printable(u.name, 60), u.getvalue()) for u in uploads)
+    results, contents = read_uploads(uploads)
+    if not results:
+        return
     try:
-        results = [read_result(content, file) for file, content in contents]
-        calibrated = fitted_on(contents, server, "yours")
+        calibrated = fitted_on(tuple(contents), server, "yours")
     except engine.ScenarioError as exc:
         text.error(exc)
         return
-    for result in results:
-        named = result.model_id and f"; the file names model {printable(result.model_id, 80)}"
-        st.caption(f"{result.name} ({result.tool}): {result.load_text()}, replayed on {server.tensor_parallel} x "
-                   f"{server.gpu} with {server.model}{named or ''}.")
-    table = calibrated.table.assign(metric=lambda f: f["metric"].map(METRICS))
-    if len(results) == 1:
-        table = table.drop(columns="file")
-    st.dataframe(table, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
-        "file": st.column_config.Column("File"), "metric": st.column_config.Column("Measured figure"),
-        "measured": st.column_config.NumberColumn("Measured", format="%.1f"),
-        "shipped": st.column_config.NumberColumn("Predicted, shipped", format="%.1f"),
-        "shipped_error_pct": st.column_config.NumberColumn("Error, shipped (%)", format="%+.1f"),
-        "fitted": st.column_config.NumberColumn("Predicted, fitted", format="%.1f"),
-        "fitted_error_pct": st.column_config.NumberColumn("Error, fitted (%)", format="%+.1f")})
-    fit, eff = calibrated.calibration, calibrated.calibration.efficiency
-    st.caption(f"Fitted in {calibrated.fit_s:.1f} s on {fit.figures} figures: median error "
-               f"{fit.median_abs_error_pct:.1f}% against {fit.shipped_median_abs_error_pct:.1f}% with the shipped "
-               f"calibration (compute {eff.compute:.2f} and bandwidth {eff.bandwidth:.2f} of peak, "
-               f"{eff.overhead_ms:.2f} ms per iteration).")
-    if calibrated.warning():
-        st.warning(calibrated.warning())
+    problems = show_fit(calibrated, results, server)
+    fit = calibrated.calibration
     cols = st.columns([2, 1, 1])
     name = cols[0].text_input("Save the fit as", key="hw_calibration_name", max_chars=64,
                               help="Letters, digits, '.', '_' or '-'. The scenario then uses it "
                                    "(server.calibration); the shipped calibration is never changed.")
     cols[1].checkbox("Replace a saved one of this name", key="hw_calibration_replace")
-    cols[2].button("Save and use", key="hw_calibration_save", disabled=not name, on_click=save_fit,
-                   args=(fit, data))
+    cols[2].button("Save and use", key="hw_calibration_save", disabled=not name or bool(problems),
+                   on_click=save_fit, args=(fit, data),
+                   help="Disabled while the replayed set-up looks unlike the one measured (see the warnings).")
     if "hw_calibration_error" in st.session_state:
         text.error(st.session_state.pop("hw_calibration_error"))
 
 
-scenario_sidebar.render()
+sidebar_summary = scenario_sidebar.render()
 runner.warm_up()
 current = state.current_or_default()
 data = copy.deepcopy(current)
 st.title("Hardware & Cost")
 fleet_inputs(data, state.version())
+foreign = data["server"].get("calibration")
+if foreign and calibration_store.holds_for(foreign, data["server"].get("gpu", Server.gpu)):
+    foreign = None
+if foreign:  # a saved calibration of another GPU family (or one gone): the shipped one times this GPU
+    del data["server"]["calibration"]
+    st.info(f"The calibration '{foreign}' does not time {data['server'].get('gpu', Server.gpu)} (it was fitted on "
+            f"another GPU family, or is no longer saved): the shipped calibration is used.")
 if state.edited(data, current):  # an edit here makes the scenario run on this hardware
     data["server"]["step_model"] = "roofline"
     if not state.update(data):
         st.stop()
+    scenario_sidebar.summary(sidebar_summary)
 on_hardware = data["server"].get("step_model") == "roofline"
 if on_hardware:
     st.caption("Changes here edit the shared scenario: the Lab shows the same fleet.")
@@ -374,21 +440,23 @@ st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration)}. Source: {gpu
 
 st.subheader("Does it fit? Memory of one card")
 capacity = memory_section(server)
-if capacity is None:
-    st.stop()
-st.subheader("Iteration time")
-step_section(server)
-st.subheader("Your own measurements")
-measurements_section(data, server)
-st.subheader("Cost of this fleet")
+fits = capacity is not None and workload_fits(typed, capacity)
+if capacity is not None:
+    st.subheader("Iteration time")
+    step_section(server, capacity)
+    st.subheader("Your own measurements")
+    measurements_section(data, server)
+    st.subheader("Cost of this fleet")
 cards = fleet_cards(server.gpu, server.tensor_parallel, typed.fleet.replicas)
-rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel)
+rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel) if capacity is not None else None
 if rental is not None:
     st.metric(f"Fleet per month ({rental.currency})", money_range(rental.per_month))
-    cost_vs_load(data, typed, rental)
+    if fits:
+        cost_vs_load(data, typed, rental)
 st.subheader("Rental offers")
 offers_section()
-st.subheader("Same cards, other shapes")
-shapes_section(data, server, cards, rental)
+if fits:
+    st.subheader("Same cards, other shapes")
+    shapes_section(data, server, cards, rental)
 st.subheader("Cheapest rental that meets a target")
 cheapest_section(data)

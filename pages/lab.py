@@ -28,8 +28,8 @@ FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms")
-KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "sla_attainment", "timed_out",
-            "output_tokens_per_s", "queue_p99_ms")
+KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms", "queue_p99_ms",
+            "sla_attainment", "timed_out", "output_tokens_per_s")
 COMPARISON_KEYS = ("ttft_p99_ms", "ttft_p50_ms", "e2e_p99_ms", "e2e_p50_ms", "queue_p99_ms", "tpot_mean_ms",
                    "sla_attainment", "timed_out", "output_tokens_per_s", "longest_wait_ms",
                    *(m.key for m in COSTS))
@@ -288,12 +288,13 @@ def cdf_view(requests) -> None:
     st.plotly_chart(charts.latency_cdf(requests, column), width="stretch")
 
 
-scenario_sidebar.render()
+sidebar_summary = scenario_sidebar.render()
 runner.warm_up()
 st.title("Scheduler Lab")
 base = state.current_or_default()
 data = edited_scenario(base)
 current = state.current() if state.edited(data, base) and state.update(data) else base
+scenario_sidebar.summary(sidebar_summary)
 if state.first_visit():
     first = state.validate(current).workload.classes[0].name
     st.info(text.plain(f"Start here: the sidebar holds the scenario. Raise the arrival rate until the TTFT p99 of "

@@ -72,12 +72,25 @@ on every card. Every term and its source: `data/hardware/serving_memory.csv` and
 memory bar.
 
 **Batching and admission** (`server.batching`, `server.admission`). `mixed`: decodes and prefill chunks
-share one token budget every iteration (vLLM V1, SGLang, TensorRT-LLM). `prefill-first`: whenever a
-waiting prompt fits, the iteration runs whole prompts only and every decode waits (vLLM before V1
-without chunked prefill, TGI). `optimistic`: a request is admitted when its prompt's blocks fit and
-preempted when memory runs out. `reserve-full`: admitted only when its prompt and whole output fit,
-never preempted for memory (TensorRT-LLM's GUARANTEED_NO_EVICT). Presets `engine_*.toml` set each
-engine's defaults on one workload.
+share one token budget every iteration (vLLM V1, TensorRT-LLM, SGLang with `--enable-mixed-chunk`).
+`prefill-first` (vLLM before V1, TGI, SGLang by default): whenever a waiting prompt fits, the
+iteration runs whole prompts only and every decode waits. `optimistic`: a request is admitted when its
+prompt's blocks fit and preempted when memory runs out. `reserve-full`: admitted only when its prompt
+and whole output fit, never preempted for memory (TensorRT-LLM's GUARANTEED_NO_EVICT); the output
+length stands for the client's `max_tokens`, so a client asking for more than it gets would reserve more
+than modelled here. Presets `engine_*.toml` set each engine's defaults on one workload.
+
+**Your own measurements** (Hardware page, `python -m engine calibrate`). A `vllm bench serve` result
+(per-request lengths with `--save-detailed`, else the means) or a GenAI-Perf / AIPerf export (mean
+lengths) is replayed on the server you describe: its requests, sent all at once or at its Poisson rate
+(seeded), with at most its concurrency in flight; with a concurrency cap the client only sends a request
+when a slot frees, so time to first token counts from then. Every figure it reports (mean, median and
+p99 of time to first token, time per output token and end-to-end latency; output tokens/s) is predicted
+with the shipped factors, then compute, bandwidth and overhead are fitted on them (the roofline's
+sharpness too from three runs; the all-reduce factor stays the shipped one). The figures of one run
+share its load, so its in-sample error says little about other loads: with two runs or more each run is
+also predicted by a fit of the others. A fit that ends on a bound of its range, or a file that names
+another model, is flagged and cannot be saved from the page.
 """)
 
 st.markdown("### Policies")

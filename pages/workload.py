@@ -172,7 +172,7 @@ def back_to_synthetic(data: dict) -> None:
     state.replace(edited)
 
 
-scenario_sidebar.render()
+sidebar_summary = scenario_sidebar.render()
 st.title("Workload")
 base = state.current_or_default()
 data = copy.deepcopy(base)
@@ -189,6 +189,7 @@ synthetic_tab, trace_tab = st.tabs(["Classes and distributions", "Trace"])
 with synthetic_tab:
     synthetic_section(data, v)
     shown = state.current() if state.edited(data, base) and state.update(data) else base
+    scenario_sidebar.summary(sidebar_summary)
     synthetic_charts(shown)
 with trace_tab:
     trace_section(shown)

@@ -251,3 +251,21 @@ def test_hardware_page_finds_the_cheapest_fleet_per_offer():
     priced = table[table["per_month_low"].notna()]
     assert len(priced) > 3 and priced["per_month_low"].is_monotonic_increasing
     assert (priced["target_value_ms"] <= 1000.0).all()
+
+
+def test_hardware_page_names_a_request_the_kv_cache_cannot_hold_and_still_searches_rentals():
+    """Llama-3-70B FP8 on one H100 leaves about 4,000 KV tokens: the preset's longest requests do not fit."""
+    at = hardware_page()
+    at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()
+    at.selectbox(key="hw_model_1").set_value("Llama-3-70B").run()
+    at.selectbox(key="hw_quant_1").set_value("fp8").run()
+    assert not at.exception
+    assert any("needs" in e.value and "KV tokens" in e.value and "cheapest rental below" in e.value
+               for e in at.error)
+    assert "Cheapest rental that meets a target" in {h.value for h in at.subheader}
+
+
+def test_the_sidebar_describes_the_scenario_after_an_edit_on_the_page():
+    at = hardware_page()
+    at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()
+    assert any("now" in c.value and "H100" in c.value for c in at.sidebar.caption)

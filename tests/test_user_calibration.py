@@ -125,7 +125,8 @@ def test_cli_compares_fits_and_saves(capsys):
                  "--set", "server.gpu=H100-80G", "--set", "server.calibration=bench1"]) == 0
     assert main(["hardware", str(REPO / "data/scenarios/example.toml"), "--set", "server.step_model=roofline",
                  "--set", "server.gpu=H100-80G", "--set", "server.calibration=bench1"]) == 0
-    assert "calibrated on your 10 measurements ('bench1', H100-80G)" in capsys.readouterr().out
+    assert "fitted on your 10 figures from 1 benchmark run ('bench1', measured on 1 x H100-80G" in \
+        capsys.readouterr().out
 
 
 def test_hardware_page_replays_fits_saves_and_uses_your_results():
@@ -135,13 +136,14 @@ def test_hardware_page_replays_fits_saves_and_uses_your_results():
     at.file_uploader(key="bench_upload").set_value([(VLLM.name, VLLM.read_bytes(), "application/json")]).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     captions = " ".join(c.value for c in at.caption)
-    assert "64 requests (all at once, at most 8 in flight)" in captions and "replayed on 1 x H100-80G" in captions
-    assert "median error" in captions and "with the shipped calibration" in captions
+    assert "64 requests (all at once, at most 8 in flight)" in captions and "Replayed on 1 x H100-80G" in captions
+    assert "in-sample; one run, so not checked on any other load (the shipped calibration:" in captions
     at.text_input(key="hw_calibration_name").set_value("page-fit").run()
     at.button(key="hw_calibration_save").click().run()
     assert not at.exception and names() == ["page-fit"]
     assert [b.value for b in at.selectbox if b.key and b.key.startswith("hw_calibration_")] == ["page-fit"]
-    assert "calibrated on your 10 measurements ('page-fit', H100-80G)" in " ".join(c.value for c in at.caption)
+    assert "fitted on your 10 figures from 1 benchmark run ('page-fit', measured on 1 x H100-80G" in \
+        " ".join(c.value for c in at.caption)
 
 
 def test_a_fit_that_ends_on_a_bound_warns_about_the_set_up(capsys):
@@ -150,3 +152,31 @@ def test_a_fit_that_ends_on_a_bound_warns_about_the_set_up(capsys):
     out = capsys.readouterr().out
     assert "warning: The fit pushed the compute share of peak" in out and "not the one benchmarked" in out
     assert calibrate([read_result(VLLM.read_bytes(), VLLM.name)], H100, "ok").warning() is None
+
+
+def test_a_saved_calibration_of_another_gpu_family_is_dropped_with_a_notice():
+    from test_app import hardware_page
+    at = hardware_page()
+    at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()
+    at.file_uploader(key="bench_upload").set_value([(VLLM.name, VLLM.read_bytes(), "application/json")]).run()
+    at.text_input(key="hw_calibration_name").set_value("h100-fit").run()
+    at.button(key="hw_calibration_save").click().run()
+    at.selectbox(key="hw_gpu_1").set_value("A100-80G").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("The calibration 'h100-fit' does not time A100-80G" in i.value for i in at.info)
+    assert any(c.value.startswith("A100-80G: calibrated against") for c in at.caption)
+
+
+def test_a_bad_file_is_named_and_the_good_ones_still_fitted_and_a_wrong_model_cannot_be_saved():
+    from test_app import hardware_page, shown
+    at = hardware_page()
+    at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()
+    at.selectbox(key="hw_model_1").set_value("Llama-2-7B").run()
+    at.file_uploader(key="bench_upload").set_value([(VLLM.name, VLLM.read_bytes(), "application/json"),
+                                                    ("broken.json", b"not json", "application/json")]).run()
+    assert not at.exception
+    assert shown(at.error) == ["broken.json: not JSON (JSONDecodeError); expected a vllm bench serve, GenAI-Perf or "
+                               "AIPerf result file"]
+    assert any("is replayed with Llama-2-7B: set Model above to Llama-3-8B" in w.value for w in at.warning)
+    at.text_input(key="hw_calibration_name").set_value("wrong").run()
+    assert at.button(key="hw_calibration_save").disabled

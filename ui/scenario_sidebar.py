@@ -40,8 +40,20 @@ def _through_entrypoint() -> None:
         st.rerun()
 
 
-def render() -> None:
-    """Draw the shared scenario sidebar (every page calls this first)."""
+def summary(slot) -> None:
+    """Write the scenario's name and what it now runs into ``slot`` (``render``'s placeholder): pages call it
+    again after applying an edit, so the sidebar never lags one edit behind."""
+    data = state.current()
+    try:
+        now = state.describe(state.validate(data))
+        slot.caption(text.plain(f"{data.get('name', 'unnamed scenario')} · now: {now}"))
+    except engine.ScenarioError:  # shown on the page; the name alone here
+        slot.caption(text.plain(data.get("name", "unnamed scenario")))
+
+
+def render():
+    """Draw the shared scenario sidebar (every page calls this first); returns the placeholder of the scenario's
+    summary for ``summary``."""
     _through_entrypoint()
     data = state.current()
     view.restore()
@@ -50,11 +62,8 @@ def render() -> None:
         text.error(error)
     with st.sidebar:
         st.subheader("Scenario")
-        try:
-            now = state.describe(state.validate(data))
-            st.caption(text.plain(f"{data.get('name', 'unnamed scenario')} · now: {now}"))
-        except engine.ScenarioError:  # shown on the page; the name alone here
-            st.caption(text.plain(data.get("name", "unnamed scenario")))
+        slot = st.empty()
+        summary(slot)
         st.selectbox("Load a preset", [PICK, *state.presets()], key="preset_pick", on_change=_pick_preset,
                      format_func=lambda f: f if f == PICK else state.preset_title(f),
                      help="Replace the current scenario with one from data/scenarios/.")
@@ -71,3 +80,4 @@ def render() -> None:
         st.download_button("Download this scenario (TOML)", to_toml(data), file_name="scenario.toml",
                            mime="application/toml", width="stretch")
         st.caption("The address bar holds the whole scenario: copy it to share this view.")
+    return slot
