@@ -221,9 +221,13 @@ def system_cards(system: SystemMetrics) -> None:
                "it was, so a GPU can be busy nearly all the time at an offered load of 0.75. Arrows on the cards: "
                "the change against the previous run of this scenario.")
     if system["kv_peak_frac"] is not None and system["kv_peak_frac"] >= 0.99 and system["offered_load"] < 1.0:
-        st.caption("The KV cache filled up: requests also waited for memory, which the offered load (compute "
-                   "only) does not count. Lower the load, add memory (replicas, tensor parallelism, a larger GPU) or "
-                   "shorten the requests.")
+        n = system["preemptions"]
+        wasted = system["preemption_waste_s"] / max(system["sim_time_s"] * len(system["replicas"]), 1e-12)
+        cost = (f" and {n:,} preemption{'s' if n != 1 else ''} recomputed {wasted:.1%} of the GPU time" if n else "")
+        advice = (" Lower the load, add memory (replicas, tensor parallelism, a larger GPU) or shorten the requests."
+                  if wasted >= 0.01 else "")
+        st.caption(f"The KV cache filled up at times: requests also waited for memory, which the offered load "
+                   f"(compute only) does not count{cost}.{advice}")
 
 
 def partial_run_note(comparison, typed: engine.Scenario, summary: Summary) -> str | None:

@@ -269,3 +269,20 @@ def test_the_sidebar_describes_the_scenario_after_an_edit_on_the_page():
     at = hardware_page()
     at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()
     assert any("now" in c.value and "H100" in c.value for c in at.sidebar.caption)
+
+
+def test_a_full_kv_cache_says_what_its_preemptions_cost():
+    """vLLM 0.6's defaults at 2.5 req/s fill the cache and preempt; at 1 req/s the cache never fills."""
+    data = read_toml(SCENARIOS / "engine_vllm_v0.toml")
+    at = lab(data).run()
+    assert not at.exception
+    note = [c.value for c in at.caption if c.value.startswith("The KV cache filled up at times")]
+    assert len(note) == 1 and "17 preemptions recomputed 0.4% of the GPU time" in note[0]
+    assert "Lower the load" not in note[0]  # too little wasted to act on
+    data["workload"]["arrival"]["rate_per_s"] = 3.0  # hundreds of preemptions
+    at = lab(data).run()
+    note = [c.value for c in at.caption if c.value.startswith("The KV cache filled up at times")]
+    assert len(note) == 1 and "Lower the load" in note[0]
+    data["workload"]["arrival"]["rate_per_s"] = 1.0
+    at = lab(data).run()
+    assert not any(c.value.startswith("The KV cache filled up") for c in at.caption)
