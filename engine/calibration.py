@@ -61,21 +61,27 @@ START = Efficiency(0.7, 0.85, 2.0, 4.0, 1.0)
 CHECK_FACTORS = (0.9, 1.1)  # a finished fit is no worse than any one factor moved by these
 
 
+def one_class_scenario(name: str, requests: int, rate_per_s: float, prompt_tokens: int, output_tokens: int,
+                       server: dict, seed: int = 0) -> dict:
+    """Scenario data: ``requests`` of one class with constant lengths, Poisson at ``rate_per_s``, on ``server``
+    (roofline)."""
+    return {"name": name, "seed": seed,
+            "workload": {"num_requests": requests, "arrival": {"process": "poisson", "rate_per_s": rate_per_s},
+                         "classes": [{"name": "bench", "share": 1.0,
+                                      "prompt_tokens": {"dist": "constant", "value": prompt_tokens},
+                                      "output_tokens": {"dist": "constant", "value": output_tokens}}]},
+            "server": {**server, "step_model": "roofline"}}
+
+
 def measurement_scenario(row: pd.Series) -> dict:
     """The scenario that reproduces one measurement's load on the roofline model."""
-    rate = float(row["rate_per_s"]) or SIMULTANEOUS_RATE_PER_S
     batch = int(row["batch"])
-    return {
-        "name": f"measurement {row.name}",
-        "seed": 0,
-        "workload": {"num_requests": int(row["requests"]), "arrival": {"process": "poisson", "rate_per_s": rate},
-                     "classes": [{"name": "bench", "share": 1.0,
-                                  "prompt_tokens": {"dist": "constant", "value": int(row["input_tokens"])},
-                                  "output_tokens": {"dist": "constant", "value": int(row["output_tokens"])}}]},
-        "server": {"step_model": "roofline", "gpu": row["gpu"], "model": row["model"], "quant": row["quant"],
-                   "kv_quant": row["kv_quant"], "tensor_parallel": int(row["tensor_parallel"]),
-                   "max_batch_size": batch, "max_batched_tokens": max(8192, batch)},
-    }
+    return one_class_scenario(
+        f"measurement {row.name}", int(row["requests"]), float(row["rate_per_s"]) or SIMULTANEOUS_RATE_PER_S,
+        int(row["input_tokens"]), int(row["output_tokens"]),
+        {"gpu": row["gpu"], "model": row["model"], "quant": row["quant"], "kv_quant": row["kv_quant"],
+         "tensor_parallel": int(row["tensor_parallel"]), "max_batch_size": batch,
+         "max_batched_tokens": max(8192, batch)})
 
 
 def _statistic(values: np.ndarray, stat: str) -> float:
@@ -173,9 +179,10 @@ def family_factors(rows: int) -> tuple[str, ...]:
 def fit(fitted: list[Case], start: Efficiency = START, step: float = 0.4, tolerance: float = 0.01,
         factors: tuple[str, ...] = FACTORS) -> Efficiency:
     """Pattern search in log space over ``factors`` (those of ``free_factors``): try each factor up and down by
-    ``step``, keep improvements, halve the step when none helps, stop below ``tolerance``. Then check that no factor moved by
-    ``CHECK_FACTORS`` (x0.9, x1.1) does better, and if one does, search on from there. Each factor stays in its
-    ``BOUNDS`` (a fit that wants less overhead stops at the floor instead of creeping towards zero)."""
+    ``step``, keep improvements, halve the step when none helps, stop below ``tolerance``. Then check that no
+    factor moved by ``CHECK_FACTORS`` (x0.9, x1.1) does better, and if one does, search on from there. Each factor
+    stays in its ``BOUNDS`` (a fit that wants less overhead stops at the floor instead of creeping towards zero).
+    A start without a sharpness (``HARD_MAX``) starts at the sharpest the fit allows."""
     free = [f for f in free_factors(fitted) if f in factors]
     lower = np.log([BOUNDS[f][0] for f in FACTORS])
     upper = np.log([BOUNDS[f][1] for f in FACTORS])
@@ -246,7 +253,7 @@ def status(gpu: str) -> str:
 def badge(gpu: str, calibration: str = "") -> str:
     """One line on where ``gpu``'s step times come from (``calibration``: a saved calibration's name); a slice
     says that it is timed as its share of the card, which no measurement checks."""
-    text = (saved_for(calibration, gpu, str(gpu_row(gpu)["family"])).badge() if calibration else
+    text = (saved_for(calibration, gpu).badge() if calibration else
             _shipped_badge(gpu))
     if is_slice(gpu):
         text += f"; {gpu} is timed as its share of a whole {gpu_row(gpu)['parent']}, not measured itself"

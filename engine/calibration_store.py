@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .config import CALIBRATION_NAME
-from .errors import ScenarioError, excerpt
+from .config import check_calibration_name
+from .errors import ScenarioError
 from .hardware import Efficiency, gpu_row
 from .private_folder import NotPrivateError, ensure_private
-
-
 
 
 def calibration_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -33,12 +31,11 @@ def calibration_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 @dataclass(frozen=True)
 class UserCalibration:
-    """A fit on the user's measurements: the set-up they were measured on (its GPU family is where the fit holds),
+    """A fit on the user's measurements: the set-up they were measured on (the fit holds for ``gpu``'s family),
     the factors, and how well they fit: in-sample, and on each benchmark run left out of the fit."""
 
     name: str
     gpu: str
-    family: str
     setup: str                   # "1 x H100-80G, Llama-3-8B, bf16 weights, bf16 KV"
     efficiency: Efficiency
     figures: int                 # measured figures fitted
@@ -62,14 +59,6 @@ class UserCalibration:
                 f"('{self.name}', measured on {self.setup}): {self.quality()}")
 
 
-def check_name(name: str) -> str:
-    """``name`` if it can name a calibration file, else ``ScenarioError``."""
-    if not isinstance(name, str) or not CALIBRATION_NAME.fullmatch(name):
-        raise ScenarioError(f"server.calibration = {excerpt(name)} is not a calibration name: use 1-64 letters, "
-                            f"digits, '.', '_' or '-', starting with a letter or digit")
-    return name
-
-
 def _folder() -> Path:
     try:
         return ensure_private(calibration_dir())
@@ -86,7 +75,7 @@ def names() -> list[str]:
 
 def load(name: str) -> UserCalibration:
     """The saved calibration ``name``; ``ScenarioError`` when there is none."""
-    path = _folder() / f"{check_name(name)}.json"
+    path = _folder() / f"{check_calibration_name(name)}.json"
     try:
         data = json.loads(path.read_text())
         return UserCalibration(**{**data, "efficiency": Efficiency(**data["efficiency"]),
@@ -102,7 +91,7 @@ def load(name: str) -> UserCalibration:
 
 def save(calibration: UserCalibration, replace: bool = False) -> Path:
     """Write ``calibration`` (atomically); an existing one of the same name only when ``replace``."""
-    path = _folder() / f"{check_name(calibration.name)}.json"
+    path = _folder() / f"{check_calibration_name(calibration.name)}.json"
     if path.exists() and not replace:
         raise ScenarioError(f"a calibration named {calibration.name!r} exists; choose another name or replace it")
     data = {**dataclasses.asdict(calibration), "efficiency": dataclasses.asdict(calibration.efficiency)}
@@ -120,17 +109,18 @@ def save(calibration: UserCalibration, replace: bool = False) -> Path:
 def holds_for(name: str, gpu: str) -> bool:
     """True when ``name`` is a saved calibration of ``gpu``'s family."""
     try:
-        saved_for(name, gpu, str(gpu_row(gpu)["family"]))
+        saved_for(name, gpu)
     except ScenarioError:
         return False
     return True
 
 
-def saved_for(name: str, gpu: str, family: str) -> UserCalibration:
-    """The saved calibration ``name``, checked to hold for ``gpu`` (of GPU family ``family``)."""
+def saved_for(name: str, gpu: str) -> UserCalibration:
+    """The saved calibration ``name``, checked to hold for ``gpu`` (fitted on a GPU of its family)."""
     saved = load(name)
-    if saved.family != family:
-        raise ScenarioError(f"server.calibration = {saved.name!r} was fitted on {saved.gpu} ({saved.family} family) "
+    fitted_family, family = gpu_row(saved.gpu)["family"], gpu_row(gpu)["family"]
+    if fitted_family != family:
+        raise ScenarioError(f"server.calibration = {saved.name!r} was fitted on {saved.gpu} ({fitted_family} family) "
                             f"and cannot time {gpu} ({family}); choose another calibration or GPU")
     return saved
 

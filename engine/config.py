@@ -246,15 +246,22 @@ class Server:
         if self.min_batch_size > self.max_batch_size:
             raise ScenarioError(f"{path}.min_batch_size = {self.min_batch_size} is above max_batch_size = "
                                 f"{self.max_batch_size}; lower it")
-        if self.calibration and not CALIBRATION_NAME.fullmatch(self.calibration):
-            raise ScenarioError(f"{path}.calibration = {excerpt(self.calibration)} is not a calibration name: use "
-                                f"1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if self.calibration:
+            check_calibration_name(self.calibration, f"{path}.calibration")
         if self.kv_allocation == "static" and self.max_seq_len == 0:
             raise ScenarioError(f"{path}.max_seq_len must be > 0 with kv_allocation = 'static' "
                                 f"(it is the reservation per request)")
 
 
 CALIBRATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a saved calibration's name (a file name)
+
+
+def check_calibration_name(name: str, path: str = "server.calibration") -> str:
+    """``name`` if it can name a saved calibration (and its file), else ``ScenarioError`` naming ``path``."""
+    if not isinstance(name, str) or not CALIBRATION_NAME.fullmatch(name):
+        raise ScenarioError(f"{path} = {excerpt(name)} is not a calibration name: use 1-64 letters, digits, '.', "
+                            f"'_' or '-', starting with a letter or digit")
+    return name
 WEIGHT_RANGE = (1e-6, 1e6)  # a class's fair-queuing weight (policy.weights)
 
 

@@ -126,7 +126,7 @@ def efficiency_for(gpu: str, calibration: str = "") -> Efficiency:
     (``calibration_store``), else the shipped one (``calibration.csv``; slices use their parent's)."""
     if calibration:
         from .calibration_store import saved_for  # the store's records hold an Efficiency of this module
-        return saved_for(calibration, gpu, str(gpu_row(gpu)["family"])).efficiency
+        return saved_for(calibration, gpu).efficiency
     row = calibration_row(gpu)
     return Efficiency(float(row["compute_efficiency"]), float(row["bandwidth_efficiency"]),
                       float(row["iteration_overhead_ms"]), float(row["roofline_sharpness"]),
@@ -221,11 +221,8 @@ class RooflineProfile:
     vocab: int
 
 
-PEAK = Efficiency(1.0, 1.0, 0.0)  # the card's datasheet peaks, no overhead, gpus.csv's all-reduce latency
-
-
 def with_efficiency(peak: RooflineProfile, efficiency: Efficiency) -> RooflineProfile:
-    """``peak`` (a profile at ``PEAK``) at ``efficiency``: throughputs scaled down, overhead, sharpness and the
+    """``peak`` (a ``peak_profile``) at ``efficiency``: throughputs scaled down, overhead, sharpness and the
     all-reduce latency factor applied. The calibration fit tries candidates this way, without the tables."""
     return dataclasses.replace(
         peak, effective_flops_per_s=peak.effective_flops_per_s * efficiency.compute,
@@ -245,9 +242,9 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None,
 
 @functools.lru_cache(maxsize=1024)
 def peak_profile(server: Server, tp: int) -> RooflineProfile:
-    """The profile of ``server`` on ``tp`` cards at the datasheet peaks (``PEAK``)."""
+    """The profile of ``server`` on ``tp`` cards at the datasheet peaks, with no per-iteration overhead, the hard
+    maximum of compute and memory time and ``gpus.csv``'s all-reduce latency."""
     gpu = gpu_row(server.gpu)
-    eff = PEAK
     model = _row("models", server.model, "model")
     quant = _row("quant", server.quant, "quant")
     kv_bytes_per_value = float(_row("kv_quant", server.kv_quant, "kv_quant")["bytes_per_value"])
@@ -280,10 +277,10 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
         kv_bytes_per_token_per_card=kv_per_card,
         matmul_flops_per_token=2.0 * shape.active_matmul_parameters,
         attention_flops_per_context_token=shape.attention_flops_per_context_token,
-        effective_flops_per_s=tp * float(peak) * 1e12 * eff.compute,
-        effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12 * eff.bandwidth,
-        iteration_overhead_s=eff.overhead_ms / 1000.0,
-        sharpness=eff.sharpness,
+        effective_flops_per_s=tp * float(peak) * 1e12,
+        effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12,
+        iteration_overhead_s=0.0,
+        sharpness=HARD_MAX,
         card_memory_bytes=float(gpu["memory_mib"]) * MIB,
         comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
         comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,

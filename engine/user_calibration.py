@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from .bench_results import BenchResult
-from .calibration import FACTOR_WORDS, Case, at_bounds, error_pct, fit
-from .calibration_store import UserCalibration, check_name
-from .config import Server, load_scenario
+from .calibration import FACTOR_WORDS, Case, at_bounds, error_pct, fit, one_class_scenario
+from .calibration_store import UserCalibration
+from .config import Server, check_calibration_name, load_scenario
 from .errors import ScenarioError, excerpt
-from .hardware import efficiency_for, gpu_row, load_table
+from .hardware import efficiency_for, load_table
 from .simulate import SIMULTANEOUS_RATE_PER_S, prepare
 from .workload import RequestArrays
 
@@ -49,13 +49,8 @@ def model_for(model_id: str) -> str:
 
 
 def _replay_data(server: dict, requests: int, name: str, seed: int = 0) -> dict:
-    """A scenario of ``requests`` on ``server`` (roofline); its workload only sizes the run, the replay brings
-    the requests."""
-    return {"name": name, "seed": seed,
-            "workload": {"num_requests": requests, "arrival": {"process": "poisson", "rate_per_s": 1.0},
-                         "classes": [{"name": "bench", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 1},
-                                      "output_tokens": {"dist": "constant", "value": 1}}]},
-            "server": {**server, "step_model": "roofline"}}
+    """A scenario of ``requests`` on ``server``; its workload only sizes the run, the replay brings the requests."""
+    return one_class_scenario(name, requests, 1.0, 1, 1, server, seed)
 
 
 def benchmarked_server(server: dict, overrides: list[str]) -> Server:
@@ -103,7 +98,7 @@ class Calibrated:
 
 def calibrate(results: list[BenchResult], server: Server, name: str) -> Calibrated:
     """Fit ``server.gpu``'s factors on every figure of ``results`` (replayed on ``server``)."""
-    check_name(name)
+    check_calibration_name(name)
     cases = [replay_case(r, server) for r in results]
     shipped = efficiency_for(server.gpu)
     factors = FITTED_FACTORS + (("sharpness",) if len(results) >= SHAPE_FACTOR_FILES else ())
@@ -124,7 +119,7 @@ def calibrate(results: list[BenchResult], server: Server, name: str) -> Calibrat
     table = pd.DataFrame(rows)
     held_out_errors = table["held_out_error_pct"].dropna().abs()
     calibration = UserCalibration(
-        name=name, gpu=server.gpu, family=str(gpu_row(server.gpu)["family"]),
+        name=name, gpu=server.gpu,
         setup=(f"{server.tensor_parallel} x {server.gpu}, {server.model}, {server.quant} weights, {server.kv_quant} "
                f"KV, at most {server.max_batch_size} sequences and {server.max_batched_tokens} tokens per iteration"),
         efficiency=fitted, figures=len(table), files=tuple(r.name for r in results),

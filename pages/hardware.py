@@ -14,18 +14,17 @@ import streamlit as st
 
 import engine
 from engine import calibration_store, user_calibration
-from engine.bench_results import read_result
+from engine.bench_results import BenchResult, read_result
 from engine.calibration import METRICS, badge
 from engine.errors import printable
 from engine.config import OVERALL, Fleet, Server
 from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert,
                          cost_columns, fleet_cards)
-from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib,
+from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib, memory_convention,
                              roofline_profile, roofline_step_params)
 from engine.metric_table import metric, money_range, round_money
 from engine.policies import POLICY_LABELS
 from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
-from engine.simulate import prepare
 from engine.sweep import sweep_rates
 from engine.steptime import decode_step_s_nb, prefill_s
 from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, tables, text, view
@@ -89,10 +88,11 @@ def model_named(model_id: str) -> str | None:
         return None
 
 
-def workload_fits(typed: engine.Scenario, capacity: int) -> bool:
-    """Whether every request of the workload fits the KV cache alone; if not, say which and what to change."""
+def workload_fits(data: dict) -> bool:
+    """Whether every request the sections below simulate fits the KV cache alone (their first run, cached and
+    reused by them); if not, say which and what to change."""
     try:
-        prepare(typed)
+        runner.summary(runner.canonical(runner.capped(data)))
     except engine.ScenarioError as exc:
         text.error(f"{exc}. The cost against load and the other shapes need a fleet that can serve every "
                    f"request; the cheapest rental below searches the shapes that can.")
@@ -109,7 +109,8 @@ def memory_sources(server: Server, parts: dict[str, float]) -> pd.DataFrame:
                     f"card(s)", "data/hardware/models.csv and quant.csv"),
         "activation peak": ("given by activation_reserve_gib" if server.activation_reserve_gib is not None else
                             f"{server.max_batched_tokens:,} batched tokens x (4 x hidden + 2 x intermediate / {tp}) "
-                            f"x 2 B + {server.max_batch_size:,} sequences x vocabulary x 38 B (the sampler)",
+                            f"x 2 B + {server.max_batch_size:,} sequences x vocabulary x "
+                            f"{memory_convention('sampler_bytes_per_logit'):g} B (the sampler)",
                             conventions["sampler_bytes_per_logit"]),
         "outside PyTorch": ("CUDA context, cuBLAS workspace" + (" and NCCL buffers" if tp > 1 else ""),
                             conventions["non_torch_gib_one_card" if tp == 1 else "non_torch_gib_tensor_parallel"]),
@@ -289,10 +290,16 @@ def cheapest_section(data: dict) -> None:
                "in the Lab with more requests. 'estimate only' step times have no measurement of that GPU family.")
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def parsed_result(file: str, content: bytes) -> BenchResult:
+    """An uploaded result file read once (a bad one raises ``ScenarioError`` again at each rerun)."""
+    return read_result(content, file)
+
+
 @st.cache_data(max_entries=8, show_spinner="Replaying your benchmarks and fitting...")
 def fitted_on(contents: tuple[tuple[str, bytes], ...], server: Server, name: str) -> user_calibration.Calibrated:
     """The fit of ``server``'s GPU on the uploaded result files (name, bytes)."""
-    return user_calibration.calibrate([read_result(content, file) for file, content in contents], server, name)
+    return user_calibration.calibrate([parsed_result(file, content) for file, content in contents], server, name)
 
 
 def calibration_picker(data: dict, server: Server) -> None:
@@ -333,7 +340,7 @@ def read_uploads(uploads) -> tuple[list, list]:
     for upload in uploads:
         file, content = printable(upload.name, 60), upload.getvalue()
         try:
-            results.append(read_result(content, file))
+            results.append(parsed_result(file, content))
         except engine.ScenarioError as exc:
             text.error(exc)
         else:
@@ -440,7 +447,7 @@ st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration)}. Source: {gpu
 
 st.subheader("Does it fit? Memory of one card")
 capacity = memory_section(server)
-fits = capacity is not None and workload_fits(typed, capacity)
+fits = capacity is not None and workload_fits(data)
 if capacity is not None:
     st.subheader("Iteration time")
     step_section(server, capacity)

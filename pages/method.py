@@ -4,10 +4,27 @@ import pandas as pd
 import streamlit as st
 
 from engine.calibration_report import markdown_table
-from engine.hardware import load_table
+from engine.hardware import load_table, memory_convention
 from engine.policies import POLICIES
 from engine.theory import theory_checks
 from ui import scenario_sidebar, tables
+
+
+def memory_text() -> str:
+    """The memory paragraph, its figures from ``data/hardware/serving_memory.csv``."""
+    return f"""
+**Memory, the way vLLM budgets it.** A card's total is what nvidia-smi reports (`gpus.csv`, a source
+per card; a MIG instance's from `nvidia-smi mig -lgip`). CUDA sees about {memory_convention("cuda_hidden_gib"):g} GiB
+less; the server takes `gpu_memory_utilization` of what CUDA sees and subtracts the weights (embedding and LM
+head in 16 bits), the activation peak of its profile run (`max_batched_tokens` x (4 x hidden + 2 x intermediate
+/ TP) x 2 B, plus `max_batch_size` x vocabulary x {memory_convention("sampler_bytes_per_logit"):g} B for the
+sampler, unless `activation_reserve_gib` is set) and the memory outside PyTorch
+({memory_convention("non_torch_gib_one_card"):g} GiB, {memory_convention("non_torch_gib_tensor_parallel"):g} GiB with
+tensor parallelism); the rest holds the KV cache. Key and value heads split over the cards (each card keeps at
+least one); a latent-attention (MLA) cache is copied on every card. Every term and its source:
+`data/hardware/serving_memory.csv` and the Hardware page's memory bar.
+"""
+
 
 scenario_sidebar.render()
 st.title("Method")
@@ -61,16 +78,11 @@ st.markdown("""
   from 3, the rest from the fit over all rows; a family without measurements takes each factor at the
   slowest value of the calibrated families and is marked "estimate only".
 
-**Memory, the way vLLM budgets it.** A card's total is what nvidia-smi reports (`gpus.csv`, a source
-per card; a MIG instance's from `nvidia-smi mig -lgip`). CUDA sees about 0.5 GiB less; the server takes
-`gpu_memory_utilization` of what CUDA sees and subtracts the weights (embedding and LM head in 16 bits),
-the activation peak of its profile run (`max_batched_tokens` x (4 x hidden + 2 x intermediate / TP) x 2 B,
-plus `max_batch_size` x vocabulary x 38 B for the sampler, unless `activation_reserve_gib` is set) and the
-memory outside PyTorch (0.35 GiB, 0.55 GiB with tensor parallelism); the rest holds the KV cache. Key and
-value heads split over the cards (each card keeps at least one); a latent-attention (MLA) cache is copied
-on every card. Every term and its source: `data/hardware/serving_memory.csv` and the Hardware page's
-memory bar.
+""")
 
+st.markdown(memory_text())
+
+st.markdown("""
 **Batching and admission** (`server.batching`, `server.admission`). `mixed`: decodes and prefill chunks
 share one token budget every iteration (vLLM V1, TensorRT-LLM, SGLang with `--enable-mixed-chunk`).
 `prefill-first` (vLLM before V1, TGI, SGLang by default): whenever a waiting prompt fits, the
