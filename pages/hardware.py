@@ -59,8 +59,7 @@ def memory_section(server: Server) -> int | None:
                       legend=dict(orientation="h", y=-0.6, traceorder="normal"))
     st.plotly_chart(fig, width="stretch")
     with st.expander("Where each part of the bar comes from"):
-        st.dataframe(memory_sources(server, parts), hide_index=True, width="stretch", placeholder=tables.MISSING,
-                     column_config={"GiB": st.column_config.NumberColumn("GiB", format="%.2f")})
+        st.table(memory_sources(server, parts).set_index("Part").style.format({"GiB": "{:.2f}"}))  # text wraps
     try:
         capacity = kv_capacity_tokens(server, roofline_profile(server))
     except engine.ScenarioError as exc:
@@ -333,6 +332,11 @@ def save_fit(fit: calibration_store.UserCalibration, data: dict) -> None:
         st.session_state[f"hw_calibration_{state.version()}"] = name
 
 
+FIT_COLUMNS = {"file": "File", "metric": "Measured figure", "measured": "Measured", "shipped": "Shipped",
+               "shipped_error_pct": "Shipped error (%)", "fitted": "Fitted", "fitted_error_pct": "Fitted error (%)",
+               "held_out_error_pct": "Run left out, error (%)"}
+
+
 def read_uploads(uploads) -> tuple[list, list]:
     """The benchmark results among the uploaded files and their (name, bytes); a bad file is named and left out,
     the others are still fitted."""
@@ -362,16 +366,14 @@ def show_fit(calibrated: user_calibration.Calibrated, results: list, server: Ser
     table = calibrated.table.assign(metric=lambda f: f["metric"].map(METRICS))
     if len(results) == 1:
         table = table.drop(columns=["file", "held_out_error_pct"])
-    st.dataframe(table, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
-        "file": st.column_config.Column("File"), "metric": st.column_config.Column("Measured figure"),
-        "measured": st.column_config.NumberColumn("Measured", format="%.1f"),
-        "shipped": st.column_config.NumberColumn("Predicted, shipped", format="%.1f"),
-        "shipped_error_pct": st.column_config.NumberColumn("Error, shipped (%)", format="%+.1f"),
-        "fitted": st.column_config.NumberColumn("Predicted, fitted", format="%.1f"),
-        "fitted_error_pct": st.column_config.NumberColumn("Error, fitted (%)", format="%+.1f",
-                                                          help="In-sample: the fit has seen this figure."),
-        "held_out_error_pct": st.column_config.NumberColumn(
-            "Error, run left out (%)", format="%+.1f", help="Predicted by a fit of the other runs only.")})
+    # A static table: its long headers and file names wrap instead of being cut.
+    st.table(table.rename(columns=FIT_COLUMNS).style.hide(axis="index").format(
+        {FIT_COLUMNS[c]: "{:,.1f}" for c in ("measured", "shipped", "fitted")} |
+        {FIT_COLUMNS[c]: "{:+.1f}" for c in ("shipped_error_pct", "fitted_error_pct", "held_out_error_pct")},
+        na_rep=tables.MISSING, subset=[FIT_COLUMNS[c] for c in FIT_COLUMNS if c in table.columns and c not in
+                                       ("file", "metric")]))
+    st.caption("Shipped: predicted with the shipped calibration. Fitted: with the factors fitted on these figures "
+               "(in-sample: the fit has seen each). Run left out: predicted by a fit of the other runs only.")
     fit, eff = calibrated.calibration, calibrated.calibration.efficiency
     st.caption(f"Fitted in {calibrated.fit_s:.1f} s on {fit.figures} figures from {len(fit.files)} run(s): "
                f"{fit.quality()}. Compute {eff.compute:.2f} and bandwidth {eff.bandwidth:.2f} of peak, "

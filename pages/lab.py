@@ -221,13 +221,19 @@ def system_cards(system: SystemMetrics) -> None:
                "it was, so a GPU can be busy nearly all the time at an offered load of 0.75. Arrows on the cards: "
                "the change against the previous run of this scenario.")
     if system["kv_peak_frac"] is not None and system["kv_peak_frac"] >= 0.99 and system["offered_load"] < 1.0:
-        n = system["preemptions"]
-        wasted = system["preemption_waste_s"] / max(system["sim_time_s"] * len(system["replicas"]), 1e-12)
-        cost = (f" and {n:,} preemption{'s' if n != 1 else ''} recomputed {wasted:.1%} of the GPU time" if n else "")
         advice = (" Lower the load, add memory (replicas, tensor parallelism, a larger GPU) or shorten the requests."
-                  if wasted >= 0.01 else "")
+                  if preemption_waste_share(system) >= 0.01 else "")
         st.caption(f"The KV cache filled up at times: requests also waited for memory, which the offered load "
-                   f"(compute only) does not count{cost}.{advice}")
+                   f"(compute only) does not count.{advice}")
+    if system["preemptions"]:
+        n = system["preemptions"]
+        st.caption(f"{n:,} preemption{'s' if n != 1 else ''} wasted {system['preemption_waste_s']:.1f} s of GPU time "
+                   f"({preemption_waste_share(system):.1%} of the GPU time of the run).")
+
+
+def preemption_waste_share(system: SystemMetrics) -> float:
+    """GPU time preemptions wasted (recomputed prefill, swaps, pauses), of all replicas' time over the run."""
+    return system["preemption_waste_s"] / max(system["sim_time_s"] * len(system["replicas"]), 1e-12)
 
 
 def partial_run_note(comparison, typed: engine.Scenario, summary: Summary) -> str | None:
@@ -320,9 +326,6 @@ st.subheader("Per-class results")
 kpi_cards(summary, st.session_state.get("previous_summary"), typed)
 system_cards(system)
 
-if system["preemptions"]:
-    st.caption(f"{system['preemptions']:,} preemptions wasted {system['preemption_waste_s']:.1f} s of GPU time "
-               f"({system['preemption_waste_s'] / max(system['sim_time_s'], 1e-9):.1%} of the run).")
 policy_extras(typed, scenario, summary)
 
 st.subheader("Cost")
