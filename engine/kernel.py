@@ -56,7 +56,7 @@ from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDUL
                      RUNNING, TIMED_OUT, WAITING)
 from .monotonic import monotonic_ns_nb
 from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
-                       policy_key_nb, policy_on_arrival_nb)
+                       policy_key_changes_nb, policy_key_nb, policy_on_arrival_nb)
 from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
 from .steptime import step_time_s_nb
 
@@ -80,8 +80,8 @@ IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 
 # Statistics columns (one row per replica, filled during the run).
 (S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_PREEMPTIONS,
- S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED) = range(10)
-N_STATS = 10
+ S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED, S_SKIPPED) = range(11)
+N_STATS = 11
 # Outcome of the whole run, and where a paused run goes on: the next arrival to route.
 O_END_S, O_STOP_REASON, O_NEXT_ARRIVAL = range(3)
 N_OUTCOME = 3
@@ -101,7 +101,7 @@ N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 # cache stays valid across code changes only for built-in types).
 (SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
- SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION) = range(13)
+ SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING) = range(14)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -112,12 +112,14 @@ ADMIT_ANY, ADMIT_PROMPTS, ADMIT_DECODES = range(3)
 
 def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
-                  batching=MIXED, admission=OPTIMISTIC):
-    """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes)."""
+                  batching=MIXED, admission=OPTIMISTIC, event_skipping=True):
+    """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes).
+    ``event_skipping``: run stretches of decode-only iterations in one step (``_skip_decodes_nb``); False
+    decides every iteration in full (the same results, slower: the reference the tests compare with)."""
     i = np.int64
     return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
-            float(swap_s_per_token), i(batching), i(admission))
+            float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -283,7 +285,7 @@ def _outstanding_tokens_nb(ints, items, n):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _route_nb(router, ints, waiting, running, cnt, r):
     """The replica arrival ``r`` goes to (ties: lowest index)."""
     replicas = cnt.shape[0]
@@ -350,11 +352,13 @@ def _next_event_s_nb(ints, fl, waiting, cnt, t_release):
 
 @njit(cache=True, inline="always")
 def _order_running_nb(policy, classes, ints, fl, running, cnt, t):
-    """Refresh keys and insertion-sort the running list (it is nearly sorted between iterations)."""
+    """Refresh keys (those that change over a request's life: all were computed at admission) and
+    insertion-sort the running list (it is nearly sorted between iterations)."""
     n = cnt[C_RUNNING]
-    for i in range(n):
-        r = running[i]
-        fl[r, F_KEY] = policy_key_nb(policy, classes, ints, fl, r, t)
+    if policy_key_changes_nb(policy):
+        for i in range(n):
+            r = running[i]
+            fl[r, F_KEY] = policy_key_nb(policy, classes, ints, fl, r, t)
     for i in range(1, n):
         r = running[i]
         j = i - 1
@@ -364,7 +368,7 @@ def _order_running_nb(policy, classes, ints, fl, running, cnt, t):
         running[j + 1] = r
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, budget):
     """Give each running request its next chunk, best key first. When memory is short, first drop the KV
     of paused requests, then preempt from the tail (keeping KV frees nothing, so keep mode recomputes).
@@ -425,7 +429,7 @@ def _evict_worse_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, ca
     return budget_back
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget, kind):
     """Move waiting requests of ``kind`` into the batch in key order while slot, budget and memory allow.
 
@@ -527,7 +531,7 @@ def _advance_nb(policy, classes, ints, fl, running, batch, cnt, t_end):
     cnt[C_BATCH] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _record_nb(srv, ints, waiting, batch, cnt, series, row, t, dt, prefill, decode, preemptions):
     series[row, T_START_S] = t
     series[row, T_STEP_S] = dt
@@ -567,15 +571,17 @@ def waiting_capacity(n_requests: int, max_waiting_requests: int, max_batch_size:
     return min(n_requests, max_waiting_requests + max_batch_size + 1)
 
 
-def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int, replicas: int) -> tuple:
+def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int, replicas: int,
+                block_size_tokens: int) -> tuple:
     """Scratch arrays of ``run_nb``, one row per replica: waiting, running and batch lists, counters,
-    clock, per-iteration sums; set to the state before the first event."""
+    clock, per-iteration sums, block crossings of a skip; set to the state before the first event."""
     waiting = np.empty((replicas, waiting_capacity(n_requests, max_waiting_requests, max_batch_size)), np.int64)
     clock = np.zeros((replicas, N_CLOCK))
     clock[:, CK_NEXT_S] = np.inf
     clock[:, CK_MODE] = IDLE
     return (waiting, np.empty((replicas, max_batch_size), np.int64), np.empty((replicas, max_batch_size), np.int64),
-            np.zeros((replicas, N_COUNTERS), np.int64), clock, np.zeros((replicas, 2)))
+            np.zeros((replicas, N_COUNTERS), np.int64), clock, np.zeros((replicas, 2)),
+            np.zeros((replicas, block_size_tokens), np.int64))
 
 
 def settle_in_flight(stats: np.ndarray, cnt: np.ndarray, clock: np.ndarray, end_s: float) -> None:
@@ -595,12 +601,109 @@ def start_outputs(replicas: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, inline="always")
+def _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, prefill, decode, preemptions):
+    """Count the iteration that starts at ``t`` and lasts ``dt`` in the statistics and the time series."""
+    iterations = np.int64(stats[S_ITERATIONS])
+    stride = np.int64(stats[S_SERIES_STRIDE])
+    if iterations % stride == 0:
+        rows = np.int64(stats[S_SERIES_ROWS])
+        if rows == series.shape[0]:
+            rows = _halve_series_nb(series)
+            stride *= 2
+            stats[S_SERIES_STRIDE] = stride
+        if iterations % stride == 0:
+            _record_nb(srv, ints, waiting, batch, cnt, series, rows, t, dt, prefill, decode, preemptions)
+            rows += 1
+        stats[S_SERIES_ROWS] = rows
+    stats[S_ITERATIONS] = iterations + 1
+    stats[S_BUSY_S] += dt
+    stats[S_BATCH_SUM] += cnt[C_BATCH]
+    stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * dt
+    stats[S_KV_PEAK_BLOCKS] = max(stats[S_KV_PEAK_BLOCKS], cnt[C_USED_BLOCKS])
+    stats[S_PREEMPTIONS] = cnt[C_PREEMPTIONS]
+
+
+@njit(cache=True, _nrt=False)
+def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t, dt, t_stop):
+    """Event skipping: the iteration just scheduled at ``t`` (lasting ``dt``) decodes every running request and
+    nothing waits. Until the next event, each following decision would do the same (every request emits a
+    token and decodes again), so run those decisions here without the full decision: no request completes
+    (bounded by the output left), no time-out (all are past their first token), no admission (nothing waits
+    and the router sends nothing before ``t_stop``, the next arrival), no memory preemption (the blocks the
+    requests grow into are free), the min-batch gate stays open (same requests, later), the horizon is not
+    passed. Each skipped iteration gets the step time the full decision computes, from the same integer
+    context sums (batch B, KV read = sum of cached tokens, attention pairs = that + B), and the same
+    statistics and series rows, in the same order; so the results are the same, bit for bit (the caller
+    ensures no other replica's queue can reach the bound before ``t_stop``). Request state is brought up to
+    date at the end: every request generated ``m`` more tokens, was charged ``m`` decodes, holds the blocks
+    it crossed into. Returns the start and duration of the iteration now in flight.
+
+    ``cross[p]``: requests whose KV needs one more block at the skipped decisions j = p (mod block size);
+    a request's first such decision is ``blocks x block size - cached tokens`` (at most one block ahead,
+    except under reserve-full admission, whose blocks already hold the whole output).
+    """
+    if t + dt >= t_stop:
+        return t, dt  # the next decision comes after an arrival: nothing to skip
+    n = cnt[C_BATCH]
+    bs = srv[SV_BLOCK_SIZE_TOKENS]
+    grows = srv[SV_STATIC_BLOCKS] == 0
+    last = np.int64(2 ** 62)  # decisions that may be skipped
+    reads = 0.0
+    for p in range(bs):
+        cross[p] = 0
+    for i in range(n):
+        r = batch[i]
+        if ints[r, I_RECOMPUTE_LEFT] > 0:
+            return t, dt
+        last = min(last, ints[r, I_OUTPUT] - ints[r, I_GENERATED] - 1)
+        reads += ints[r, I_KV_TOKENS]
+        if grows:
+            first = ints[r, I_BLOCKS] * bs - ints[r, I_KV_TOKENS]
+            if first <= bs:
+                cross[first % bs] += 1
+            else:
+                last = min(last, first - 1)
+    used = cnt[C_USED_BLOCKS]
+    m = 0
+    while m < last:
+        t_next = t + dt
+        if t_next >= t_stop or t_next > srv[SV_HORIZON_S]:
+            break
+        grow = cross[(m + 1) % bs] if grows else 0
+        if used + grow > srv[SV_CAPACITY_BLOCKS]:
+            break
+        m += 1
+        used += grow
+        cnt[C_USED_BLOCKS] = used
+        t = t_next
+        reads += n
+        dt = step_time_s_nb(step, n, reads + n, reads)
+        _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, 0, n, 0)
+    stats[S_SKIPPED] += m
+    if m == 0:
+        return t, dt
+    for i in range(n):
+        r = batch[i]
+        k = ints[r, I_CLASS]
+        for _ in range(m):
+            policy_charge_nb(policy, classes, k, 0, 1)
+        if grows:
+            first = ints[r, I_BLOCKS] * bs - ints[r, I_KV_TOKENS]
+            if first <= m:
+                ints[r, I_BLOCKS] += 1 + (m - first) // bs
+        ints[r, I_KV_TOKENS] += m
+        ints[r, I_GENERATED] += m
+    return t, dt
+
+
+@njit(cache=True, inline="always")
 def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, running, batch, cnt, clock, acc,
-               t, queued_elsewhere):
+               cross, t, queued_elsewhere, t_stop, may_skip):
     """One replica's decision at ``t``: finish its iteration, then start the next one, wait or go idle.
 
     ``queued_elsewhere``: requests waiting at the other replicas (for the queue bound, on the fleet).
-    Returns the stop reason (``DRAINED`` = carry on).
+    ``t_stop``, ``may_skip``: the next arrival, and whether the queue bound cannot be reached before it
+    (for event skipping). Returns the stop reason (``DRAINED`` = carry on).
     """
     if clock[CK_MODE] == BUSY:
         _advance_nb(policy, classes, ints, fl, running, batch, cnt, t)
@@ -645,25 +748,12 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
     dt += acc[A_EXTRA_S]
     acc[A_EXTRA_S] = 0.0
     acc[A_WASTE_S] = 0.0
-    iterations = np.int64(stats[S_ITERATIONS])
-    stride = np.int64(stats[S_SERIES_STRIDE])
-    if iterations % stride == 0:
-        rows = np.int64(stats[S_SERIES_ROWS])
-        if rows == series.shape[0]:
-            rows = _halve_series_nb(series)
-            stride *= 2
-            stats[S_SERIES_STRIDE] = stride
-        if iterations % stride == 0:
-            _record_nb(srv, ints, waiting, batch, cnt, series, rows, t, dt, prefill, decode,
-                       cnt[C_PREEMPTIONS] - preemptions_before)
-            rows += 1
-        stats[S_SERIES_ROWS] = rows
-    stats[S_ITERATIONS] = iterations + 1
-    stats[S_BUSY_S] += dt
-    stats[S_BATCH_SUM] += cnt[C_BATCH]
-    stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * dt
-    stats[S_KV_PEAK_BLOCKS] = max(stats[S_KV_PEAK_BLOCKS], cnt[C_USED_BLOCKS])
-    stats[S_PREEMPTIONS] = cnt[C_PREEMPTIONS]
+    _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, prefill, decode,
+                cnt[C_PREEMPTIONS] - preemptions_before)
+    if srv[SV_EVENT_SKIPPING] and may_skip and prefill == 0 and recomputed == 0 and cnt[C_WAITING] == 0 \
+            and cnt[C_BATCH] == cnt[C_RUNNING]:
+        t, dt = _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t, dt,
+                                 t_stop)
     clock[CK_MODE] = BUSY
     clock[CK_NEXT_S] = t + dt
     return DRAINED
@@ -671,11 +761,13 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
 
 # Compiled without reference counting (``_nrt=False``): the loop allocates nothing (its scratch arrays
 # come from ``work_arrays``), and every array it touches outlives the call, so the counting Numba would
-# otherwise do around each inlined helper is pure overhead (about a third of the run time). ``nogil``:
+# otherwise do around each inlined helper is pure overhead (about a third of the run time). The largest
+# helpers (admission, scheduling, skipping, recording) are compiled the same way but not inlined: as fast,
+# and the loop compiles in about two thirds of the time. ``nogil``:
 # while one run is in the loop, other threads (other sessions of the app) keep the interpreter.
 @njit(cache=True, _nrt=False, nogil=True)
 def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome, waiting, running, batch, cnt,
-           clock, acc, deadline_ns):
+           clock, acc, cross, deadline_ns):
     """Simulate the fleet from where ``outcome`` says the last call stopped until the run ends or the
     monotonic clock (``time.monotonic_ns``) passes ``deadline_ns``; fills ``ints``/``fl``, and per replica
     (first axis of ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated)
@@ -723,11 +815,15 @@ def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome,
             break
         t = t_decide
         queued_elsewhere = 0
+        held = 0  # requests in the fleet: more can never wait before the next arrival
         for j in range(replicas):
+            held += cnt[j, C_WAITING] + cnt[j, C_RUNNING]
             if j != k:
                 queued_elsewhere += cnt[j, C_WAITING]
+        t_stop = fl[next_arrival, F_ARRIVAL] if next_arrival < n else np.inf
         reason = _decide_nb(srv, step, policy, classes[k], ints, fl, series[k], stats[k], waiting[k], running[k],
-                            batch[k], cnt[k], clock[k], acc[k], t, queued_elsewhere)
+                            batch[k], cnt[k], clock[k], acc[k], cross[k], t, queued_elsewhere, t_stop,
+                            held <= srv[SV_MAX_WAITING_REQUESTS])
         if reason != DRAINED:
             stop = reason
             break

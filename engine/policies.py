@@ -208,6 +208,14 @@ def policy_key_nb(policy, classes, ints, fl, r, t):
 
 
 @njit(cache=True, inline="always")
+def policy_key_changes_nb(policy):
+    """False for the policies whose key is fixed for a request's whole life (arrival time, predicted length,
+    level): the loop need not compute it again."""
+    code = policy[P_CODE]
+    return not (code == FIFO or code == VLLM_FCFS or code == SJF or code == VLLM_PRIORITY)
+
+
+@njit(cache=True, inline="always")
 def policy_on_arrival_nb(classes, k):
     """Class ``k`` gains a request; a class that was idle resumes at the least-served active class's
     virtual time (fair queuing gives no credit for idle time)."""

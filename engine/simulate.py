@@ -130,6 +130,7 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | N
         "preemption_waste_s": float(stats[:, kernel.S_WASTE_S].sum()),
         "kv_capacity_tokens": capacity_tokens,
         "timeseries_stride": int(stats[:, kernel.S_SERIES_STRIDE].max()),
+        "skipped_iterations": int(stats[:, kernel.S_SKIPPED].sum()),
     }
 
 
@@ -222,9 +223,9 @@ class Run:
 
 
 def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
-            requests: RequestArrays | None = None) -> Prepared:
+            requests: RequestArrays | None = None, event_skipping: bool = True) -> Prepared:
     """Draw the workload (or take ``requests``), check it can be served and build the loop's inputs
-    (``efficiency`` as in ``simulate``)."""
+    (``efficiency`` and ``event_skipping`` as in ``simulate``)."""
     requests = build_requests(scenario) if requests is None else requests
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
@@ -239,7 +240,7 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
         profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9), BATCHING_CODES[server.batching],
-        ADMISSION_CODES[server.admission])
+        ADMISSION_CODES[server.admission], event_skipping)
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
@@ -261,10 +262,12 @@ def execute(prepared: Prepared, step: tuple | None = None, series_columns: int |
     stats, outcome = kernel.start_outputs(replicas)
     replica_classes = np.repeat(prepared.class_params[np.newaxis], replicas, axis=0)
     ints, floats = prepared.ints.copy(), prepared.floats.copy()
-    waiting, running, batch, counters, clock, acc = kernel.work_arrays(
-        n, scenario.limits.max_waiting_requests, scenario.server.max_batch_size, replicas)
+    waiting, running, batch, counters, clock, acc, cross = kernel.work_arrays(
+        n, scenario.limits.max_waiting_requests, scenario.server.max_batch_size, replicas,
+        scenario.server.block_size_tokens)
     _run_sliced((prepared.srv, step or prepared.step, prepared.policy, ROUTER_CODES[scenario.fleet.router],
-                 replica_classes, ints, floats, series, stats, outcome, waiting, running, batch, counters, clock, acc),
+                 replica_classes, ints, floats, series, stats, outcome, waiting, running, batch, counters, clock, acc,
+                 cross),
                 outcome, n, scenario.origin.caps.wall_clock_s, progress)
     sim_time_s = float(outcome[kernel.O_END_S])
     kernel.settle_in_flight(stats, counters, clock, sim_time_s)
@@ -273,13 +276,14 @@ def execute(prepared: Prepared, step: tuple | None = None, series_columns: int |
 
 
 def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
-             progress: Callable[[float], None] | None = None) -> Result:
+             progress: Callable[[float], None] | None = None, event_skipping: bool = True) -> Result:
     """Run one scenario; same scenario and seed give the same result, bit for bit, unless the run reaches
     the wall-clock limit (``scenario.origin.caps.wall_clock_s``): then it stops there and its stop reason
     is ``wall_clock``. ``efficiency`` replaces the GPU family's calibrated one; ``progress`` is called now and
-    then with the share of requests arrived so far."""
+    then with the share of requests arrived so far. ``event_skipping = False`` decides every iteration in
+    full: the same result, bit for bit, only slower (the reference that proves skipping exact)."""
     started = time.perf_counter()
-    prepared = prepare(scenario, efficiency)
+    prepared = prepare(scenario, efficiency, event_skipping=event_skipping)
     requests, step, capacity_tokens = prepared.requests, prepared.step, prepared.capacity_tokens
     columns = list(kernel.SERIES_FIXED_COLUMNS) + [batch_column(c.name) for c in scenario.workload.classes] \
         + [waiting_column(c.name) for c in scenario.workload.classes]

@@ -52,7 +52,7 @@ def smooth_max_nb(a, b, k):
     top = max(a, b)
     if k == HARD_MAX or top == 0.0:
         return top
-    return top * ((a / top) ** k + (b / top) ** k) ** (1.0 / k)
+    return top * (1.0 + (min(a, b) / top) ** k) ** (1.0 / k)  # (top / top)^k is 1: one power fewer
 
 
 @njit(cache=True)

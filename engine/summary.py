@@ -62,6 +62,7 @@ class SystemMetrics(TypedDict):
     preemptions: int
     preemption_waste_s: float
     timeseries_stride: int
+    skipped_iterations: int  # iterations run by event skipping (kernel._skip_decodes_nb), not decided one by one
     offered_load: float
     stop_reason: str
     unstable: bool

@@ -372,7 +372,7 @@ def test_a_full_request_list_is_an_internal_error_not_a_silent_overwrite():
                                  requests.class_id, np.full(len(requests), np.inf), requests.output_tokens)
     policy, classes = policy_inputs(scenario)
     stats, outcome = kernel.start_outputs(1)
-    scratch = list(kernel.work_arrays(50, 100, 1, 1))
+    scratch = list(kernel.work_arrays(50, 100, 1, 1, 16))
     scratch[0] = scratch[0][:, :2]  # a waiting list too short for this load
     srv = kernel.server_params(1, 8192, 1, 0.0, 2 ** 62, 16, 0, 100, 1e9, 1, 0.0)
     with pytest.raises(RuntimeError, match="a request list is full"):
