@@ -85,36 +85,44 @@ def _stats(values: np.ndarray) -> dict:
     return {"mean": float(values.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
 
 
-def _longest_wait_ms(frame: pd.DataFrame, sim_time_s: float) -> float | None:
+def _longest_wait_ms(c: dict[str, np.ndarray], arrived: np.ndarray, sim_time_s: float) -> float | None:
     """Longest time any arrived request waited before it was first scheduled (or left, or the run ended)."""
-    arrived = frame[frame["state"] != "not_arrived"]
-    if arrived.empty:
+    if not arrived.any():
         return None
-    end_s = arrived["first_scheduled_s"].fillna(arrived["finish_s"]).fillna(sim_time_s)
-    return float((end_s - arrived["arrival_s"]).max() * 1e3)
+    end_s = c["first_scheduled_s"][arrived]
+    end_s = np.where(np.isnan(end_s), c["finish_s"][arrived], end_s)
+    end_s = np.where(np.isnan(end_s), sim_time_s, end_s)
+    return float((end_s - c["arrival_s"][arrived]).max() * 1e3)
 
 
-def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> ClassMetrics:
-    """The metric block M of the JSON report for the requests in ``frame``."""
-    state = frame["state"]
-    arrived = int((state != "not_arrived").sum())
-    completed = int((state == "completed").sum())
-    timed_out = int((state == "timed_out").sum())
-    done = frame[state == "completed"]
-    judged_rows = frame["has_sla_target"] & state.isin(("completed", "timed_out"))
+_STATE_CODES = {name: code for code, name in STATE_NAMES.items()}
+_SUMMARY_COLUMNS = ("arrival_s", "first_scheduled_s", "finish_s", "first_token_s", "prompt_tokens",
+                    "generated_tokens", "sla_met", "has_sla_target", *LATENCY_COLUMNS)
+
+
+def group_metrics(c: dict[str, np.ndarray], sim_time_s: float) -> ClassMetrics:
+    """The metric block M of the JSON report for the requests whose record columns ``c`` holds (numpy arrays
+    of ``request_records``' columns, ``state`` as its codes: a few array operations instead of pandas')."""
+    state = c["state"]
+    done = state == _STATE_CODES["completed"]
+    arrived_rows = state != _STATE_CODES["not_arrived"]
+    arrived = int(arrived_rows.sum())
+    completed = int(done.sum())
+    timed_out = int((state == _STATE_CODES["timed_out"]).sum())
+    judged_rows = c["has_sla_target"] & (done | (state == _STATE_CODES["timed_out"]))
     judged = int(judged_rows.sum())
     block: ClassMetrics = {
         "arrived": arrived,
         "completed": completed,
         "timed_out": timed_out,
         "unfinished": arrived - completed - timed_out,
-        **{col: _stats(done[col].to_numpy(dtype=np.float64)) for col in LATENCY_COLUMNS},
-        "sla_attainment": float((frame["sla_met"] & judged_rows).sum() / judged) if judged else None,
-        "output_tokens_per_s": float(frame["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
-        "prompt_tokens_per_s": float(frame.loc[frame["first_token_s"].notna(), "prompt_tokens"].sum() / sim_time_s)
+        **{col: _stats(c[col][done]) for col in LATENCY_COLUMNS},
+        "sla_attainment": float((c["sla_met"] & judged_rows).sum() / judged) if judged else None,
+        "output_tokens_per_s": float(c["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
+        "prompt_tokens_per_s": float(c["prompt_tokens"][~np.isnan(c["first_token_s"])].sum() / sim_time_s)
         if sim_time_s > 0 else 0.0,
-        "sla_met_per_s": float(frame["sla_met"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
-        "longest_wait_ms": _longest_wait_ms(frame, sim_time_s),
+        "sla_met_per_s": float(c["sla_met"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
+        "longest_wait_ms": _longest_wait_ms(c, arrived_rows, sim_time_s),
     }
     return block
 
@@ -122,9 +130,12 @@ def group_metrics(frame: pd.DataFrame, sim_time_s: float) -> ClassMetrics:
 def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tuple[dict[str, ClassMetrics],
                                                                                ClassMetrics]:
     """Per-class and overall metric blocks."""
+    columns = {name: frame[name].to_numpy() for name in _SUMMARY_COLUMNS}
+    columns["state"] = frame["state"].cat.codes.to_numpy()
     codes = frame["class"].cat.codes.to_numpy()
-    classes = {c.name: group_metrics(frame[codes == k], sim_time_s) for k, c in enumerate(scenario.workload.classes)}
-    return classes, group_metrics(frame, sim_time_s)
+    classes = {cls.name: group_metrics({name: values[codes == k] for name, values in columns.items()}, sim_time_s)
+               for k, cls in enumerate(scenario.workload.classes)}
+    return classes, group_metrics(columns, sim_time_s)
 
 
 def add_service_shares(classes: dict[str, ClassMetrics], class_params: np.ndarray, prefill_token_weight: float) -> None:
