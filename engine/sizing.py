@@ -16,6 +16,7 @@ from .errors import ScenarioError, excerpt
 from .metric_table import LATENCY_KEYS, metric
 from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
+from .parallel import run_all
 from .registry import TP_DEGREES
 from .summary import Summary
 from .sweep import run_summary
@@ -44,16 +45,18 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
     run = run or (lambda d: run_summary(d, origin))
     rows = []
     pairs = shapes(cards)
-    for i, (tp, replicas) in enumerate(pairs):
-        label = f"{replicas} x TP{tp}"
+
+    def attempt(pair: tuple[int, int]):
         try:
-            summary = run(apply_overrides(data, {"server.tensor_parallel": tp, "fleet.replicas": replicas}))
+            return run(apply_overrides(data, {"server.tensor_parallel": pair[0], "fleet.replicas": pair[1]}))
         except ScenarioError as exc:
-            rows.append({"shape": label, "tensor_parallel": tp, "replicas": replicas, "note": str(exc)})
+            return exc
+
+    for (tp, replicas), summary in zip(pairs, run_all(attempt, pairs, progress)):
+        label = f"{replicas} x TP{tp}"
+        if isinstance(summary, ScenarioError):
+            rows.append({"shape": label, "tensor_parallel": tp, "replicas": replicas, "note": str(summary)})
             continue
-        finally:
-            if progress:
-                progress(i + 1, len(pairs))
         o, system = summary["overall"], summary["system"]
         hosting = offer_hosting_problem(rental.offer, tp) if rental else None
         rows.append({
@@ -141,20 +144,19 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
     run = run or (lambda d: run_summary(d, origin))
     offers = load_table("offers")
     gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names()]
-    fleets = {}
-    for i, gpu in enumerate(gpus):
+
+    def size(gpu: str) -> dict:
         variant = apply_overrides(data, {"server.step_model": "roofline", "server.gpu": gpu})
         tp = smallest_tensor_parallel(variant, origin)
         if tp is None:
-            fleets[gpu] = {"note": "the model does not fit on one slice (slices cannot be combined)"
-                           if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"}
-        else:
-            replicas, summary = fewest_replicas(apply_overrides(variant, {"server.tensor_parallel": tp}), target,
-                                                max_replicas, run)
-            fleets[gpu] = ({"note": f"misses the target with {max_replicas} replicas of TP{tp}"} if replicas is None
-                           else {"tensor_parallel": tp, "replicas": replicas, "summary": summary})
-        if progress:
-            progress(i + 1, len(gpus))
+            return {"note": "the model does not fit on one slice (slices cannot be combined)"
+                    if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"}
+        replicas, summary = fewest_replicas(apply_overrides(variant, {"server.tensor_parallel": tp}), target,
+                                            max_replicas, run)
+        return ({"note": f"misses the target with {max_replicas} replicas of TP{tp}"} if replicas is None
+                else {"tensor_parallel": tp, "replicas": replicas, "summary": summary})
+
+    fleets = dict(zip(gpus, run_all(size, gpus, progress)))  # one search per GPU, on all cores
     rows = []
     for offer, row in offers.iterrows():
         fleet = fleets.get(row["gpu"])

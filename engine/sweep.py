@@ -18,6 +18,7 @@ from .config import Arrival, apply_overrides, field_bounds, field_meta, load_sce
 from .metric_table import round_significant
 from .metrics import flat_metrics
 from .origin import Origin
+from .parallel import run_all
 from .policies import POLICIES
 from .simulate import simulate
 from .summary import Summary
@@ -40,9 +41,13 @@ def tagged_metrics(summary: Summary, **tags) -> pd.DataFrame:
 
 
 def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[list[str]] = None) -> pd.DataFrame:
-    """Flat metrics of every policy (default: all registered) on the same arrivals, one row per class."""
-    return pd.concat([tagged_metrics(run_summary(apply_overrides(data, overrides), origin), **tags)
-                      for overrides, tags in policy_variants(policies or list(POLICIES))], ignore_index=True)
+    """Flat metrics of every policy (default: all registered) on the same arrivals, one row per class (the runs
+    on all cores)."""
+    variants = policy_variants(policies or list(POLICIES))
+    summaries = run_all(lambda overrides: run_summary(apply_overrides(data, overrides), origin),
+                        [overrides for overrides, _ in variants])
+    return pd.concat([tagged_metrics(summary, **tags) for summary, (_, tags) in zip(summaries, variants)],
+                     ignore_index=True)
 
 
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)  # fractions of the estimated capacity

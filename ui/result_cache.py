@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Callable, Generic, Hashable, TypeVar
 
 V = TypeVar("V")
@@ -19,12 +20,15 @@ V = TypeVar("V")
 
 class ResultCache(Generic[V]):
     """Thread-safe least-recently-used cache with a byte budget (``size_of`` measures a value) and an age
-    limit. Two sessions asking for the same missing key at once both compute it (the second result is kept)."""
+    limit. A key asked for while another thread computes it waits for that result instead of computing it
+    again (many sessions opening the same page run each simulation once); if that computation fails (its
+    session stopped it, say), each waiter computes the key itself."""
 
     def __init__(self, max_bytes: int, max_age_s: float, size_of: Callable[[V], int],
                  clock: Callable[[], float] = time.monotonic):
         self._max_bytes, self._max_age_s, self._size_of, self._clock = max_bytes, max_age_s, size_of, clock
         self._entries: OrderedDict[Hashable, tuple[float, int, V]] = OrderedDict()
+        self._computing: dict[Hashable, Future] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
@@ -40,11 +44,31 @@ class ResultCache(Generic[V]):
             return entry[2]
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], V]) -> V:
-        """The value kept for ``key``, else ``compute()`` (outside the lock), kept if it fits the budget."""
+        """The value kept for ``key``, else the one another thread is computing for it, else ``compute()``
+        (outside the lock), kept if it fits the budget."""
         value = self.get(key)
-        if value is None:
+        if value is not None:
+            return value
+        with self._lock:
+            running = self._computing.get(key)
+            if running is None:
+                mine = self._computing[key] = Future()
+        if running is not None:
+            try:
+                return running.result()
+            except BaseException:  # noqa: BLE001 - the other computation's failure is not ours: try ourselves
+                return self.get_or_compute(key, compute)
+        try:
             value = compute()
-            self.put(key, value)
+        except BaseException as exc:
+            with self._lock:
+                del self._computing[key]
+            mine.set_exception(exc)
+            raise
+        self.put(key, value)
+        with self._lock:
+            del self._computing[key]
+        mine.set_result(value)
         return value
 
     def put(self, key: Hashable, value: V) -> None:

@@ -2,13 +2,16 @@
 
 Full runs are kept in one cache shared by all sessions and bounded in bytes and age
 (``result_cache.ResultCache``, limits ``result_cache_mib`` and ``result_cache_s``); summaries of the
-comparison and sweep runs are small and kept by ``st.cache_data``. Runs of more than
+comparison and sweep runs are small and kept in a second one, which pooled threads can fill: a page's
+variants run on all cores at once (``engine.parallel``), and a run another session is computing is
+waited for, not repeated. Runs of more than
 ``caps.large_run_requests`` requests take turns (``caps.large_runs_at_once`` at a time), so that many
 sessions asking for the largest allowed scenario at once cannot exhaust the server's memory.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import threading
@@ -19,6 +22,7 @@ import pandas as pd
 import streamlit as st
 
 import engine
+from engine import parallel
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
 from engine.simulate import warm_up as engine_warm_up
@@ -30,6 +34,7 @@ from ui.state import validate
 from ui.trace_store import APP_ORIGIN
 
 SWEEP_MAX_REQUESTS = 5000
+SUMMARY_CACHE_MIB = 64  # a summary takes a few KiB: tens of thousands of variant runs
 
 
 def canonical(data: dict) -> str:
@@ -97,9 +102,18 @@ def _simulate(scenario_json: str) -> Run:
     return Run(result.summary, result.requests, result.timeseries)
 
 
-@st.cache_data(max_entries=2048, ttl=DEFAULT_CAPS.result_cache_s, show_spinner=False)
+def _summary_bytes(summary: Summary) -> int:
+    return len(json.dumps(summary, default=float))
+
+
+_SUMMARIES: ResultCache[Summary] = ResultCache(SUMMARY_CACHE_MIB * MIB, DEFAULT_CAPS.result_cache_s, _summary_bytes)
+
+
 def summary(scenario_json: str) -> Summary:
-    return run_summary(json.loads(scenario_json), APP_ORIGIN)
+    """The summary of a scenario's run (a copy the caller may change): cached for every session; safe to call
+    from pooled threads."""
+    return copy.deepcopy(_SUMMARIES.get_or_compute(
+        scenario_json, lambda: run_summary(json.loads(scenario_json), APP_ORIGIN)))
 
 
 def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:
@@ -114,37 +128,50 @@ class SectionTimeUsedUp(engine.ScenarioError):
 
 class SectionBudget:
     """Wall-clock seconds one section of a page may spend on runs not yet cached (``caps.section_s``), so
-    that a link asking for very slow runs cannot keep a core busy for every variant of every section."""
+    that a link asking for very slow runs cannot keep the cores busy for every variant of every section."""
 
     def __init__(self, seconds: float = DEFAULT_CAPS.section_s):
         self.seconds, self.left = seconds, seconds
+        self._lock = threading.Lock()
+
+    def used_up(self) -> SectionTimeUsedUp:
+        return SectionTimeUsedUp(f"this section's simulation time of {self.seconds:g} s (section_s) is used up; "
+                                 f"simulate fewer requests or a lighter load to see every run")
 
     def summary(self, data: dict) -> Summary:
-        """The run's summary (cached, or simulated while time is left); ``SectionTimeUsedUp`` after."""
+        """The run's summary (cached, or simulated while time is left); ``SectionTimeUsedUp`` after. Safe to
+        call from pooled threads (their time adds up)."""
         if self.left <= 0:
-            raise SectionTimeUsedUp(f"this section's simulation time of {self.seconds:g} s (section_s) is used up; "
-                                    f"simulate fewer requests or a lighter load to see every run")
+            raise self.used_up()
         started = time.perf_counter()
         try:
             return summary(canonical(data))
         finally:
-            self.left -= time.perf_counter() - started
+            with self._lock:
+                self.left -= time.perf_counter() - started
+
+    def summaries(self, datas: list[dict], progress=None) -> tuple[list[Summary | None], str | None]:
+        """Every run's summary, run on all cores at once, within the section's wall-clock time; the runs not
+        finished by then hold None, and the note says how many are shown."""
+        keys = [canonical(d) for d in datas]
+        started = time.perf_counter()
+        results = parallel.run_all(lambda key: summary(key), keys, progress, timeout_s=max(self.left, 0.0))
+        self.left -= time.perf_counter() - started
+        shown = sum(r is not None for r in results)
+        note = None if shown == len(keys) else f"Only {shown} of {len(keys)} runs are shown: {self.used_up()}."
+        return results, note
 
 
 def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple[pd.DataFrame, str | None]:
-    """Flat metrics of each (overrides, tags) variant of ``base``: cached per run, with a progress bar,
-    within one ``SectionBudget``. Returns the frame and, when the budget cut the list short, why."""
+    """Flat metrics of each (overrides, tags) variant of ``base``: cached per run, run on all cores with a
+    progress bar, within one ``SectionBudget``. Returns the frame and, when the budget cut the list short, why."""
     bar = st.progress(0.0, text=text)
-    budget, frames, note = SectionBudget(), [], None
-    for i, (overrides, tags) in enumerate(variants):
-        try:
-            frames.append(tagged_metrics(budget.summary(apply_overrides(base, overrides)), **tags))
-        except SectionTimeUsedUp as exc:
-            note = f"Only {i} of {len(variants)} runs are shown: {exc}."
-            break
-        bar.progress((i + 1) / len(variants), text=f"{text} {i + 1}/{len(variants)}")
+    summaries, note = SectionBudget().summaries(
+        [apply_overrides(base, overrides) for overrides, _ in variants],
+        lambda done, total: bar.progress(done / total, text=f"{text} {done}/{total}"))
     bar.empty()
-    return pd.concat(frames, ignore_index=True), note
+    frames = [tagged_metrics(s, **tags) for s, (_, tags) in zip(summaries, variants) if s is not None]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), note
 
 
 def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:
