@@ -249,15 +249,13 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
     return Prepared(scenario, requests, step, capacity_tokens, srv, ints, floats, policy, class_params)
 
 
-def execute(prepared: Prepared, step: tuple | None = None, series_columns: int | None = None,
-            progress: Callable[[float], None] | None = None) -> Run:
+def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
     """Run the compiled loop on a copy of ``prepared``'s requests, with ``step`` in place of its step tuple when
-    given (the calibration fit tries step tuples this way); ``series_columns`` sizes the time series (default:
-    the fixed columns and two per class)."""
+    given (the calibration fit tries step tuples this way)."""
     scenario = prepared.scenario
     replicas = scenario.fleet.replicas
     n = len(prepared.requests)
-    columns = series_columns or kernel.N_SERIES_FIXED + 2 * len(scenario.workload.classes)
+    columns = kernel.N_SERIES_FIXED + 2 * len(scenario.workload.classes)  # fixed, then batch and waiting per class
     series = np.zeros((replicas, max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas), columns))
     stats, outcome = kernel.start_outputs(replicas)
     replica_classes = np.repeat(prepared.class_params[np.newaxis], replicas, axis=0)
@@ -287,7 +285,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     requests, step, capacity_tokens = prepared.requests, prepared.step, prepared.capacity_tokens
     columns = list(kernel.SERIES_FIXED_COLUMNS) + [batch_column(c.name) for c in scenario.workload.classes] \
         + [waiting_column(c.name) for c in scenario.workload.classes]
-    run = execute(prepared, series_columns=len(columns), progress=progress)
+    run = execute(prepared, progress=progress)
     stats, sim_time_s, replicas = run.stats, run.sim_time_s, scenario.fleet.replicas
     bs = scenario.server.block_size_tokens
     frame = request_records(scenario, run.ints, run.floats)

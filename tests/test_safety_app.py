@@ -307,20 +307,35 @@ def test_a_link_that_validates_but_cannot_run_shows_the_default_scenario_under_i
 
 def test_a_section_stops_when_its_simulation_time_is_used_up(monkeypatch):
     """A section's runs share one time budget (running on all cores at once): the runs not finished when it is
-    used up are left out, and said so."""
+    used up are left out, and said so. Two runs are quick and four outlast the budget, on any number of cores."""
     real = runner.summary
 
     def slow(scenario_json: str) -> dict:
-        time.sleep(0.2)
+        quick = json.loads(scenario_json)["policy"]["name"] in ("fifo", "priority")
+        time.sleep(0.05 if quick else 2.0)
         return real(scenario_json)
 
     monkeypatch.setattr(runner, "summary", slow)
-    monkeypatch.setattr(runner.SectionBudget.__init__, "__defaults__", (0.5,))
+    monkeypatch.setattr(runner.SectionBudget.__init__, "__defaults__", (0.8,))
     frame, note = runner.policy_comparison(example(), ["fifo", "priority", "sjf", "srpt", "edf", "wfq"])
-    shown = frame["policy"].nunique()
-    assert 1 <= shown < 6
-    assert note == (f"Only {shown} of 6 runs are shown: this section's simulation time of 0.5 s (section_s) "
+    assert list(frame["policy"].unique()) == ["fifo", "priority"]
+    assert note == ("Only 2 of 6 runs are shown: this section's simulation time of 0.8 s (section_s) "
                     "is used up; simulate fewer requests or a lighter load to see every run.")
+
+
+def test_a_section_whose_time_runs_out_before_any_run_ends_still_shows_its_first(monkeypatch):
+    """Runs slower than the whole section budget: the first is waited for (a section never comes back empty)."""
+    real = runner.summary
+
+    def slow(scenario_json: str) -> dict:
+        time.sleep(0.3)
+        return real(scenario_json)
+
+    monkeypatch.setattr(runner, "summary", slow)
+    monkeypatch.setattr(runner.SectionBudget.__init__, "__defaults__", (0.05,))
+    frame, note = runner.policy_comparison(example(), ["fifo", "priority", "sjf", "srpt", "edf", "wfq"])
+    assert list(frame["policy"].unique()) == ["fifo"]
+    assert note is not None and note.startswith("Only 1 of 6 runs are shown")
 
 
 def test_every_integer_a_widget_shows_has_a_bound_a_browser_can_hold():

@@ -152,10 +152,14 @@ class SectionBudget:
 
     def summaries(self, datas: list[dict], progress=None) -> tuple[list[Summary | None], str | None]:
         """Every run's summary, run on all cores at once, within the section's wall-clock time; the runs not
-        finished by then hold None, and the note says how many are shown."""
+        finished by then hold None (except the first, which is always waited for, so that a section shows at
+        least one run), and the note says how many are shown."""
         keys = [canonical(d) for d in datas]
         started = time.perf_counter()
+        # ``summary`` looked up at each call, so that a test can slow it down.
         results = parallel.run_all(lambda key: summary(key), keys, progress, timeout_s=max(self.left, 0.0))
+        if keys and results[0] is None:
+            results[0] = summary(keys[0])  # joins the run already under way (or starts it if it never started)
         self.left -= time.perf_counter() - started
         shown = sum(r is not None for r in results)
         note = None if shown == len(keys) else f"Only {shown} of {len(keys)} runs are shown: {self.used_up()}."
@@ -170,8 +174,8 @@ def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple
         [apply_overrides(base, overrides) for overrides, _ in variants],
         lambda done, total: bar.progress(done / total, text=f"{text} {done}/{total}"))
     bar.empty()
-    frames = [tagged_metrics(s, **tags) for s, (_, tags) in zip(summaries, variants) if s is not None]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), note
+    return pd.concat([tagged_metrics(s, **tags) for s, (_, tags) in zip(summaries, variants) if s is not None],
+                     ignore_index=True), note
 
 
 def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:
