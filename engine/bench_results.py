@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .caps import DEFAULT_CAPS, MIB
 from .errors import ScenarioError, excerpt
 
-MAX_FILE_BYTES = 64 * 1024 * 1024  # a detailed vllm result of 100,000 requests is about 20 MiB
+# A detailed vllm result of 100,000 requests is about 20 MiB: a result file may be as large as an upload.
+MAX_FILE_MIB = DEFAULT_CAPS.upload_mib
 VLLM_STATISTICS = {"mean": "mean", "median": "median", "p99": "p99"}
 VLLM_LATENCIES = {"ttft": "ttft", "tpot": "tpot", "e2e": "e2el"}
 PERF_BLOCKS = {"ttft": "time_to_first_token", "tpot": "inter_token_latency", "e2e": "request_latency"}
@@ -74,6 +76,17 @@ def _number(data: dict, key: str, name: str, positive: bool = True) -> float:
     return float(value)
 
 
+def _request_count(data: dict, key: str, name: str) -> int:
+    """The whole number of requests ``data[key]`` gives, at most what one run simulates (checked before any
+    array of that length is made: a tiny file must not claim a billion requests)."""
+    count = int(_number(data, key, name))
+    limit = DEFAULT_CAPS.requests_per_run
+    if count > limit:
+        raise _fail(name, f"{key} = {count:,} requests is more than one run simulates ({limit:,}, "
+                          f"requests_per_run)")
+    return count
+
+
 def _lengths(values, name: str, key: str) -> np.ndarray:
     if not isinstance(values, list) or not values or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
@@ -83,7 +96,7 @@ def _lengths(values, name: str, key: str) -> np.ndarray:
 
 def _vllm(data: dict, name: str) -> BenchResult:
     measured = {"output_tokens_per_s": _number(data, "output_throughput", name)}
-    completed = int(_number(data, "completed", name))
+    completed = _request_count(data, "completed", name)
     if "input_lens" in data and "output_lens" in data:
         inputs, outputs = _lengths(data["input_lens"], name, "input_lens"), _lengths(data["output_lens"], name,
                                                                                     "output_lens")
@@ -123,7 +136,7 @@ def _block_ms(data: dict, block: str, stat: str, name: str) -> float | None:
 def _perf(data: dict, name: str, tool: str) -> BenchResult:
     config = data.get("input_config") if isinstance(data.get("input_config"), dict) else {}
     load = {**config, **(config.get("perf_analyzer") or {}).get("stimulus", {}), **(config.get("loadgen") or {})}
-    count = int(_number(data.get("request_count") or {}, "avg", f"{name}: request_count"))
+    count = _request_count(data.get("request_count") or {}, "avg", f"{name}: request_count")
     mean_in = _number(data.get("input_sequence_length") or {}, "avg", f"{name}: input_sequence_length")
     mean_out = _number(data.get("output_sequence_length") or {}, "avg", f"{name}: output_sequence_length")
     rate = load.get("request_rate")
@@ -145,9 +158,8 @@ def _perf(data: dict, name: str, tool: str) -> BenchResult:
 
 def read_result(content: bytes, name: str) -> BenchResult:
     """The benchmark result in ``content`` (the bytes of file ``name``); ``ScenarioError`` when it is not one."""
-    if len(content) > MAX_FILE_BYTES:
-        raise _fail(name, f"{len(content) / 2 ** 20:,.0f} MiB is more than a result file's "
-                          f"{MAX_FILE_BYTES // 2 ** 20} MiB limit")
+    if len(content) > MAX_FILE_MIB * MIB:
+        raise _fail(name, f"{len(content) / MIB:,.0f} MiB is more than a result file's {MAX_FILE_MIB} MiB limit")
     try:
         data = json.loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

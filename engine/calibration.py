@@ -34,7 +34,7 @@ from .config import Server, load_scenario
 from .hardware import (Efficiency, calibration_row, efficiency_for, gpu_row, is_slice, load_table, peak_profile,
                        roofline_step_params, with_efficiency)
 from .layout import F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_GENERATED, I_OUTPUT
-from .metrics import latencies_ms
+from .metrics import latencies_ms, summary_stats
 from .simulate import SIMULTANEOUS_RATE_PER_S, Prepared, execute, prepare
 from .steptime import decode_step_s_nb, prefill_s
 
@@ -84,11 +84,7 @@ def measurement_scenario(row: pd.Series) -> dict:
          "max_batched_tokens": max(8192, batch)})
 
 
-def _statistic(values: np.ndarray, stat: str) -> float:
-    values = values[np.isfinite(values)]
-    if stat == "mean":
-        return float(values.mean())
-    return float(np.percentile(values, 50 if stat == "median" else 99))
+STATISTIC_KEYS = {"mean": "mean", "median": "p50", "p99": "p99"}  # a metric's statistic -> summary_stats' key
 
 
 class Case:
@@ -131,7 +127,7 @@ class Case:
                 values[metric] = float((inference_ms / run.ints[completed, I_OUTPUT]).mean())
             else:
                 key, stat, _ = metric.split("_")
-                values[metric] = _statistic(arrays[key], stat)
+                values[metric] = summary_stats(arrays[key])[STATISTIC_KEYS[stat]]
         return values
 
     def log_errors(self, efficiency: Efficiency) -> list[float]:

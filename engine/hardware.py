@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .caps import MIB
 from .config import Server
 from .errors import ScenarioError, excerpt
 from .registry import TP_DEGREES
@@ -48,8 +49,7 @@ from .steptime import HARD_MAX, ROOFLINE, step_params
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
 ACTIVATION_BYTES = 2  # FP16 activations
 EMBEDDING_BYTES = 2  # embedding and LM head stay 16-bit in quantised checkpoints (FP8, INT8, AWQ/GPTQ INT4)
-MIB = 1024 ** 2
-GIB = 1024 ** 3
+GIB = 1024 * MIB
 
 
 @functools.lru_cache(maxsize=None)

@@ -77,7 +77,8 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
     return frame
 
 
-def _stats(values: np.ndarray) -> dict:
+def summary_stats(values: np.ndarray) -> dict:
+    """Mean and linear-interpolated p50, p90, p99 of the finite ``values`` (None each when there is none)."""
     values = values[np.isfinite(values)]
     if len(values) == 0:
         return {"mean": None, "p50": None, "p90": None, "p99": None}
@@ -116,7 +117,7 @@ def group_metrics(c: dict[str, np.ndarray], sim_time_s: float) -> ClassMetrics:
         "completed": completed,
         "timed_out": timed_out,
         "unfinished": arrived - completed - timed_out,
-        **{col: _stats(c[col][done]) for col in LATENCY_COLUMNS},
+        **{col: summary_stats(c[col][done]) for col in LATENCY_COLUMNS},
         "sla_attainment": float((c["sla_met"] & judged_rows).sum() / judged) if judged else None,
         "output_tokens_per_s": float(c["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
         "prompt_tokens_per_s": float(c["prompt_tokens"][~np.isnan(c["first_token_s"])].sum() / sim_time_s)

@@ -48,9 +48,12 @@ def model_for(model_id: str) -> str:
     return max(matches, key=len)
 
 
-def _replay_data(server: dict, requests: int, name: str, seed: int = 0) -> dict:
+REPLAY_SEED = 0  # of the replayed Poisson arrivals (a result file gives their rate, not their times)
+
+
+def _replay_data(server: dict, requests: int, name: str) -> dict:
     """A scenario of ``requests`` on ``server``; its workload only sizes the run, the replay brings the requests."""
-    return one_class_scenario(name, requests, 1.0, 1, 1, server, seed)
+    return one_class_scenario(name, requests, 1.0, 1, 1, server, REPLAY_SEED)
 
 
 def benchmarked_server(server: dict, overrides: list[str]) -> Server:
@@ -58,17 +61,17 @@ def benchmarked_server(server: dict, overrides: list[str]) -> Server:
     return load_scenario(_replay_data(server, 1, "benchmarked server"), overrides=overrides).server
 
 
-def replay_case(result: BenchResult, server: Server, seed: int = 0) -> Case:
+def replay_case(result: BenchResult, server: Server) -> Case:
     """The calibration case that replays ``result``'s load on ``server`` (seeded Poisson arrivals at its rate)."""
     n = result.requests
     if math.isinf(result.rate_per_s):
         arrival_s = np.arange(n) / SIMULTANEOUS_RATE_PER_S
     else:
-        arrival_s = np.cumsum(np.random.default_rng(seed).exponential(1.0 / result.rate_per_s, n))
+        arrival_s = np.cumsum(np.random.default_rng(REPLAY_SEED).exponential(1.0 / result.rate_per_s, n))
         arrival_s -= arrival_s[0]
     slots = min(server.max_batch_size, result.concurrency) if result.concurrency else server.max_batch_size
     scenario = load_scenario(_replay_data({**dataclasses.asdict(server), "max_batch_size": slots, "min_batch_size": 1},
-                                          n, f"replay of {result.name}", seed))
+                                          n, f"replay of {result.name}"))
     requests = RequestArrays(arrival_s, result.input_tokens.copy(), result.output_tokens.copy(),
                              np.zeros(n, np.int64), result.output_tokens.copy())
     return Case(prepare(scenario, requests=requests), scenario.server, dict(result.measured),

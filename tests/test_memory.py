@@ -4,9 +4,14 @@ and a latent-attention model, and published vLLM start-up figures."""
 import pytest
 
 from engine.config import Server
-from engine.hardware import GIB, MIB, card_memory, kv_capacity_tokens, memory_breakdown_gib, roofline_profile
+from engine.hardware import (GIB, MIB, card_memory, kv_capacity_tokens, memory_breakdown_gib, memory_convention,
+                             roofline_profile)
 
-SAMPLER_BYTES = 38  # data/hardware/serving_memory.csv sampler_bytes_per_logit
+# The measured conventions (data/hardware/serving_memory.csv); the start-up logs below check them.
+SAMPLER_BYTES = memory_convention("sampler_bytes_per_logit")
+HIDDEN = memory_convention("cuda_hidden_gib") * GIB
+NON_TORCH_ONE_CARD = memory_convention("non_torch_gib_one_card") * GIB
+NON_TORCH_TP = memory_convention("non_torch_gib_tensor_parallel") * GIB
 
 
 def test_grouped_query_model_by_hand():
@@ -15,16 +20,24 @@ def test_grouped_query_model_by_hand():
                     gpu_memory_utilization=0.9, max_batched_tokens=8192, max_batch_size=256)
     profile = roofline_profile(server)
     assert profile.parameters == 8_030_261_248
-    usable = 0.9 * (81920 * MIB - 0.5 * GIB)                 # nvidia-smi total less what CUDA never sees
+    usable = 0.9 * (81920 * MIB - HIDDEN)                     # nvidia-smi total less what CUDA never sees
     weights = 8_030_261_248 * 2
     activation = 8192 * (4 * 4096 + 2 * 14336) * 2 + 256 * 128256 * SAMPLER_BYTES
     kv_bytes = 32 * 2 * 8 * 128 * 2                           # layers x (K, V) x KV heads x head dim x 2 B
-    expected = (usable - weights - activation - 0.35 * GIB) // kv_bytes
+    expected = (usable - weights - activation - NON_TORCH_ONE_CARD) // kv_bytes
     assert kv_capacity_tokens(server, profile) == expected
     card = card_memory(server, profile, 1)
     assert card.activation == activation and card.weights == weights
+    assert memory_breakdown_gib(server)["over by"] == 0
+
+
+def test_a_model_too_large_shows_how_far_it_overflows():
+    """Llama-3-70B BF16 on one A100-80G: no KV cache, and the bar's parts exceed the card by "over by"."""
+    server = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-70B", quant="bf16")
+    card = card_memory(server, roofline_profile(server), 1)
     parts = memory_breakdown_gib(server)
-    assert parts["over by"] == 0 and sum(parts.values()) == pytest.approx(81920 / 1024)
+    assert parts["KV cache"] == 0 and parts["over by"] * GIB == pytest.approx(card.weights - 0.9 * (
+        card.total - HIDDEN) + card.activation + card.non_torch)
 
 
 def test_latent_attention_is_copied_on_every_card():
@@ -36,8 +49,8 @@ def test_latent_attention_is_copied_on_every_card():
     embedding = 2 * 129280 * 7168
     weights_per_card = ((profile.parameters - embedding) * 1 + embedding * 2) / 8
     activation = 8192 * (4 * 7168 + 2 * 18432 / 8) * 2 + 256 * 129280 * SAMPLER_BYTES
-    usable = 0.9 * (143771 * MIB - 0.5 * GIB)
-    expected = (usable - weights_per_card - activation - 0.55 * GIB) // (61 * 576 * 2)
+    usable = 0.9 * (143771 * MIB - HIDDEN)
+    expected = (usable - weights_per_card - activation - NON_TORCH_TP) // (61 * 576 * 2)
     assert profile.kv_bytes_per_token_per_card == 61 * 576 * 2
     assert kv_capacity_tokens(server, profile) == expected
     assert 600_000 < expected < 750_000  # ~45 GiB per card left for KV after ~78 GiB of weights; split 8 ways, 1/8
@@ -49,7 +62,6 @@ def test_kv_heads_split_over_cards_until_each_has_one(tp, heads_per_card):
     profile = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Qwen2.5-7B",
                                       tensor_parallel=tp))
     assert profile.kv_bytes_per_token_per_card == 28 * 2 * heads_per_card * 128 * 2
-    assert profile.kv_bytes_per_token == tp * profile.kv_bytes_per_token_per_card
 
 
 @pytest.mark.parametrize("model, quant, tp, seqs, measured_gib, source", [
