@@ -10,17 +10,17 @@ it then times that GPU family instead of the shipped factors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .config import check_calibration_name
+from .config import apply_overrides, check_calibration_name
 from .errors import ScenarioError
 from .hardware import Efficiency, gpu_row
-from .private_folder import NotPrivateError, ensure_private
+from .private_folder import NotPrivateError, ensure_private, write_atomically
 
 
 def calibration_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -73,20 +73,42 @@ def names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
+def version(name: str) -> str:
+    """Which version of the saved calibration ``name`` is on disk now (its modification time and size; "" when
+    there is none): results cached for a scenario naming it must also be keyed on this, since replacing a
+    calibration keeps its name."""
+    try:
+        info = (_folder() / f"{check_calibration_name(name)}.json").stat()
+    except FileNotFoundError:
+        return ""
+    return f"{info.st_mtime_ns}:{info.st_size}"
+
+
 def load(name: str) -> UserCalibration:
-    """The saved calibration ``name``; ``ScenarioError`` when there is none."""
+    """The saved calibration ``name``; ``ScenarioError`` when there is none. Read once per version of the file
+    (every roofline profile of a scenario naming it asks for it)."""
     path = _folder() / f"{check_calibration_name(name)}.json"
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        known = ", ".join(names()) or "none saved yet"
+        raise ScenarioError(f"server.calibration = {name!r} is not a saved calibration ({known}); fit one with "
+                            f"python -m engine calibrate FILE --gpu NAME --save NAME") from None
+    return _read(path, info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: Path, mtime_ns: int, size: int) -> UserCalibration:
+    """The calibration in ``path`` as it was at (``mtime_ns``, ``size``)."""
     try:
         data = json.loads(path.read_text())
         return UserCalibration(**{**data, "efficiency": Efficiency(**data["efficiency"]),
                                   "files": tuple(data["files"])})
     except FileNotFoundError:
-        known = ", ".join(names()) or "none saved yet"
-        raise ScenarioError(f"server.calibration = {name!r} is not a saved calibration ({known}); fit one with "
-                            f"python -m engine calibrate FILE --gpu NAME --save NAME") from None
+        return load(path.stem)  # replaced or removed between the stat and the read: look again
     except (ValueError, TypeError, KeyError) as exc:
-        raise ScenarioError(f"saved calibration {name!r} cannot be read ({type(exc).__name__}); fit it again") \
-            from None
+        raise ScenarioError(f"saved calibration {path.stem!r} cannot be read ({type(exc).__name__}); fit it "
+                            f"again") from None
 
 
 def save(calibration: UserCalibration, replace: bool = False) -> Path:
@@ -95,14 +117,7 @@ def save(calibration: UserCalibration, replace: bool = False) -> Path:
     if path.exists() and not replace:
         raise ScenarioError(f"a calibration named {calibration.name!r} exists; choose another name or replace it")
     data = {**dataclasses.asdict(calibration), "efficiency": dataclasses.asdict(calibration.efficiency)}
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    write_atomically(path, json.dumps(data, indent=1).encode())
     return path
 
 
@@ -113,6 +128,16 @@ def holds_for(name: str, gpu: str) -> bool:
     except ScenarioError:
         return False
     return True
+
+
+def with_gpu(data: dict, gpu: str) -> dict:
+    """Scenario ``data`` on ``gpu`` (the roofline step model), keeping its saved calibration only when that
+    times ``gpu``'s family: a search over GPUs times each of the others with the shipped calibration."""
+    moved = apply_overrides(data, {"server.step_model": "roofline", "server.gpu": gpu})
+    name = moved["server"].get("calibration")
+    if name and not holds_for(name, gpu):
+        del moved["server"]["calibration"]
+    return moved
 
 
 def saved_for(name: str, gpu: str) -> UserCalibration:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
+
+PARTIAL_PREFIX = ".partial-"  # a write under way (or cut short by a crash): never read, removed when found
 
 
 class NotPrivateError(RuntimeError):
@@ -21,3 +24,15 @@ def ensure_private(folder: Path) -> Path:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise NotPrivateError(f"{folder} is not private to uid {os.getuid()}")
     return folder
+
+
+def write_atomically(target: Path, content: bytes) -> None:
+    """Write ``content`` to ``target`` so that a reader sees the old file or the whole new one, never part."""
+    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=PARTIAL_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise

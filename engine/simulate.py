@@ -128,6 +128,7 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | N
         "kv_peak_frac": float(stats[:, kernel.S_KV_PEAK_BLOCKS].max() / capacity_blocks) if capacity_blocks else None,
         "preemptions": int(stats[:, kernel.S_PREEMPTIONS].sum()),
         "preemption_waste_s": float(stats[:, kernel.S_WASTE_S].sum()),
+        "preemption_waste_frac": float(stats[:, kernel.S_WASTE_S].sum() / replica_s) if replica_s > 0 else 0.0,
         "kv_capacity_tokens": capacity_tokens,
         "timeseries_stride": int(stats[:, kernel.S_SERIES_STRIDE].max()),
         "skipped_iterations": int(stats[:, kernel.S_SKIPPED].sum()),

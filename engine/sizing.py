@@ -11,6 +11,7 @@ import pandas as pd
 
 from .config import OVERALL, apply_overrides, load_scenario
 from .calibration import status
+from .calibration_store import with_gpu
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
 from .errors import ScenarioError, excerpt
 from .metric_table import LATENCY_KEYS, metric
@@ -146,7 +147,7 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
     gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names()]
 
     def size(gpu: str) -> dict:
-        variant = apply_overrides(data, {"server.step_model": "roofline", "server.gpu": gpu})
+        variant = with_gpu(data, gpu)
         tp = smallest_tensor_parallel(variant, origin)
         if tp is None:
             return {"note": "the model does not fit on one slice (slices cannot be combined)"

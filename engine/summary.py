@@ -61,6 +61,7 @@ class SystemMetrics(TypedDict):
     kv_capacity_tokens: Optional[int]
     preemptions: int
     preemption_waste_s: float
+    preemption_waste_frac: float  # of all replicas' time over the run
     timeseries_stride: int
     skipped_iterations: int  # iterations run by event skipping (kernel._skip_decodes_nb), not decided one by one
     offered_load: float

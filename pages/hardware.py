@@ -20,8 +20,8 @@ from engine.errors import printable
 from engine.config import OVERALL, Fleet, Server
 from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert,
                          cost_columns, fleet_cards)
-from engine.hardware import (gpu_row, is_slice, kv_capacity_tokens, load_table, memory_breakdown_gib, memory_convention,
-                             roofline_profile, roofline_step_params)
+from engine.hardware import (GIB, RooflineProfile, card_memory, gpu_row, is_slice, kv_capacity_tokens, load_table,
+                             memory_convention, roofline_profile, roofline_step_params)
 from engine.metric_table import metric, money_range, round_money
 from engine.policies import POLICY_LABELS
 from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
@@ -49,9 +49,10 @@ def fleet_inputs(data: dict, v: int) -> None:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
 
 
-def memory_section(server: Server) -> int | None:
+def memory_section(server: Server, profile: RooflineProfile) -> int | None:
     """The memory bar of one card and the concurrency it allows; the KV capacity (None if it does not fit)."""
-    parts = memory_breakdown_gib(server)
+    memory = card_memory(server, profile, server.tensor_parallel)
+    parts = memory.parts_gib()
     fig = go.Figure([go.Bar(y=["one card"], x=[gib], name=name, orientation="h", marker_color=MEMORY_COLORS[name],
                             hovertemplate=f"{name}: %{{x:.1f}} GiB<extra></extra>")
                      for name, gib in parts.items() if gib > 0])
@@ -59,9 +60,10 @@ def memory_section(server: Server) -> int | None:
                       legend=dict(orientation="h", y=-0.6, traceorder="normal"))
     st.plotly_chart(fig, width="stretch")
     with st.expander("Where each part of the bar comes from"):
-        st.table(memory_sources(server, parts).set_index("Part").style.format({"GiB": "{:.2f}"}))  # text wraps
+        st.table(memory_sources(server, parts, memory.total / GIB).set_index("Part")
+                 .style.format({"GiB": "{:.2f}"}))  # a static table: long text wraps
     try:
-        capacity = kv_capacity_tokens(server, roofline_profile(server))
+        capacity = kv_capacity_tokens(server, profile)
     except engine.ScenarioError as exc:
         text.error(exc)
         return None
@@ -99,8 +101,9 @@ def workload_fits(data: dict) -> bool:
     return True
 
 
-def memory_sources(server: Server, parts: dict[str, float]) -> pd.DataFrame:
-    """One row per part of the memory bar: its size, how it is computed and the measurement behind it."""
+def memory_sources(server: Server, parts: dict[str, float], total_gib: float) -> pd.DataFrame:
+    """One row per part of the memory bar: its size, how it is computed and the measurement behind it; then
+    the card's total."""
     conventions = load_table("serving_memory")["source"]
     tp = server.tensor_parallel
     how = {
@@ -122,15 +125,15 @@ def memory_sources(server: Server, parts: dict[str, float]) -> pd.DataFrame:
     }
     rows = [{"Part": name, "GiB": round(gib, 2), "How it is computed": how[name][0], "Source": how[name][1]}
             for name, gib in parts.items() if gib > 0]
-    rows.append({"Part": "card total", "GiB": round(sum(v for k, v in parts.items() if k != "over by"), 2),
+    rows.append({"Part": "card total", "GiB": round(total_gib, 2),
                  "How it is computed": f"{server.gpu} as nvidia-smi reports it",
                  "Source": gpu_row(server.gpu)["memory_source"]})
     return pd.DataFrame(rows)
 
 
-def step_section(server: Server, capacity: int) -> None:
+def step_section(server: Server, profile: RooflineProfile, capacity: int) -> None:
     """Iteration time against batch size (only batches whose KV fits) and against prompt length."""
-    step = roofline_step_params(roofline_profile(server))
+    step = roofline_step_params(profile)
     left, right = st.columns(2)
     batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= max(server.max_batch_size, 1)]
     fig = go.Figure([go.Scatter(x=fitting, y=[decode_step_s_nb(step, b, c) * 1e3 for b in fitting],
@@ -424,15 +427,14 @@ current = state.current_or_default()
 data = copy.deepcopy(current)
 st.title("Hardware & Cost")
 fleet_inputs(data, state.version())
-foreign = data["server"].get("calibration")
-if foreign and calibration_store.holds_for(foreign, data["server"].get("gpu", Server.gpu)):
-    foreign = None
-if foreign:  # a saved calibration of another GPU family (or one gone): the shipped one times this GPU
-    del data["server"]["calibration"]
-    st.info(f"The calibration '{foreign}' does not time {data['server'].get('gpu', Server.gpu)} (it was fitted on "
-            f"another GPU family, or is no longer saved): the shipped calibration is used.")
-if state.edited(data, current):  # an edit here makes the scenario run on this hardware
-    data["server"]["step_model"] = "roofline"
+notice = state.drop_foreign_calibration(data)
+if notice:
+    st.info(notice)
+if state.edited(data, current):
+    corrected = copy.deepcopy(current)
+    state.drop_foreign_calibration(corrected)
+    if state.edited(data, corrected):  # a choice made here makes the scenario run on this hardware
+        data["server"]["step_model"] = "roofline"
     if not state.update(data):
         st.stop()
     scenario_sidebar.summary(sidebar_summary)
@@ -448,14 +450,15 @@ server = typed.server
 st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration)}. Source: {gpu_row(server.gpu)['source']}")
 
 st.subheader("Does it fit? Memory of one card")
-capacity = memory_section(server)
-fits = capacity is not None and workload_fits(data)
+profile = roofline_profile(server)
+capacity = memory_section(server, profile)
 if capacity is not None:
     st.subheader("Iteration time")
-    step_section(server, capacity)
+    step_section(server, profile, capacity)
     st.subheader("Your own measurements")
     measurements_section(data, server)
     st.subheader("Cost of this fleet")
+fits = capacity is not None and workload_fits(data)  # the first simulation of the page: after the figures above
 cards = fleet_cards(server.gpu, server.tensor_parallel, typed.fleet.replicas)
 rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel) if capacity is not None else None
 if rental is not None:

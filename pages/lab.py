@@ -125,6 +125,9 @@ def server_controls(data: dict, v: int) -> None:
         choices = hardware_choices.TABLE_CHOICES.get(key)
         server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
                                   options=choices() if choices else None)
+    notice = state.drop_foreign_calibration(data)
+    if notice:
+        st.info(notice)
     if server["step_model"] == "roofline":
         st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '')}.")
 
@@ -222,18 +225,13 @@ def system_cards(system: SystemMetrics) -> None:
                "the change against the previous run of this scenario.")
     if system["kv_peak_frac"] is not None and system["kv_peak_frac"] >= 0.99 and system["offered_load"] < 1.0:
         advice = (" Lower the load, add memory (replicas, tensor parallelism, a larger GPU) or shorten the requests."
-                  if preemption_waste_share(system) >= 0.01 else "")
+                  if system["preemption_waste_frac"] >= 0.01 else "")
         st.caption(f"The KV cache filled up at times: requests also waited for memory, which the offered load "
                    f"(compute only) does not count.{advice}")
     if system["preemptions"]:
         n = system["preemptions"]
         st.caption(f"{n:,} preemption{'s' if n != 1 else ''} wasted {system['preemption_waste_s']:.1f} s of GPU time "
-                   f"({preemption_waste_share(system):.1%} of the GPU time of the run).")
-
-
-def preemption_waste_share(system: SystemMetrics) -> float:
-    """GPU time preemptions wasted (recomputed prefill, swaps, pauses), of all replicas' time over the run."""
-    return system["preemption_waste_s"] / max(system["sim_time_s"] * len(system["replicas"]), 1e-12)
+                   f"({system['preemption_waste_frac']:.1%} of the GPU time of the run).")
 
 
 def partial_run_note(comparison, typed: engine.Scenario, summary: Summary) -> str | None:

@@ -229,6 +229,10 @@ def test_hardware_page_names_the_tensor_parallel_degree_that_fits():
     at.selectbox(key="hw_model_1").set_value("Llama-3-70B").run()
     assert not at.exception
     assert any("does not fit on 1 x A100-80G" in e and "tensor_parallel = 2" in e for e in shown(at.error))
+    sources = at.table[0].value
+    sources = sources.data if hasattr(sources, "data") else sources  # the page styles the table
+    assert sources.loc["card total", "GiB"] == pytest.approx(81920 / 1024)  # nvidia-smi, however far it overflows
+    assert sources.loc["over by", "GiB"] > 0
     at.selectbox(key="hw_tensor_parallel_1").set_value(4).run()
     assert not at.exception and not at.error
     assert [m for m in at.metric if m.label == "KV cache per server"]
@@ -279,7 +283,8 @@ def test_a_full_kv_cache_says_what_its_preemptions_cost():
     for rate, acts in ((2.5, False), (3.0, True)):  # a few preemptions, then hundreds
         data["workload"]["arrival"]["rate_per_s"] = rate
         system = engine.simulate(engine.load_scenario(data)).summary["system"]
-        share = system["preemption_waste_s"] / system["sim_time_s"]
+        share = system["preemption_waste_frac"]
+        assert share == system["preemption_waste_s"] / system["sim_time_s"]  # one replica
         assert system["kv_peak_frac"] >= 0.99 and system["preemptions"] > 1 and (share >= 0.01) == acts
         at = lab(data).run()
         assert not at.exception

@@ -49,10 +49,11 @@ def test_a_duplicated_stream_on_two_replicas_is_the_single_server_run_twice(tmp_
     rng = np.random.default_rng(7)
     arrivals = np.cumsum(rng.exponential(0.02, 200))
     rows = [(round(float(a), 6), int(rng.integers(1, 300)), int(rng.integers(1, 40))) for a in arrivals]
-    server = {"max_batch_size": 8, "max_batched_tokens": 256, "kv_capacity_tokens": 2048}
-    single = engine.simulate(trace_scenario(tmp_path, rows, server, {"name": "priority", "preemptive": True}))
+    server = {"max_batch_size": 8, "max_batched_tokens": 256, "kv_capacity_tokens": 1024}  # fills: preemptions
+    policy = {"name": "priority", "preemptive": True, "preempt_mode": "recompute"}
+    single = engine.simulate(trace_scenario(tmp_path, rows, server, policy))
     doubled_rows = [row for row in rows for _ in range(2)]
-    fleet = engine.simulate(trace_scenario(tmp_path, doubled_rows, server, {"name": "priority", "preemptive": True},
+    fleet = engine.simulate(trace_scenario(tmp_path, doubled_rows, server, policy,
                                            fleet={"replicas": 2, "router": "round-robin"}))
     columns = ["first_scheduled_s", "first_token_s", "finish_s", "preemptions"]
     for k in range(2):
@@ -61,6 +62,9 @@ def test_a_duplicated_stream_on_two_replicas_is_the_single_server_run_twice(tmp_
     system, one = fleet.summary["system"], single.summary["system"]
     assert system["iterations"] == 2 * one["iterations"] and system["preemptions"] == 2 * one["preemptions"]
     assert system["gpu_busy_frac"] == pytest.approx(one["gpu_busy_frac"])
+    # Shares of all replicas' time: twice the waste over twice the GPU time.
+    assert one["preemption_waste_frac"] > 0 and system["preemption_waste_frac"] == pytest.approx(
+        one["preemption_waste_frac"])
 
 
 @pytest.mark.parametrize("router", ROUTERS)

@@ -3,6 +3,7 @@ name and picked by a scenario. The fixtures follow the documented formats; their
 simulator at known factors (Efficiency(0.5, 0.6, 2.0, 1.6, 2.0) on one H100-80G with Llama-3-8B BF16), so a
 fit must find factors that reproduce them."""
 
+import dataclasses
 import json
 import math
 import os
@@ -12,10 +13,11 @@ import pytest
 import engine
 from conftest import REPO
 from engine.bench_results import read_result
-from engine.calibration_store import load, names, save
+from engine.calibration_store import load, names, save, with_gpu
 from engine.cli import main
 from engine.config import Server
 from engine.hardware import efficiency_for, roofline_profile
+from engine.sizing import smallest_tensor_parallel
 from engine.user_calibration import calibrate, model_for
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -71,6 +73,11 @@ def test_seconds_are_converted_to_milliseconds():
     (b'{"completed": 2, "output_throughput": 5, "input_lens": [1, 0], "output_lens": [1, 1]}',
      "input_lens must be a list of whole token counts"),
     (json.dumps({**json.loads(GENAI.read_text()), "input_config": {}}).encode(), "neither a concurrency nor"),
+    # A small file claiming more requests than one run simulates is refused before anything that long is made.
+    (json.dumps({**json.loads(GENAI.read_text()), "request_count": {"avg": 3e8}}).encode(),
+     "300,000,000 requests is more than one run simulates"),
+    (b'{"completed": 1e12, "output_throughput": 5, "total_input_tokens": 1e12, "total_output_tokens": 1e12}',
+     "completed = 1,000,000,000,000 requests is more than one run simulates"),
 ])
 def test_bad_files_are_one_line_naming_the_field(content, message):
     with pytest.raises(engine.ScenarioError, match=message):
@@ -103,8 +110,10 @@ def test_saved_calibration_times_the_scenario_and_is_never_replaced_silently():
     assert (os.stat(os.environ["SCHEDULER_LAB_CALIBRATIONS"]).st_mode & 0o777) == 0o700
     with pytest.raises(engine.ScenarioError, match="exists; choose another name or replace it"):
         save(calibrated.calibration)
-    mine = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", calibration="mine")
-    assert roofline_profile(mine).effective_flops_per_s != roofline_profile(H100).effective_flops_per_s
+    mine = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", quant="bf16", kv_quant="bf16",
+                  calibration="mine")
+    assert efficiency_for("H100-80G", "mine") == calibrated.calibration.efficiency
+    assert roofline_profile(mine) == roofline_profile(H100, efficiency=calibrated.calibration.efficiency)
     assert efficiency_for("H100-80G") != calibrated.calibration.efficiency  # the shipped table is untouched
     with pytest.raises(engine.ScenarioError, match="fitted on H100-80G .hopper family. and cannot time A100-80G"):
         roofline_profile(Server(step_model="roofline", gpu="A100-80G", calibration="mine"))
@@ -180,3 +189,42 @@ def test_a_bad_file_is_named_and_the_good_ones_still_fitted_and_a_wrong_model_ca
     assert any("is replayed with Llama-2-7B: set Model above to Llama-3-8B" in w.value for w in at.warning)
     at.text_input(key="hw_calibration_name").set_value("wrong").run()
     assert at.button(key="hw_calibration_save").disabled
+
+
+def h100_scenario(name: str) -> dict:
+    """A small roofline scenario on one H100-80G timed by the saved calibration ``name``."""
+    data = engine.config.read_toml(REPO / "data/scenarios/example.toml")
+    server = {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3-8B", "quant": "bf16", "kv_quant": "bf16",
+              "calibration": name, "max_batch_size": 8}
+    return engine.config.apply_overrides({**data, "server": server}, {"workload.num_requests": 300})
+
+
+def test_the_lab_drops_a_calibration_that_does_not_time_the_gpu_chosen():
+    from test_app import lab
+    save(calibrate([read_result(VLLM.read_bytes(), VLLM.name)], H100, "mine").calibration)
+    at = lab(h100_scenario("mine")).run()
+    assert not at.exception and any("fitted on your" in c.value for c in at.sidebar.caption)
+    at.selectbox(key="server_gpu_1").set_value("A100-80G").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("The calibration 'mine' does not time A100-80G" in i.value for i in at.sidebar.info)
+    assert any(c.value.startswith("Step times: calibrated against") for c in at.sidebar.caption)
+
+
+def test_a_search_over_gpus_times_the_other_families_with_the_shipped_calibration():
+    save(calibrate([read_result(VLLM.read_bytes(), VLLM.name)], H100, "mine").calibration)
+    data = h100_scenario("mine")
+    assert with_gpu(data, "H200")["server"]["calibration"] == "mine"  # the same (hopper) family
+    on_a100 = with_gpu(data, "A100-80G")
+    assert "calibration" not in on_a100["server"] and on_a100["server"]["gpu"] == "A100-80G"
+    assert smallest_tensor_parallel(on_a100) == 1
+
+
+def test_replacing_a_saved_calibration_refreshes_the_cached_results():
+    from ui import runner
+    fitted = calibrate([read_result(VLLM.read_bytes(), VLLM.name)], H100, "mine").calibration
+    save(fitted)
+    key = runner.canonical(h100_scenario("mine"))
+    before = runner.summary(key)["overall"]["tpot_ms"]["mean"]
+    slower = dataclasses.replace(fitted.efficiency, bandwidth=fitted.efficiency.bandwidth / 4)
+    save(dataclasses.replace(fitted, efficiency=slower), replace=True)
+    assert runner.summary(key)["overall"]["tpot_ms"]["mean"] > 2 * before

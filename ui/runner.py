@@ -22,7 +22,7 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine import parallel
+from engine import calibration_store, parallel
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
 from engine.simulate import warm_up as engine_warm_up
@@ -39,6 +39,13 @@ SUMMARY_CACHE_MIB = 64  # a summary takes a few KiB: tens of thousands of varian
 
 def canonical(data: dict) -> str:
     return json.dumps(data, sort_keys=True)
+
+
+def _cache_key(scenario_json: str) -> tuple[str, str]:
+    """What a result is cached under: the scenario and, when it names a saved calibration, the version of that
+    file (replacing a calibration keeps its name; the results must not stay those of the old one)."""
+    name = json.loads(scenario_json).get("server", {}).get("calibration")
+    return scenario_json, calibration_store.version(name) if name else ""
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ def _is_large(data: dict) -> bool:
 
 def simulate(scenario_json: str) -> Run:
     """The full run of a scenario (shared, read-only): from the cache, else simulated with a progress bar."""
-    return _results().get_or_compute(scenario_json, lambda: _simulate(scenario_json))
+    return _results().get_or_compute(_cache_key(scenario_json), lambda: _simulate(scenario_json))
 
 
 def _simulate(scenario_json: str) -> Run:
@@ -113,7 +120,7 @@ def summary(scenario_json: str) -> Summary:
     """The summary of a scenario's run (a copy the caller may change): cached for every session; safe to call
     from pooled threads."""
     return copy.deepcopy(_SUMMARIES.get_or_compute(
-        scenario_json, lambda: run_summary(json.loads(scenario_json), APP_ORIGIN)))
+        _cache_key(scenario_json), lambda: run_summary(json.loads(scenario_json), APP_ORIGIN)))
 
 
 def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:
@@ -160,7 +167,8 @@ class SectionBudget:
         results = parallel.run_all(lambda key: summary(key), keys, progress, timeout_s=max(self.left, 0.0))
         if keys and results[0] is None:
             results[0] = summary(keys[0])  # joins the run already under way (or starts it if it never started)
-        self.left -= time.perf_counter() - started
+        with self._lock:
+            self.left -= time.perf_counter() - started
         shown = sum(r is not None for r in results)
         note = None if shown == len(keys) else f"Only {shown} of {len(keys)} runs are shown: {self.used_up()}."
         return results, note
@@ -193,7 +201,7 @@ def load_sweep(data: dict, rates: list[float], policies: list[str]) -> tuple[pd.
     goes on where it stopped at the next rerun.
     """
     base = capped(apply_overrides(data, {"workload.arrival.rate_per_s": 1.0}))
-    key = ("sweep", canonical(base), tuple(rates), tuple(policies))
+    key = ("sweep", _cache_key(canonical(base)), tuple(rates), tuple(policies))
     if st.session_state.get("sweep_key") == key:
         return st.session_state["sweep_frame"], None
     frame, note = _variants(base, rate_variants(rates, policies), "Sweeping the arrival rate...")

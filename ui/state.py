@@ -15,8 +15,9 @@ import zlib
 import streamlit as st
 
 import engine
+from engine.calibration_store import holds_for
 from engine.caps import DEFAULT_CAPS
-from engine.config import read_toml
+from engine.config import Server, read_toml
 from engine.policies import POLICY_LABELS
 from engine.simulate import PRESET_DIR
 from ui import text, trace_store
@@ -152,6 +153,20 @@ def edited(data: dict, base: dict) -> bool:
         return validate(data) != validate(base)
     except engine.ScenarioError:
         return True
+
+
+def drop_foreign_calibration(data: dict) -> str | None:
+    """Remove ``server.calibration`` from ``data`` when that saved calibration does not time its GPU (fitted on
+    another GPU family, or no longer saved): the shipped calibration times it then. Every page that lets the
+    GPU change calls this before it times anything. Returns the notice to show, or None."""
+    server = data.get("server", {})
+    name = server.get("calibration")
+    gpu = server.get("gpu", Server.gpu)
+    if not name or holds_for(name, gpu):
+        return None
+    del server["calibration"]
+    return (f"The calibration '{name}' does not time {gpu} (it was fitted on another GPU family, or is no longer "
+            f"saved): the shipped calibration is used.")
 
 
 def describe(scenario: engine.Scenario) -> str:

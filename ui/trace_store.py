@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Mapping
@@ -24,7 +23,7 @@ from typing import Mapping
 import engine
 from engine.caps import DEFAULT_CAPS, MIB, Caps
 from engine.origin import STORED_TRACE_SUFFIXES, Origin, stored_trace_name
-from engine.private_folder import NotPrivateError, ensure_private
+from engine.private_folder import PARTIAL_PREFIX, NotPrivateError, ensure_private, write_atomically
 
 def store_dir(environ: Mapping[str, str] = os.environ) -> Path:
     """``$SCHEDULER_LAB_TRACE_STORE``, else ``scheduler-lab/traces`` in the user's cache folder."""
@@ -35,7 +34,6 @@ def store_dir(environ: Mapping[str, str] = os.environ) -> Path:
 STORE_DIR = store_dir()
 APP_ORIGIN = Origin(trace_dir=str(STORE_DIR), trace_names_only=True, caps=DEFAULT_CAPS)
 LOG = logging.getLogger(__name__)
-_PARTIAL_PREFIX = ".partial-"
 _PARTIAL_MAX_AGE_S = 3600.0
 
 
@@ -71,14 +69,7 @@ def store(content: bytes, suffix: str, caps: Caps = DEFAULT_CAPS) -> str:
     if target.is_file():
         touch(name)
     else:
-        fd, partial = tempfile.mkstemp(dir=STORE_DIR, prefix=_PARTIAL_PREFIX)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            os.replace(partial, target)
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
+        write_atomically(target, content)
     prune(caps, keep=name)
     return name
 
@@ -94,7 +85,7 @@ def prune(caps: Caps = DEFAULT_CAPS, keep: str | None = None) -> None:
             info = path.lstat()
         except FileNotFoundError:  # removed meanwhile by another session
             continue
-        if path.name.startswith(_PARTIAL_PREFIX):
+        if path.name.startswith(PARTIAL_PREFIX):
             if now - info.st_mtime > _PARTIAL_MAX_AGE_S:
                 path.unlink(missing_ok=True)
             continue
