@@ -160,7 +160,8 @@ def main() -> None:
     if "sessions" in figures:
         s = figures["sessions"]
         print(f"{s['sessions']} sessions at once: page load p50 {s['load_p50_s']:.1f} s (slowest "
-              f"{s['load_max_s']:.1f} s); a rate change p50 {s['change_p50_s']:.1f} s (slowest {s['change_max_s']:.1f} s)")
+              f"{s['load_max_s']:.1f} s); a rate change p50 {s['change_p50_s']:.1f} s "
+              f"(slowest {s['change_max_s']:.1f} s)")
     else:
         print("| preset | change | KPI cards (s) | whole page (s) |\n|---|---|---:|---:|")
         for preset, changes in figures.items():

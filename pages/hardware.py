@@ -33,7 +33,7 @@ from ui.widgets import field_input
 
 CONTEXTS_TOKENS = (512, 2048, 8192)
 MEMORY_COLORS = {"weights": "#636EFA", "activation peak": "#FFA15A", "outside PyTorch": "#AB63FA",
-                 "KV cache": "#00CC96", "held back": "#BBBBBB", "hidden from CUDA": "#888888", "over by": "#EF553B"}
+                 "KV cache": "#00CC96", "held back": "#BBBBBB", "hidden from CUDA": "#888888"}  # "over by": a line
 
 
 def fleet_inputs(data: dict, v: int) -> None:
@@ -53,14 +53,20 @@ def memory_section(server: Server, profile: RooflineProfile) -> int | None:
     """The memory bar of one card and the concurrency it allows; the KV capacity (None if it does not fit)."""
     memory = card_memory(server, profile, server.tensor_parallel)
     parts = memory.parts_gib()
+    # The parts stacked end at the card's total when the model fits; past it (by "over by") when it does not.
     fig = go.Figure([go.Bar(y=["one card"], x=[gib], name=name, orientation="h", marker_color=MEMORY_COLORS[name],
                             hovertemplate=f"{name}: %{{x:.1f}} GiB<extra></extra>")
-                     for name, gib in parts.items() if gib > 0])
-    fig.update_layout(barmode="stack", height=170, margin=dict(t=10, b=10), xaxis_title="memory (GiB)",
+                     for name, gib in parts.items() if gib > 0 and name in MEMORY_COLORS])
+    total_gib = memory.total / GIB
+    fig.add_vline(x=total_gib, line_dash="dash", line_color="#EF553B" if parts["over by"] > 0 else "#444444",
+                  annotation_text=f"the card: {total_gib:.1f} GiB" + (
+                      f", {parts['over by']:.1f} GiB too small" if parts["over by"] > 0 else ""),
+                  annotation_position="top")
+    fig.update_layout(barmode="stack", height=190, margin=dict(t=30, b=10), xaxis_title="memory (GiB)",
                       legend=dict(orientation="h", y=-0.6, traceorder="normal"))
     st.plotly_chart(fig, width="stretch")
     with st.expander("Where each part of the bar comes from"):
-        st.table(memory_sources(server, parts, memory.total / GIB).set_index("Part")
+        st.table(memory_sources(server, parts, total_gib).set_index("Part")
                  .style.format({"GiB": "{:.2f}"}))  # a static table: long text wraps
     try:
         capacity = kv_capacity_tokens(server, profile)
@@ -121,7 +127,7 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
         "held back": (f"(1 - gpu_memory_utilization {server.gpu_memory_utilization:g}) x the memory CUDA sees; "
                       "CUDA graphs are captured here", "vLLM gpu_worker.determine_available_memory"),
         "hidden from CUDA": ("the card's total (nvidia-smi) that CUDA does not report", conventions["cuda_hidden_gib"]),
-        "over by": ("how far the model overflows the card", "the sum of the parts above"),
+        "over by": ("how far the model overflows the card", "the parts above less the card total below"),
     }
     rows = [{"Part": name, "GiB": round(gib, 2), "How it is computed": how[name][0], "Source": how[name][1]}
             for name, gib in parts.items() if gib > 0]

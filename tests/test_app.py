@@ -1,5 +1,7 @@
 """Every page driven headless with AppTest: widgets change the outputs the right way, no exception."""
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -233,6 +235,11 @@ def test_hardware_page_names_the_tensor_parallel_degree_that_fits():
     sources = sources.data if hasattr(sources, "data") else sources  # the page styles the table
     assert sources.loc["card total", "GiB"] == pytest.approx(81920 / 1024)  # nvidia-smi, however far it overflows
     assert sources.loc["over by", "GiB"] > 0
+    # The bar: the parts stacked reach past the card, whose total is a line, by exactly "over by".
+    bar = json.loads(at.get("plotly_chart")[0].proto.spec)
+    stacked = sum(trace["x"][0] for trace in bar["data"])
+    assert stacked == pytest.approx(80.0 + sources.loc["over by", "GiB"], abs=0.02)
+    assert [shape["x0"] for shape in bar["layout"]["shapes"]] == [pytest.approx(80.0)]
     at.selectbox(key="hw_tensor_parallel_1").set_value(4).run()
     assert not at.exception and not at.error
     assert [m for m in at.metric if m.label == "KV cache per server"]

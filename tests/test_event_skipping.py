@@ -95,7 +95,8 @@ def test_an_arrival_at_the_very_time_of_a_decision_goes_first():
     admitted by it (an arrival at a tie comes first), as deciding every iteration does; skipping stops there."""
     scenario = engine.load_scenario({
         "seed": 1, "workload": {"num_requests": 2, "arrival": {"process": "poisson", "rate_per_s": 1.0},
-                                "classes": [{"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 1},
+                                "classes": [{"name": "a", "share": 1.0,
+                                             "prompt_tokens": {"dist": "constant", "value": 1},
                                              "output_tokens": {"dist": "constant", "value": 10}}]},
         "server": {"step_model": "fixed", "step_time_ms": 125.0, "max_batch_size": 4}})
     one = np.ones(2, np.int64)
@@ -112,7 +113,8 @@ def test_no_skipping_while_preemptions_elsewhere_could_reach_the_queue_bound():
     waiting requests pass the bound; replica 0 must not have run ahead of that decision."""
     scenario = engine.load_scenario({
         "seed": 1, "workload": {"num_requests": 10, "arrival": {"process": "poisson", "rate_per_s": 1.0},
-                                "classes": [{"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 1},
+                                "classes": [{"name": "a", "share": 1.0,
+                                             "prompt_tokens": {"dist": "constant", "value": 1},
                                              "output_tokens": {"dist": "constant", "value": 10}}]},
         "server": {"step_model": "fixed", "step_time_ms": 10.0, "max_batch_size": 8, "block_size_tokens": 16,
                    "kv_capacity_tokens": 256, "max_batched_tokens": 512},
