@@ -2,12 +2,13 @@
 
 Each page first draws the shared scenario sidebar (``ui.scenario_sidebar.render``), which also
 reruns through this entry point whenever Streamlit started the page on its own. Every page runs inside
-``ui.guard.run_page``: an unexpected error is one line on the page, never a traceback.
+``ui.guard.run_page``: an unexpected error is one line on the page, never a traceback; and in its turn
+(``ui.turns``): when many sessions open pages at once, pages are computed a few at a time, first come first served.
 """
 
 import streamlit as st
 
-from ui import guard
+from ui import guard, turns
 
 st.set_page_config(page_title="Scheduler Lab", page_icon=":material/schedule:", layout="wide")
 # One look for every page (the rest is .streamlit/config.toml's theme): card values a little smaller than
@@ -19,4 +20,4 @@ page = st.navigation([
     st.Page("pages/hardware.py", title="Hardware & Cost", icon=":material/memory:"),
     st.Page("pages/method.py", title="Method", icon=":material/menu_book:"),
 ])
-guard.run_page(page.run)
+guard.run_page(lambda: turns.in_turn(page.run))

@@ -148,8 +148,18 @@ def add_service_shares(classes: dict[str, ClassMetrics], class_params: np.ndarra
         block["service_share"] = float(tokens / total) if total > 0 else None
 
 
+def flat_rows(summary: Summary) -> list[dict]:
+    """One record per class (and ``overall``) with every class metric of ``metric_table`` as a key."""
+    return [{"class": name, **{m.key: m.value(block) for m in CLASS_METRICS}}
+            for name, block in [*summary["classes"].items(), (OVERALL, summary["overall"])]]
+
+
+def metrics_frame(rows: list[dict]) -> pd.DataFrame:
+    """Records of ``flat_rows`` (with any extra keys) as one frame: built once from all rows, since a frame
+    per run and a concatenation took most of a cached Lab page's time."""
+    return pd.DataFrame(rows).astype({"class": "string"})
+
+
 def flat_metrics(summary: Summary) -> pd.DataFrame:
     """One row per class (and ``overall``) with every class metric of ``metric_table`` as a column."""
-    rows = [{"class": name, **{m.key: m.value(block) for m in CLASS_METRICS}}
-            for name, block in [*summary["classes"].items(), (OVERALL, summary["overall"])]]
-    return pd.DataFrame(rows).astype({"class": "string"})
+    return metrics_frame(flat_rows(summary))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .config import Arrival, apply_overrides, field_bounds, field_meta, load_scenario
 from .metric_table import round_significant
-from .metrics import flat_metrics
+from .metrics import flat_rows, metrics_frame
 from .origin import Origin
 from .parallel import run_all
 from .policies import POLICIES
@@ -28,16 +28,16 @@ def run_summary(data: dict, origin: Origin = Origin()) -> Summary:
     return simulate(load_scenario(data, origin=origin)).summary
 
 
-def tagged_metrics(summary: Summary, **tags) -> pd.DataFrame:
-    """Flat metrics of one run (one row per class), led by ``tags`` columns, with its system verdicts."""
-    frame = flat_metrics(summary)
-    for key, value in reversed(tags.items()):
-        frame.insert(0, key, value)
-    frame["offered_load"] = summary["system"]["offered_load"]
-    frame["unstable"] = summary["system"]["unstable"]
-    frame["preemptions"] = summary["system"]["preemptions"]
-    frame["gpu_busy_frac"] = summary["system"]["gpu_busy_frac"]
-    return frame
+def tagged_rows(summary: Summary, **tags) -> list[dict]:
+    """Flat metrics of one run (one record per class), led by ``tags``, with its system verdicts."""
+    system = summary["system"]
+    verdicts = {key: system[key] for key in ("offered_load", "unstable", "preemptions", "gpu_busy_frac")}
+    return [{**tags, **row, **verdicts} for row in flat_rows(summary)]
+
+
+def tagged_frame(runs: list[tuple[Summary, dict]]) -> pd.DataFrame:
+    """Flat metrics of many (summary, tags) runs, one row per run and class, in one frame."""
+    return metrics_frame([row for summary, tags in runs for row in tagged_rows(summary, **tags)])
 
 
 def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[list[str]] = None) -> pd.DataFrame:
@@ -46,8 +46,7 @@ def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[l
     variants = policy_variants(policies or list(POLICIES))
     summaries = run_all(lambda overrides: run_summary(apply_overrides(data, overrides), origin),
                         [overrides for overrides, _ in variants])
-    return pd.concat([tagged_metrics(summary, **tags) for summary, (_, tags) in zip(summaries, variants)],
-                     ignore_index=True)
+    return tagged_frame([(summary, tags) for summary, (_, tags) in zip(summaries, variants)])
 
 
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)  # fractions of the estimated capacity

@@ -2,9 +2,8 @@
 runs the largest scenario a link may ask for, the health check keeps answering, and the server stops
 on SIGTERM in the middle of that run.
 
-Sessions are real Streamlit websocket clients (the browser's protocol: a ``rerun_script`` back message,
-then forward messages until ``script_finished``), so the server does exactly the work a browser's
-session costs it, without 20 browsers sharing the two cores. Figures go to
+Sessions are real Streamlit websocket clients (``streamlit_client``: the browser's protocol), so the server
+does exactly the work a browser's session costs it, without 20 browsers sharing the two cores. Figures go to
 ``tests/artifacts/concurrency.json``.
 """
 
@@ -17,18 +16,14 @@ import threading
 import time
 import urllib.request
 
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from websockets.sync.client import connect
-
 from conftest import REPO, SCENARIOS, app_server
 from engine.caps import DEFAULT_CAPS
 from engine.config import read_toml
+from streamlit_client import all_at_once, open_page
 from ui import state
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 SESSIONS = 20
-PAGE_TIMEOUT_S = 600
 
 
 def largest_link() -> str:
@@ -41,40 +36,9 @@ def largest_link() -> str:
     return "s=" + state.encode(data)
 
 
-def open_page(url: str, query: str = "", page: str = "") -> tuple[float, bytes]:
-    """One session opening one page: (seconds until the script finished, every message it received)."""
-    with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"], max_size=None,
-                 open_timeout=PAGE_TIMEOUT_S) as ws:
-        request = BackMsg()
-        request.rerun_script.query_string = query
-        request.rerun_script.page_name = page
-        started = time.monotonic()
-        ws.send(request.SerializeToString())
-        received = []
-        while True:
-            raw = ws.recv(timeout=PAGE_TIMEOUT_S)
-            received.append(raw)
-            message = ForwardMsg()
-            message.ParseFromString(raw)
-            if message.WhichOneof("type") == "script_finished":
-                assert message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY
-                return time.monotonic() - started, b"".join(received)
-
-
 def burst(url: str, sessions: int) -> list[float]:
     """``sessions`` sessions opening the Lab at the same moment: each one's seconds to a finished page."""
-    seconds: list[float | None] = [None] * sessions
-
-    def one(i: int) -> None:
-        seconds[i] = open_page(url)[0]
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(sessions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert None not in seconds, "every session got its page"
-    return seconds
+    return all_at_once([lambda: open_page(url)[0]] * sessions)
 
 
 class HealthProbe(threading.Thread):

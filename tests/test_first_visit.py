@@ -120,6 +120,16 @@ def test_the_load_curves_always_show_the_current_policy():
         trace_names(at, curves)
 
 
+def test_the_load_curves_mark_the_current_rate_on_every_panel():
+    at = app(example(**{"workload.num_requests": 1000, "workload.arrival.rate_per_s": 2.5})).run()
+    curves = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "arrival rate" in c.proto.spec)
+    panels = {t.get("xaxis", "x") for t in curves["data"]}
+    lines = curves["layout"]["shapes"]
+    assert len(panels) == 2 and {line["xref"] for line in lines} == panels
+    assert {line["yref"] for line in lines} == {p.replace("x", "y") + " domain" for p in panels}
+    assert all(line["x0"] == line["x1"] == 2.5 and line["line"]["dash"] == "dash" for line in lines)
+
+
 def test_a_link_reopens_hardware_and_cost_with_its_view_choices():
     choices = {"cost_currency": "USD", "cost_offer": "runpod-a100-sxm", "cost_billing": "annual prepay",
                "cost_fx": 7.3, "hw_target_metric": "e2e_p99_ms", "hw_target_ms": 20000.0, "hw_target_replicas": 4,

@@ -6,11 +6,13 @@ comparison and sweep runs are small and kept in a second one, which pooled threa
 variants run on all cores at once (``engine.parallel``), and a run another session is computing is
 waited for, not repeated. Runs of more than
 ``caps.large_run_requests`` requests take turns (``caps.large_runs_at_once`` at a time), so that many
-sessions asking for the largest allowed scenario at once cannot exhaust the server's memory.
+sessions asking for the largest allowed scenario at once cannot exhaust the server's memory; while one runs,
+its page gives its turn to the next (``turns.Turns.aside``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -27,8 +29,8 @@ from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
 from engine.simulate import warm_up as engine_warm_up
 from engine.summary import Summary
-from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, run_summary, tagged_metrics
-from ui import trace_store
+from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, run_summary, tagged_frame
+from ui import trace_store, turns
 from ui.result_cache import ResultCache
 from ui.state import validate
 from ui.trace_store import APP_ORIGIN
@@ -94,18 +96,21 @@ def _simulate(scenario_json: str) -> Run:
     scenario = validate(data)
     if scenario.workload.trace is not None:
         trace_store.touch(scenario.workload.trace.path)
-    bar = st.progress(0.0, text="Simulating...")
     large = _is_large(data)
-    # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.
-    while large and not _large_runs().acquire(timeout=0.5):
-        bar.progress(0.0, text="Waiting for another large run on this server to finish...")
-    try:
-        result = engine.simulate(scenario, progress=lambda share: bar.progress(
-            min(share, 1.0), text=f"Simulating... {min(share, 1.0):.0%} of the requests have arrived"))
-    finally:
-        if large:
-            _large_runs().release()
-        bar.empty()
+    place = st.empty()  # where the page says it waits to take its turn back after a large run
+    with turns.PAGES.aside(turns.waiting_notice(place)) if large else contextlib.nullcontext():
+        bar = st.progress(0.0, text="Simulating...")
+        # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.
+        while large and not _large_runs().acquire(timeout=0.5):
+            bar.progress(0.0, text="Waiting for another large run on this server to finish...")
+        try:
+            result = engine.simulate(scenario, progress=lambda share: bar.progress(
+                min(share, 1.0), text=f"Simulating... {min(share, 1.0):.0%} of the requests have arrived"))
+        finally:
+            if large:
+                _large_runs().release()
+            bar.empty()
+    place.empty()
     return Run(result.summary, result.requests, result.timeseries)
 
 
@@ -182,8 +187,7 @@ def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple
         [apply_overrides(base, overrides) for overrides, _ in variants],
         lambda done, total: bar.progress(done / total, text=f"{text} {done}/{total}"))
     bar.empty()
-    return pd.concat([tagged_metrics(s, **tags) for s, (_, tags) in zip(summaries, variants) if s is not None],
-                     ignore_index=True), note
+    return tagged_frame([(s, tags) for s, (_, tags) in zip(summaries, variants) if s is not None]), note
 
 
 def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:

@@ -1,0 +1,95 @@
+"""A session of the app over Streamlit's own protocol, as the browser speaks it, without a browser.
+
+A ``rerun_script`` back message (the page's query string, the widget values changed) goes up the
+``/_stcore/stream`` websocket; forward messages come back until ``script_finished``. The server does exactly
+the work a browser's session costs it, and nothing draws the page: the concurrency test and
+``bench/bench_sessions.py`` measure the server alone with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Callable, TypeVar
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from websockets.sync.client import connect
+
+TIMEOUT_S = 600
+T = TypeVar("T")
+
+
+class Session:
+    """One session: ``run`` asks for a script run and waits for it; the sliders it was sent are kept by label,
+    and the page's query string as the app last set it."""
+
+    def __init__(self, url: str):
+        self._open = contextlib.ExitStack()  # the websocket client wants to be closed as a context
+        self.ws = self._open.enter_context(connect(url.replace("http", "ws", 1) + "/_stcore/stream",
+                                                   subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S))
+        self.query_string, self.sliders, self.sent = "", {}, {}
+
+    def close(self) -> None:
+        self._open.close()
+
+    def run(self, query: str | None = None, page: str = "", widgets: dict[str, float] | None = None
+            ) -> tuple[float, bytes]:
+        """Run the page (``query``: its query string, default the last one the app set; ``widgets``: slider
+        values by widget id): seconds until the run finished successfully, and every message received."""
+        request = BackMsg()
+        request.rerun_script.query_string = self.query_string if query is None else query
+        request.rerun_script.page_name = page
+        for widget_id, value in (widgets or {}).items():
+            widget = request.rerun_script.widget_states.widgets.add()
+            widget.id = widget_id
+            widget.double_array_value.data.append(value)
+        started = time.monotonic()
+        self.ws.send(request.SerializeToString())
+        received = []
+        while True:
+            raw = self.ws.recv(timeout=TIMEOUT_S)
+            received.append(raw)
+            message = ForwardMsg()
+            message.ParseFromString(raw)
+            kind = message.WhichOneof("type")
+            if kind == "page_info_changed":
+                self.query_string = message.page_info_changed.query_string
+            elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
+                element = message.delta.new_element
+                if element.WhichOneof("type") == "slider":
+                    self.sliders[element.slider.label] = element.slider
+            elif kind == "script_finished":
+                assert message.script_finished in (ForwardMsg.FINISHED_SUCCESSFULLY,
+                                                   ForwardMsg.FINISHED_EARLY_FOR_RERUN), message.script_finished
+                if message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+                    return time.monotonic() - started, b"".join(received)
+
+    def step_slider(self, label: str) -> float:
+        """Move a slider one step up, as the arrow key does in the browser: seconds until the page finished."""
+        slider = self.sliders[label]
+        value = self.sent.get(slider.id, list(slider.default)[0]) + slider.step
+        self.sent[slider.id] = value
+        return self.run(widgets={slider.id: value})[0]
+
+
+def open_page(url: str, query: str = "", page: str = "") -> tuple[float, bytes]:
+    """One new session opening one page: (seconds until the script finished, every message it received)."""
+    session = Session(url)
+    try:
+        return session.run(query, page)
+    finally:
+        session.close()
+
+
+def all_at_once(tasks: list[Callable[[], T]]) -> list[T]:
+    """Run every task (a session's page) in its own thread at the same moment; their results in order."""
+    results: list = [None] * len(tasks)
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, tasks[i]())) for i in range(len(tasks))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert None not in results, "every session got its page"
+    return results

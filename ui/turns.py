@@ -1,0 +1,113 @@
+"""Page runs take turns, first come first served, a few at a time.
+
+Each session's script runs in its own thread, and most of a page's time is Python, which runs one thread at
+a time (only the compiled loop runs beside it). When many sessions open pages at once, letting every run go
+shares the interpreter among all of them, and every page finishes at about the time the last does (20
+sessions opening the Lab on 2 cores: all twenty after about 15 s). Taking turns, ``slots`` at a time (one
+per core, at least two, so that one run's Python overlaps another's compiled loop), the first pages come
+back within a second or two and half of them in half that time; the total is the same. A waiting page says
+how many pages are ahead of it, and stays responsive: its user's next change stops the wait. A page that runs
+a large scenario steps aside while the compiled loop runs it (``Turns.aside``), so that two such pages never
+hold every turn for a minute.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import streamlit as st
+
+from engine.parallel import cores
+
+POLL_S = 0.5  # how often a waiting run tells its page where it stands (and lets Streamlit stop it)
+
+
+class Turns:
+    """First come, first served admission of at most ``slots`` runs at a time."""
+
+    def __init__(self, slots: int):
+        self.slots = slots
+        self._cond = threading.Condition()
+        self._queue: deque[object] = deque()
+        self._running = 0
+        self._held = threading.local()  # whether the current thread holds a turn
+
+    def run(self, body: Callable[[], None], waiting: Callable[[int], None]) -> None:
+        """Run ``body`` once admitted; until then call ``waiting(pages_ahead)`` every ``POLL_S`` (it may raise
+        to give up the place: Streamlit stops a script that way when its user changes something)."""
+        self._admit(waiting, first=False)
+        self._held.turn = True
+        try:
+            body()
+        finally:
+            if self._held.turn:  # not when the page was stopped while waiting to take its turn back
+                self._held.turn = False
+                self._leave()
+
+    @contextmanager
+    def aside(self, waiting: Callable[[int], None]) -> Iterator[None]:
+        """Give the current turn to the next page while the block runs (a long run in the compiled loop, or a
+        wait for one, needs no interpreter), then take it back first in the queue. Outside a turn: nothing."""
+        if not getattr(self._held, "turn", False):
+            yield
+            return
+        self._held.turn = False
+        self._leave()
+        try:
+            yield
+        finally:
+            self._admit(waiting, first=True)
+            self._held.turn = True
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
+
+    def _admit(self, waiting: Callable[[int], None], first: bool) -> None:
+        """Wait in the queue (at its end, or ``first``) until admitted."""
+        ticket = object()
+        with self._cond:
+            (self._queue.appendleft if first else self._queue.append)(ticket)
+        admitted = False
+        try:
+            while True:
+                with self._cond:
+                    ahead = self._queue.index(ticket) + self._running
+                    if self._queue[0] is ticket and self._running < self.slots:
+                        self._queue.popleft()
+                        self._running += 1
+                        admitted = True
+                        break
+                    self._cond.wait(POLL_S)
+                waiting(ahead - self.slots + 1)
+        finally:
+            if not admitted:
+                with self._cond:
+                    self._queue.remove(ticket)
+                    self._cond.notify_all()
+
+
+PAGES = Turns(max(2, cores()))
+
+
+def in_turn(body: Callable[[], None]) -> None:
+    """Run a page (``body``) in its turn; meanwhile the page says how many are ahead."""
+    notice = st.empty()
+
+    def admitted() -> None:
+        notice.empty()
+        body()
+
+    PAGES.run(admitted, waiting_notice(notice))
+
+
+def waiting_notice(place) -> Callable[[int], None]:
+    """What a waiting page shows in ``place`` (an ``st.empty``) while ``ahead`` pages go first."""
+    def waiting(ahead: int) -> None:
+        place.info(f"This server is busy: {ahead} page{'s' if ahead != 1 else ''} ahead of this one, then it runs. "
+                   "Your changes are kept.", icon=":material/hourglass_top:")
+    return waiting
