@@ -1,4 +1,4 @@
-"""Command-line interface: ``python -m engine run|shapes|size|hardware SCENARIO.toml [...]`` and
+"""Command-line interface: ``python -m engine run|shapes|size|plan|hardware SCENARIO.toml [...]`` and
 ``python -m engine keys``.
 
 Invalid input ends with exit code 2 and one line naming the problem, never a traceback.
@@ -17,17 +17,20 @@ import pandas as pd
 from .bench_results import read_result
 from .calibration import badge
 from .calibration_store import save
-from .caps import caps_with, limits_fields
+from .caps import DEFAULT_CAPS, caps_with, limits_fields
 from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards,
                    offer_hosting_problem, offers_for, unit_costs)
 from .errors import ScenarioError, printable
-from .metric_table import FRACTION, metric, money_range
+from .metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .registry import TRACE_FORMATS
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
 from .origin import Origin
 from .simulate import Result, load_text, simulate, stop_explanation, warm_up
-from .sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
+from .sizing import cheapest_fleets, fleet_shapes
+from .plan_text import plan_text
+from .planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
+from .targets import TARGET_METRICS, Target, parse_target
 from .steptime import decode_step_s_nb, prefill_s
 from .summary import Summary
 from .traces import guess_trace_format
@@ -63,10 +66,27 @@ def _parser() -> argparse.ArgumentParser:
     size = sub.add_parser("size", help="the cheapest rental of every offer that meets a latency target")
     _scenario_arguments(size)
     size.add_argument("--target-class", default=OVERALL, help=f"class the target applies to (default {OVERALL})")
-    size.add_argument("--metric", default="ttft_p99_ms", choices=TARGET_METRICS)
+    size.add_argument("--metric", default="ttft_p99_ms", choices=LATENCY_KEYS)
     size.add_argument("--max-ms", type=float, required=True, help="the metric must stay at or below this")
     size.add_argument("--max-replicas", type=int, default=16, help="largest fleet tried per GPU")
     _offer_arguments(size)
+    plan = sub.add_parser("plan", help="the cheapest rental, fleet and policy that meet every target")
+    _scenario_arguments(plan)
+    plan.add_argument("--target", dest="targets", action="append", required=True, metavar="CLASS.METRIC=VALUE",
+                      help="a target, e.g. interactive.ttft_p99_ms=1000 (latencies at most; sla_attainment and "
+                           f"throughputs at least; metrics: {', '.join(TARGET_METRICS)}; repeatable)")
+    plan.add_argument("--gpus", help="comma-separated GPUs to consider (default: every GPU with an offer)")
+    plan.add_argument("--offers", help="comma-separated offers to consider (default: every offer)")
+    plan.add_argument("--policies", help="comma-separated policies to try (default: the scenario's)")
+    plan.add_argument("--billing", choices=tuple(PLAN_BILLING), default="monthly",
+                      help="hourly and monthly: the offer's own price (per hour or per month, no commitment); "
+                           "annual: the annual prepay discount")
+    plan.add_argument("--currency", choices=CURRENCIES, default="USD")
+    plan.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
+    plan.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="runs per decision, each with its own seed")
+    plan.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
+    plan.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
+    plan.add_argument("--json", metavar="PATH", help="write the answer as JSON to PATH ('-' = stdout, no table)")
     hardware = sub.add_parser("hardware", help="memory of one card, KV capacity and iteration times (roofline)")
     _scenario_arguments(hardware)
     calibrate = sub.add_parser("calibrate", help="replay your benchmark results, compare them with the simulator "
@@ -237,10 +257,36 @@ def _size(args: argparse.Namespace) -> int:
                             args.max_replicas, origin=scenario.origin)
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60,
                            "display.float_format", "{:,.2f}".format):
-        print(f"cheapest fleet per offer with {target.cls} {target.metric} <= {target.limit_ms:g} ms on "
+        print(f"cheapest fleet per offer with {target.describe()} on "
               f"{scenario.name!r} ({scenario.workload.num_requests or 'all'} requests, policy "
               f"{scenario.policy.name}); prices per month in {args.currency}, {args.billing}")
         print(frame.to_string(index=False))
+    return 0
+
+
+PLAN_BILLING = {"hourly": BILLING_MODES[0], "monthly": BILLING_MODES[0], "annual": BILLING_MODES[1]}
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
+
+
+def _plan(args: argparse.Namespace) -> int:
+    scenario = _load(args)
+    question = Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
+                        _names(args.policies), PLAN_BILLING[args.billing], args.currency, args.cny_per_usd,
+                        args.seeds, args.requests, args.max_replicas)
+    progress = None if args.json == "-" else (lambda done, total: print(
+        f"\rsizing configurations: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True))
+    answer = plan(scenario_to_dict(scenario), question, scenario.origin, progress)
+    if args.json:
+        text = json.dumps(answer, indent=2)
+        if args.json == "-":
+            print(text)
+            return 0
+        Path(args.json).write_text(text)
+    print(plan_text(answer, f"Plan for {scenario.name!r}: {question.requests:,} requests x {question.seeds} seeds "
+                            f"per decision; targets: {'; '.join(t.describe() for t in question.targets)}"))
     return 0
 
 
@@ -304,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             print(f"compiled and cached: {warm_up()} presets simulated in {time.perf_counter() - started:.1f} s")
             return 0
-        return {"run": _run, "shapes": _shapes, "size": _size, "hardware": _hardware,
+        return {"run": _run, "shapes": _shapes, "size": _size, "plan": _plan, "hardware": _hardware,
                 "calibrate": _calibrate}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)

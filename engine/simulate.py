@@ -107,6 +107,13 @@ def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capac
     return (n - 1) / span_s * work_s / scenario.fleet.replicas
 
 
+def estimated_offered_load(scenario: Scenario) -> float:
+    """``offered_load`` of the scenario's workload, without simulating it (the planner prunes fleets with it:
+    replicas whose estimate is 1 or more are unstable by definition)."""
+    prepared = prepare(scenario)
+    return offered_load(scenario, prepared.requests, prepared.step, prepared.capacity_tokens)
+
+
 def _deadlines_s(scenario: Scenario, requests: RequestArrays) -> np.ndarray:
     timeout_s = np.array([c.timeout_ms / 1000.0 if c.timeout_ms else np.inf for c in scenario.workload.classes])
     return requests.arrival_s + timeout_s[requests.class_id]

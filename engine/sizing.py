@@ -4,23 +4,22 @@ latency target ("which rental is cheapest that meets a P99 of 1 s at 50 req/s?")
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 import pandas as pd
 
-from .config import OVERALL, apply_overrides, load_scenario
+from .config import apply_overrides, load_scenario
 from .calibration import status
 from .calibration_store import with_gpu
 from .cost import DeploymentCost, deployment_cost, fleet_cards, offer_hosting_problem, unit_costs
-from .errors import ScenarioError, excerpt
-from .metric_table import LATENCY_KEYS, metric
+from .errors import ScenarioError
+from .metric_table import metric
 from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
 from .parallel import run_all
 from .registry import TP_DEGREES
-from .summary import Summary
 from .sweep import run_summary
+from .targets import Target
 
 
 SHAPE_METRICS = ("completed", "timed_out", "ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "e2e_p99_ms", "sla_attainment",
@@ -78,34 +77,6 @@ def smallest_tensor_parallel(data: dict, origin: Origin = Origin()) -> int | Non
         return smallest_fitting_tensor_parallel(load_scenario(data, origin=origin).server)
     except ScenarioError:
         return None
-
-
-TARGET_METRICS = LATENCY_KEYS  # the latency statistics a target may bound (engine.metric_table)
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a fleet must achieve: latency ``metric`` (``TARGET_METRICS``, e.g. ``ttft_p99_ms``) of class
-    ``cls`` (or ``overall``) at most ``limit_ms``, on a run that drains."""
-
-    cls: str
-    metric: str
-    limit_ms: float
-
-    def __post_init__(self) -> None:
-        if self.metric not in TARGET_METRICS:
-            raise ScenarioError(f"target metric {self.metric!r} is not one of {', '.join(TARGET_METRICS)}")
-        if not self.limit_ms > 0:
-            raise ScenarioError(f"target limit {self.limit_ms} ms must be > 0")
-
-    def met(self, summary: Summary) -> tuple[bool, float | None]:
-        """(met, value) on one run's summary."""
-        if self.cls != OVERALL and self.cls not in summary["classes"]:
-            raise ScenarioError(f"target class {excerpt(self.cls)} is not a class; classes are "
-                                f"{', '.join(summary['classes'])} (or overall)")
-        block = summary["overall"] if self.cls == OVERALL else summary["classes"][self.cls]
-        value = metric(self.metric).value(block)
-        return value is not None and value <= self.limit_ms and not summary["system"]["unstable"], value
 
 
 def fewest_replicas(data: dict, target: Target, max_replicas: int, run: Callable[[dict], dict]) -> tuple:

@@ -22,9 +22,10 @@ from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_P
                          cost_columns, fleet_cards)
 from engine.hardware import (GIB, RooflineProfile, card_memory, gpu_row, is_slice, kv_capacity_tokens, load_table,
                              memory_convention, roofline_profile, roofline_step_params)
-from engine.metric_table import metric, money_range, round_money
+from engine.metric_table import LATENCY_KEYS, metric, money_range, round_money
 from engine.policies import POLICY_LABELS
-from engine.sizing import TARGET_METRICS, Target, cheapest_fleets, fleet_shapes
+from engine.sizing import cheapest_fleets, fleet_shapes
+from engine.targets import Target
 from engine.sweep import sweep_rates
 from engine.steptime import decode_step_s_nb, prefill_s
 from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, tables, text, view
@@ -245,12 +246,12 @@ def cheapest_section(data: dict) -> None:
     classes = [c["name"] for c in data["workload"]["classes"]]
     cols = st.columns([2, 2, 2, 1])
     view.choice("hw_target_class", [*classes, OVERALL], classes[0])
-    view.choice("hw_target_metric", TARGET_METRICS, "ttft_p99_ms")
+    view.choice("hw_target_metric", LATENCY_KEYS, "ttft_p99_ms")
     view.number("hw_target_ms", 1.0, 1e7, 1000.0)
     view.number("hw_target_replicas", 1, APP_ORIGIN.caps.replicas, 16, integer=True)
     view.flag("hw_find")
     cls = cols[0].selectbox("Class", [*classes, OVERALL], key="hw_target_class")
-    metric_key = cols[1].selectbox("Latency", TARGET_METRICS, format_func=lambda k: metric(k).label,
+    metric_key = cols[1].selectbox("Latency", LATENCY_KEYS, format_func=lambda k: metric(k).label,
                                    key="hw_target_metric")
     limit_ms = cols[2].number_input("At most (ms)", 1.0, 1e7, step=100.0, key="hw_target_ms", format="%g")
     max_replicas = cols[3].number_input("Replicas up to", 1, APP_ORIGIN.caps.replicas, step=1,

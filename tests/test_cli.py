@@ -104,10 +104,38 @@ def test_hardware_describes_memory_and_iterations():
     assert fixed.returncode == 2 and "roofline" in fixed.stderr
 
 
+def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
+    scenario = str(SCENARIOS / "article_mixed_8xa100.toml")
+    common = ("--target", "interactive.ttft_p99_ms=1000", "--gpus", "A100-80G,H100-80G", "--requests", "600",
+              "--seeds", "2")
+    done = cli("plan", scenario, *common, "--currency", "CNY", "--billing", "annual", "--json", str(tmp_path / "p.json"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Plan for 'article") and "targets: interactive TTFT p99 <= 1.00 s" in lines[0]
+    assert lines[1].startswith("Recommendation: ") and " CNY per month (annual prepay)" in lines[1]
+    assert "nan" not in done.stdout.lower() and max(len(line) for line in lines) < 300
+    answer = json.loads((tmp_path / "p.json").read_text())
+    assert set(answer) >= {"recommendation", "alternatives", "not_possible", "run"}
+    assert set(answer["run"]) == {"wall_s", "evaluations", "workers"}
+    best = answer["recommendation"]
+    assert set(best) >= {"offer", "gpu", "tensor_parallel", "replicas", "cards", "router", "policy", "calibrated",
+                         "monthly_cost", "cost_per_1m_output_tokens", "headroom_rate_per_s", "metrics"}
+    assert best["cards"] == best["replicas"] * best["tensor_parallel"] and best["monthly_cost"]["currency"] == "CNY"
+    assert set(best["metrics"]) == {"interactive", "offline", "overall"}
+    assert set(best["metrics"]["interactive"]) >= {"ttft_ms", "sla_attainment", "output_tokens_per_s"}
+    piped = cli("plan", scenario, *common, "--json", "-")
+    assert piped.returncode == 0 and json.loads(piped.stdout)["recommendation"]["gpu"] == best["gpu"]
+    for bad, message in ((("--target", "interactive.ttft_p99=1000"), "target metric 'ttft_p99' is not one of"),
+                         (("--target", "vip.ttft_p99_ms=1000"), "target class 'vip' is not a class"),
+                         (("--target", "interactive.ttft_p99_ms=1000", "--gpus", "A100"), "GPU 'A100' is not one of")):
+        refused = cli("plan", scenario, *bad)
+        assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
 def test_size_lists_offers_cheapest_first():
     done = cli("size", str(SCENARIOS / "article_mixed_8xa100.toml"), "--set", "workload.num_requests=800",
                "--target-class", "interactive", "--max-ms", "1000", "--currency", "USD")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("cheapest fleet per offer with interactive ttft_p99_ms <= 1000 ms")
+    assert done.stdout.startswith("cheapest fleet per offer with interactive TTFT p99 <= 1.00 s")
     bad = cli("size", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target-class", "vip", "--max-ms", "10")
     assert bad.returncode == 2 and "target class 'vip' is not a class" in bad.stderr

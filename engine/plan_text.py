@@ -1,0 +1,82 @@
+"""The planner's answer as text for a terminal: the recommendation in one paragraph, the alternatives as a
+table with one unit per column (no NaN: "—" where there is no value), and what could not be sized."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .metric_table import metric, money_range, money_text
+
+ALTERNATIVES_SHOWN = 12
+
+
+def target_text(entry: dict) -> str:
+    """One target's mean over the seeds and its 95% confidence interval: "812 ms (790 ms–840 ms)"."""
+    m = metric(entry["metric"])
+    low, high = entry["ci95"]
+    interval = f" ({m.text(low)}–{m.text(high)})" if low is not None and high is not None else ""
+    return m.text(entry["value"]) + interval
+
+
+def shape(plan: dict) -> str:
+    return f"{plan['replicas']} x TP{plan['tensor_parallel']}"
+
+
+def summary_line(plan: dict) -> str:
+    """The recommendation in words."""
+    cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
+    targets = "; ".join(f"{t['class']} {metric(t['metric']).label} {target_text(t)}" for t in plan["targets"])
+    headroom = (f"; meets the targets up to {plan['headroom_rate_per_s']:,.2f} req/s"
+                if plan["headroom_rate_per_s"] is not None else "")
+    same = f" (as good: {', '.join(plan['same_fleet_policies'])})" if plan["same_fleet_policies"] else ""
+    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards), policy "
+            f"{plan['policy']['name']}{same}, router {plan['router']}: {money_range((cost['low'], cost['high']), cost['currency'])}"
+            f" per month ({cost['billing']}), {money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
+            f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
+
+
+def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
+    rows = []
+    for plan in plans:
+        cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
+        rows.append({
+            "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "cards": plan["cards"],
+            "policy": "/".join([plan["policy"]["name"], *plan["same_fleet_policies"]]),
+            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
+            f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
+            **{t["target"]: target_text(t) for t in plan["targets"]},
+            "headroom (req/s)": f"{plan['headroom_rate_per_s']:,.2f}" if plan["headroom_rate_per_s"] else "—",
+            "step times": plan["step_times"] + ("" if plan["calibrated"] else " (estimate)"),
+        })
+    return pd.DataFrame(rows)
+
+
+def plan_text(answer: dict, title: str) -> str:
+    """The whole answer, for printing."""
+    lines = [title]
+    best = answer["recommendation"]
+    if best is None:
+        lines.append("No fleet meets every target within the search; see why below.")
+    else:
+        lines.append("Recommendation: " + summary_line(best))
+        cheaper = [p for p in answer["alternatives"] if not p["calibrated"] and
+                   p["monthly_cost"]["low"] < best["monthly_cost"]["low"]]
+        if cheaper and best["calibrated"]:
+            lines.append(f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}")
+        elif not best["calibrated"]:
+            lines.append("No plan on a GPU with measured step times meets the targets: this one rests on an "
+                         "estimate; measure it (python -m engine calibrate) before renting.")
+    if answer["alternatives"]:
+        shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
+        lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")
+        with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
+            lines.append(alternatives_frame(shown).to_string(index=False))
+    if answer["not_possible"]:
+        lines.append("\nNot possible:")
+        for item in answer["not_possible"]:
+            where = item["gpu"] + (f" TP{item['tensor_parallel']} ({', '.join(item['policies'])})"
+                                   if "policies" in item else "")
+            lines.append(f"  {where}: {item['note']}")
+    run = answer["run"]
+    lines.append(f"\n{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run['workers']} cores")
+    return "\n".join(lines)

@@ -1,0 +1,355 @@
+"""The planner: the cheapest rental, fleet and policy that meet every target on a workload.
+
+Search space: every GPU with an offer (or those asked for) x every tensor-parallel degree at which the model
+fits and some offer's machines host the group x the policies asked for (default: the scenario's) x replicas.
+Per GPU and degree the policy that needs the fewest replicas is kept (ties: the one with the most to spare on
+its tightest target), and the others that do as well are named beside it.
+For each configuration the replicas start at the analytic bound (the fewest whose estimated offered load is
+under 1: fewer are unstable by definition) and grow by doubling, then bisection, to the fewest that meet every
+target on every one of ``seeds`` runs (same requests per run, seeds ``seed``, ``seed + 1``, ...): a p99 near
+its limit must hold on each draw, not on a lucky one, so that the same question always gets the same answer
+and fresh seeds confirm it. Each configuration is then priced through every offer that can host it.
+
+The recommendation is the cheapest plan whose step times are calibrated; cheaper plans on GPUs timed by an
+estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's
+mean over the seeds with a 95% confidence interval; the recommendation and the first ``HEADROOM_PLANS``
+alternatives also their headroom: the highest arrival rate at which the same fleet still meets every target
+(bisection, synthetic arrivals only).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .calibration import status
+from .calibration_store import with_gpu
+from .caps import DEFAULT_CAPS
+from .config import OVERALL, apply_overrides, load_scenario
+from .cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, \
+    offer_hosting_problem, unit_costs
+from .errors import ScenarioError, excerpt
+from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
+from .origin import Origin
+from .parallel import cores, run_all
+from .registry import POLICY_CODES, TP_DEGREES
+from .simulate import estimated_offered_load, simulate
+from .summary import Summary
+from .targets import Target
+
+DEFAULT_SEEDS = 3
+DEFAULT_REQUESTS = 3000  # per run; each decision rests on ``seeds`` of them
+HEADROOM_STEPS = 6  # bisection steps on the arrival rate: the headroom to within 1/64 of the searched span
+HEADROOM_PLANS = 12  # alternatives after the recommendation whose headroom is searched (each costs a bisection)
+T_95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}  # t(0.975, n-1)
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the planner is asked: targets, where to look, how to price and how sure to be."""
+
+    targets: tuple[Target, ...]
+    gpus: tuple[str, ...] = ()  # empty: every GPU with an offer
+    offers: tuple[str, ...] = ()  # empty: every offer
+    policies: tuple[str, ...] = ()  # empty: the scenario's policy
+    billing: str = BILLING_MODES[0]
+    currency: str = CURRENCIES[0]
+    cny_per_usd: float = CNY_PER_USD_DEFAULT
+    seeds: int = DEFAULT_SEEDS
+    requests: int = DEFAULT_REQUESTS
+    max_replicas: int = DEFAULT_CAPS.replicas
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise ScenarioError("the planner needs at least one target: --target CLASS.METRIC=VALUE")
+        if not 2 <= self.seeds <= max(T_95):
+            raise ScenarioError(f"seeds = {self.seeds} must be from 2 to {max(T_95)} (a confidence interval needs 2)")
+        if not 1 <= self.max_replicas <= DEFAULT_CAPS.replicas:
+            raise ScenarioError(f"max replicas = {self.max_replicas} must be from 1 to {DEFAULT_CAPS.replicas}")
+        DEFAULT_CAPS.check("requests_per_run", "requests per run", self.requests)
+        if self.requests < 100:
+            raise ScenarioError(f"requests per run = {self.requests} must be at least 100 for a p99 to mean anything")
+        for name in self.policies:
+            if name not in POLICY_CODES:
+                raise ScenarioError(f"policy {excerpt(name)} is not one of {', '.join(POLICY_CODES)}")
+        offers = load_table("offers")
+        for offer in self.offers:
+            if offer not in offers.index:
+                raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
+        for gpu in self.gpus:
+            if gpu not in gpu_names():
+                raise ScenarioError(f"GPU {excerpt(gpu)} is not one of {', '.join(gpu_names())}")
+        deployment_cost(offers.index[0], 1, self.billing, self.currency, self.cny_per_usd)  # checks the pricing
+
+
+@dataclass(frozen=True)
+class Config:
+    """One fleet configuration before its size is known."""
+
+    gpu: str
+    tensor_parallel: int
+    policy: str
+
+
+@dataclass
+class Evidence:
+    """The runs of one configuration at one size (and arrival-rate factor), one summary per seed."""
+
+    summaries: list[Summary]
+    met: bool
+
+    def target_values(self, target: Target) -> list[float | None]:
+        return [target.value(s) for s in self.summaries]
+
+
+@dataclass
+class Search:
+    """Runs already made for one question (each (config, replicas, rate factor) once), and how many."""
+
+    data: dict
+    question: Question
+    origin: Origin
+    runs: dict = field(default_factory=dict)
+    count: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def scenario(self, config: Config, replicas: int, seed_offset: int = 0, rate_factor: float = 1.0) -> dict:
+        data = apply_overrides(with_gpu(self.data, config.gpu), {
+            "server.tensor_parallel": config.tensor_parallel, "fleet.replicas": replicas,
+            "policy.name": config.policy, "workload.num_requests": self.question.requests,
+            "seed": int(self.data.get("seed", 0)) + seed_offset})
+        if rate_factor != 1.0:
+            rate = data["workload"]["arrival"]["rate_per_s"]
+            data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
+        return data
+
+    def evidence(self, config: Config, replicas: int, rate_factor: float = 1.0) -> Evidence:
+        """Every seed's run of the configuration at this size (stops at the first seed that misses a target:
+        the configuration then fails, whatever the others say)."""
+        key = (config, replicas, rate_factor)
+        if key in self.runs:
+            return self.runs[key]
+        summaries = []
+        for k in range(self.question.seeds):
+            summary = simulate(load_scenario(self.scenario(config, replicas, k, rate_factor),
+                                             origin=self.origin)).summary
+            with self._lock:
+                self.count += 1
+            summaries.append(summary)
+            if not all(t.met(summary)[0] for t in self.question.targets):
+                break
+        evidence = Evidence(summaries, len(summaries) == self.question.seeds and
+                            all(t.met(s)[0] for s in summaries for t in self.question.targets))
+        self.runs[key] = evidence
+        return evidence
+
+    def replica_bound(self, config: Config) -> int:
+        """The fewest replicas whose estimated offered load is under 1."""
+        load = estimated_offered_load(load_scenario(self.scenario(config, 1), origin=self.origin))
+        return max(1, math.floor(load) + 1)
+
+    def fewest(self, config: Config) -> tuple[int, Evidence] | str:
+        """The fewest replicas meeting every target on every seed, with their runs; or why there are none."""
+        low = self.replica_bound(config)
+        if low > self.question.max_replicas:
+            return f"needs more than {self.question.max_replicas} replicas (estimated offered load of one: {low - 1}+)"
+        failed, size = low - 1, low
+        while True:
+            evidence = self.evidence(config, size)
+            if evidence.met:
+                break
+            if size >= self.question.max_replicas:
+                return f"misses a target with {self.question.max_replicas} replicas"
+            failed, size = size, min(2 * size, self.question.max_replicas)
+        best = (size, evidence)
+        while best[0] - failed > 1:
+            middle = (failed + best[0]) // 2
+            evidence = self.evidence(config, middle)
+            if evidence.met:
+                best = (middle, evidence)
+            else:
+                failed = middle
+        return best
+
+    def headroom_factor(self, config: Config, replicas: int) -> float | None:
+        """The highest arrival-rate factor (1 = the workload's rate) at which the fleet still meets every target,
+        by bisection up to where its estimated offered load reaches 1; None for a replayed trace."""
+        if self.data["workload"].get("trace"):
+            return None
+        load = estimated_offered_load(load_scenario(self.scenario(config, replicas), origin=self.origin))
+        low, high = 1.0, 1.0 / load if load > 0 else 4.0
+        for _ in range(HEADROOM_STEPS):
+            middle = round((low + high) / 2, 6)  # rounded: the same factors on every run of the same question
+            if self.evidence(config, replicas, middle).met:
+                low = middle
+            else:
+                high = middle
+        return low
+
+
+def configurations(data: dict, question: Question, origin: Origin) -> tuple[list[Config], list[dict]]:
+    """Every configuration worth sizing, and a note for each GPU left out and why."""
+    offers = load_table("offers")
+    if question.offers:
+        offers = offers.loc[list(question.offers)]
+    gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names() and (not question.gpus or g in question.gpus)]
+    if not gpus:
+        raise ScenarioError("no GPU has an offer among those asked for: widen --gpus or --offers")
+    policies = question.policies or (data.get("policy", {}).get("name", "fifo"),)
+    configs, skipped = [], []
+    for gpu in gpus:
+        try:
+            smallest = smallest_fitting_tensor_parallel(load_scenario(with_gpu(data, gpu), origin=origin).server)
+        except ScenarioError as exc:
+            skipped.append({"gpu": gpu, "note": str(exc)})
+            continue
+        if smallest is None:
+            skipped.append({"gpu": gpu, "note": "the model does not fit on one slice (slices cannot be combined)"
+                            if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"})
+            continue
+        gpu_offers = offers[offers["gpu"] == gpu].index
+        degrees = [tp for tp in TP_DEGREES if tp >= smallest and (tp == 1 or not is_slice(gpu))
+                   and any(offer_hosting_problem(o, tp) is None for o in gpu_offers)]
+        if not degrees:
+            skipped.append({"gpu": gpu, "note": offer_hosting_problem(gpu_offers[0], smallest)})
+            continue
+        configs += [Config(gpu, tp, policy) for tp in degrees for policy in policies]
+    return configs, skipped
+
+
+def calibrated(data: dict, gpu: str) -> bool:
+    """True when the GPU's step times rest on measurements: a saved calibration of its family, or the shipped
+    table's family with enough measurements (a slice is timed as its share of a card: never measured)."""
+    if is_slice(gpu):
+        return False
+    return bool(with_gpu(data, gpu)["server"].get("calibration")) or status(gpu).startswith("calibrated")
+
+
+def confidence_95(values: list[float | None]) -> tuple[float | None, float | None, float | None]:
+    """(mean, low, high) of a 95% confidence interval on the mean over seeds (Student's t), its low end at 0 at
+    the least (every target metric is a latency, a share or a rate); Nones without values."""
+    shown = [v for v in values if v is not None]
+    if len(shown) < 2:
+        return (shown[0], None, None) if shown else (None, None, None)
+    mean = statistics.fmean(shown)
+    half = T_95[len(shown)] * statistics.stdev(shown) / math.sqrt(len(shown))
+    return mean, max(0.0, mean - half), mean + half
+
+
+def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Target, ...]) -> list:
+    """Per GPU and tensor-parallel degree, the policy that needs the fewest replicas, ties going to the one with
+    the most to spare on its tightest target (then to the order asked): [(config, (replicas, evidence), the other
+    policies that meet the targets with as many replicas)]."""
+    def spare(evidence: Evidence) -> float:
+        return min(t.slack(confidence_95(evidence.target_values(t))[0]) for t in targets)
+
+    groups: dict[tuple[str, int], list[Config]] = {}
+    for config in sized:
+        groups.setdefault((config.gpu, config.tensor_parallel), []).append(config)
+    chosen = []
+    for members in groups.values():
+        best = min(members, key=lambda c: (sized[c][0], -spare(sized[c][1])))
+        same = [c.policy for c in members if c is not best and sized[c][0] == sized[best][0]]
+        chosen.append((best, sized[best], same))
+    return chosen
+
+
+def add_headroom(search: Search, plans: list[dict]) -> None:
+    """Fill in ``headroom_rate_per_s`` of these plans (one bisection per distinct fleet, on all cores)."""
+    fleets = list(dict.fromkeys((Config(p["gpu"], p["tensor_parallel"], p["policy"]["name"]), p["replicas"])
+                                for p in plans))
+    factors = dict(zip(fleets, run_all(lambda fleet: search.headroom_factor(*fleet), fleets)))
+    rate = search.data["workload"].get("arrival", {}).get("rate_per_s")
+    for p in plans:
+        factor = factors[(Config(p["gpu"], p["tensor_parallel"], p["policy"]["name"]), p["replicas"])]
+        p["headroom_rate_per_s"] = factor * rate if factor is not None and rate else None
+
+
+def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str) -> dict:
+    """One priced plan: the JSON contract's P."""
+    q, data = search.question, search.data
+    cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
+    cost = deployment_cost(offer, cards, q.billing, q.currency, q.cny_per_usd)
+    per_million = [[unit_costs(cost.per_hour[end], s["overall"])["per_million_output_tokens"]
+                    for s in evidence.summaries] for end in (0, 1)]
+    first = evidence.summaries[0]
+    targets = []
+    for target in q.targets:
+        mean, low, high = confidence_95(evidence.target_values(target))
+        targets.append({"target": target.describe(), "class": target.cls, "metric": target.key, "limit": target.limit,
+                        "value": mean, "ci95": [low, high]})
+    return {
+        "offer": offer, "gpu": config.gpu, "tensor_parallel": config.tensor_parallel, "replicas": replicas,
+        "cards": cards, "router": load_scenario(search.scenario(config, replicas), origin=search.origin).fleet.router,
+        "policy": {"name": config.policy}, "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
+        "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
+                         "billing": q.billing, "estimate": bool(cost.estimate)},
+        "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
+        "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
+        "targets": targets,
+        "metrics": {**first["classes"], OVERALL: first["overall"]},
+        "gpu_busy_frac": first["system"]["gpu_busy_frac"],
+    }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    shown = [v for v in values if v is not None]
+    return statistics.fmean(shown) if shown else None
+
+
+def rank(plans: list[dict]) -> list[dict]:
+    """Cheapest first (low end of the monthly cost, then its high end, then fewer cards); ties keep their order."""
+    return sorted(plans, key=lambda p: (p["monthly_cost"]["low"], p["monthly_cost"]["high"], p["cards"]))
+
+
+def recommend(ranked: list[dict]) -> tuple[Optional[dict], list[dict]]:
+    """The recommendation (the cheapest calibrated plan, else the cheapest) and the alternatives in rank order:
+    a cheaper plan timed by an estimate only stays among the alternatives, flagged by its ``calibrated``."""
+    if not ranked:
+        return None, []
+    best = next((p for p in ranked if p["calibrated"]), ranked[0])
+    return best, [p for p in ranked if p is not best]
+
+
+def plan(data: dict, question: Question, origin: Origin = Origin(),
+         progress: Callable[[int, int], None] | None = None) -> dict:
+    """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``."""
+    started = time.perf_counter()
+    load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
+    for target in question.targets:  # and a target naming no class, before any run
+        if target.cls != OVERALL and target.cls not in [c["name"] for c in data["workload"]["classes"]]:
+            raise ScenarioError(f"target class {excerpt(target.cls)} is not a class; classes are "
+                                f"{', '.join(c['name'] for c in data['workload']['classes'])} (or {OVERALL})")
+    configs, not_possible = configurations(data, question, origin)
+    search = Search(data, question, origin)
+
+    def size(config: Config):
+        try:
+            return search.fewest(config)
+        except ScenarioError as exc:
+            return str(exc)
+
+    sized, failed = {}, {}
+    for config, found in zip(configs, run_all(size, configs, progress)):
+        if isinstance(found, str):  # one line per GPU, degree and reason, naming every policy it holds for
+            failed.setdefault((config.gpu, config.tensor_parallel, found), []).append(config.policy)
+        else:
+            sized[config] = found
+    not_possible += [{"gpu": gpu, "tensor_parallel": tp, "policies": policies, "note": note}
+                     for (gpu, tp, note), policies in failed.items()]
+    plans = []
+    offers = load_table("offers")
+    for config, (replicas, evidence), same in best_policies(sized, question.targets):
+        for offer in offers[offers["gpu"] == config.gpu].index:
+            if (question.offers and offer not in question.offers) or offer_hosting_problem(offer,
+                                                                                            config.tensor_parallel):
+                continue
+            plans.append({**plan_entry(search, config, replicas, evidence, offer), "same_fleet_policies": same})
+    recommendation, alternatives = recommend(rank(plans))
+    add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
+    return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
+            "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": cores()}}

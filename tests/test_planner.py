@@ -1,0 +1,194 @@
+"""The planner (engine.planner): the cheapest calibrated plan that meets every target on every seed, stable
+from one run to the next, never fewer cards for more load, uncalibrated plans never recommended silently."""
+
+import math
+
+import pytest
+
+import engine
+from conftest import REPO
+from engine.config import apply_overrides, load_scenario, read_toml
+from engine.origin import Origin
+from engine.planner import Config, Evidence, Question, Search, best_policies, confidence_95, plan, recommend
+from engine.simulate import simulate
+from engine.targets import Target, all_met, parse_target
+
+ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
+TTFT_1S = (Target("interactive", "ttft_p99_ms", 1000.0),)
+
+
+def article(rate: float = 50.0) -> dict:
+    return apply_overrides(read_toml(ARTICLE), {"workload.arrival.rate_per_s": rate})
+
+
+def small(**changes) -> Question:
+    return Question(**{"targets": TTFT_1S, "gpus": ("A100-80G", "H100-80G"), "seeds": 2, "requests": 800,
+                       **changes})
+
+
+def entry(cost: float, calibrated: bool, cards: int = 8) -> dict:
+    return {"monthly_cost": {"low": cost, "high": cost}, "calibrated": calibrated, "cards": cards}
+
+
+def test_an_uncalibrated_plan_is_never_recommended_silently():
+    cheap_estimate, calibrated = entry(100.0, False), entry(200.0, True)
+    best, alternatives = recommend([cheap_estimate, calibrated])
+    assert best is calibrated and alternatives == [cheap_estimate]
+    only_estimates = [entry(100.0, False), entry(150.0, False)]
+    best, alternatives = recommend(only_estimates)
+    assert best is only_estimates[0] and not best["calibrated"], "flagged on its row when nothing else qualifies"
+    assert recommend([]) == (None, [])
+
+
+def test_the_confidence_interval_is_students_t_over_the_seeds():
+    mean, low, high = confidence_95([10.0, 11.0, 12.0])
+    half = 4.303 * 1.0 / math.sqrt(3)  # t(0.975, 2) x sample sd 1 / sqrt(3)
+    assert mean == 11.0 and low == pytest.approx(11.0 - half) and high == pytest.approx(11.0 + half)
+    assert confidence_95([1.0, 9.0])[1] == 0.0, "a latency's interval does not reach below zero"
+    assert confidence_95([5.0, None]) == (5.0, None, None)
+    assert confidence_95([None, None]) == (None, None, None)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"targets": ()}, "needs at least one target"),
+    ({"seeds": 1}, "seeds = 1 must be from 2 to 10"),
+    ({"gpus": ("A100-90G",)}, "GPU 'A100-90G' is not one of"),
+    ({"offers": ("cheap-cloud",)}, "offer 'cheap-cloud' is not in data/hardware/offers.csv"),
+    ({"policies": ("lifo",)}, "policy 'lifo' is not one of"),
+    ({"requests": 50}, "must be at least 100"),
+    ({"max_replicas": 0}, "max replicas = 0 must be from 1 to 64"),
+    ({"billing": "weekly"}, "billing 'weekly' is not one of"),
+])
+def test_a_bad_question_is_one_line(changes, message):
+    with pytest.raises(engine.ScenarioError, match=message):
+        small(**changes)
+
+
+def test_a_target_on_a_class_the_workload_lacks_fails_before_any_run():
+    with pytest.raises(engine.ScenarioError, match="target class 'vip' is not a class; classes are interactive"):
+        plan(article(), small(targets=(parse_target("vip.ttft_p99_ms=100"),)))
+
+
+def test_the_replica_bound_is_the_fewest_with_an_estimated_load_under_one():
+    search = Search(article(), small(), Origin())
+    config = Config("A100-80G", 4, "fifo")
+    bound = search.replica_bound(config)
+    load = engine.simulate(load_scenario(search.scenario(config, bound))).summary["system"]["offered_load"]
+    fewer = engine.simulate(load_scenario(search.scenario(config, bound - 1))).summary["system"] if bound > 1 else None
+    assert load < 1.0 and (fewer is None or fewer["offered_load"] >= 1.0 and fewer["unstable"])
+
+
+@pytest.fixture(scope="module")
+def answer() -> dict:
+    return plan(article(), small())
+
+
+def test_the_recommendation_meets_every_target_on_fresh_seeds_and_more_requests(answer):
+    best = answer["recommendation"]
+    assert best is not None and best["calibrated"]
+    fleet = {"server.gpu": best["gpu"], "server.tensor_parallel": best["tensor_parallel"],
+             "fleet.replicas": best["replicas"], "policy.name": best["policy"]["name"], "workload.num_requests": 1600}
+    for seed in (11, 12):
+        summary = simulate(load_scenario(apply_overrides(article(), {**fleet, "seed": seed}))).summary
+        assert all_met(TTFT_1S, summary), (seed, summary["classes"]["interactive"]["ttft_ms"])
+    for target in best["targets"]:
+        value, (low, high) = target["value"], target["ci95"]
+        assert target["limit"] == 1000.0 and value <= 1000.0 and low <= value <= high
+
+
+def test_the_recommendation_is_the_cheapest_plan_that_meets_the_targets(answer):
+    best, alternatives = answer["recommendation"], answer["alternatives"]
+    calibrated = [p for p in alternatives if p["calibrated"]]
+    assert all(p["monthly_cost"]["low"] >= best["monthly_cost"]["low"] for p in calibrated)
+    assert [p["monthly_cost"]["low"] for p in alternatives] == sorted(p["monthly_cost"]["low"] for p in alternatives)
+    search = Search(article(), small(), Origin())
+    config = Config(best["gpu"], best["tensor_parallel"], best["policy"]["name"])
+    assert best["replicas"] == 1 or not search.evidence(config, best["replicas"] - 1).met, "one fewer misses"
+    assert answer["run"]["evaluations"] > 0 and answer["run"]["workers"] >= 1
+
+
+def test_the_same_question_gets_the_same_answer(answer):
+    again = plan(article(), small())
+    strip = lambda a: {k: v for k, v in a.items() if k != "run"}  # noqa: E731 - wall time differs
+    assert strip(again) == strip(answer)
+
+
+def test_more_load_never_needs_fewer_cards(answer):
+    heavier = plan(article(75.0), small())
+    assert heavier["recommendation"]["cards"] >= answer["recommendation"]["cards"]
+    for gpu in ("A100-80G", "H100-80G"):
+        light = [p["cards"] for p in [answer["recommendation"], *answer["alternatives"]] if p["gpu"] == gpu]
+        heavy = [p["cards"] for p in [heavier["recommendation"], *heavier["alternatives"]] if p["gpu"] == gpu]
+        assert min(heavy) >= min(light), gpu
+
+
+class FakeRun:
+    """What ``simulate`` returns, for a fake whose interactive TTFT p99 is a function of the scenario."""
+
+    def __init__(self, p99_ms: float):
+        block = {"ttft_ms": {"p99": p99_ms}, "output_tokens_per_s": 100.0}
+        self.summary = {"classes": {"interactive": block}, "overall": block, "system": {"unstable": False}}
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Replace the simulator with ``p99_ms(scenario)`` and the load estimate with 0.5 per replica at the base
+    rate; records every scenario run."""
+    ran = []
+
+    def install(p99_ms, load_per_replica: float = 0.5):
+        def simulate(scenario):
+            ran.append(scenario)
+            return FakeRun(p99_ms(scenario))
+        monkeypatch.setattr("engine.planner.simulate", simulate)
+        monkeypatch.setattr("engine.planner.estimated_offered_load", lambda s: load_per_replica / s.fleet.replicas *
+                            s.workload.arrival.rate_per_s / 50.0)
+        return ran
+    return install
+
+
+def test_a_fleet_meets_the_targets_only_when_every_seed_does(fake):
+    base = article().get("seed", 0)
+    ran = fake(lambda s: 900.0 if s.seed == base else 1100.0)  # the first seed meets it, the second does not
+    search = Search(article(), small(seeds=3), Origin())
+    evidence = search.evidence(Config("A100-80G", 4, "fifo"), 2)
+    assert not evidence.met and len(ran) == 2, "stops at the first seed that misses"
+    assert [s.seed for s in ran] == [base, base + 1] and search.count == 2
+    assert search.evidence(Config("A100-80G", 4, "fifo"), 2) is evidence and len(ran) == 2, "each run once"
+
+
+def test_the_fewest_replicas_are_found_by_doubling_then_bisection(fake):
+    ran = fake(lambda s: 5000.0 / s.fleet.replicas)  # 1,000 ms at 5 replicas
+    search = Search(article(), small(seeds=2), Origin())
+    replicas, evidence = search.fewest(Config("A100-80G", 4, "fifo"))
+    assert replicas == 5 and evidence.met
+    assert list(dict.fromkeys(s.fleet.replicas for s in ran)) == [1, 2, 4, 8, 6, 5], "doubling to 8, then 6, 5"
+    assert fake(lambda s: 5000.0)  # never met
+    assert Search(article(), small(seeds=2, max_replicas=8), Origin()).fewest(Config("A100-80G", 4, "fifo")) == \
+        "misses a target with 8 replicas"
+
+
+def test_the_search_starts_at_the_replica_bound(fake):
+    ran = fake(lambda s: 500.0, load_per_replica=3.2)  # one replica would be offered 3.2x its capacity
+    replicas, _ = Search(article(), small(seeds=2), Origin()).fewest(Config("A100-80G", 4, "fifo"))
+    assert replicas == 4 and min(s.fleet.replicas for s in ran) == 4
+    fake(lambda s: 500.0, load_per_replica=70.0)
+    assert "needs more than 64 replicas" in Search(article(), small(seeds=2), Origin()).fewest(
+        Config("A100-80G", 4, "fifo"))
+
+
+def test_headroom_is_the_highest_rate_that_still_meets_the_targets(fake):
+    fake(lambda s: 900.0 if s.workload.arrival.rate_per_s <= 80.0 else 1200.0)
+    factor = Search(article(), small(seeds=2), Origin()).headroom_factor(Config("A100-80G", 4, "fifo"), 1)
+    # searched from 1x to 2x the rate (where the estimated load reaches 1): 80 req/s = 1.6x, to within 1/64
+    assert 1.6 - 1 / 64 <= factor <= 1.6
+
+
+def test_per_gpu_and_degree_the_policy_needing_fewest_replicas_is_kept():
+    def evidence(p99: float) -> Evidence:
+        return Evidence([FakeRun(p99).summary], True)
+
+    sized = {Config("A100-80G", 4, "fifo"): (3, evidence(900.0)), Config("A100-80G", 4, "priority"): (2, evidence(990.0)),
+             Config("A100-80G", 4, "wfq"): (2, evidence(500.0)), Config("H100-80G", 1, "fifo"): (4, evidence(800.0))}
+    chosen = {(c.gpu, c.tensor_parallel): (c.policy, size[0], same) for c, size, same in best_policies(sized, TTFT_1S)}
+    assert chosen == {("A100-80G", 4): ("wfq", 2, ["priority"]), ("H100-80G", 1): ("fifo", 4, [])}
