@@ -18,6 +18,7 @@ page = st.navigation([
     st.Page("pages/lab.py", title="Scheduler Lab", icon=":material/tune:", default=True),
     st.Page("pages/workload.py", title="Workload", icon=":material/stacked_bar_chart:"),
     st.Page("pages/hardware.py", title="Hardware & Cost", icon=":material/memory:"),
+    st.Page("pages/planner.py", title="Planner", icon=":material/checklist:"),
     st.Page("pages/method.py", title="Method", icon=":material/menu_book:"),
 ])
 guard.run_page(lambda: turns.in_turn(page.run))

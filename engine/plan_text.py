@@ -35,13 +35,21 @@ def summary_line(plan: dict) -> str:
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
 
 
-def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
+def policy_text(plan: dict, label=str) -> str:
+    """The plan's policy (through ``label``: the app writes names, the terminal ids) and how many others do as
+    well with the same fleet."""
+    same = len(plan["same_fleet_policies"])
+    return label(plan["policy"]["name"]) + (f" (+{same} as good)" if same else "")
+
+
+def alternatives_frame(plans: list[dict], label=str) -> pd.DataFrame:
+    """One row per plan, each column one figure with its unit (``label`` writes a policy's name)."""
     rows = []
     for plan in plans:
         cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
         rows.append({
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "cards": plan["cards"],
-            "policy": "/".join([plan["policy"]["name"], *plan["same_fleet_policies"]]),
+            "policy": policy_text(plan, label),
             f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
             **{t["target"]: target_text(t) for t in plan["targets"]},
@@ -49,6 +57,19 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             "step times": plan["step_times"] + ("" if plan["calibrated"] else " (estimate)"),
         })
     return pd.DataFrame(rows)
+
+
+def sensitivity_text(answer: dict) -> str | None:
+    """"If the workload grows: +20% traffic needs 4 x TP1 (4 cards), 4,438 USD per month; ..." (None without any)."""
+    best, parts = answer["recommendation"], []
+    for item in answer.get("sensitivity", []):
+        if "note" in item:
+            parts.append(f"{item['change']}: {item['note']}")
+            continue
+        cost = item["monthly_cost"]
+        parts.append(f"{item['change']} needs {item['replicas']} x TP{best['tensor_parallel']} ({item['cards']} cards), "
+                     f"{money_range((cost['low'], cost['high']), cost['currency'])} per month")
+    return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
 
 
 def plan_text(answer: dict, title: str) -> str:
@@ -66,6 +87,9 @@ def plan_text(answer: dict, title: str) -> str:
         elif not best["calibrated"]:
             lines.append("No plan on a GPU with measured step times meets the targets: this one rests on an "
                          "estimate; measure it (python -m engine calibrate) before renting.")
+        grows = sensitivity_text(answer)
+        if grows:
+            lines.append(grows)
     if answer["alternatives"]:
         shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
         lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")

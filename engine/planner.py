@@ -14,7 +14,8 @@ The recommendation is the cheapest plan whose step times are calibrated; cheaper
 estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's
 mean over the seeds with a 95% confidence interval; the recommendation and the first ``HEADROOM_PLANS``
 alternatives also their headroom: the highest arrival rate at which the same fleet still meets every target
-(bisection, synthetic arrivals only).
+(bisection, synthetic arrivals only). Sensitivity: what the recommended GPU, degree and policy need with 20%
+more traffic, and with prompts twice as long (their runs count in the answer's evaluations).
 """
 
 from __future__ import annotations
@@ -258,6 +259,55 @@ def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Targ
     return chosen
 
 
+TRAFFIC_GROWTH = 1.2  # "+20% traffic"
+PROMPT_GROWTH = 2  # "prompts twice as long"
+_TOKEN_KEYS = ("value", "low", "high", "mean", "max")  # a token distribution's parameters in tokens
+
+
+def scaled_prompts(data: dict, factor: int) -> dict:
+    """``data`` with every synthetic class's prompt lengths (each parameter in tokens) ``factor`` times longer."""
+    scaled = apply_overrides(data, {})
+    for cls in scaled["workload"]["classes"]:
+        dist = cls["prompt_tokens"]
+        cls["prompt_tokens"] = {k: (v * factor if k in _TOKEN_KEYS and v is not None else v) for k, v in dist.items()}
+    return scaled
+
+
+def sensitivity(search: Search, best: dict) -> list[dict]:
+    """What the recommended GPU, degree and policy need when the workload grows: the fewest replicas and their
+    cost through the same offer with ``TRAFFIC_GROWTH`` x the arrival rate, and with prompts ``PROMPT_GROWTH`` x
+    as long (synthetic workloads only: a replayed trace keeps its own)."""
+    if search.data["workload"].get("trace"):
+        return []
+    data = search.data
+    rate = data["workload"]["arrival"]["rate_per_s"]
+    changes = [(f"+{TRAFFIC_GROWTH - 1:.0%} traffic", apply_overrides(data, {"workload.arrival.rate_per_s":
+                                                                              rate * TRAFFIC_GROWTH})),
+               (f"prompts {PROMPT_GROWTH}x as long", scaled_prompts(data, PROMPT_GROWTH))]
+    config = Config(best["gpu"], best["tensor_parallel"], best["policy"]["name"])
+    q = search.question
+
+    def size(variant: dict):
+        grown = Search(variant, q, search.origin)
+        try:
+            return grown.fewest(config), grown
+        except ScenarioError as exc:
+            return str(exc), grown
+
+    answers = []
+    for (label, _), (found, grown) in zip(changes, run_all(size, [variant for _, variant in changes])):
+        search.count += grown.count
+        if isinstance(found, str):
+            answers.append({"change": label, "note": found})
+            continue
+        replicas = found[0]
+        cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
+        cost = deployment_cost(best["offer"], cards, q.billing, q.currency, q.cny_per_usd)
+        answers.append({"change": label, "replicas": replicas, "cards": cards,
+                        "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency}})
+    return answers
+
+
 def add_headroom(search: Search, plans: list[dict]) -> None:
     """Fill in ``headroom_rate_per_s`` of these plans (one bisection per distinct fleet, on all cores)."""
     fleets = list(dict.fromkeys((Config(p["gpu"], p["tensor_parallel"], p["policy"]["name"]), p["replicas"])
@@ -352,4 +402,5 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     recommendation, alternatives = recommend(rank(plans))
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
     return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
+            "sensitivity": sensitivity(search, recommendation) if recommendation else [],
             "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": cores()}}

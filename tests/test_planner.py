@@ -9,7 +9,8 @@ import engine
 from conftest import REPO
 from engine.config import apply_overrides, load_scenario, read_toml
 from engine.origin import Origin
-from engine.planner import Config, Evidence, Question, Search, best_policies, confidence_95, plan, recommend
+from engine.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, plan, recommend,
+                            scaled_prompts)
 from engine.simulate import simulate
 from engine.targets import Target, all_met, parse_target
 
@@ -192,3 +193,22 @@ def test_per_gpu_and_degree_the_policy_needing_fewest_replicas_is_kept():
              Config("A100-80G", 4, "wfq"): (2, evidence(500.0)), Config("H100-80G", 1, "fifo"): (4, evidence(800.0))}
     chosen = {(c.gpu, c.tensor_parallel): (c.policy, size[0], same) for c, size, same in best_policies(sized, TTFT_1S)}
     assert chosen == {("A100-80G", 4): ("wfq", 2, ["priority"]), ("H100-80G", 1): ("fifo", 4, [])}
+
+
+def test_prompts_scale_in_every_token_parameter():
+    data = {"workload": {"classes": [{"name": "a", "prompt_tokens": {"dist": "lognormal", "mean": 100.0, "cv": 1.0,
+                                                                      "max": 2048}},
+                                     {"name": "b", "prompt_tokens": {"dist": "uniform", "low": 10, "high": 30}}]}}
+    doubled = scaled_prompts(data, 2)["workload"]["classes"]
+    assert doubled[0]["prompt_tokens"] == {"dist": "lognormal", "mean": 200.0, "cv": 1.0, "max": 4096}
+    assert doubled[1]["prompt_tokens"] == {"dist": "uniform", "low": 20, "high": 60}
+    assert data["workload"]["classes"][0]["prompt_tokens"]["mean"] == 100.0, "the scenario itself is unchanged"
+
+
+def test_a_bigger_workload_never_needs_fewer_replicas_of_the_recommended_fleet(answer):
+    best = answer["recommendation"]
+    grown = {item["change"]: item for item in answer["sensitivity"]}
+    assert set(grown) == {"+20% traffic", "prompts 2x as long"}
+    for item in grown.values():
+        assert item["replicas"] >= best["replicas"] and item["cards"] == item["replicas"] * best["tensor_parallel"]
+        assert item["monthly_cost"]["low"] >= best["monthly_cost"]["low"]

@@ -19,6 +19,7 @@ import engine
 from ui import state, text
 
 QUERY_KEY = "v"
+PLAN_TARGET_ROWS = 3  # target rows of the Planner page
 VIEW_KEYS = (
     # Lab
     "comparison_metric", "curves_metric", "cdf_column", "curve_policies", "alpha_gamma", "timeline_replica",
@@ -27,6 +28,9 @@ VIEW_KEYS = (
     # Hardware & Cost
     "hw_context_tokens", "hw_offer_gpus", "hw_offer_firm",
     "hw_target_class", "hw_target_metric", "hw_target_ms", "hw_target_replicas", "hw_find",
+    # Planner
+    *(f"plan_{name}_{i}" for i in range(PLAN_TARGET_ROWS) for name in ("class", "metric", "limit")),
+    "plan_gpus", "plan_policies", "plan_seeds", "plan_requests",
 )
 _MEMORY = "view"
 _MAX_TEXT_CHARS = 200

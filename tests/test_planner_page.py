@@ -1,0 +1,51 @@
+"""The Planner page (AppTest): asks the question with its controls, plans when asked, shows the recommendation,
+the alternatives and what was not possible, and keeps the question in the link."""
+
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO, SCENARIOS
+from engine.config import read_toml
+from ui import state, view
+from ui.state import encode
+
+ARTICLE = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+QUICK = {"plan_gpus": ["A100-80G", "H100-80G"], "plan_seeds": 2, "plan_requests": 500, "cost_currency": "USD"}
+
+
+def planner(choices: dict | None = None) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+    at.query_params[state.QUERY_KEY] = encode(ARTICLE)
+    at.query_params[view.QUERY_KEY] = encode({**QUICK, **(choices or {})})
+    at.run()
+    at.switch_page("pages/planner.py").run()
+    return at
+
+
+def shown(elements) -> list[str]:
+    """The elements' texts as read on the page (without the escapes that keep names plain text)."""
+    return [e.value.replace("\\", "").replace("\u2060", "") for e in elements]
+
+
+def test_the_page_asks_the_first_class_sla_and_plans_on_request():
+    at = planner()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="plan_class_0").value == "interactive"
+    assert at.selectbox(key="plan_metric_0").value == "ttft_p99_ms" and at.number_input(key="plan_limit_0").value == 1000
+    assert at.selectbox(key="plan_metric_1").value == "none" and not at.success, "nothing runs before Plan"
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    recommended = shown(at.success)[0]
+    assert recommended.startswith("Recommended: ") and "USD per month" in recommended
+    assert "interactive TTFT p99" in recommended and "step times calibrated" in recommended
+    assert at.dataframe and at.get("plotly_chart")
+    assert any("runs in" in c for c in shown(at.caption))
+    at.number_input(key="plan_limit_0").set_value(500.0).run()
+    assert not at.success and any("press Plan" in i for i in shown(at.info)), "an old answer is not shown as new"
+
+
+def test_a_throughput_target_reads_at_least_and_a_bad_question_is_one_line():
+    at = planner({"plan_metric_1": "output_tokens_per_s", "plan_class_1": "offline", "plan_limit_1": 100.0})
+    assert not at.exception and not at.error
+    assert at.selectbox(key="plan_metric_1").value == "output_tokens_per_s"
+    at.multiselect(key="plan_gpus").set_value([]).run()
+    assert not at.exception and shown(at.error) == ["choose at least one GPU to consider."]
