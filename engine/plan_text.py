@@ -87,6 +87,7 @@ def plan_text(answer: dict, title: str) -> str:
         elif not best["calibrated"]:
             lines.append("No plan on a GPU with measured step times meets the targets: this one rests on an "
                          "estimate; measure it (python -m engine calibrate) before renting.")
+        lines += [f"  - {sentence}" for sentence in answer["diagnosis"]]
         grows = sensitivity_text(answer)
         if grows:
             lines.append(grows)

@@ -14,7 +14,7 @@ The recommendation is the cheapest plan whose step times are calibrated; cheaper
 estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's
 mean over the seeds with a 95% confidence interval; the recommendation and the first ``HEADROOM_PLANS``
 alternatives also their headroom: the highest arrival rate at which the same fleet still meets every target
-(bisection, synthetic arrivals only). Sensitivity: what the recommended GPU, degree and policy need with 20%
+(bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity: what the recommended GPU, degree and policy need with 20%
 more traffic, and with prompts twice as long (their runs count in the answer's evaluations).
 """
 
@@ -33,6 +33,7 @@ from .caps import DEFAULT_CAPS
 from .config import OVERALL, apply_overrides, load_scenario
 from .cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, \
     offer_hosting_problem, unit_costs
+from .diagnosis import diagnose
 from .errors import ScenarioError, excerpt
 from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
@@ -308,6 +309,15 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
     return answers
 
 
+def diagnosis(search: Search, best: dict) -> list[str]:
+    """What limits the recommended fleet at the workload's load, in words (``engine.diagnosis``; its first seed's
+    run)."""
+    config = Config(best["gpu"], best["tensor_parallel"], best["policy"]["name"])
+    evidence = search.evidence(config, best["replicas"])  # already run: the search kept it
+    scenario = load_scenario(search.scenario(config, best["replicas"]), origin=search.origin)
+    return [finding.text for finding in diagnose(scenario, evidence.summaries[0])]
+
+
 def add_headroom(search: Search, plans: list[dict]) -> None:
     """Fill in ``headroom_rate_per_s`` of these plans (one bisection per distinct fleet, on all cores)."""
     fleets = list(dict.fromkeys((Config(p["gpu"], p["tensor_parallel"], p["policy"]["name"]), p["replicas"])
@@ -402,5 +412,6 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     recommendation, alternatives = recommend(rank(plans))
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
     return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
+            "diagnosis": diagnosis(search, recommendation) if recommendation else [],
             "sensitivity": sensitivity(search, recommendation) if recommendation else [],
             "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": cores()}}

@@ -12,6 +12,7 @@ from engine.calibration import badge
 from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, RequestClass, Server, Workload, field_bounds,
                            field_label, field_meta)
 from engine.cost import cost_columns
+from engine.diagnosis import diagnose
 from engine.metric_table import COSTS, SYSTEM_METRICS, metric
 from engine.metrics import flat_metrics
 from engine.policies import POLICIES, POLICY_LABELS, params_of
@@ -323,6 +324,7 @@ if typed.workload.trace is not None:
 st.subheader("Per-class results")
 kpi_cards(summary, st.session_state.get("previous_summary"), typed)
 system_cards(system)
+st.markdown("**What limits this run**\n" + "\n".join(f"- {text.plain(f.text)}" for f in diagnose(typed, summary)))
 
 policy_extras(typed, scenario, summary)
 

@@ -134,6 +134,7 @@ def show_answer(answer: dict, question: Question) -> None:
                        "Measure that GPU (Hardware & Cost, 'Your own measurements') before renting.")
         elif cheaper:
             st.warning(text.plain("Cheaper on paper, but its step times are not measured: " + summary_line(cheaper[0])))
+        st.markdown("\n".join(f"- {text.plain(sentence)}" for sentence in answer["diagnosis"]))
         grows = sensitivity_text(answer)
         if grows:
             st.info(text.plain(grows))

@@ -115,7 +115,7 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
     assert lines[1].startswith("Recommendation: ") and " CNY per month (annual prepay)" in lines[1]
     assert "nan" not in done.stdout.lower() and max(len(line) for line in lines) < 300
     answer = json.loads((tmp_path / "p.json").read_text())
-    assert set(answer) >= {"recommendation", "alternatives", "not_possible", "run"}
+    assert set(answer) >= {"recommendation", "alternatives", "diagnosis", "not_possible", "sensitivity", "run"}
     assert set(answer["run"]) == {"wall_s", "evaluations", "workers"}
     best = answer["recommendation"]
     assert set(best) >= {"offer", "gpu", "tensor_parallel", "replicas", "cards", "router", "policy", "calibrated",

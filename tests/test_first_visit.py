@@ -45,6 +45,14 @@ def test_the_default_scenario_runs_on_a_real_gpu_and_shows_cost():
     assert not any(i.value.startswith("Start here") for i in at.info), "the first-visit line leaves after an edit"
 
 
+def test_the_lab_says_what_limits_the_run():
+    at = app(example(**{"workload.num_requests": 3000, "workload.arrival.rate_per_s": 10.0})).run()
+    said = next(m.value for m in at.markdown if m.value.startswith("**What limits this run**"))
+    lines = said.splitlines()[1:]
+    assert lines[0].startswith("- Unstable") and "at least 3 replicas" in lines[0].replace("\\", "")
+    assert any(line.startswith("- Batch") for line in lines)
+
+
 def test_visiting_hardware_and_cost_changes_nothing():
     """A scenario on the fixed step model stays on it when Hardware & Cost is opened and left untouched."""
     at = app(example(**{"workload.num_requests": 3000})).run()

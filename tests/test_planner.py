@@ -205,6 +205,11 @@ def test_prompts_scale_in_every_token_parameter():
     assert data["workload"]["classes"][0]["prompt_tokens"]["mean"] == 100.0, "the scenario itself is unchanged"
 
 
+def test_the_answer_says_what_limits_the_recommended_fleet(answer):
+    assert answer["diagnosis"] and all(isinstance(sentence, str) and sentence.endswith(".")
+                                       for sentence in answer["diagnosis"])
+
+
 def test_a_bigger_workload_never_needs_fewer_replicas_of_the_recommended_fleet(answer):
     best = answer["recommendation"]
     grown = {item["change"]: item for item in answer["sensitivity"]}

@@ -1,0 +1,139 @@
+"""What limits a fleet at its load, in words, with the numbers behind each sentence and what would relieve it.
+
+Each finding reads one run's summary (and the scenario it ran): overload or queueing near saturation, a full
+KV cache (preemptions and the GPU time their recomputation wasted) or preemptions the policy chose, the
+batch-size limit, the router's
+imbalance, a class starving, a class timing out. The thresholds are named below with their reason; a run
+that hits none is said to have room. Not yet diagnosed: whether the iterations are compute- or memory-bound,
+and the token budget per iteration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .config import Scenario
+from .metric_table import metric
+from .simulate import load_text, stop_explanation
+from .summary import Summary
+
+NEAR_SATURATION_LOAD = 0.8  # from here waiting grows steeply: an M/M/1 queue waits rho / (1 - rho) = 4 services
+FULL_KV_PEAK = 0.95  # a peak KV use this close to the capacity means admissions waited for memory
+WASTE_WORTH_SAYING = 0.01  # recomputation wasting 1% of GPU time or more is worth a sentence
+FULL_BATCH = 0.9  # a mean batch at 90% of max_batch_size: the limit binds most iterations
+IMBALANCE_BUSY = 0.2  # replicas' busy shares this far apart (absolute) on a busy fleet: the router splits badly
+BUSY_FLEET = 0.5  # ... and the busiest replica at least this busy (an idle fleet's imbalance costs nothing)
+STARVING_WAIT_MS = 10_000.0  # a class whose longest wait passes 10 s ...
+STARVING_RATIO = 10.0  # ... and 10x the other classes' longest wait is starving
+TIMEOUT_SHARE = 0.05  # 5% of a class's arrivals timing out is worth a sentence
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence: ``kind`` names the limit (a stable id for tests and tables), ``text`` says it with numbers
+    and what would relieve it."""
+
+    kind: str
+    text: str
+
+
+def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
+    """The limits of this run, most fundamental first (overload explains the rest); one finding saying there is
+    room when none applies."""
+    system, fleet = summary["system"], scenario.fleet
+    findings = []
+    load = system["offered_load"]
+    if system["unstable"]:
+        needed = max(fleet.replicas + 1, math.floor(fleet.replicas * load) + 1)
+        findings.append(Finding("overload", f"{stop_explanation(system, scenario.origin.caps)}. Relieve it with "
+                                            f"at least {needed} replicas (the load estimate falls under 1), a faster "
+                                            f"GPU, or less traffic."))
+    elif load >= NEAR_SATURATION_LOAD:
+        wait = load / (1.0 - load)
+        one_more = load * fleet.replicas / (fleet.replicas + 1)
+        findings.append(Finding("near_saturation", f"Queueing near saturation: offered load {load_text(load)} (an "
+                                                   f"estimate); in an M/M/1 queue a request waits {wait:.1f}x its "
+                                                   f"service time on average at this load, and that grows without "
+                                                   f"bound towards 1. One more replica brings the load to "
+                                                   f"{load_text(one_more)}."))
+    findings += _memory(scenario, system) + _batch(scenario, system) + _router(scenario, system)
+    findings += _classes(scenario, summary)
+    if not findings:
+        findings.append(Finding("room", f"Nothing here limits this fleet at this load: offered load "
+                                        f"{load_text(load)} (an estimate, under {NEAR_SATURATION_LOAD:g}), no "
+                                        f"preemption, batches of {system['mean_batch_size']:.1f} sequences on average "
+                                        f"of at most {scenario.server.max_batch_size}."))
+    return findings
+
+
+def _memory(scenario: Scenario, system: dict) -> list[Finding]:
+    """A KV cache at its peak (with the preemptions it forced), or preemptions the policy chose on its own."""
+    preemptions, waste, peak = system["preemptions"], system["preemption_waste_frac"], system["kv_peak_frac"]
+    wasted = f", and recomputing their prompts wasted {waste:.1%} of GPU time" if waste >= WASTE_WORTH_SAYING else ""
+    if peak is not None and peak >= FULL_KV_PEAK:
+        relief = ("more KV memory (a GPU with more memory, KV in FP8, a higher gpu_memory_utilization, a higher "
+                  "tensor-parallel degree) or more replicas")
+        capacity = f"peak use {peak:.0%} of {system['kv_capacity_tokens']:,} tokens"
+        if preemptions:
+            return [Finding("kv_full", f"KV cache full: {preemptions:,} running requests were preempted to make room"
+                                       f"{wasted}; {capacity}. Relieve it with {relief}.")]
+        return [Finding("kv_full", f"KV cache nearly full: {capacity}, so admissions waited for memory. Relieve it "
+                                   f"with {relief}.")]
+    if preemptions:
+        return [Finding("preemptions", f"{preemptions:,} running requests were preempted for requests the policy "
+                                       f"ranks higher (policy.preemptive){wasted}. preempt_mode = keep or swap stops "
+                                       f"the recomputation; preemptive = false stops the evictions.")]
+    return []
+
+
+def _batch(scenario: Scenario, system: dict) -> list[Finding]:
+    limit = scenario.server.max_batch_size
+    if system["mean_batch_size"] >= FULL_BATCH * limit:
+        return [Finding("batch_limit", f"Batch-size limit: iterations held {system['mean_batch_size']:.1f} sequences "
+                                       f"on average of at most {limit} (server.max_batch_size). Raise it if the KV "
+                                       f"cache holds more, or add replicas.")]
+    return []
+
+
+def _router(scenario: Scenario, system: dict) -> list[Finding]:
+    replicas = system["replicas"]
+    if len(replicas) < 2:
+        return []
+    busy = [r["busy_frac"] for r in replicas]
+    high, low = max(busy), min(busy)
+    if high >= BUSY_FLEET and high - low >= IMBALANCE_BUSY:
+        hot, cold = busy.index(high), busy.index(low)
+        better = "" if scenario.fleet.router != "round-robin" else " A load-aware router (least-tokens) evens it out."
+        return [Finding("router_imbalance", f"Router imbalance ({scenario.fleet.router}): replica {hot} was busy "
+                                            f"{high:.0%} of the time, replica {cold} {low:.0%}.{better}")]
+    return []
+
+
+def _classes(scenario: Scenario, summary: Summary) -> list[Finding]:
+    findings = []
+    waits = {name: block["longest_wait_ms"] for name, block in summary["classes"].items()
+             if block.get("longest_wait_ms") is not None}
+    for name, wait in waits.items():
+        others = [w for n, w in waits.items() if n != name]
+        if others and wait >= STARVING_WAIT_MS and wait >= STARVING_RATIO * max(max(others), 1.0):
+            findings.append(Finding("starving", f"Class {name} starves: its longest wait was "
+                                                f"{metric('longest_wait_ms').text(wait)}, against at most "
+                                                f"{metric('longest_wait_ms').text(max(others))} for the others. "
+                                                f"{_starving_relief(scenario)}"))
+    for name, block in summary["classes"].items():
+        arrived, timed_out = block["arrived"], block["timed_out"]
+        if arrived and timed_out / arrived >= TIMEOUT_SHARE:
+            findings.append(Finding("timeouts", f"Class {name}: {timed_out:,} of {arrived:,} requests "
+                                                f"({timed_out / arrived:.0%}) timed out before their first token."))
+    return findings
+
+
+def _starving_relief(scenario: Scenario) -> str:
+    policy = scenario.policy
+    if policy.name == "priority":
+        return "Let waiting count: policy.aging_per_s or policy.max_wait_ms."
+    if policy.name == "dynamic":
+        return (f"Its waiting counts against default_sla_ms = {policy.default_sla_ms:,.0f} ms when it has no SLA: "
+                f"lower that, or raise alpha.")
+    return "Guarantee it a share: weighted fair queuing (policy wfq with weights)."

@@ -1,0 +1,95 @@
+"""Diagnosis in words (engine.diagnosis): each limit is found on a run built to hit it, with its numbers, and
+nothing is said where nothing limits."""
+
+import copy
+
+import pytest
+
+from conftest import SCENARIOS
+from engine.config import load_scenario
+from engine.diagnosis import diagnose
+from engine.simulate import simulate
+
+
+def run(*overrides: str):
+    scenario = load_scenario(SCENARIOS / "example.toml", overrides=["workload.num_requests=3000", *overrides])
+    return scenario, simulate(scenario).summary
+
+
+def kinds(scenario, summary) -> list[str]:
+    return [f.kind for f in diagnose(scenario, summary)]
+
+
+def text(scenario, summary, kind: str) -> str:
+    return next(f.text for f in diagnose(scenario, summary) if f.kind == kind)
+
+
+def test_a_light_load_has_nothing_to_say_but_its_numbers():
+    scenario, summary = run("workload.arrival.rate_per_s=0.5")
+    assert kinds(scenario, summary) == ["room"]
+    assert "offered load 0.15 (an estimate, under 0.8)" in text(scenario, summary, "room")
+
+
+def test_overload_comes_first_with_the_replicas_that_relieve_it():
+    scenario, summary = run("workload.arrival.rate_per_s=10")
+    assert kinds(scenario, summary) == ["overload", "batch_limit", "timeouts"]
+    load = summary["system"]["offered_load"]
+    assert 2.0 < load < 3.0 and "at least 3 replicas" in text(scenario, summary, "overload")
+    interactive = summary["classes"]["interactive"]
+    assert f"{interactive['timed_out']:,} of {interactive['arrived']:,} requests" in text(scenario, summary, "timeouts")
+
+
+def test_queueing_near_saturation_gives_the_mm1_factor():
+    scenario, summary = run("workload.arrival.rate_per_s=3.0", "workload.num_requests=20000")
+    load = summary["system"]["offered_load"]
+    assert 0.8 <= load < 1.0 and kinds(scenario, summary)[0] == "near_saturation"
+    assert f"waits {load / (1 - load):.1f}x its service time" in text(scenario, summary, "near_saturation")
+    assert f"brings the load to {load / 2:.2f}" in text(scenario, summary, "near_saturation")
+
+
+def test_a_full_kv_cache_counts_its_preemptions():
+    scenario, summary = run("workload.arrival.rate_per_s=1.5", "server.kv_capacity_tokens=8192",
+                            "server.max_batch_size=32")
+    preemptions = summary["system"]["preemptions"]
+    assert preemptions > 0 and "kv_full" in kinds(scenario, summary)
+    said = text(scenario, summary, "kv_full")
+    assert said.startswith(f"KV cache full: {preemptions:,} running requests were preempted") and "8,192 tokens" in said
+
+
+def test_a_class_starving_under_strict_priority_is_named_with_its_relief():
+    scenario, summary = run("workload.arrival.rate_per_s=3.35", "policy.name=priority", "workload.num_requests=20000")
+    said = text(scenario, summary, "starving")
+    assert said.startswith("Class offline starves") and "policy.aging_per_s or policy.max_wait_ms" in said
+    fifo_scenario, fifo = run("workload.arrival.rate_per_s=3.35", "workload.num_requests=20000")
+    assert "starving" not in kinds(fifo_scenario, fifo), "FIFO serves the offline class in its turn"
+
+
+@pytest.mark.parametrize("busy, said", [((0.9, 0.5), True), ((0.9, 0.75), False), ((0.4, 0.1), False)])
+def test_router_imbalance_is_said_only_on_a_busy_fleet_split_badly(busy, said):
+    scenario, summary = run("workload.arrival.rate_per_s=1.0", "fleet.replicas=2", "fleet.router=round-robin")
+    summary = copy.deepcopy(summary)
+    for replica, share in zip(summary["system"]["replicas"], busy):
+        replica["busy_frac"] = share
+    assert ("router_imbalance" in kinds(scenario, summary)) == said
+    if said:
+        assert text(scenario, summary, "router_imbalance") == (
+            "Router imbalance (round-robin): replica 0 was busy 90% of the time, replica 1 50%. A load-aware router "
+            "(least-tokens) evens it out.")
+
+
+def test_a_kv_cache_at_its_peak_without_preemptions_is_nearly_full():
+    scenario, summary = run("workload.arrival.rate_per_s=1.0", "server.kv_capacity_tokens=65536")
+    summary = copy.deepcopy(summary)
+    summary["system"].update(preemptions=0, kv_peak_frac=0.97)
+    assert text(scenario, summary, "kv_full").startswith("KV cache nearly full: peak use 97% of 65,536 tokens")
+    summary["system"]["kv_peak_frac"] = 0.9
+    assert "kv_full" not in kinds(scenario, summary)
+
+
+def test_preemptions_with_room_in_memory_are_the_policy_s_and_an_unlimited_cache_is_never_full():
+    scenario, summary = run("workload.arrival.rate_per_s=3.2", "policy.name=priority", "policy.preemptive=true")
+    preemptions = summary["system"]["preemptions"]
+    assert summary["system"]["kv_peak_frac"] is None and preemptions > 0, "unlimited KV: only the policy evicts"
+    assert "kv_full" not in kinds(scenario, summary)
+    assert text(scenario, summary, "preemptions").startswith(f"{preemptions:,} running requests were preempted for "
+                                                             f"requests the policy ranks higher")
