@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_arguments(shapes)
     shapes.add_argument("--cards", type=int, help="cards to arrange (default: the scenario's TP x replicas)")
     _offer_arguments(shapes)
-    size = sub.add_parser("size", help="the cheapest rental of every offer that meets a latency target")
+    size = sub.add_parser("size", help="the cheapest rental of every offer that meets a latency target (one run per "
+                                       "fleet, smallest TP degree; plan searches wider)")
     _scenario_arguments(size)
     size.add_argument("--target-class", default=OVERALL, help=f"class the target applies to (default {OVERALL})")
     size.add_argument("--metric", default="ttft_p99_ms", choices=LATENCY_KEYS)

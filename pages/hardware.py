@@ -478,4 +478,8 @@ if fits:
     st.subheader("Same cards, other shapes")
     shapes_section(data, server, cards, rental)
 st.subheader("Cheapest rental that meets a target")
+st.caption("A quick first answer: one run per fleet, the smallest tensor-parallel degree that fits, the scenario's "
+           "policy. The Planner page searches every degree and several policies, decides on several seeds, and "
+           "recommends only GPUs whose step times are measured.")
+st.page_link("pages/planner.py", label="Open the Planner", icon=":material/checklist:")
 cheapest_section(data)
