@@ -24,6 +24,8 @@ WASTE_WORTH_SAYING = 0.01  # recomputation wasting 1% of GPU time or more is wor
 FULL_BATCH = 0.9  # a mean batch at 90% of max_batch_size: the limit binds most iterations
 IMBALANCE_BUSY = 0.2  # replicas' busy shares this far apart (absolute) on a busy fleet: the router splits badly
 BUSY_FLEET = 0.5  # ... and the busiest replica at least this busy (an idle fleet's imbalance costs nothing)
+ARRIVING_SHARE = 0.8  # ... over a run that spent at least 80% of its time receiving requests: in a long drain one
+# replica finishing the last long request is busy alone, which says nothing about the router
 STARVING_WAIT_MS = 10_000.0  # a class whose longest wait passes 10 s ...
 STARVING_RATIO = 10.0  # ... and 10x the other classes' longest wait is starving
 TIMEOUT_SHARE = 0.05  # 5% of a class's arrivals timing out is worth a sentence
@@ -57,7 +59,7 @@ def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
                                                    f"service time on average at this load, and that grows without "
                                                    f"bound towards 1. One more replica brings the load to "
                                                    f"{load_text(one_more)}."))
-    findings += _memory(scenario, system) + _batch(scenario, system) + _router(scenario, system)
+    findings += _memory(scenario, system) + _batch(scenario, system) + _router(scenario, summary)
     findings += _classes(scenario, summary)
     if not findings:
         findings.append(Finding("room", f"Nothing here limits this fleet at this load: offered load "
@@ -96,10 +98,12 @@ def _batch(scenario: Scenario, system: dict) -> list[Finding]:
     return []
 
 
-def _router(scenario: Scenario, system: dict) -> list[Finding]:
-    replicas = system["replicas"]
-    if len(replicas) < 2:
+def _router(scenario: Scenario, summary: Summary) -> list[Finding]:
+    system, replicas, arrival = summary["system"], summary["system"]["replicas"], scenario.workload.arrival
+    if len(replicas) < 2 or scenario.workload.trace is not None or not system["sim_time_s"]:
         return []
+    if summary["run"]["requests"] / arrival.rate_per_s < ARRIVING_SHARE * system["sim_time_s"]:
+        return []  # mostly drain: busy shares reflect who got the last long requests
     busy = [r["busy_frac"] for r in replicas]
     high, low = max(busy), min(busy)
     if high >= BUSY_FLEET and high - low >= IMBALANCE_BUSY:

@@ -18,7 +18,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from conftest import REPO, SCENARIOS, app_server
 from engine.config import read_toml
-from ui import state
+from engine.metric_table import metric
+from ui import state, view
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -152,6 +153,27 @@ def test_hardware_page_renders_its_charts(server, page):
     assert page.locator('[data-testid="stException"]').count() == 0
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=TIMEOUT_MS)
     assert "KV cache per server" in page.inner_text("body")
+
+
+def test_planner_plans_and_its_download_holds_the_numbers_on_screen(server, page):
+    """Plan the article preset on two GPUs in the browser; the JSON download's recommendation is what the page
+    says, cost and target value included."""
+    quick = {"plan_gpus": ["A100-80G", "H100-80G"], "plan_seeds": 2, "plan_requests": 600, "cost_currency": "USD"}
+    link = (f"{server}/planner?{state.QUERY_KEY}={state.encode(read_toml(SCENARIOS / 'article_mixed_8xa100.toml'))}"
+            f"&{view.QUERY_KEY}={state.encode(quick)}")
+    page.goto(link)
+    page.get_by_role("button", name="Plan").click()
+    said = page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS).inner_text()
+    wait_idle(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the plan (JSON)").click()
+    answer = json.loads(Path(download.value.path()).read_text())
+    best = answer["recommendation"]
+    assert f"{best['replicas']} x TP{best['tensor_parallel']} {best['gpu']} through {best['offer']}" in said
+    assert f"{best['monthly_cost']['low']:,.0f} USD per month" in said
+    assert metric("ttft_p99_ms").text(best["targets"][0]["value"]) in said
+    assert answer["diagnosis"] and answer["diagnosis"][0][:40] in page.inner_text("body").replace("\u2060", "")
 
 
 HOSTILE_NAME = "![x](http://evil.example/i.png)[y](http://evil.example)<b>z</b>:red[r]$m$:+1:"
