@@ -127,7 +127,8 @@ async def many_sessions(browser, url: str, sessions: int, server_pid: int) -> di
 
     loads = await asyncio.gather(*(load(p, k) for k, p in enumerate(pages)))
     changes = await asyncio.gather(*(change(p) for p in pages))
-    server_cpu_s, browser_cpu_s = process_cpu_s(server_pid) - server_cpu_s, command_cpu_s(Path(CHROMIUM).name) - browser_cpu_s
+    server_cpu_s = process_cpu_s(server_pid) - server_cpu_s
+    browser_cpu_s = command_cpu_s(Path(CHROMIUM).name) - browser_cpu_s
     for page in pages:
         await page.close()
     return {"sessions": sessions, "load_p50_s": statistics.median(loads), "load_max_s": max(loads),

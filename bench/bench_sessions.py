@@ -2,7 +2,8 @@
 
 ``bench_browser.py --sessions N`` runs N Chromium pages on the same cores as the server, and on a 2-core
 machine the browsers take most of the CPU (it reports both). This script speaks Streamlit's own protocol
-instead (``tests/streamlit_client.py``, as the browser does) from N light clients, so that the figures are the server's: N sessions open the Lab at once, each on the default preset
+instead (``tests/streamlit_client.py``, as the browser does) from N light clients, so that the figures are the
+server's: N sessions open the Lab at once, each on the default preset
 at its own arrival rate (the same rates as ``bench_browser.py``), then all move their rate slider one step
 up at once; it reports the p50 and the slowest seconds until each script run finished, and the CPU seconds
 the server used.
@@ -58,8 +59,9 @@ def measure(url: str, sessions: int) -> dict:
     base = state.default_data()
     rate = base["workload"]["arrival"]["rate_per_s"]
     clients = [Session(url) for _ in range(sessions)]
-    queries = [f"{state.QUERY_KEY}={state.encode(apply_overrides(base, {'workload.arrival.rate_per_s': session_rate(rate, k)}))}"
-               for k in range(sessions)]
+    rates = [session_rate(rate, k) for k in range(sessions)]
+    queries = [f"{state.QUERY_KEY}={state.encode(apply_overrides(base, {'workload.arrival.rate_per_s': r}))}"
+               for r in rates]
     loads = all_at_once([lambda c=c, q=q: c.run(q)[0] for c, q in zip(clients, queries)])
     changes = all_at_once([lambda c=c: c.step_slider(RATE_LABEL) for c in clients])
     for client in clients:
@@ -80,7 +82,8 @@ def main() -> None:
         s["server_cpu_s"], s["first_page_s"] = process_cpu_s(process.pid) - cpu_before, first_s
     print(f"The server's first page: {s['first_page_s']:.1f} s. {s['sessions']} sessions at once, no browser: page "
           f"load p50 {s['load_p50_s']:.1f} s (slowest {s['load_max_s']:.1f} s); a rate change p50 "
-          f"{s['change_p50_s']:.1f} s (slowest {s['change_max_s']:.1f} s); the server used {s['server_cpu_s']:.1f} CPU s "
+          f"{s['change_p50_s']:.1f} s (slowest {s['change_max_s']:.1f} s); the server used "
+          f"{s['server_cpu_s']:.1f} CPU s "
           f"on {os.cpu_count()} cores")
     if args.json:
         Path(args.json).write_text(json.dumps(s, indent=2))

@@ -30,7 +30,8 @@ def summary_line(plan: dict) -> str:
                 if plan["headroom_rate_per_s"] is not None else "")
     same = f" (as good: {', '.join(plan['same_fleet_policies'])})" if plan["same_fleet_policies"] else ""
     return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards), policy "
-            f"{plan['policy']['name']}{same}, router {plan['router']}: {money_range((cost['low'], cost['high']), cost['currency'])}"
+            f"{plan['policy']['name']}{same}, router {plan['router']}: "
+            f"{money_range((cost['low'], cost['high']), cost['currency'])}"
             f" per month ({cost['billing']}), {money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
 
@@ -67,7 +68,8 @@ def sensitivity_text(answer: dict) -> str | None:
             parts.append(f"{item['change']}: {item['note']}")
             continue
         cost = item["monthly_cost"]
-        parts.append(f"{item['change']} needs {item['replicas']} x TP{best['tensor_parallel']} ({item['cards']} cards), "
+        parts.append(f"{item['change']} needs {item['replicas']} x TP{best['tensor_parallel']} "
+                     f"({item['cards']} cards), "
                      f"{money_range((cost['low'], cost['high']), cost['currency'])} per month")
     return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
 

@@ -14,8 +14,9 @@ The recommendation is the cheapest plan whose step times are calibrated; cheaper
 estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's
 mean over the seeds with a 95% confidence interval; the recommendation and the first ``HEADROOM_PLANS``
 alternatives also their headroom: the highest arrival rate at which the same fleet still meets every target
-(bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity: what the recommended GPU, degree and policy need with 20%
-more traffic, and with prompts twice as long (their runs count in the answer's evaluations).
+(bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity:
+what the recommended GPU, degree and policy need with 20% more traffic, and with prompts twice as long (their
+runs count in the answer's evaluations).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .parallel import cores, run_all
 from .registry import POLICY_CODES, TP_DEGREES
 from .simulate import estimated_offered_load, simulate
 from .summary import Summary
-from .targets import Target
+from .targets import Target, all_met
 
 DEFAULT_SEEDS = 3
 DEFAULT_REQUESTS = 3000  # per run; each decision rests on ``seeds`` of them
@@ -135,17 +136,17 @@ class Search:
         key = (config, replicas, rate_factor)
         if key in self.runs:
             return self.runs[key]
-        summaries = []
+        summaries, met = [], True
         for k in range(self.question.seeds):
             summary = simulate(load_scenario(self.scenario(config, replicas, k, rate_factor),
                                              origin=self.origin)).summary
             with self._lock:
                 self.count += 1
             summaries.append(summary)
-            if not all(t.met(summary)[0] for t in self.question.targets):
+            if not all_met(self.question.targets, summary):
+                met = False
                 break
-        evidence = Evidence(summaries, len(summaries) == self.question.seeds and
-                            all(t.met(s)[0] for s in summaries for t in self.question.targets))
+        evidence = Evidence(summaries, met)
         self.runs[key] = evidence
         return evidence
 
@@ -329,8 +330,8 @@ def add_headroom(search: Search, plans: list[dict]) -> None:
         p["headroom_rate_per_s"] = factor * rate if factor is not None and rate else None
 
 
-def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str) -> dict:
-    """One priced plan: the JSON contract's P."""
+def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str, router: str) -> dict:
+    """One priced plan: the JSON contract's P (``router``: the scenario's, which no configuration changes)."""
     q, data = search.question, search.data
     cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
     cost = deployment_cost(offer, cards, q.billing, q.currency, q.cny_per_usd)
@@ -344,7 +345,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
                         "value": mean, "ci95": [low, high]})
     return {
         "offer": offer, "gpu": config.gpu, "tensor_parallel": config.tensor_parallel, "replicas": replicas,
-        "cards": cards, "router": load_scenario(search.scenario(config, replicas), origin=search.origin).fleet.router,
+        "cards": cards, "router": router,
         "policy": {"name": config.policy}, "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
                          "billing": q.billing, "estimate": bool(cost.estimate)},
@@ -379,11 +380,9 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
          progress: Callable[[int, int], None] | None = None) -> dict:
     """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``."""
     started = time.perf_counter()
-    load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
+    scenario = load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
     for target in question.targets:  # and a target naming no class, before any run
-        if target.cls != OVERALL and target.cls not in [c["name"] for c in data["workload"]["classes"]]:
-            raise ScenarioError(f"target class {excerpt(target.cls)} is not a class; classes are "
-                                f"{', '.join(c['name'] for c in data['workload']['classes'])} (or {OVERALL})")
+        target.check_class(c.name for c in scenario.workload.classes)
     configs, not_possible = configurations(data, question, origin)
     search = Search(data, question, origin)
 
@@ -408,7 +407,8 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
             if (question.offers and offer not in question.offers) or offer_hosting_problem(offer,
                                                                                             config.tensor_parallel):
                 continue
-            plans.append({**plan_entry(search, config, replicas, evidence, offer), "same_fleet_policies": same})
+            plans.append({**plan_entry(search, config, replicas, evidence, offer, scenario.fleet.router),
+                          "same_fleet_policies": same})
     recommendation, alternatives = recommend(rank(plans))
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
     return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,

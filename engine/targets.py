@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterable
 
 from .config import OVERALL
 from .errors import ScenarioError, excerpt
@@ -42,11 +43,16 @@ class Target:
         """True when the metric must stay at or under the limit (latencies), False for at or over it."""
         return metric(self.key).lower_is_better
 
+    def check_class(self, classes: Iterable[str]) -> None:
+        """``ScenarioError`` unless the target's class is one of ``classes`` (or ``overall``)."""
+        classes = list(classes)
+        if self.cls != OVERALL and self.cls not in classes:
+            raise ScenarioError(f"target class {excerpt(self.cls)} is not a class; classes are "
+                                f"{', '.join(classes)} (or {OVERALL})")
+
     def value(self, summary: Summary) -> float | None:
         """The metric on one run's summary (None when not measured: no request of the class completed)."""
-        if self.cls != OVERALL and self.cls not in summary["classes"]:
-            raise ScenarioError(f"target class {excerpt(self.cls)} is not a class; classes are "
-                                f"{', '.join(summary['classes'])} (or {OVERALL})")
+        self.check_class(summary["classes"])
         block = summary["overall"] if self.cls == OVERALL else summary["classes"][self.cls]
         return metric(self.key).value(block)
 

@@ -108,7 +108,8 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
     scenario = str(SCENARIOS / "article_mixed_8xa100.toml")
     common = ("--target", "interactive.ttft_p99_ms=1000", "--gpus", "A100-80G,H100-80G", "--requests", "600",
               "--seeds", "2")
-    done = cli("plan", scenario, *common, "--currency", "CNY", "--billing", "annual", "--json", str(tmp_path / "p.json"))
+    done = cli("plan", scenario, *common, "--currency", "CNY", "--billing", "annual",
+               "--json", str(tmp_path / "p.json"))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("Plan for 'article") and "targets: interactive TTFT p99 <= 1.00 s" in lines[0]

@@ -189,7 +189,8 @@ def test_per_gpu_and_degree_the_policy_needing_fewest_replicas_is_kept():
     def evidence(p99: float) -> Evidence:
         return Evidence([FakeRun(p99).summary], True)
 
-    sized = {Config("A100-80G", 4, "fifo"): (3, evidence(900.0)), Config("A100-80G", 4, "priority"): (2, evidence(990.0)),
+    sized = {Config("A100-80G", 4, "fifo"): (3, evidence(900.0)),
+             Config("A100-80G", 4, "priority"): (2, evidence(990.0)),
              Config("A100-80G", 4, "wfq"): (2, evidence(500.0)), Config("H100-80G", 1, "fifo"): (4, evidence(800.0))}
     chosen = {(c.gpu, c.tensor_parallel): (c.policy, size[0], same) for c, size, same in best_policies(sized, TTFT_1S)}
     assert chosen == {("A100-80G", 4): ("wfq", 2, ["priority"]), ("H100-80G", 1): ("fifo", 4, [])}

@@ -30,7 +30,8 @@ def test_the_page_asks_the_first_class_sla_and_plans_on_request():
     at = planner()
     assert not at.exception and not at.error
     assert at.selectbox(key="plan_class_0").value == "interactive"
-    assert at.selectbox(key="plan_metric_0").value == "ttft_p99_ms" and at.number_input(key="plan_limit_0").value == 1000
+    assert at.selectbox(key="plan_metric_0").value == "ttft_p99_ms"
+    assert at.number_input(key="plan_limit_0").value == 1000
     assert at.selectbox(key="plan_metric_1").value == "none" and not at.success, "nothing runs before Plan"
     at.button[0].click().run()
     assert not at.exception and not at.error

@@ -97,8 +97,7 @@ def _simulate(scenario_json: str) -> Run:
     if scenario.workload.trace is not None:
         trace_store.touch(scenario.workload.trace.path)
     large = _is_large(data)
-    place = st.empty()  # where the page says it waits to take its turn back after a large run
-    with turns.PAGES.aside(turns.waiting_notice(place)) if large else contextlib.nullcontext():
+    with turns.stepping_aside() if large else contextlib.nullcontext():
         bar = st.progress(0.0, text="Simulating...")
         # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.
         while large and not _large_runs().acquire(timeout=0.5):
@@ -110,7 +109,6 @@ def _simulate(scenario_json: str) -> Run:
             if large:
                 _large_runs().release()
             bar.empty()
-    place.empty()
     return Run(result.summary, result.requests, result.timeseries)
 
 

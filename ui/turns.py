@@ -105,6 +105,15 @@ def in_turn(body: Callable[[], None]) -> None:
     PAGES.run(admitted, waiting_notice(notice))
 
 
+@contextmanager
+def stepping_aside() -> Iterator[None]:
+    """``PAGES.aside`` for the current page, which says where it waits while it takes its turn back."""
+    place = st.empty()
+    with PAGES.aside(waiting_notice(place)):
+        yield
+    place.empty()
+
+
 def waiting_notice(place) -> Callable[[int], None]:
     """What a waiting page shows in ``place`` (an ``st.empty``) while ``ahead`` pages go first."""
     def waiting(ahead: int) -> None:
