@@ -49,11 +49,12 @@ def alternatives_frame(plans: list[dict], label=str) -> pd.DataFrame:
     for plan in plans:
         cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
         rows.append({
+            # what to rent and what it costs and achieves first; how it is run and how sure after
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "cards": plan["cards"],
-            "policy": policy_text(plan, label),
             f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
-            f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
             **{t["target"]: target_text(t) for t in plan["targets"]},
+            f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
+            "policy": policy_text(plan, label),
             "headroom (req/s)": f"{plan['headroom_rate_per_s']:,.2f}" if plan["headroom_rate_per_s"] else "—",
             "step times": plan["step_times"] + ("" if plan["calibrated"] else " (estimate)"),
         })

@@ -144,8 +144,9 @@ def show_answer(answer: dict, question: Question) -> None:
                    "for a figure that must be at least its limit).")
     if answer["alternatives"]:
         st.markdown(f"**Alternatives, cheapest first** ({len(answer['alternatives'])})")
-        st.dataframe(alternatives_frame(answer["alternatives"], POLICY_LABELS.get), hide_index=True, width="stretch",
-                     placeholder=tables.MISSING)
+        frame = alternatives_frame(answer["alternatives"], POLICY_LABELS.get)
+        wide = {t.describe(): st.column_config.Column(width="large") for t in question.targets}  # value + interval
+        st.dataframe(frame, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config=wide)
         st.caption("Targets: mean over the seeds (95% interval). Policy: the one needing the fewest replicas on that "
                    "GPU and degree (+N: other policies tried that need as many). Headroom: the highest arrival rate at "
                    "which the same fleet still meets every target (the recommendation and the first 12 alternatives).")
