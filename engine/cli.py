@@ -1,4 +1,4 @@
-"""Command-line interface: ``python -m engine run|shapes|size|plan|hardware SCENARIO.toml [...]`` and
+"""Command-line interface: ``python -m engine run|shapes|size|plan|tune|hardware SCENARIO.toml [...]`` and
 ``python -m engine keys``.
 
 Invalid input ends with exit code 2 and one line naming the problem, never a traceback.
@@ -18,7 +18,7 @@ from .bench_results import read_result
 from .calibration import badge
 from .calibration_store import save
 from .caps import DEFAULT_CAPS, caps_with, limits_fields
-from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict
+from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict, to_toml
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards,
                    offer_hosting_problem, offers_for, unit_costs)
 from .errors import ScenarioError, printable
@@ -31,6 +31,9 @@ from .sizing import cheapest_fleets, fleet_shapes
 from .plan_text import plan_text
 from .planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
 from .targets import TARGET_METRICS, Target, parse_target
+from .tune_text import tune_text
+from .tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS as TUNE_REQUESTS, DEFAULT_SEEDS as TUNE_SEEDS, TUNABLE,
+                    TuneQuestion, parse_constraint, parse_objective, tune)
 from .steptime import decode_step_s_nb, prefill_s
 from .summary import Summary
 from .traces import guess_trace_format
@@ -51,10 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="simulate one scenario and print its metrics")
     _scenario_arguments(run)
-    run.add_argument("--trace", metavar="FILE", help="replay this trace instead of synthetic arrivals "
-                     "(the scenario's num_requests/duration_s still cut it)")
-    run.add_argument("--trace-format", choices=TRACE_FORMATS,
-                     help="trace format (default: guessed from the file: .jsonl = mooncake, TIMESTAMP header = azure)")
+    _trace_arguments(run)
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     run.add_argument("--json", metavar="PATH", help="write the metrics as JSON to PATH ('-' = stdout, no table)")
     run.add_argument("--requests-csv", metavar="PATH", help="write one row per request to PATH")
@@ -88,6 +88,27 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
     plan.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
     plan.add_argument("--json", metavar="PATH", help="write the answer as JSON to PATH ('-' = stdout, no table)")
+    tuning = sub.add_parser("tune", help="the policy parameters that minimise (or maximise) one metric under "
+                                         "constraints, on the same requests for every candidate")
+    _scenario_arguments(tuning)
+    _trace_arguments(tuning)
+    goal = tuning.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--minimize", metavar="CLASS.METRIC", help="e.g. interactive.ttft_p99_ms")
+    goal.add_argument("--maximize", metavar="CLASS.METRIC", help="e.g. offline.output_tokens_per_s")
+    tuning.add_argument("--constraint", dest="constraints", action="append", default=[],
+                        metavar="CLASS.METRIC>=VALUE", help="e.g. offline.output_tokens_per_s>=900 or "
+                        "'*.longest_wait_ms<=60000' (every class); latencies <=, attainment and throughputs >=; "
+                        "repeatable")
+    tuning.add_argument("--policies", help=f"comma-separated policies to tune (default: {','.join(TUNABLE)})")
+    tuning.add_argument("--batching", action="store_true", help="also tune server.min_batch_size and "
+                        "server.wait_timeout_ms")
+    tuning.add_argument("--candidates", type=int, default=DEFAULT_CANDIDATES, help="points evaluated in all")
+    tuning.add_argument("--seeds", type=int, default=TUNE_SEEDS, help="runs per candidate, the same for every "
+                        "candidate")
+    tuning.add_argument("--requests", type=int, default=TUNE_REQUESTS, help="requests per run")
+    tuning.add_argument("--json", metavar="PATH", help="write the answer as JSON to PATH ('-' = stdout, no text)")
+    tuning.add_argument("--write", metavar="PATH", help="write the scenario with the best parameters to PATH (TOML), "
+                        "e.g. for a nightly re-tune on a fresh trace")
     hardware = sub.add_parser("hardware", help="memory of one card, KV capacity and iteration times (roofline)")
     _scenario_arguments(hardware)
     calibrate = sub.add_parser("calibrate", help="replay your benchmark results, compare them with the simulator "
@@ -116,6 +137,14 @@ def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", dest="limits", action="append", default=[], metavar="NAME=VALUE",
                         help="raise a safety limit for this run, e.g. --limit requests_per_run=5000000 "
                              f"(repeatable; names: {', '.join(limits_fields())})")
+
+
+def _trace_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", metavar="FILE", help="replay this trace instead of synthetic arrivals "
+                        "(the scenario's num_requests/duration_s still cut it)")
+    parser.add_argument("--trace-format", choices=TRACE_FORMATS,
+                        help="trace format (default: guessed from the file: .jsonl = mooncake, TIMESTAMP header = "
+                             "azure)")
 
 
 def _offer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -291,6 +320,35 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace) -> int:
+    scenario = _load(args)
+    constraints = tuple(t for text in args.constraints for t in parse_constraint(text))
+    question = TuneQuestion(parse_objective(args.minimize or args.maximize, minimize=bool(args.minimize)),
+                            constraints, _names(args.policies) or TUNABLE, args.batching, args.candidates,
+                            args.seeds, args.requests)
+    progress = None if args.json == "-" else (lambda done, total: print(
+        f"\rcandidates: {done}/{total}", end="", file=sys.stderr, flush=True))
+    data = scenario_to_dict(scenario)
+    answer = tune(data, question, scenario.origin, progress)
+    if progress is not None:
+        print(file=sys.stderr)  # the search may stop short of its budget: end the progress line here
+    if args.write:
+        best = answer["best"]
+        tuned = {**data, "policy": best["policy"], "server": {**data["server"], **best["server"]}}
+        load_scenario(tuned, origin=scenario.origin)  # what is written loads
+        Path(args.write).write_text(to_toml(tuned))
+    if args.json:
+        text = json.dumps(answer, indent=2)
+        if args.json == "-":
+            print(text)
+            return 0
+        Path(args.json).write_text(text)
+    print(tune_text(answer, scenario.name))
+    if args.write:
+        print(f"wrote the tuned scenario to {args.write}")
+    return 0
+
+
 def _hardware(args: argparse.Namespace) -> int:
     server = _load(args).server
     if server.step_model != "roofline":
@@ -351,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             print(f"compiled and cached: {warm_up()} presets simulated in {time.perf_counter() - started:.1f} s")
             return 0
-        return {"run": _run, "shapes": _shapes, "size": _size, "plan": _plan, "hardware": _hardware,
+        return {"run": _run, "shapes": _shapes, "size": _size, "plan": _plan, "tune": _tune, "hardware": _hardware,
                 "calibrate": _calibrate}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)

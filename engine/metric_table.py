@@ -65,6 +65,11 @@ class Metric:
             return f"{money_text(value, sign)} {currency}".rstrip()
         return significant(value, 3, sign)  # a rate's unit is in its card's label (``card_label``)
 
+    def unit_text(self, value: Any) -> str:
+        """``text`` with a rate's unit too, for a sentence or a plain table: "1,150 tokens/s", "340 ms"."""
+        shown = self.text(value)
+        return f"{shown} {self.unit}" if self.kind == RATE and not _missing(value) else shown
+
     def change_text(self, value: Any, old: Any) -> str | None:
         """A card's change against an earlier value ("+120 ms", "-1.5 pt"); None when the card's own number did
         not change (equal, or rounding to the same text) or either value is missing."""

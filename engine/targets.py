@@ -16,7 +16,7 @@ from typing import Iterable
 
 from .config import OVERALL
 from .errors import ScenarioError, excerpt
-from .metric_table import CLASS_METRICS, COUNT, RATE, metric
+from .metric_table import CLASS_METRICS, COUNT, metric
 from .summary import Summary
 
 # Every class metric a target may bound: not the counts (they grow with the run's length).
@@ -74,8 +74,7 @@ class Target:
     def describe(self) -> str:
         """The target in words: "interactive TTFT p99 <= 1.00 s", "batch Output >= 900 tokens/s"."""
         m = metric(self.key)
-        limit = f"{m.text(self.limit)} {m.unit}" if m.kind == RATE else m.text(self.limit)  # a rate's text has no unit
-        return f"{self.cls} {m.label} {'<=' if self.at_most else '>='} {limit}"
+        return f"{self.cls} {m.label} {'<=' if self.at_most else '>='} {m.unit_text(self.limit)}"
 
 
 def parse_target(text: str) -> Target:

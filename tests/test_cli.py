@@ -133,6 +133,34 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
         assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.splitlines()) == 1
 
 
+def test_tune_prints_the_best_policy_and_keeps_the_json_contract(tmp_path):
+    scenario = str(SCENARIOS / "article_mixed_8xa100.toml")
+    common = ("--set", "server.max_batch_size=64", "--set", "workload.arrival.rate_per_s=45", "--requests", "1000",
+              "--seeds", "1", "--candidates", "20", "--minimize", "interactive.ttft_p99_ms")
+    written = tmp_path / "tuned.toml"
+    done = cli("tune", scenario, *common, "--constraint", "*.longest_wait_ms<=60000", "--write", str(written))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Tuning 'article")
+    assert "subject to interactive Longest wait <= 60.0 s; offline" in lines[0]
+    assert lines[2].startswith("Best: ") and "[policy]" in lines and "nan" not in done.stdout.lower()
+    piped = cli("tune", scenario, *common, "--json", "-")
+    assert piped.returncode == 0, piped.stderr
+    answer = json.loads(piped.stdout)
+    assert set(answer) >= {"best", "evaluations", "wall_s"} and set(answer["best"]) >= {"policy", "metrics"}
+    assert set(answer["best"]["metrics"]) == {"interactive", "offline", "overall"}
+    tuned = cli("run", str(written), "--set", "workload.num_requests=200", "--json", "-")
+    assert tuned.returncode == 0 and json.loads(tuned.stdout)["run"]["requests"] == 200
+    assert 'name = "%s"' % answer["best"]["policy"]["name"] in written.read_text()
+    for bad, message in ((("--minimize", "interactive.ttft_p99_ms", "--constraint", "interactive.ttft_p99_ms>=5"),
+                          "bounded the other way"),
+                         (("--minimize", "vip.ttft_p99_ms"), "target class 'vip' is not a class"),
+                         (("--maximize", "interactive.ttft_p99_ms", "--policies", "fifo"),
+                          "has no parameters to tune")):
+        refused = cli("tune", scenario, *bad)
+        assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
 def test_size_lists_offers_cheapest_first():
     done = cli("size", str(SCENARIOS / "article_mixed_8xa100.toml"), "--set", "workload.num_requests=800",
                "--target-class", "interactive", "--max-ms", "1000", "--currency", "USD")

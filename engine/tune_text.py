@@ -1,0 +1,60 @@
+"""The tuner's answer in words: what was searched, the best point against the scenario as it is, and the
+``[policy]`` block to paste. Shared by the command line and the Lab's tuning panel."""
+
+from __future__ import annotations
+
+from .metric_table import metric
+from .policies import POLICY_LABELS
+
+
+def settings_text(block: dict) -> str:
+    """The tuned values in words: "alpha 2.3, beta 0.5, weight of chat 4 (against the last class)"."""
+    parts = []
+    for name, value in block["values"].items():
+        if name.startswith("weight:"):
+            parts.append(f"weight of {name[len('weight:'):]} {value:g} (last class 1)")
+        else:
+            parts.append(f"{name} {value:g}")
+    return ", ".join(parts) or "as in the scenario"
+
+
+def rows(answer: dict) -> list[tuple[str, str, str]]:
+    """(what, baseline, best): the objective and every constraint, each in its metric's own unit."""
+    shown = [(answer["objective"]["class"], answer["objective"]["metric"], answer["objective"]["text"])]
+    shown += [(c["class"], c["metric"], c["text"]) for c in answer["constraints"]]
+    out = []
+    for cls, key, what in shown:
+        m = metric(key)
+        values = [m.value(answer[which]["metrics"][cls]) for which in ("baseline", "best")]
+        out.append((what, *(m.unit_text(v) for v in values)))
+    return out
+
+
+def verdict(answer: dict) -> str:
+    """One sentence: the best point, and whether it meets every constraint."""
+    best = answer["best"]
+    name = POLICY_LABELS[best["policy"]["name"]]
+    if not best["feasible"]:
+        return (f"No candidate met every constraint; the closest: {name}, {settings_text(best)}. Relax a "
+                f"constraint, add capacity, or widen the search.")
+    return f"Best: {name}, {settings_text(best)}" + (", every constraint met." if answer["constraints"] else ".")
+
+
+FLAT_TEXT = ("The objective hardly moved over the search: at this load the parameters make no difference (requests "
+             "rarely wait for each other). Raise the arrival rate, or tune where the fleet is busier.")
+
+
+def tune_text(answer: dict, scenario_name: str) -> str:
+    """The whole answer for a terminal."""
+    lines = [f"Tuning {scenario_name!r}: {answer['objective']['text']}"
+             + (f" subject to {'; '.join(c['text'] for c in answer['constraints'])}" if answer["constraints"] else ""),
+             f"{answer['evaluations']} candidates x {answer['seeds']} seeds x {answer['requests']:,} requests (the "
+             f"same requests for every candidate), {answer['wall_s']:.1f} s on {answer['workers']} workers",
+             verdict(answer), *([FLAT_TEXT] if answer["flat"] else []), ""]
+    baseline_name = answer["baseline"]["policy"]["name"]
+    table = [("", f"scenario as it is ({baseline_name})", "best"), *rows(answer)]
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    lines += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+              for r in table]
+    lines += ["", "Paste into the scenario:", answer["toml"].rstrip()]
+    return "\n".join(lines)
