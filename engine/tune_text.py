@@ -8,14 +8,8 @@ from .policies import POLICY_LABELS
 
 
 def settings_text(block: dict) -> str:
-    """The tuned values in words: "alpha 2.3, beta 0.5, weight of chat 4 (against the last class)"."""
-    parts = []
-    for name, value in block["values"].items():
-        if name.startswith("weight:"):
-            parts.append(f"weight of {name[len('weight:'):]} {value:g} (last class 1)")
-        else:
-            parts.append(f"{name} {value:g}")
-    return ", ".join(parts) or "as in the scenario"
+    """The tuned values in words: "alpha (waiting) 9.38, SLA for classes without one 54,400 ms"."""
+    return ", ".join(block["settings"]) or "as in the scenario"
 
 
 def rows(answer: dict) -> list[tuple[str, str, str]]:
@@ -28,6 +22,15 @@ def rows(answer: dict) -> list[tuple[str, str, str]]:
         values = [m.value(answer[which]["metrics"][cls]) for which in ("baseline", "best")]
         out.append((what, *(m.unit_text(v) for v in values)))
     return out
+
+
+def runs_text(answer: dict) -> str:
+    """"2 seeds x 3,000 requests": what each candidate ran."""
+    return f"{answer['seeds']} seed{'s' if answer['seeds'] != 1 else ''} x {answer['requests']:,} requests"
+
+
+def baseline_header(answer: dict) -> str:
+    return f"scenario as it is ({POLICY_LABELS[answer['baseline']['policy']['name']]})"
 
 
 def verdict(answer: dict) -> str:
@@ -48,11 +51,10 @@ def tune_text(answer: dict, scenario_name: str) -> str:
     """The whole answer for a terminal."""
     lines = [f"Tuning {scenario_name!r}: {answer['objective']['text']}"
              + (f" subject to {'; '.join(c['text'] for c in answer['constraints'])}" if answer["constraints"] else ""),
-             f"{answer['evaluations']} candidates x {answer['seeds']} seeds x {answer['requests']:,} requests (the "
+             f"{answer['evaluations']} candidates x {runs_text(answer)} (the "
              f"same requests for every candidate), {answer['wall_s']:.1f} s on {answer['workers']} workers",
              verdict(answer), *([FLAT_TEXT] if answer["flat"] else []), ""]
-    baseline_name = answer["baseline"]["policy"]["name"]
-    table = [("", f"scenario as it is ({baseline_name})", "best"), *rows(answer)]
+    table = [("", baseline_header(answer), "best"), *rows(answer)]
     widths = [max(len(r[i]) for r in table) for i in range(3)]
     lines += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
               for r in table]

@@ -80,12 +80,21 @@ class Knob:
         u = (value - self.low) / (self.high - self.low)
         return math.sqrt(u) if self.scale == "square" else u
 
-    def label(self) -> str:
+    def _words(self) -> tuple[str, str]:
         if self.name.startswith(WEIGHT_KNOB):
-            return f"Weight of {self.name[len(WEIGHT_KNOB):]} (last class = 1)"
+            return f"Weight of {self.name[len(WEIGHT_KNOB):]} (last class = 1)", ""
         cls = Policy if self.table == "policy" else Server
-        unit = field_meta(cls, self.name)[1]["unit"]
-        return field_label(cls, self.name) + (f" ({unit})" if unit else "")
+        return field_label(cls, self.name), field_meta(cls, self.name)[1]["unit"]
+
+    def label(self) -> str:
+        """The knob for an axis: "SLA for classes without one (ms)"."""
+        words, unit = self._words()
+        return words + (f" ({unit})" if unit else "")
+
+    def text(self, value: float) -> str:
+        """The knob at ``value`` in a sentence: "SLA for classes without one 54,400 ms", "alpha (waiting) 9.38"."""
+        words, unit = self._words()
+        return f"{words} {value:,g}" + (f" {unit}" if unit else "")
 
 
 POLICY_KNOBS = {
@@ -382,7 +391,9 @@ def candidate_block(tuning: Tuning, c: Candidate) -> dict:
     data = tuning.run_data(c.policy, c.values, 0)
     server = {k.name: data["server"][k.name] for k in BATCHING_KNOBS if k.name in c.values}
     metrics = mean_block([{**s["classes"], OVERALL: s["overall"]} for s in c.summaries])
+    named = {k.name: k for p in tuning.question.policies for k in knobs(p, tuning.classes, tuning.question.batching)}
     return {"policy": data["policy"], "server": server, "values": c.values, "metrics": metrics,
+            "settings": [named[name].text(value) for name, value in c.values.items()],
             "objective": c.objective if math.isfinite(c.objective) else None, "feasible": c.feasible,
             "unstable": any(s["system"]["unstable"] for s in c.summaries)}
 

@@ -20,7 +20,8 @@ from engine.simulate import load_text, stop_explanation
 from engine.summary import Summary, SystemMetrics
 from engine.sweep import sweep_rates
 from engine.workload import trace_requests
-from ui import charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, view
+from ui import (charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, tune_panel,
+                view)
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 
@@ -348,6 +349,13 @@ if partial:
 with st.expander("Comparison table"):
     tables.show(comparison, list(TABLE_COLUMNS), currency)
     st.caption("—: not measured (no completed request, no SLA target in the class, or no price).")
+
+# Tracked (key + rerun): it stays open while it tunes, and its controls run only while it is open.
+tuning = st.expander("Tune the policy: the parameters that minimise one figure under constraints", key="tune_open",
+                     on_change="rerun")
+with tuning:
+    if tuning.open:
+        tune_panel.render(scenario, typed)
 
 st.subheader("Curves against load")
 if typed.workload.trace is None:

@@ -192,3 +192,37 @@ def rate_over_time(counts: pd.DataFrame) -> go.Figure:
     fig.update_layout(height=260, margin=dict(t=30, b=10), title="Arrival rate per minute",
                       xaxis_title="minute of the trace", yaxis_title="arrival rate (req/s)")
     return fig
+
+
+def tune_surface(surface: dict, panel: dict) -> go.Figure:
+    """One metric of the tuner's response surface: a heatmap over its two knobs (a line over one), the chosen
+    point starred, cells or points that break a constraint crossed out."""
+    m = metric(panel["metric"])
+    axes, values = surface["axes"], [m.table_value(v) for v in panel["values"]]
+    title = f"{chart_text(panel['class'])}: {m.title()}"
+    if len(axes) == 1:
+        xs = axes[0]["values"]
+        fig = go.Figure(go.Scatter(x=xs, y=values, mode="lines+markers", name=m.label, showlegend=False,
+                                   marker=dict(symbol=["circle" if ok else "x" for ok in surface["feasible"]])))
+        chosen = values[xs.index(surface["best"][0])]
+        fig.add_trace(go.Scatter(x=[surface["best"][0]], y=[chosen], mode="markers", name="chosen",
+                                 marker=dict(symbol="star", size=16, color="gold", line=dict(color="black", width=1))))
+        fig.update_layout(xaxis_title=axes[0]["label"], yaxis_title=m.title())
+    else:
+        xs, ys = [f"{v:,g}" for v in axes[0]["values"]], [f"{v:,g}" for v in axes[1]["values"]]
+        z = [values[row * len(xs):(row + 1) * len(xs)] for row in range(len(ys))]
+        fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, colorbar=dict(title=m.title()), texttemplate="%{z:,}",
+                                   reversescale=not m.lower_is_better))
+        broken = [(xs[i % len(xs)], ys[i // len(xs)]) for i, ok in enumerate(surface["feasible"]) if not ok]
+        if broken:
+            fig.add_trace(go.Scatter(x=[b[0] for b in broken], y=[b[1] for b in broken], mode="markers",
+                                     name="breaks a constraint", marker=dict(symbol="x-thin", size=14,
+                                                                               line=dict(width=2, color="white"))))
+        fig.add_trace(go.Scatter(x=[f"{surface['best'][0]:,g}"], y=[f"{surface['best'][1]:,g}"], mode="markers",
+                                 name="chosen", marker=dict(symbol="star", size=18, color="gold",
+                                                            line=dict(color="black", width=1))))
+        fig.update_layout(xaxis_title=axes[0]["label"], yaxis_title=axes[1]["label"], xaxis_type="category",
+                          yaxis_type="category")
+    fig.update_layout(height=360, margin=dict(t=40, b=10), title=title,
+                      legend=dict(orientation="h", yanchor="bottom", y=-0.35))
+    return fig

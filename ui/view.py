@@ -20,9 +20,13 @@ from ui import state, text
 
 QUERY_KEY = "v"
 PLAN_TARGET_ROWS = 3  # target rows of the Planner page
+TUNE_CONSTRAINT_ROWS = 2  # constraint rows of the Lab's tuning panel
 VIEW_KEYS = (
     # Lab
     "comparison_metric", "curves_metric", "cdf_column", "curve_policies", "alpha_gamma", "timeline_replica",
+    # the Lab's tuning panel
+    "tune_class", "tune_metric", "tune_policies", "tune_batching", "tune_candidates", "tune_seeds",
+    *(f"tune_c_{name}_{i}" for i in range(TUNE_CONSTRAINT_ROWS) for name in ("class", "metric", "limit")),
     # cost of the fleet (Lab and Hardware & Cost)
     "cost_offer", "cost_billing", "cost_currency", "cost_fx",
     # Hardware & Cost
