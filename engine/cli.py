@@ -1,4 +1,4 @@
-"""Command-line interface: ``python -m engine run|shapes|size|plan|tune|hardware SCENARIO.toml [...]`` and
+"""Command-line interface: ``python -m engine run|shapes|size|plan|report|tune|hardware SCENARIO.toml [...]`` and
 ``python -m engine keys``.
 
 Invalid input ends with exit code 2 and one line naming the problem, never a traceback.
@@ -28,7 +28,8 @@ from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile
 from .origin import Origin
 from .simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sizing import cheapest_fleets, fleet_shapes
-from .plan_text import plan_text
+from .plan_text import plan_text, summary_line
+from .report import DEFAULT_APP_URL, report_html, write_pdf
 from .planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
 from .targets import TARGET_METRICS, Target, parse_target
 from .tune_text import tune_text
@@ -72,22 +73,15 @@ def _parser() -> argparse.ArgumentParser:
     size.add_argument("--max-replicas", type=int, default=16, help="largest fleet tried per GPU")
     _offer_arguments(size)
     plan = sub.add_parser("plan", help="the cheapest rental, fleet and policy that meet every target")
-    _scenario_arguments(plan)
-    plan.add_argument("--target", dest="targets", action="append", required=True, metavar="CLASS.METRIC=VALUE",
-                      help="a target, e.g. interactive.ttft_p99_ms=1000 (latencies at most; sla_attainment and "
-                           f"throughputs at least; metrics: {', '.join(TARGET_METRICS)}; repeatable)")
-    plan.add_argument("--gpus", help="comma-separated GPUs to consider (default: every GPU with an offer)")
-    plan.add_argument("--offers", help="comma-separated offers to consider (default: every offer)")
-    plan.add_argument("--policies", help="comma-separated policies to try (default: the scenario's)")
-    plan.add_argument("--billing", choices=tuple(PLAN_BILLING), default="monthly",
-                      help="hourly and monthly: the offer's own price (per hour or per month, no commitment); "
-                           "annual: the annual prepay discount")
-    plan.add_argument("--currency", choices=CURRENCIES, default="USD")
-    plan.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
-    plan.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="runs per decision, each with its own seed")
-    plan.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
-    plan.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
+    _plan_arguments(plan)
     plan.add_argument("--json", metavar="PATH", help="write the answer as JSON to PATH ('-' = stdout, no table)")
+    report = sub.add_parser("report", help="plan, then write the answer as a report to hand over: one "
+                                           "self-contained HTML file and a PDF")
+    _plan_arguments(report)
+    report.add_argument("--html", required=True, metavar="PATH", help="write the report as HTML to PATH")
+    report.add_argument("--pdf", metavar="PATH", help="also print it as a PDF to PATH (needs Chromium)")
+    report.add_argument("--app-url", default=DEFAULT_APP_URL, help="where the app runs, for the report's link back "
+                        f"to the plan (default {DEFAULT_APP_URL})")
     tuning = sub.add_parser("tune", help="the policy parameters that minimise (or maximise) one metric under "
                                          "constraints, on the same requests for every candidate")
     _scenario_arguments(tuning)
@@ -137,6 +131,24 @@ def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", dest="limits", action="append", default=[], metavar="NAME=VALUE",
                         help="raise a safety limit for this run, e.g. --limit requests_per_run=5000000 "
                              f"(repeatable; names: {', '.join(limits_fields())})")
+
+
+def _plan_arguments(parser: argparse.ArgumentParser) -> None:
+    _scenario_arguments(parser)
+    parser.add_argument("--target", dest="targets", action="append", required=True, metavar="CLASS.METRIC=VALUE",
+                        help="a target, e.g. interactive.ttft_p99_ms=1000 (latencies at most; sla_attainment and "
+                             f"throughputs at least; metrics: {', '.join(TARGET_METRICS)}; repeatable)")
+    parser.add_argument("--gpus", help="comma-separated GPUs to consider (default: every GPU with an offer)")
+    parser.add_argument("--offers", help="comma-separated offers to consider (default: every offer)")
+    parser.add_argument("--policies", help="comma-separated policies to try (default: the scenario's)")
+    parser.add_argument("--billing", choices=tuple(PLAN_BILLING), default="monthly",
+                        help="hourly and monthly: the offer's own price (per hour or per month, no commitment); "
+                             "annual: the annual prepay discount")
+    parser.add_argument("--currency", choices=CURRENCIES, default="USD")
+    parser.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="runs per decision, each with its own seed")
+    parser.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
+    parser.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
 
 
 def _trace_arguments(parser: argparse.ArgumentParser) -> None:
@@ -301,14 +313,20 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
 
 
+def _question(args: argparse.Namespace) -> Question:
+    return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
+                    _names(args.policies), PLAN_BILLING[args.billing], args.currency, args.cny_per_usd,
+                    args.seeds, args.requests, args.max_replicas)
+
+
+def _sizing_progress(done: int, total: int) -> None:
+    print(f"\rsizing configurations: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+
 def _plan(args: argparse.Namespace) -> int:
     scenario = _load(args)
-    question = Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
-                        _names(args.policies), PLAN_BILLING[args.billing], args.currency, args.cny_per_usd,
-                        args.seeds, args.requests, args.max_replicas)
-    progress = None if args.json == "-" else (lambda done, total: print(
-        f"\rsizing configurations: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True))
-    answer = plan(scenario_to_dict(scenario), question, scenario.origin, progress)
+    question = _question(args)
+    answer = plan(scenario_to_dict(scenario), question, scenario.origin, None if args.json == "-" else _sizing_progress)
     if args.json:
         text = json.dumps(answer, indent=2)
         if args.json == "-":
@@ -317,6 +335,23 @@ def _plan(args: argparse.Namespace) -> int:
         Path(args.json).write_text(text)
     print(plan_text(answer, f"Plan for {scenario.name!r}: {question.requests:,} requests x {question.seeds} seeds "
                             f"per decision; targets: {'; '.join(t.describe() for t in question.targets)}"))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    scenario = _load(args)
+    question = _question(args)
+    data = scenario_to_dict(scenario)
+    answer = plan(data, question, scenario.origin, _sizing_progress)
+    started = time.perf_counter()
+    text = report_html(data, question, answer, args.app_url, time.strftime("%Y-%m-%d %H:%M %Z"), scenario.origin)
+    Path(args.html).write_text(text, encoding="utf-8")
+    if args.pdf:
+        write_pdf(text, Path(args.pdf))
+    best = answer["recommendation"]
+    print(("Recommendation: " + summary_line(best)) if best else "No fleet meets every target within the search.")
+    print(f"wrote {args.html}" + (f" and {args.pdf}" if args.pdf else "") +
+          f" (plan {answer['run']['wall_s']:.1f} s, report {time.perf_counter() - started:.1f} s)")
     return 0
 
 
@@ -409,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             print(f"compiled and cached: {warm_up()} presets simulated in {time.perf_counter() - started:.1f} s")
             return 0
-        return {"run": _run, "shapes": _shapes, "size": _size, "plan": _plan, "tune": _tune, "hardware": _hardware,
+        return {"run": _run, "shapes": _shapes, "size": _size, "plan": _plan, "report": _report, "tune": _tune,
+                "hardware": _hardware,
                 "calibrate": _calibrate}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -75,6 +75,20 @@ def sensitivity_text(answer: dict) -> str | None:
     return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
 
 
+def caveat(answer: dict, how_to_measure: str) -> str | None:
+    """What the reader must know about the recommendation's step times: it rests on an estimate (measure it,
+    ``how_to_measure`` says how), or a cheaper plan exists on paper whose step times are not measured."""
+    best = answer["recommendation"]
+    if best is None:
+        return None
+    if not best["calibrated"]:
+        return ("No plan on a GPU with measured step times meets the targets: this one rests on an estimate. "
+                f"Measure that GPU ({how_to_measure}) before renting.")
+    cheaper = [p for p in answer["alternatives"] if not p["calibrated"]
+               and p["monthly_cost"]["low"] < best["monthly_cost"]["low"]]
+    return f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}" if cheaper else None
+
+
 def plan_text(answer: dict, title: str) -> str:
     """The whole answer, for printing."""
     lines = [title]
@@ -83,13 +97,9 @@ def plan_text(answer: dict, title: str) -> str:
         lines.append("No fleet meets every target within the search; see why below.")
     else:
         lines.append("Recommendation: " + summary_line(best))
-        cheaper = [p for p in answer["alternatives"] if not p["calibrated"] and
-                   p["monthly_cost"]["low"] < best["monthly_cost"]["low"]]
-        if cheaper and best["calibrated"]:
-            lines.append(f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}")
-        elif not best["calibrated"]:
-            lines.append("No plan on a GPU with measured step times meets the targets: this one rests on an "
-                         "estimate; measure it (python -m engine calibrate) before renting.")
+        warning = caveat(answer, "python -m engine calibrate")
+        if warning:
+            lines.append(warning)
         lines += [f"  - {sentence}" for sentence in answer["diagnosis"]]
         grows = sensitivity_text(answer)
         if grows:

@@ -7,9 +7,11 @@ The engine (``engine.planner``) does the work; this page only asks and shows.
 """
 
 import json
+import tempfile
+import time
+from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 import engine
@@ -18,8 +20,10 @@ from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
 from engine.hardware import load_table
 from engine.metric_table import metric
 from engine.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, Question, plan
-from engine.plan_text import alternatives_frame, sensitivity_text, summary_line
+from engine.plan_charts import pareto_chart
+from engine.plan_text import alternatives_frame, caveat, sensitivity_text, summary_line
 from engine.policies import POLICY_LABELS
+from engine.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
 from engine.registry import POLICY_CODES
 from engine.targets import TARGET_METRICS, Target
 from ui import runner, scenario_sidebar, state, tables, text, view
@@ -91,35 +95,6 @@ def question_inputs(typed: engine.Scenario) -> Question:
                     int(requests))
 
 
-def pareto_chart(answer: dict, target: Target) -> go.Figure:
-    """Monthly cost (low end) against the first target's value, one point per plan; measured and estimated step
-    times apart."""
-    plans = [answer["recommendation"], *answer["alternatives"]]
-    m = metric(target.key)
-    fig = go.Figure()
-    for calibrated, name, symbol in ((True, "step times measured", "circle"), (False, "estimate only", "x")):
-        shown = [p for p in plans if p["calibrated"] == calibrated]
-        if not shown:
-            continue
-        values = [next(t["value"] for t in p["targets"] if t["metric"] == target.key and t["class"] == target.cls)
-                  for p in shown]
-        fig.add_trace(go.Scatter(
-            x=[p["monthly_cost"]["low"] for p in shown], y=[m.table_value(v) for v in values], mode="markers",
-            name=name, marker=dict(symbol=symbol, size=9),
-            text=[f"{p['replicas']} x TP{p['tensor_parallel']} {p['gpu']}, {p['offer']}" for p in shown],
-            hovertemplate="%{text}<br>%{x:,.0f} per month<br>%{y}<extra></extra>"))
-    best = answer["recommendation"]
-    fig.add_trace(go.Scatter(x=[best["monthly_cost"]["low"]], y=[m.table_value(
-        next(t["value"] for t in best["targets"] if t["metric"] == target.key and t["class"] == target.cls))],
-        mode="markers", name="recommended", marker=dict(symbol="star", size=16, color="gold",
-                                                        line=dict(color="black", width=1))))
-    fig.add_hline(y=m.table_value(target.limit), line_dash="dash", line_color="grey")
-    fig.update_layout(height=380, margin=dict(t=30, b=10),
-                      xaxis_title=f"per month, low end ({best['monthly_cost']['currency']})",
-                      yaxis_title=f"{target.cls} {m.title()}")
-    return fig
-
-
 def show_answer(answer: dict, question: Question) -> None:
     best = answer["recommendation"]
     if best is None:
@@ -127,13 +102,9 @@ def show_answer(answer: dict, question: Question) -> None:
                    "more GPUs or policies, or simulate fewer requests per run.")
     else:
         st.success(text.plain("Recommended: " + summary_line(best)))
-        cheaper = [p for p in answer["alternatives"] if not p["calibrated"]
-                   and p["monthly_cost"]["low"] < best["monthly_cost"]["low"]]
-        if not best["calibrated"]:
-            st.warning("No plan on a GPU with measured step times meets the targets: this one rests on an estimate. "
-                       "Measure that GPU (Hardware & Cost, 'Your own measurements') before renting.")
-        elif cheaper:
-            st.warning(text.plain("Cheaper on paper, but its step times are not measured: " + summary_line(cheaper[0])))
+        warning = caveat(answer, "Hardware & Cost, 'Your own measurements'")
+        if warning:
+            st.warning(text.plain(warning))
         st.markdown("\n".join(f"- {text.plain(sentence)}" for sentence in answer["diagnosis"]))
         grows = sensitivity_text(answer)
         if grows:
@@ -158,7 +129,34 @@ def show_answer(answer: dict, question: Question) -> None:
                          placeholder=tables.MISSING)
     run = answer["run"]
     st.caption(f"{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run['workers']} cores.")
-    st.download_button("Download the plan (JSON)", json.dumps(answer, indent=2), "plan.json", mime="application/json")
+    report_buttons(answer, question)
+
+
+def report_buttons(answer: dict, question: Question) -> None:
+    """The plan as JSON, and as the report to hand over: HTML (interactive charts, opens offline) and PDF (printed
+    by Chromium when the server has it); each file is made when its button is pressed."""
+    data = state.current_or_default()
+    app_url = st.context.url.rsplit("/planner", 1)[0] if st.context.url else DEFAULT_APP_URL
+    created = time.strftime("%Y-%m-%d %H:%M %Z")
+
+    def page() -> str:
+        return report_html(data, question, answer, app_url, created, APP_ORIGIN)
+
+    def pdf() -> bytes:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "plan.pdf"
+            write_pdf(page(), path)
+            return path.read_bytes()
+    cols = st.columns(3)
+    cols[0].download_button("Download the report (HTML)", page, "plan.html", mime="text/html", type="primary",
+                            help="One file with the answer, its evidence and assumptions; opens offline.")
+    if chromium() is not None:
+        cols[1].download_button("Download the report (PDF)", pdf, "plan.pdf", mime="application/pdf",
+                                help="The same report, printed; takes a few seconds.")
+    else:
+        cols[1].caption("PDF: this server has no Chromium to print it; open the HTML report and print it.")
+    cols[2].download_button("Download the plan (JSON)", json.dumps(answer, indent=2), "plan.json",
+                            mime="application/json")
 
 
 sidebar_summary = scenario_sidebar.render()

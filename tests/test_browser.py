@@ -7,6 +7,7 @@ measured update times to tests/artifacts/browser_timings.json.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
@@ -174,6 +175,16 @@ def test_planner_plans_and_its_download_holds_the_numbers_on_screen(server, page
     assert f"{best['monthly_cost']['low']:,.0f} USD per month" in said
     assert metric("ttft_p99_ms").text(best["targets"][0]["value"]) in said
     assert answer["diagnosis"] and answer["diagnosis"][0][:40] in page.inner_text("body").replace("\u2060", "")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the report (HTML)").click()
+    report = Path(download.value.path()).read_text()
+    on_screen = said.replace("\u2060", "").removeprefix("Recommended: ").strip()
+    assert html.escape(on_screen) in report, "the report says what the page says"
+    assert metric("ttft_p99_ms").text(best["targets"][0]["value"]) in report
+    assert f"{server}/planner?s=" in report, "the report links back to this plan"
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the report (PDF)").click()
+    assert Path(download.value.path()).read_bytes().startswith(b"%PDF")
 
 
 HOSTILE_NAME = "![x](http://evil.example/i.png)[y](http://evil.example)<b>z</b>:red[r]$m$:+1:"

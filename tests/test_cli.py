@@ -133,6 +133,20 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
         assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.splitlines()) == 1
 
 
+def test_report_writes_the_html_with_the_plans_recommendation(tmp_path):
+    page = tmp_path / "plan.html"
+    done = cli("report", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target", "interactive.ttft_p99_ms=1000",
+               "--gpus", "H100-80G", "--requests", "500", "--seeds", "2", "--html", str(page),
+               "--app-url", "http://lab.example")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()[0]
+    assert said.startswith("Recommendation: ") and "H100-80G" in said
+    assert said.removeprefix("Recommendation: ").replace("'", "&#x27;") in page.read_text()
+    assert "http://lab.example/planner?s=" in page.read_text() and "wrote " in done.stdout
+    refused = cli("report", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target", "interactive.ttft_p99_ms=1000")
+    assert refused.returncode == 2 and "--html" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
 def test_tune_prints_the_best_policy_and_keeps_the_json_contract(tmp_path):
     scenario = str(SCENARIOS / "article_mixed_8xa100.toml")
     common = ("--set", "server.max_batch_size=64", "--set", "workload.arrival.rate_per_s=45", "--requests", "1000",

@@ -7,51 +7,19 @@ scenario is replaced wholesale (preset, upload, link), so they re-read their val
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import zlib
-
 import streamlit as st
 
 import engine
 from engine.calibration_store import holds_for
-from engine.caps import DEFAULT_CAPS
 from engine.config import Server, read_toml
+from engine.link import SCENARIO_KEY, decode, encode  # noqa: F401 - the pages' names for them
 from engine.policies import POLICY_LABELS
 from engine.simulate import PRESET_DIR
 from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 
 DEFAULT_PRESET = "chat_and_batch_a100_8b.toml"  # a real GPU, so the first screen shows cost too
-QUERY_KEY = "s"
-
-
-def encode(data: dict) -> str:
-    raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
-
-
-def decode(link: str, what: str = "the link's scenario (?s=...)") -> dict:
-    """The table in a link (``what`` names it in errors); ``ScenarioError`` when the text is not one, or is larger
-    than the limits (``link_chars`` before, ``link_bytes`` after decompression: decompression stops there)."""
-    caps = DEFAULT_CAPS
-    caps.check("link_chars", what, link)
-    try:
-        inflater = zlib.decompressobj()
-        raw = inflater.decompress(base64.urlsafe_b64decode(link + "=" * (-len(link) % 4)), caps.link_bytes)
-        too_large = bool(inflater.unconsumed_tail)
-        if not too_large and not inflater.eof:
-            raise ValueError("truncated")
-        data = None if too_large else json.loads(raw)
-    except (binascii.Error, zlib.error, ValueError, RecursionError):
-        raise engine.ScenarioError(f"{what} is damaged; the default is shown") from None
-    if too_large:
-        raise engine.ScenarioError(f"{what} decompresses to more than the limit of {caps.link_bytes:,} bytes "
-                                   f"(link_bytes); the default is shown")
-    if not isinstance(data, dict):
-        raise engine.ScenarioError(f"{what} is not a table; the default is shown")
-    return data
+QUERY_KEY = SCENARIO_KEY
 
 
 def presets() -> list[str]:

@@ -16,9 +16,10 @@ from typing import Any, Sequence
 import streamlit as st
 
 import engine
+from engine.link import VIEW_KEY
 from ui import state, text
 
-QUERY_KEY = "v"
+QUERY_KEY = VIEW_KEY
 PLAN_TARGET_ROWS = 3  # target rows of the Planner page
 TUNE_CONSTRAINT_ROWS = 2  # constraint rows of the Lab's tuning panel
 VIEW_KEYS = (

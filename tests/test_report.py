@@ -1,0 +1,98 @@
+"""The report (engine.report): one self-contained HTML file and a PDF printed from it, holding the planner's
+own numbers; the PDF renders to PNG pages whose text carries the recommendation, its cost, every target's
+value and the diagnosis; the link reopens the same plan."""
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pypdfium2 as pdfium
+import pytest
+
+from conftest import REPO
+from engine.config import read_toml
+from engine.errors import ScenarioError
+from engine.link import decode
+from engine.metric_table import money_range
+from engine.plan_text import caveat, summary_line, target_text
+from engine.planner import Question, plan
+from engine.report import CHROMIUM_ENV, report_html, write_pdf
+from engine.targets import Target
+
+ARTICLE = read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml")
+QUESTION = Question((Target("interactive", "ttft_p99_ms", 1000.0), Target("offline", "longest_wait_ms", 60000.0)),
+                    gpus=("A100-80G", "H100-80G"), seeds=2, requests=600)
+
+
+@pytest.fixture(scope="module")
+def answer() -> dict:
+    return plan(ARTICLE, QUESTION)
+
+
+@pytest.fixture(scope="module")
+def page(answer) -> str:
+    return report_html(ARTICLE, QUESTION, answer, "http://lab.example:8501", "2026-12-01 08:00 UTC")
+
+
+def squeezed(text: str) -> str:
+    """Text without white space and the soft hyphens a PDF puts where it broke a word."""
+    return re.sub(r"[\s\ufffe\u00ad]", "", text)
+
+
+def test_the_html_is_self_contained_and_holds_the_planners_numbers(page, answer):
+    best = answer["recommendation"]
+    assert "Plotly.newPlot" in page and page.count('class="chart"') == 2
+    for fetch in ("<script src", "<link", "<img", "@import", "<iframe"):
+        assert fetch not in page, f"opens offline: nothing to fetch ({fetch})"
+    escaped = summary_line(best).replace("&", "&amp;").replace("'", "&#x27;").replace("<", "&lt;").replace(">", "&gt;")
+    assert escaped in page
+    for target in best["targets"]:
+        assert target_text(target) in page
+    assert answer["diagnosis"][0].split(":")[0] in page
+    assert "calibrated against" in page and "as of" in page, "every profile's calibration, every offer's date"
+
+
+def test_the_link_reopens_the_same_plan(page):
+    link = next(u for u in re.findall(r'href="([^"]+)"', page) if u.startswith("http://lab.example"))
+    url = urlparse(link.replace("&amp;", "&"))
+    query = parse_qs(url.query)
+    assert url.path == "/planner" and decode(query["s"][0]) == ARTICLE
+    view = decode(query["v"][0])
+    second = (view["plan_class_1"], view["plan_metric_1"], view["plan_limit_1"])
+    assert second == ("offline", "longest_wait_ms", 60000.0)
+    assert view["plan_gpus"] == ["A100-80G", "H100-80G"] and view["plan_seeds"] == 2
+
+
+def test_the_pdf_renders_to_pages_with_the_apps_numbers(page, answer, tmp_path):
+    path = tmp_path / "plan.pdf"
+    write_pdf(page, path)
+    pdf = pdfium.PdfDocument(str(path))
+    text = ""
+    for i in range(len(pdf)):
+        image = pdf[i].render(scale=1.0).to_pil().convert("L")
+        assert image.getextrema()[0] < 128, f"page {i + 1} is blank"
+        text += pdf[i].get_textpage().get_text_range() + "\n"
+    text = squeezed(text)
+    best = answer["recommendation"]
+    cost = best["monthly_cost"]
+    for needle in (best["gpu"], best["offer"], f"{best['replicas']} x TP{best['tensor_parallel']}",
+                   money_range((cost["low"], cost["high"]), cost["currency"]), *map(target_text, best["targets"]),
+                   answer["diagnosis"][0][:60]):
+        assert squeezed(needle) in text, needle
+
+
+def test_without_a_browser_the_pdf_is_one_clear_line(page, tmp_path, monkeypatch):
+    monkeypatch.setenv(CHROMIUM_ENV, str(tmp_path / "no-such-browser"))
+    with pytest.raises(ScenarioError, match="printed by Chromium, which was not found: install it"):
+        write_pdf(page, tmp_path / "x.pdf")
+    assert not (tmp_path / "x.pdf").exists()
+
+
+def test_the_caveat_names_an_estimate_and_a_cheaper_plan_on_paper():
+    def entry(cost, calibrated):
+        return {"monthly_cost": {"low": cost, "high": cost, "currency": "USD", "billing": "pay as you go"},
+                "calibrated": calibrated}
+    assert caveat({"recommendation": None, "alternatives": []}, "x") is None
+    estimate = {"recommendation": entry(100, False), "alternatives": []}
+    assert caveat(estimate, "python -m engine calibrate").endswith("(python -m engine calibrate) before renting.")
+    calibrated = {"recommendation": entry(100, True), "alternatives": [entry(200, False)]}
+    assert caveat(calibrated, "x") is None, "a dearer estimate is no caveat"
