@@ -15,7 +15,8 @@ sys.path.insert(0, str(REPO))
 
 from engine.config import apply_overrides, read_toml  # noqa: E402
 from engine.policies import POLICIES  # noqa: E402
-from engine.sweep import compare_policies, run_summary  # noqa: E402
+from engine.simulate import run_summary  # noqa: E402
+from engine.sweep import compare_policies  # noqa: E402
 
 SCENARIO = REPO / "data" / "scenarios" / "example.toml"
 

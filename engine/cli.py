@@ -26,6 +26,7 @@ from .metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .registry import TRACE_FORMATS
 from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
 from .origin import Origin
+from .parallel import dask_cluster
 from .simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sizing import cheapest_fleets, fleet_shapes
 from .plan_text import plan_text, summary_line
@@ -100,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     tuning.add_argument("--seeds", type=int, default=TUNE_SEEDS, help="runs per candidate, the same for every "
                         "candidate")
     tuning.add_argument("--requests", type=int, default=TUNE_REQUESTS, help="requests per run")
+    _cluster_arguments(tuning)
     tuning.add_argument("--json", metavar="PATH", help="write the answer as JSON to PATH ('-' = stdout, no text)")
     tuning.add_argument("--write", metavar="PATH", help="write the scenario with the best parameters to PATH (TOML), "
                         "e.g. for a nightly re-tune on a fresh trace")
@@ -149,6 +151,15 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="runs per decision, each with its own seed")
     parser.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
     parser.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
+    _cluster_arguments(parser)
+
+
+def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, metavar="N", help="run the simulations on an embedded Dask cluster of "
+                       "N worker processes (default: threads on every local core)")
+    where.add_argument("--scheduler", metavar="ADDRESS", help="run the simulations on the workers of a running Dask "
+                       "scheduler, e.g. tcp://10.0.0.5:8786 (they must see the same checkout and files)")
 
 
 def _trace_arguments(parser: argparse.ArgumentParser) -> None:
@@ -313,6 +324,12 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
 
 
+def _cluster(args: argparse.Namespace):
+    """Where the runs go: an embedded Dask cluster (--workers), a running scheduler (--scheduler) or the local
+    cores."""
+    return dask_cluster(args.scheduler, args.workers or 0)
+
+
 def _question(args: argparse.Namespace) -> Question:
     return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
                     _names(args.policies), PLAN_BILLING[args.billing], args.currency, args.cny_per_usd,
@@ -326,7 +343,9 @@ def _sizing_progress(done: int, total: int) -> None:
 def _plan(args: argparse.Namespace) -> int:
     scenario = _load(args)
     question = _question(args)
-    answer = plan(scenario_to_dict(scenario), question, scenario.origin, None if args.json == "-" else _sizing_progress)
+    with _cluster(args):
+        answer = plan(scenario_to_dict(scenario), question, scenario.origin,
+                      None if args.json == "-" else _sizing_progress)
     if args.json:
         text = json.dumps(answer, indent=2)
         if args.json == "-":
@@ -342,7 +361,8 @@ def _report(args: argparse.Namespace) -> int:
     scenario = _load(args)
     question = _question(args)
     data = scenario_to_dict(scenario)
-    answer = plan(data, question, scenario.origin, _sizing_progress)
+    with _cluster(args):
+        answer = plan(data, question, scenario.origin, _sizing_progress)
     started = time.perf_counter()
     text = report_html(data, question, answer, args.app_url, time.strftime("%Y-%m-%d %H:%M %Z"), scenario.origin)
     Path(args.html).write_text(text, encoding="utf-8")
@@ -364,7 +384,8 @@ def _tune(args: argparse.Namespace) -> int:
     progress = None if args.json == "-" else (lambda done, total: print(
         f"\rcandidates: {done}/{total}", end="", file=sys.stderr, flush=True))
     data = scenario_to_dict(scenario)
-    answer = tune(data, question, scenario.origin, progress)
+    with _cluster(args):
+        answer = tune(data, question, scenario.origin, progress)
     if progress is not None:
         print(file=sys.stderr)  # the search may stop short of its budget: end the progress line here
     if args.write:

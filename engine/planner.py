@@ -38,9 +38,9 @@ from .diagnosis import diagnose
 from .errors import ScenarioError, excerpt
 from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
-from .parallel import cores, run_all
+from .parallel import run_all, simulate_summary, workers
 from .registry import POLICY_CODES, TP_DEGREES
-from .simulate import estimated_offered_load, simulate
+from .simulate import estimated_offered_load
 from .summary import Summary
 from .targets import Target, all_met
 
@@ -138,8 +138,7 @@ class Search:
             return self.runs[key]
         summaries, met = [], True
         for k in range(self.question.seeds):
-            summary = simulate(load_scenario(self.scenario(config, replicas, k, rate_factor),
-                                             origin=self.origin)).summary
+            summary = simulate_summary(self.scenario(config, replicas, k, rate_factor), self.origin)
             with self._lock:
                 self.count += 1
             summaries.append(summary)
@@ -414,4 +413,4 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
             "diagnosis": diagnosis(search, recommendation) if recommendation else [],
             "sensitivity": sensitivity(search, recommendation) if recommendation else [],
-            "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": cores()}}
+            "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": workers()}}

@@ -24,6 +24,7 @@ from .errors import ScenarioError
 from .hardware import Efficiency, RooflineProfile, kv_capacity_tokens, roofline_profile, roofline_step_params
 from .layout import pack_requests
 from .metrics import add_service_shares, request_records, summarize
+from .origin import Origin
 from .policies import policy_inputs, predicted_tokens
 from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
 from .steptime import FIXED, request_work_s_nb, step_params
@@ -313,6 +314,13 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
         [pd.DataFrame(run.series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
          for k in range(replicas)], ignore_index=True)
     return Result(scenario, summary, frame, timeseries)
+
+
+def run_summary(data: dict, origin: Origin = Origin()) -> Summary:
+    """The summary of scenario ``data`` (plain data, as ``load_scenario`` takes it): the unit of work that the
+    sweeps, the planner and the tuner send to a core or to a Dask worker (a module-level function of picklable
+    arguments)."""
+    return simulate(load_scenario(data, origin=origin)).summary
 
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"  # the shipped scenarios (presets)

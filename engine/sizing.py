@@ -18,7 +18,7 @@ from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_p
 from .origin import Origin
 from .parallel import run_all
 from .registry import TP_DEGREES
-from .sweep import run_summary
+from .simulate import run_summary
 from .targets import Target
 
 

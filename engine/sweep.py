@@ -14,18 +14,13 @@ from typing import Optional
 
 import pandas as pd
 
-from .config import Arrival, apply_overrides, field_bounds, field_meta, load_scenario
+from .config import Arrival, apply_overrides, field_bounds, field_meta
 from .metric_table import round_significant
 from .metrics import flat_rows, metrics_frame
 from .origin import Origin
-from .parallel import run_all
+from .parallel import summaries
 from .policies import POLICIES
-from .simulate import simulate
 from .summary import Summary
-
-
-def run_summary(data: dict, origin: Origin = Origin()) -> Summary:
-    return simulate(load_scenario(data, origin=origin)).summary
 
 
 def tagged_rows(summary: Summary, **tags) -> list[dict]:
@@ -44,9 +39,8 @@ def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[l
     """Flat metrics of every policy (default: all registered) on the same arrivals, one row per class (the runs
     on all cores)."""
     variants = policy_variants(policies or list(POLICIES))
-    summaries = run_all(lambda overrides: run_summary(apply_overrides(data, overrides), origin),
-                        [overrides for overrides, _ in variants])
-    return tagged_frame([(summary, tags) for summary, (_, tags) in zip(summaries, variants)])
+    runs = summaries([apply_overrides(data, overrides) for overrides, _ in variants], origin)
+    return tagged_frame([(summary, tags) for summary, (_, tags) in zip(runs, variants)])
 
 
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)  # fractions of the estimated capacity

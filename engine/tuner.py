@@ -30,8 +30,7 @@ from .config import (OVERALL, Policy, Server, apply_overrides, field_label, fiel
 from .errors import ScenarioError, excerpt
 from .metric_table import metric
 from .origin import Origin
-from .parallel import cores, run_all
-from .sweep import run_summary
+from .parallel import summaries, workers
 from .summary import Summary
 from .targets import Target, parse_target
 
@@ -264,9 +263,9 @@ class Tuning:
             if key not in self.seen and key not in [k for k, _ in new]:
                 new.append((key, (policy, values)))
         runs = [(policy, values, k) for _, (policy, values) in new for k in range(self.question.seeds)]
-        summaries = run_all(lambda item: run_summary(self.run_data(*item), self.origin), runs)
+        done = summaries([self.run_data(*item) for item in runs], self.origin)
         for i, (key, (policy, values)) in enumerate(new):
-            own = summaries[i * self.question.seeds:(i + 1) * self.question.seeds]
+            own = done[i * self.question.seeds:(i + 1) * self.question.seeds]
             self.seen[key] = self.score(policy, values, own)
         if self.progress is not None:
             self.progress(len(self.seen), self.question.candidates)
@@ -453,7 +452,7 @@ def tune(data: dict, question: TuneQuestion, origin: Origin = Origin(),
                        for c in sorted(tuning.seen.values(), key=lambda c: c.order)],
         "evaluations": len(tuning.seen), "runs": len(tuning.seen) * question.seeds,
         "seeds": question.seeds, "requests": question.requests,
-        "wall_s": time.perf_counter() - started, "workers": cores(),
+        "wall_s": time.perf_counter() - started, "workers": workers(),
     }
     answer["toml"] = policy_toml(answer["best"])
     answer["flat"] = flat(tuning)

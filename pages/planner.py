@@ -26,7 +26,8 @@ from engine.policies import POLICY_LABELS
 from engine.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
 from engine.registry import POLICY_CODES
 from engine.targets import TARGET_METRICS, Target
-from ui import runner, scenario_sidebar, state, tables, text, view
+from engine import parallel
+from ui import cluster, runner, scenario_sidebar, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
 
 NO_TARGET = "none"
@@ -128,7 +129,7 @@ def show_answer(answer: dict, question: Question) -> None:
                                        for n in answer["not_possible"]]), hide_index=True, width="stretch",
                          placeholder=tables.MISSING)
     run = answer["run"]
-    st.caption(f"{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run['workers']} cores.")
+    st.caption(f"{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run.get('where', run['workers'])}.")
     report_buttons(answer, question)
 
 
@@ -175,13 +176,16 @@ except engine.ScenarioError as exc:
     st.stop()
 asked = (runner.canonical(data), repr(question))
 # The click is kept in the session (a button's own value lasts one run, and the first run of a page may rerun).
+where = cluster.choice("plan_on_dask")
 st.button("Plan", type="primary", help="Simulates every configuration; takes from seconds to a minute.",
           on_click=lambda: st.session_state.__setitem__("plan_asked", True))
 if st.session_state.pop("plan_asked", False):
     bar = st.progress(0.0, text="Sizing every configuration...")
     try:
-        answer = plan(data, question, APP_ORIGIN, lambda done, total: bar.progress(
-            done / total, text=f"Sizing every configuration... {done}/{total}"))
+        with where:
+            answer = plan(data, question, APP_ORIGIN, lambda done, total: bar.progress(
+                done / total, text=f"Sizing every configuration... {done}/{total}"))
+            answer["run"]["where"] = parallel.where()
     except engine.ScenarioError as exc:
         text.error(f"The plan stopped: {exc}.")
         st.stop()

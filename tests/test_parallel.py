@@ -9,7 +9,8 @@ import pytest
 from engine import parallel
 from engine.config import apply_overrides
 from engine.errors import ScenarioError
-from engine.sweep import compare_policies, policy_variants, run_summary
+from engine.simulate import run_summary
+from engine.sweep import compare_policies, policy_variants
 from ui.result_cache import ResultCache
 
 

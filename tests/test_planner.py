@@ -124,7 +124,7 @@ def test_more_load_never_needs_fewer_cards(answer):
 
 
 class FakeRun:
-    """What ``simulate`` returns, for a fake whose interactive TTFT p99 is a function of the scenario."""
+    """What the simulator returns, for a fake whose interactive TTFT p99 is a function of the scenario."""
 
     def __init__(self, p99_ms: float):
         block = {"ttft_ms": {"p99": p99_ms}, "output_tokens_per_s": 100.0}
@@ -138,10 +138,11 @@ def fake(monkeypatch):
     ran = []
 
     def install(p99_ms, load_per_replica: float = 0.5):
-        def simulate(scenario):
+        def simulate_summary(data, origin):
+            scenario = load_scenario(data, origin=origin)
             ran.append(scenario)
-            return FakeRun(p99_ms(scenario))
-        monkeypatch.setattr("engine.planner.simulate", simulate)
+            return FakeRun(p99_ms(scenario)).summary
+        monkeypatch.setattr("engine.planner.simulate_summary", simulate_summary)
         monkeypatch.setattr("engine.planner.estimated_offered_load", lambda s: load_per_replica / s.fleet.replicas *
                             s.workload.arrival.rate_per_s / 50.0)
         return ran

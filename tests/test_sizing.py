@@ -8,7 +8,7 @@ from engine.config import apply_overrides, read_toml
 from engine.cost import deployment_cost, offer_hosting_problem
 from engine.sizing import cheapest_fleets, fewest_replicas, smallest_tensor_parallel
 from engine.targets import Target
-from engine.sweep import run_summary
+from engine.simulate import run_summary
 
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
 

@@ -29,7 +29,8 @@ from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
 from engine.simulate import warm_up as engine_warm_up
 from engine.summary import Summary
-from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, run_summary, tagged_frame
+from engine.simulate import run_summary
+from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame
 from ui import trace_store, turns
 from ui.result_cache import ResultCache
 from ui.state import validate

@@ -18,7 +18,8 @@ from engine.targets import TARGET_METRICS, Target
 from engine.tune_text import FLAT_TEXT, baseline_header, rows, runs_text, verdict
 from engine.tuner import CANDIDATE_RANGE, DEFAULT_CANDIDATES, DEFAULT_REQUESTS, DEFAULT_SEEDS, TUNABLE, Objective, \
     TuneQuestion, tune
-from ui import charts, runner, state, text, view
+from engine import parallel
+from ui import charts, cluster, runner, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
 
 NO_CONSTRAINT = "none"
@@ -100,7 +101,7 @@ def show(answer: dict, data: dict) -> None:
     if answer["flat"]:
         st.info(FLAT_TEXT)
     frame = pd.DataFrame(rows(answer), columns=["", baseline_header(answer), "best"])
-    st.dataframe(frame, hide_index=True, width="stretch")
+    st.dataframe(frame, hide_index=True, width="stretch", placeholder=tables.MISSING)
     shape = answer["surface"]
     if shape is not None:
         st.markdown(f"**Response surface** of {POLICY_LABELS[shape['policy']]} over the "
@@ -114,7 +115,8 @@ def show(answer: dict, data: dict) -> None:
     st.button("Use the best settings in the Lab", on_click=apply_best, args=(data, best),
               help="Sets the policy (and the batching keys, if tuned) in the sidebar.")
     st.caption(f"{answer['evaluations']} candidates x {runs_text(answer)}, the "
-               f"same requests for every candidate, in {answer['wall_s']:.1f} s on {answer['workers']} cores. "
+               f"same requests for every candidate, in {answer['wall_s']:.1f} s on "
+               f"{answer.get('where', answer['workers'])}. "
                "Metrics are means over the seeds.")
 
 
@@ -126,13 +128,16 @@ def render(data: dict, typed: engine.Scenario) -> None:
         text.error(f"{exc}.")
         return
     asked = (runner.canonical(data), repr(question))
+    where = cluster.choice("tune_on_dask")
     st.button("Tune", type="primary", help="Runs the candidates; about 12 s for 300 on 2 cores.",
               on_click=lambda: st.session_state.__setitem__("tune_asked", True))
     if st.session_state.pop("tune_asked", False):
         bar = st.progress(0.0, text="Tuning...")
         try:
-            answer = tune(data, question, APP_ORIGIN, lambda done, total: bar.progress(
-                min(done / total, 1.0), text=f"Tuning... {done}/{total} candidates"))
+            with where:
+                answer = tune(data, question, APP_ORIGIN, lambda done, total: bar.progress(
+                    min(done / total, 1.0), text=f"Tuning... {done}/{total} candidates"))
+                answer["where"] = parallel.where()
         except engine.ScenarioError as exc:
             text.error(f"The tuning stopped: {exc}.")
             return
