@@ -2,10 +2,12 @@
 
 Each finding reads one run's summary (and the scenario it ran): overload or queueing near saturation, a full
 KV cache (preemptions and the GPU time their recomputation wasted) or preemptions the policy chose, the
-batch-size limit, the router's
-imbalance, a class starving, a class timing out. The thresholds are named below with their reason; a run
-that hits none is said to have room. Not yet diagnosed: whether the iterations are compute- or memory-bound,
-and the token budget per iteration.
+batch-size limit, the router's imbalance, a class starving, a class timing out. The thresholds are named
+below with their reason; a run that hits none is said to have room. On a GPU (the roofline step model) two more sentences say what an iteration is bound by: decode at the run's mean batch
+and context, memory-bandwidth- or compute-bound, with the batch at which it would turn; and prefill's share of
+the busy time when it is large (``steptime.step_terms_nb``, the terms of the step time itself). Not diagnosed:
+the token budget per iteration (a summary's mean tokens per iteration is diluted by the decode-only iterations;
+it needs a count of the iterations the budget filled).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import math
 from dataclasses import dataclass
 
 from .config import Scenario
+from .hardware import roofline_profile, roofline_step_params
 from .metric_table import metric
 from .simulate import load_text, stop_explanation
+from .steptime import step_terms_nb
 from .summary import Summary
 
 NEAR_SATURATION_LOAD = 0.8  # from here waiting grows steeply: an M/M/1 queue waits rho / (1 - rho) = 4 services
@@ -29,6 +33,8 @@ ARRIVING_SHARE = 0.8  # ... over a run that spent at least 80% of its time recei
 STARVING_WAIT_MS = 10_000.0  # a class whose longest wait passes 10 s ...
 STARVING_RATIO = 10.0  # ... and 10x the other classes' longest wait is starving
 TIMEOUT_SHARE = 0.05  # 5% of a class's arrivals timing out is worth a sentence
+PREFILL_HEAVY = 0.3  # prefill taking 30% of the busy GPU time or more is worth a sentence
+RIDGE_SEARCH_MAX = 1 << 16  # the largest batch the ridge search looks at
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,64 @@ def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
                                         f"{load_text(load)} (an estimate, under {NEAR_SATURATION_LOAD:g}), no "
                                         f"preemption, batches of {system['mean_batch_size']:.1f} sequences on average "
                                         f"of at most {scenario.server.max_batch_size}."))
+    return findings + _iterations(scenario, summary)
+
+
+def _mean_lengths(summary: Summary) -> tuple[float, float] | None:
+    """Mean prompt and output tokens per request over the run (its rates times its length, per completed
+    request); None when nothing completed."""
+    overall, sim_s = summary["overall"], summary["system"]["sim_time_s"]
+    if not overall["completed"] or not sim_s:
+        return None
+    return (overall["prompt_tokens_per_s"] * sim_s / overall["completed"],
+            overall["output_tokens_per_s"] * sim_s / overall["completed"])
+
+
+def ridge_batch(step: tuple, context_tokens: float) -> int | None:
+    """The smallest decode batch (a power of two) at which compute time reaches memory time at this context, or
+    None when memory stays ahead up to ``RIDGE_SEARCH_MAX`` (the KV reads grow with the batch as fast as the
+    FLOPs)."""
+    batch = 1
+    while batch <= RIDGE_SEARCH_MAX:
+        compute_s, memory_s, _ = step_terms_nb(step, batch, batch * context_tokens, batch * context_tokens)
+        if compute_s >= memory_s:
+            return batch
+        batch *= 2
+    return None
+
+
+def _iterations(scenario: Scenario, summary: Summary) -> list[Finding]:
+    """What an iteration is bound by on this GPU: decode at the run's mean batch and context, and prefill's share
+    of the busy time when large."""
+    lengths = _mean_lengths(summary)
+    if scenario.server.step_model != "roofline" or lengths is None:
+        return []
+    system, (prompt, output) = summary["system"], lengths
+    step = roofline_step_params(roofline_profile(scenario.server))
+    batch, context = max(system["mean_batch_size"], 1.0), prompt + output / 2.0
+    compute_s, memory_s, _ = step_terms_nb(step, batch, batch * context, batch * context)
+    times = f"{memory_s * 1e3:.2f} ms of weight and KV traffic against {compute_s * 1e3:.2f} ms of compute"
+    at = f"an iteration of {batch:.0f} sequences at about {context:,.0f} tokens of context: {times}"
+    if memory_s >= compute_s:
+        ridge = ridge_batch(step, context)
+        turn = (f"it turns compute-bound from about {ridge:,} sequences" if ridge else
+                "it stays memory-bound at any batch (its KV reads grow as fast as its compute)")
+        findings = [Finding("decode_memory_bound", f"Decode is memory-bandwidth-bound: {at}; {turn}. Fuller batches "
+                                                   f"cost little per token; a GPU with more memory bandwidth (or "
+                                                   f"FP8 weights and KV) speeds every iteration.")]
+    else:
+        findings = [Finding("decode_compute_bound", f"Decode is compute-bound: {at}. More sequences per iteration no "
+                                                    f"longer come free; more FLOP/s (a faster GPU, a higher "
+                                                    f"tensor-parallel degree) or more replicas relieve it.")]
+    prefill_compute_s, prefill_memory_s, _ = step_terms_nb(step, prompt, prompt * (prompt + 1) / 2.0, 0.0)
+    busy_s = system["gpu_busy_frac"] * system["sim_time_s"] * scenario.fleet.replicas
+    share = summary["overall"]["completed"] * max(prefill_compute_s, prefill_memory_s) / busy_s if busy_s else 0.0
+    if share >= PREFILL_HEAVY:
+        bound = "compute-bound" if prefill_compute_s >= prefill_memory_s else "memory-bound"
+        need = f"{prefill_compute_s * 1e3:.1f} ms of compute ({bound})"
+        findings.append(Finding("prefill_heavy", f"Prefill takes about {min(share, 1.0):.0%} of the GPUs' busy "
+                                                 f"time: a prompt of {prompt:,.0f} tokens needs {need}. Shorter "
+                                                 f"prompts, cached prefixes or more FLOP/s relieve it."))
     return findings
 
 

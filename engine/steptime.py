@@ -55,11 +55,11 @@ def smooth_max_nb(a, b, k):
     return top * (1.0 + (min(a, b) / top) ** k) ** (1.0 / k)  # (top / top)^k is 1: one power fewer
 
 
-@njit(cache=True)
-def step_time_s_nb(step, tokens, context_pairs, context_reads):
-    """Seconds one iteration takes (formula in the module docstring)."""
-    if step[ST_MODEL] == FIXED:
-        return step[ST_STEP_TIME_S]
+@njit(cache=True, inline="always")
+def step_terms_nb(step, tokens, context_pairs, context_reads):
+    """(compute_s, memory_s, comm_s) of one roofline iteration: its FLOPs at the effective FLOP/s, its bytes moved
+    at the effective bandwidth, and its tensor-parallel all-reduces (formula in the module docstring). The
+    diagnosis reads them to say which bound an iteration sits on."""
     flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
     weight_bytes = step[ST_WEIGHT_BYTES]
     if step[ST_EXPERTS] > 0:  # experts this many tokens are expected to touch (mixture of experts)
@@ -67,8 +67,16 @@ def step_time_s_nb(step, tokens, context_pairs, context_reads):
         weight_bytes += step[ST_EXPERT_BYTES] * step[ST_EXPERTS] * (1.0 - untouched)
     bytes_moved = weight_bytes + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
     comm_s = step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens
-    busy_s = smooth_max_nb(flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S], step[ST_SHARPNESS])
-    return busy_s + comm_s + step[ST_OVERHEAD_S]
+    return flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S], comm_s
+
+
+@njit(cache=True)
+def step_time_s_nb(step, tokens, context_pairs, context_reads):
+    """Seconds one iteration takes (formula in the module docstring)."""
+    if step[ST_MODEL] == FIXED:
+        return step[ST_STEP_TIME_S]
+    compute_s, memory_s, comm_s = step_terms_nb(step, tokens, context_pairs, context_reads)
+    return smooth_max_nb(compute_s, memory_s, step[ST_SHARPNESS]) + comm_s + step[ST_OVERHEAD_S]
 
 
 @njit(cache=True)

@@ -7,8 +7,10 @@ import pytest
 
 from conftest import SCENARIOS
 from engine.config import load_scenario
-from engine.diagnosis import diagnose
+from engine.diagnosis import diagnose, ridge_batch
+from engine.hardware import roofline_profile, roofline_step_params
 from engine.simulate import simulate
+from engine.steptime import step_terms_nb
 
 
 def run(*overrides: str):
@@ -96,3 +98,53 @@ def test_preemptions_with_room_in_memory_are_the_policy_s_and_an_unlimited_cache
     assert "kv_full" not in kinds(scenario, summary)
     assert text(scenario, summary, "preemptions").startswith(f"{preemptions:,} running requests were preempted for "
                                                              f"requests the policy ranks higher")
+
+
+def preset_run(name: str, *overrides: str):
+    scenario = load_scenario(SCENARIOS / name, overrides=["workload.num_requests=3000", *overrides])
+    return scenario, simulate(scenario).summary
+
+
+def decode_terms(scenario, summary):
+    """The mean decode iteration's (batch, context, compute_s, memory_s), from the run's own figures."""
+    system, overall = summary["system"], summary["overall"]
+    per_request = system["sim_time_s"] / overall["completed"]
+    context = overall["prompt_tokens_per_s"] * per_request + overall["output_tokens_per_s"] * per_request / 2
+    batch = system["mean_batch_size"]
+    step = roofline_step_params(roofline_profile(scenario.server))
+    return (batch, context, step, *step_terms_nb(step, batch, batch * context, batch * context)[:2])
+
+
+def test_a_small_batch_of_long_contexts_is_memory_bound_and_says_where_it_turns():
+    scenario, summary = preset_run("bursty_code_h100_70b.toml")
+    batch, context, step, compute_s, memory_s = decode_terms(scenario, summary)
+    assert memory_s > compute_s
+    said = text(scenario, summary, "decode_memory_bound")
+    ridge = ridge_batch(step, context)
+    assert ridge and f"it turns compute-bound from about {ridge:,} sequences" in said
+    assert f"{memory_s * 1e3:.2f} ms of weight and KV traffic against {compute_s * 1e3:.2f} ms of compute" in said
+    below = step_terms_nb(step, ridge // 2, ridge // 2 * context, ridge // 2 * context)
+    at = step_terms_nb(step, ridge, ridge * context, ridge * context)
+    assert below[0] < below[1] and at[0] >= at[1], "the ridge is the first power of two where compute catches up"
+
+
+def test_a_full_batch_of_short_contexts_is_compute_bound():
+    scenario, summary = preset_run("article_mixed_8xa100.toml")
+    batch, context, step, compute_s, memory_s = decode_terms(scenario, summary)
+    assert compute_s > memory_s and "decode_memory_bound" not in kinds(scenario, summary)
+    assert f"Decode is compute-bound: an iteration of {batch:.0f} sequences" in text(scenario, summary,
+                                                                                     "decode_compute_bound")
+
+
+def test_long_prompts_make_prefill_a_large_share_of_the_busy_time():
+    scenario, summary = preset_run("chat_and_batch_a100_8b.toml")
+    said = text(scenario, summary, "prefill_heavy")
+    assert "compute-bound" in said and "a prompt of 1,5" in said
+    short = [*(f"workload.classes.{i}.prompt_tokens={{dist = \"constant\", value = 16}}" for i in range(2))]
+    scenario, summary = preset_run("chat_and_batch_a100_8b.toml", *short)
+    assert "prefill_heavy" not in kinds(scenario, summary)
+
+
+def test_the_fixed_step_model_has_no_bound_to_name():
+    scenario, summary = run("workload.arrival.rate_per_s=0.5")
+    assert not {"decode_memory_bound", "decode_compute_bound", "prefill_heavy"} & set(kinds(scenario, summary))
