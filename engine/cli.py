@@ -29,10 +29,11 @@ from .origin import Origin
 from .parallel import dask_cluster
 from .simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sizing import cheapest_fleets, fleet_shapes
-from .plan_text import plan_text, summary_line
+from .plan_text import no_plan_text, plan_text, summary_line
 from .report import DEFAULT_APP_URL, report_html, write_pdf
 from .planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
 from .targets import TARGET_METRICS, Target, parse_target
+from .traffic import describe as describe_traffic, peak_rate_per_s
 from .tune_text import tune_text
 from .tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS as TUNE_REQUESTS, DEFAULT_SEEDS as TUNE_SEEDS, TUNABLE,
                     TuneQuestion, parse_constraint, parse_objective, tune)
@@ -151,6 +152,15 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="runs per decision, each with its own seed")
     parser.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
     parser.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
+    parser.add_argument("--quants", help="comma-separated weight formats the customer accepts (default: the "
+                        "scenario's), e.g. int4,fp8,fp16; each is sized at every tensor-parallel degree it fits")
+    parser.add_argument("--budget", type=float, help="most per month (in --currency, low end of the offer) a "
+                        "recommendation may cost")
+    parser.add_argument("--users", type=float, help="traffic in business terms: users (with --requests-per-user-per-day"
+                        " and --peak-factor) set the arrival rate to the peak's")
+    parser.add_argument("--requests-per-user-per-day", type=float, help="requests one user sends in a day")
+    parser.add_argument("--peak-factor", type=float, default=1.0, help="the peak hour's rate over the day's mean "
+                        "(default 1: flat)")
     _cluster_arguments(parser)
 
 
@@ -332,8 +342,24 @@ def _cluster(args: argparse.Namespace):
 
 def _question(args: argparse.Namespace) -> Question:
     return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
-                    _names(args.policies), PLAN_BILLING[args.billing], args.currency, args.cny_per_usd,
-                    args.seeds, args.requests, args.max_replicas)
+                    _names(args.policies), _names(args.quants), PLAN_BILLING[args.billing], args.currency,
+                    args.cny_per_usd, args.seeds, args.requests, args.max_replicas, args.budget)
+
+
+def _plan_scenario(args: argparse.Namespace) -> Scenario:
+    """The scenario, its arrival rate set from business terms when --users is given."""
+    scenario = _load(args)
+    if args.users is None:
+        return scenario
+    if args.requests_per_user_per_day is None:
+        raise ScenarioError("--users needs --requests-per-user-per-day (and optionally --peak-factor)")
+    if scenario.workload.arrival is None:
+        raise ScenarioError("--users sets the rate of synthetic arrivals, but this scenario replays a trace")
+    rate = peak_rate_per_s(args.users, args.requests_per_user_per_day, args.peak_factor)
+    print(f"traffic: {describe_traffic(args.users, args.requests_per_user_per_day, args.peak_factor)}",
+          file=sys.stderr)
+    return load_scenario(args.scenario, overrides=[*_overrides(args), f"workload.arrival.rate_per_s={rate!r}"],
+                         origin=scenario.origin)
 
 
 def _sizing_progress(done: int, total: int) -> None:
@@ -341,7 +367,7 @@ def _sizing_progress(done: int, total: int) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    scenario = _load(args)
+    scenario = _plan_scenario(args)
     question = _question(args)
     with _cluster(args):
         answer = plan(scenario_to_dict(scenario), question, scenario.origin,
@@ -358,7 +384,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    scenario = _load(args)
+    scenario = _plan_scenario(args)
     question = _question(args)
     data = scenario_to_dict(scenario)
     with _cluster(args):
@@ -369,7 +395,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.pdf:
         write_pdf(text, Path(args.pdf))
     best = answer["recommendation"]
-    print(("Recommendation: " + summary_line(best)) if best else "No fleet meets every target within the search.")
+    print(("Recommendation: " + summary_line(best)) if best else no_plan_text(answer) + ".")
     print(f"wrote {args.html}" + (f" and {args.pdf}" if args.pdf else "") +
           f" (plan {answer['run']['wall_s']:.1f} s, report {time.perf_counter() - started:.1f} s)")
     return 0

@@ -3,9 +3,9 @@
 Each finding reads one run's summary (and the scenario it ran): overload or queueing near saturation, a full
 KV cache (preemptions and the GPU time their recomputation wasted) or preemptions the policy chose, the
 batch-size limit, the router's imbalance, a class starving, a class timing out. The thresholds are named
-below with their reason; a run that hits none is said to have room. On a GPU (the roofline step model) two more sentences say what an iteration is bound by: decode at the run's mean batch
-and context, memory-bandwidth- or compute-bound, with the batch at which it would turn; and prefill's share of
-the busy time when it is large (``steptime.step_terms_nb``, the terms of the step time itself). Not diagnosed:
+below with their reason; a run that hits none is said to have room. On a GPU (the roofline step model) two
+more sentences say what an iteration is bound by: decode at the run's mean batch and context, memory-bandwidth-
+or compute-bound, with the batch at which it would turn; and prefill's share of the busy time when it is large (``steptime.step_terms_nb``, the terms of the step time itself). Not diagnosed:
 the token budget per iteration (a summary's mean tokens per iteration is diluted by the decode-only iterations;
 it needs a count of the iterations the budget filled).
 """

@@ -29,7 +29,8 @@ def summary_line(plan: dict) -> str:
     headroom = (f"; meets the targets up to {plan['headroom_rate_per_s']:,.2f} req/s"
                 if plan["headroom_rate_per_s"] is not None else "")
     same = f" (as good: {', '.join(plan['same_fleet_policies'])})" if plan["same_fleet_policies"] else ""
-    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards), policy "
+    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards, {plan['quant']} weights), "
+            f"policy "
             f"{plan['policy']['name']}{same}, router {plan['router']}: "
             f"{money_range((cost['low'], cost['high']), cost['currency'])}"
             f" per month ({cost['billing']}), {money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
@@ -50,7 +51,8 @@ def alternatives_frame(plans: list[dict], label=str) -> pd.DataFrame:
         cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
         rows.append({
             # what to rent and what it costs and achieves first; how it is run and how sure after
-            "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "cards": plan["cards"],
+            "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": plan["quant"],
+            "cards": plan["cards"],
             f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
@@ -75,6 +77,18 @@ def sensitivity_text(answer: dict) -> str | None:
     return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
 
 
+def no_plan_text(answer: dict) -> str:
+    """Why there is no recommendation: no fleet meets the targets, or none within the budget (then the cheapest
+    that does, and what it costs)."""
+    budget, plans = answer.get("budget"), answer["alternatives"]
+    if budget and plans:
+        cheapest = plans[0]["monthly_cost"]
+        return (f"No fleet that meets every target fits the budget of {budget['per_month']:,.0f} "
+                f"{budget['currency']} per month; the cheapest costs "
+                f"{money_range((cheapest['low'], cheapest['high']), cheapest['currency'])}: {summary_line(plans[0])}")
+    return "No fleet meets every target within the search"
+
+
 def caveat(answer: dict, how_to_measure: str) -> str | None:
     """What the reader must know about the recommendation's step times: it rests on an estimate (measure it,
     ``how_to_measure`` says how), or a cheaper plan exists on paper whose step times are not measured."""
@@ -94,7 +108,7 @@ def plan_text(answer: dict, title: str) -> str:
     lines = [title]
     best = answer["recommendation"]
     if best is None:
-        lines.append("No fleet meets every target within the search; see why below.")
+        lines.append(no_plan_text(answer) + ("" if answer["alternatives"] else "; see why below."))
     else:
         lines.append("Recommendation: " + summary_line(best))
         warning = caveat(answer, "python -m engine calibrate")

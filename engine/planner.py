@@ -31,7 +31,7 @@ from typing import Callable, Optional
 from .calibration import status
 from .calibration_store import with_gpu
 from .caps import DEFAULT_CAPS
-from .config import OVERALL, apply_overrides, load_scenario
+from .config import OVERALL, Server, apply_overrides, load_scenario
 from .cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, \
     offer_hosting_problem, unit_costs
 from .diagnosis import diagnose
@@ -59,12 +59,14 @@ class Question:
     gpus: tuple[str, ...] = ()  # empty: every GPU with an offer
     offers: tuple[str, ...] = ()  # empty: every offer
     policies: tuple[str, ...] = ()  # empty: the scenario's policy
+    quants: tuple[str, ...] = ()  # weight formats the customer accepts; empty: the scenario's
     billing: str = BILLING_MODES[0]
     currency: str = CURRENCIES[0]
     cny_per_usd: float = CNY_PER_USD_DEFAULT
     seeds: int = DEFAULT_SEEDS
     requests: int = DEFAULT_REQUESTS
     max_replicas: int = DEFAULT_CAPS.replicas
+    budget: float | None = None  # most per month (low end, in ``currency``) a recommendation may cost; None: any
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -83,6 +85,12 @@ class Question:
         for offer in self.offers:
             if offer not in offers.index:
                 raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
+        for quant in self.quants:
+            if quant not in load_table("quant").index:
+                known = ", ".join(load_table("quant").index)
+                raise ScenarioError(f"weight format {excerpt(quant)} is not one of {known}")
+        if self.budget is not None and not (math.isfinite(self.budget) and self.budget > 0):
+            raise ScenarioError(f"budget = {self.budget} must be a positive amount per month")
         for gpu in self.gpus:
             if gpu not in gpu_names():
                 raise ScenarioError(f"GPU {excerpt(gpu)} is not one of {', '.join(gpu_names())}")
@@ -91,11 +99,17 @@ class Question:
 
 @dataclass(frozen=True)
 class Config:
-    """One fleet configuration before its size is known."""
+    """One fleet configuration before its size is known (``quant`` empty: the scenario's weight format)."""
 
     gpu: str
     tensor_parallel: int
     policy: str
+    quant: str = ""
+
+
+def config_of(plan: dict) -> Config:
+    """The configuration of a priced plan."""
+    return Config(plan["gpu"], plan["tensor_parallel"], plan["policy"]["name"], plan["quant"])
 
 
 @dataclass
@@ -124,7 +138,8 @@ class Search:
         data = apply_overrides(with_gpu(self.data, config.gpu), {
             "server.tensor_parallel": config.tensor_parallel, "fleet.replicas": replicas,
             "policy.name": config.policy, "workload.num_requests": self.question.requests,
-            "seed": int(self.data.get("seed", 0)) + seed_offset})
+            "seed": int(self.data.get("seed", 0)) + seed_offset, **({"server.quant": config.quant} if config.quant
+                                                                    else {})})
         if rate_factor != 1.0:
             rate = data["workload"]["arrival"]["rate_per_s"]
             data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
@@ -202,24 +217,29 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
     if not gpus:
         raise ScenarioError("no GPU has an offer among those asked for: widen --gpus or --offers")
     policies = question.policies or (data.get("policy", {}).get("name", "fifo"),)
+    quants = question.quants or (load_scenario(data, origin=origin).server.quant,)
     configs, skipped = [], []
     for gpu in gpus:
-        try:
-            smallest = smallest_fitting_tensor_parallel(load_scenario(with_gpu(data, gpu), origin=origin).server)
-        except ScenarioError as exc:
-            skipped.append({"gpu": gpu, "note": str(exc)})
-            continue
-        if smallest is None:
-            skipped.append({"gpu": gpu, "note": "the model does not fit on one slice (slices cannot be combined)"
-                            if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"})
-            continue
-        gpu_offers = offers[offers["gpu"] == gpu].index
-        degrees = [tp for tp in TP_DEGREES if tp >= smallest and (tp == 1 or not is_slice(gpu))
-                   and any(offer_hosting_problem(o, tp) is None for o in gpu_offers)]
-        if not degrees:
-            skipped.append({"gpu": gpu, "note": offer_hosting_problem(gpu_offers[0], smallest)})
-            continue
-        configs += [Config(gpu, tp, policy) for tp in degrees for policy in policies]
+        for quant in quants:
+            named = gpu if len(quants) == 1 else f"{gpu} ({quant} weights)"
+            try:
+                server = load_scenario(apply_overrides(with_gpu(data, gpu), {"server.quant": quant}),
+                                       origin=origin).server
+                smallest = smallest_fitting_tensor_parallel(server)
+            except ScenarioError as exc:
+                skipped.append({"gpu": named, "note": str(exc)})
+                continue
+            if smallest is None:
+                skipped.append({"gpu": named, "note": "the model does not fit on one slice (slices cannot be "
+                                "combined)" if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"})
+                continue
+            gpu_offers = offers[offers["gpu"] == gpu].index
+            degrees = [tp for tp in TP_DEGREES if tp >= smallest and (tp == 1 or not is_slice(gpu))
+                       and any(offer_hosting_problem(o, tp) is None for o in gpu_offers)]
+            if not degrees:
+                skipped.append({"gpu": named, "note": offer_hosting_problem(gpu_offers[0], smallest)})
+                continue
+            configs += [Config(gpu, tp, policy, quant) for tp in degrees for policy in policies]
     return configs, skipped
 
 
@@ -249,9 +269,9 @@ def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Targ
     def spare(evidence: Evidence) -> float:
         return min(t.slack(confidence_95(evidence.target_values(t))[0]) for t in targets)
 
-    groups: dict[tuple[str, int], list[Config]] = {}
+    groups: dict[tuple[str, str, int], list[Config]] = {}
     for config in sized:
-        groups.setdefault((config.gpu, config.tensor_parallel), []).append(config)
+        groups.setdefault((config.gpu, config.quant, config.tensor_parallel), []).append(config)
     chosen = []
     for members in groups.values():
         best = min(members, key=lambda c: (sized[c][0], -spare(sized[c][1])))
@@ -285,7 +305,7 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
     changes = [(f"+{TRAFFIC_GROWTH - 1:.0%} traffic", apply_overrides(data, {"workload.arrival.rate_per_s":
                                                                               rate * TRAFFIC_GROWTH})),
                (f"prompts {PROMPT_GROWTH}x as long", scaled_prompts(data, PROMPT_GROWTH))]
-    config = Config(best["gpu"], best["tensor_parallel"], best["policy"]["name"])
+    config = config_of(best)
     q = search.question
 
     def size(variant: dict):
@@ -312,7 +332,7 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
 def diagnosis(search: Search, best: dict) -> list[str]:
     """What limits the recommended fleet at the workload's load, in words (``engine.diagnosis``; its first seed's
     run)."""
-    config = Config(best["gpu"], best["tensor_parallel"], best["policy"]["name"])
+    config = config_of(best)
     evidence = search.evidence(config, best["replicas"])  # already run: the search kept it
     scenario = load_scenario(search.scenario(config, best["replicas"]), origin=search.origin)
     return [finding.text for finding in diagnose(scenario, evidence.summaries[0])]
@@ -320,12 +340,11 @@ def diagnosis(search: Search, best: dict) -> list[str]:
 
 def add_headroom(search: Search, plans: list[dict]) -> None:
     """Fill in ``headroom_rate_per_s`` of these plans (one bisection per distinct fleet, on all cores)."""
-    fleets = list(dict.fromkeys((Config(p["gpu"], p["tensor_parallel"], p["policy"]["name"]), p["replicas"])
-                                for p in plans))
+    fleets = list(dict.fromkeys((config_of(p), p["replicas"]) for p in plans))
     factors = dict(zip(fleets, run_all(lambda fleet: search.headroom_factor(*fleet), fleets)))
     rate = search.data["workload"].get("arrival", {}).get("rate_per_s")
     for p in plans:
-        factor = factors[(Config(p["gpu"], p["tensor_parallel"], p["policy"]["name"]), p["replicas"])]
+        factor = factors[(config_of(p), p["replicas"])]
         p["headroom_rate_per_s"] = factor * rate if factor is not None and rate else None
 
 
@@ -343,7 +362,8 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
         targets.append({"target": target.describe(), "class": target.cls, "metric": target.key, "limit": target.limit,
                         "value": mean, "ci95": [low, high]})
     return {
-        "offer": offer, "gpu": config.gpu, "tensor_parallel": config.tensor_parallel, "replicas": replicas,
+        "offer": offer, "gpu": config.gpu, "quant": config.quant or search.scenario(config, 1)["server"].get(
+            "quant", Server().quant), "tensor_parallel": config.tensor_parallel, "replicas": replicas,
         "cards": cards, "router": router,
         "policy": {"name": config.policy}, "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
@@ -366,12 +386,15 @@ def rank(plans: list[dict]) -> list[dict]:
     return sorted(plans, key=lambda p: (p["monthly_cost"]["low"], p["monthly_cost"]["high"], p["cards"]))
 
 
-def recommend(ranked: list[dict]) -> tuple[Optional[dict], list[dict]]:
+def recommend(ranked: list[dict], budget: float | None = None) -> tuple[Optional[dict], list[dict]]:
     """The recommendation (the cheapest calibrated plan, else the cheapest) and the alternatives in rank order:
-    a cheaper plan timed by an estimate only stays among the alternatives, flagged by its ``calibrated``."""
-    if not ranked:
-        return None, []
-    best = next((p for p in ranked if p["calibrated"]), ranked[0])
+    a cheaper plan timed by an estimate only stays among the alternatives, flagged by its ``calibrated``. With a
+    ``budget`` (per month, low end) nothing dearer is recommended: None then, and every plan stays an
+    alternative."""
+    affordable = [p for p in ranked if budget is None or p["monthly_cost"]["low"] <= budget]
+    if not affordable:
+        return None, list(ranked)
+    best = next((p for p in affordable if p["calibrated"]), affordable[0])
     return best, [p for p in ranked if p is not best]
 
 
@@ -408,9 +431,11 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
                 continue
             plans.append({**plan_entry(search, config, replicas, evidence, offer, scenario.fleet.router),
                           "same_fleet_policies": same})
-    recommendation, alternatives = recommend(rank(plans))
+    recommendation, alternatives = recommend(rank(plans), question.budget)
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
+    budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
     return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
+            "budget": budget,
             "diagnosis": diagnosis(search, recommendation) if recommendation else [],
             "sensitivity": sensitivity(search, recommendation) if recommendation else [],
             "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": workers()}}

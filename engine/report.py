@@ -31,7 +31,7 @@ from .link import page_link
 from .metric_table import metric, money_range
 from .origin import Origin
 from .plan_charts import pareto_chart, targets_chart
-from .plan_text import alternatives_frame, caveat, sensitivity_text, summary_line, target_text
+from .plan_text import alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line, target_text
 from .planner import Question
 from .policies import POLICY_LABELS
 from .simulate import estimated_offered_load, load_text
@@ -72,12 +72,13 @@ def _chart(fig) -> str:
 
 def planner_view(question: Question) -> dict:
     """The Planner page's controls for ``question`` (``ui.view`` keys), so the report's link reopens it."""
-    view = {"plan_gpus": list(question.gpus), "plan_policies": list(question.policies), "plan_seeds": question.seeds,
+    view = {"plan_gpus": list(question.gpus), "plan_policies": list(question.policies),
+            "plan_quants": list(question.quants), "plan_budget": question.budget, "plan_seeds": question.seeds,
             "plan_requests": question.requests, "cost_billing": question.billing, "cost_currency": question.currency,
             "cost_fx": question.cny_per_usd}
     for i, target in enumerate(question.targets):
         view.update({f"plan_class_{i}": target.cls, f"plan_metric_{i}": target.key, f"plan_limit_{i}": target.limit})
-    return {k: v for k, v in view.items() if v not in ([], ())}
+    return {k: v for k, v in view.items() if v not in ([], (), None)}
 
 
 def cost_frame(plan: dict, cny_per_usd: float) -> pd.DataFrame:
@@ -172,8 +173,7 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
              f"{e('; '.join(t.describe() for t in question.targets))}. "
              f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.</p>']
     if best is None:
-        parts.append('<p class="none">No fleet meets every target within the search: loosen a target, allow more '
-                     "GPUs or policies, or see what was not possible below.</p>")
+        parts.append(f'<p class="none">{e(no_plan_text(answer))}.</p>')
     else:
         parts.append(f'<p class="answer"><b>Recommended:</b> {e(summary_line(best))}</p>')
         warning = caveat(answer, "python -m engine calibrate, or the Hardware & Cost page")

@@ -15,17 +15,18 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine.config import OVERALL
+from engine.config import OVERALL, apply_overrides
 from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
 from engine.hardware import load_table
 from engine.metric_table import metric
 from engine.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, Question, plan
 from engine.plan_charts import pareto_chart
-from engine.plan_text import alternatives_frame, caveat, sensitivity_text, summary_line
+from engine.plan_text import alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line
 from engine.policies import POLICY_LABELS
 from engine.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
 from engine.registry import POLICY_CODES
 from engine.targets import TARGET_METRICS, Target
+from engine.traffic import describe as describe_traffic, peak_rate_per_s
 from engine import parallel
 from ui import cluster, runner, scenario_sidebar, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
@@ -33,6 +34,7 @@ from ui.trace_store import APP_ORIGIN
 NO_TARGET = "none"
 GPUS_WITH_OFFERS = list(dict.fromkeys(load_table("offers")["gpu"]))
 REQUESTS_RANGE = (500, 20000)
+QUANTS = list(load_table("quant").index)
 
 
 def default_target(typed: engine.Scenario) -> tuple[str, str, float]:
@@ -66,6 +68,31 @@ def target_inputs(typed: engine.Scenario) -> tuple[Target, ...]:
     return tuple(targets)
 
 
+def set_rate(data: dict, rate_per_s: float) -> None:
+    """Make ``rate_per_s`` the scenario's arrival rate (a button's callback: every page then plans and shows it)."""
+    state.replace(apply_overrides(data, {"workload.arrival.rate_per_s": float(f"{rate_per_s:.4g}")}))
+
+
+def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
+    """Users x requests per user per day x peak factor, turned into the scenario's (peak) arrival rate."""
+    if typed.workload.arrival is None:
+        return
+    with st.expander(f"Traffic in business terms (now {typed.workload.arrival.rate_per_s:,g} req/s)"):
+        view.number("plan_users", 1.0, 1e9, 10000.0)
+        view.number("plan_requests_per_user", 0.001, 1e6, 20.0)
+        view.number("plan_peak_factor", 1.0, 100.0, 3.0)
+        cols = st.columns(3)
+        users = cols[0].number_input("Users", 1.0, 1e9, step=1000.0, key="plan_users", format="%g")
+        per_user = cols[1].number_input("Requests per user per day", 0.001, 1e6, key="plan_requests_per_user",
+                                        format="%g")
+        peak = cols[2].number_input("Peak factor", 1.0, 100.0, key="plan_peak_factor", format="%g",
+                                    help="The busiest hour's rate over the day's mean; the fleet is sized for it.")
+        rate = peak_rate_per_s(users, per_user, peak)
+        st.caption(describe_traffic(users, per_user, peak) + ".")
+        st.button(f"Plan for {rate:,.3g} req/s", on_click=set_rate, args=(data, rate),
+                  help="Sets the scenario's arrival rate (shared with the other pages) to this peak.")
+
+
 def question_inputs(typed: engine.Scenario) -> Question:
     """The question, from the page's controls; ``ScenarioError`` when it cannot be asked."""
     st.markdown("**Targets** (each class's figure on every seed's run; latencies at most, SLA met and "
@@ -79,10 +106,19 @@ def question_inputs(typed: engine.Scenario) -> Question:
     view.number("plan_requests", *REQUESTS_RANGE, DEFAULT_REQUESTS, integer=True)
     gpus = st.multiselect("GPUs to consider", GPUS_WITH_OFFERS, key="plan_gpus",
                           help="Every GPU with a rental offer; each at every tensor-parallel degree that fits.")
-    policies = st.multiselect("Policies to try", list(POLICY_CODES), key="plan_policies",
-                              format_func=POLICY_LABELS.get,
-                              help="Per GPU and degree the policy needing the fewest replicas is kept; each policy "
-                                   "adds a search. The policies' parameters are the scenario's.")
+    view.choice("plan_quants", QUANTS, [typed.server.quant] if typed.server.quant in QUANTS else [])
+    view.number("plan_budget", 0.0, 1e9, 0.0)
+    cols = st.columns([3, 2, 2])
+    policies = cols[0].multiselect("Policies to try", list(POLICY_CODES), key="plan_policies",
+                                   format_func=POLICY_LABELS.get,
+                                   help="Per GPU and degree the policy needing the fewest replicas is kept; each "
+                                        "policy adds a search. The policies' parameters are the scenario's.")
+    quants = cols[1].multiselect("Weight formats accepted", QUANTS, key="plan_quants",
+                                 help="Each format is sized at every tensor-parallel degree it fits; fewer bits need "
+                                      "fewer cards, and the quality of the answers is yours to judge.")
+    budget = cols[2].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
+                                  format="%g", help="In the currency below, at the low end of each offer: nothing "
+                                                    "dearer is recommended.")
     cols = st.columns(4)
     billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing")
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
@@ -92,15 +128,16 @@ def question_inputs(typed: engine.Scenario) -> Question:
     if not gpus:
         raise engine.ScenarioError("choose at least one GPU to consider")
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
-    return Question(targets, tuple(gpus), (), tuple(policies), billing, currency, float(fx), int(seeds),
-                    int(requests))
+    return Question(targets, tuple(gpus), (), tuple(policies), tuple(quants), billing, currency, float(fx),
+                    int(seeds), int(requests), budget=float(budget) or None)
 
 
 def show_answer(answer: dict, question: Question) -> None:
     best = answer["recommendation"]
     if best is None:
-        st.warning("No fleet meets every target within the search: see why below, then loosen a target, allow "
-                   "more GPUs or policies, or simulate fewer requests per run.")
+        st.warning(text.plain(no_plan_text(answer) + (": raise the budget or loosen a target." if answer["alternatives"]
+                                                       else ": see why below, then loosen a target, allow more GPUs, "
+                                                            "policies or weight formats.")))
     else:
         st.success(text.plain("Recommended: " + summary_line(best)))
         warning = caveat(answer, "Hardware & Cost, 'Your own measurements'")
@@ -169,6 +206,7 @@ st.caption("Which rental is cheapest that meets your targets on this workload? E
 scenario_sidebar.summary(sidebar_summary)
 data = state.current_or_default()
 typed = state.validate(data)
+traffic_inputs(data, typed)
 try:
     question = question_inputs(typed)
 except engine.ScenarioError as exc:

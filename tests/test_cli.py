@@ -133,6 +133,18 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
         assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.splitlines()) == 1
 
 
+def test_plan_takes_traffic_in_business_terms_and_a_budget():
+    scenario = str(SCENARIOS / "article_mixed_8xa100.toml")
+    common = ("--target", "interactive.ttft_p99_ms=1000", "--gpus", "H100-80G", "--requests", "500", "--seeds", "2")
+    done = cli("plan", scenario, *common, "--users", "20000", "--requests-per-user-per-day", "30", "--peak-factor", "3",
+               "--budget", "100", "--currency", "USD")
+    assert done.returncode == 0, done.stderr
+    assert "traffic: 20,000 users x 30 requests a day x peak factor 3 = 20.8 req/s at the peak" in done.stderr
+    assert done.stdout.splitlines()[1].startswith("No fleet that meets every target fits the budget of 100 USD")
+    refused = cli("plan", scenario, *common, "--users", "20000")
+    assert refused.returncode == 2 and "--users needs --requests-per-user-per-day" in refused.stderr
+
+
 def test_report_writes_the_html_with_the_plans_recommendation(tmp_path):
     page = tmp_path / "plan.html"
     done = cli("report", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target", "interactive.ttft_p99_ms=1000",

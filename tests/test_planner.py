@@ -11,7 +11,10 @@ from engine.config import apply_overrides, load_scenario, read_toml
 from engine.origin import Origin
 from engine.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, plan, recommend,
                             scaled_prompts)
+from engine.errors import ScenarioError
+from engine.plan_text import no_plan_text, plan_text
 from engine.simulate import simulate
+from engine.traffic import describe as describe_traffic, peak_rate_per_s
 from engine.targets import Target, all_met, parse_target
 
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
@@ -219,3 +222,45 @@ def test_a_bigger_workload_never_needs_fewer_replicas_of_the_recommended_fleet(a
     for item in grown.values():
         assert item["replicas"] >= best["replicas"] and item["cards"] == item["replicas"] * best["tensor_parallel"]
         assert item["monthly_cost"]["low"] >= best["monthly_cost"]["low"]
+
+
+def test_a_budget_keeps_dearer_plans_out_of_the_recommendation():
+    cheap_estimate, calibrated, dear = entry(100.0, False), entry(200.0, True), entry(300.0, True)
+    best, alternatives = recommend([cheap_estimate, calibrated, dear], budget=250.0)
+    assert best is calibrated and alternatives == [cheap_estimate, dear]
+    best, alternatives = recommend([cheap_estimate, calibrated, dear], budget=150.0)
+    assert best is cheap_estimate, "within the budget only the estimate is left: flagged, as without a budget"
+    best, alternatives = recommend([calibrated, dear], budget=50.0)
+    assert best is None and alternatives == [calibrated, dear], "nothing fits: every plan stays an alternative"
+
+
+def test_accepted_weight_formats_are_each_sized_and_the_cheapest_wins():
+    """On H100 the article's decode is compute-bound, so FP8 (FP8 tensor cores) needs fewer cards than INT4 (4-bit
+    weights computed at the FP16 rate): fewer bits do not always mean fewer cards, which is why each is sized."""
+    answer = plan(article(), small(gpus=("H100-80G",), quants=("int4", "fp8"), seeds=2, requests=600))
+    plans = [answer["recommendation"], *answer["alternatives"]]
+    fewest = {q: min(p["cards"] for p in plans if p["quant"] == q) for q in ("int4", "fp8")}
+    assert fewest["fp8"] < fewest["int4"]
+    best = answer["recommendation"]
+    assert best["quant"] == "fp8" and best["cards"] == fewest["fp8"]
+    assert all(best["monthly_cost"]["low"] <= p["monthly_cost"]["low"] for p in plans if p["calibrated"])
+    assert f"{best['cards']} cards, fp8 weights" in plan_text(answer, "t").splitlines()[1]
+
+
+def test_a_budget_too_small_says_what_the_cheapest_plan_costs():
+    answer = plan(article(), small(gpus=("H100-80G",), seeds=2, requests=600, budget=10.0, currency="USD"))
+    assert answer["recommendation"] is None and answer["alternatives"]
+    said = no_plan_text(answer)
+    assert said.startswith("No fleet that meets every target fits the budget of 10 USD per month; the cheapest costs")
+    with pytest.raises(ScenarioError, match="budget = -5.0 must be a positive amount"):
+        small(budget=-5.0)
+    with pytest.raises(ScenarioError, match="weight format 'int3' is not one of"):
+        small(quants=("int3",))
+
+
+def test_traffic_in_business_terms_is_the_peak_rate():
+    assert peak_rate_per_s(20_000, 30, 3) == pytest.approx(20_000 * 30 / 86_400 * 3)
+    said = describe_traffic(20_000, 30, 3)
+    assert said == "20,000 users x 30 requests a day x peak factor 3 = 20.8 req/s at the peak"
+    with pytest.raises(ScenarioError, match="peak factor = 0.5 must be a number of at least 1"):
+        peak_rate_per_s(10, 1, 0.5)

@@ -50,3 +50,16 @@ def test_a_throughput_target_reads_at_least_and_a_bad_question_is_one_line():
     assert at.selectbox(key="plan_metric_1").value == "output_tokens_per_s"
     at.multiselect(key="plan_gpus").set_value([]).run()
     assert not at.exception and shown(at.error) == ["choose at least one GPU to consider."]
+
+
+def test_business_terms_set_the_scenarios_rate_and_a_budget_too_small_says_so():
+    at = planner({"plan_users": 20000.0, "plan_requests_per_user": 30.0, "plan_peak_factor": 3.0,
+                  "plan_budget": 100.0})
+    assert any("20,000 users x 30 requests a day x peak factor 3 = 20.8 req/s at the peak" in c
+               for c in shown(at.caption))
+    next(b for b in at.button if b.label.startswith("Plan for 20.8 req/s")).click().run()
+    assert not at.exception and not at.error
+    assert at.session_state["scenario"]["workload"]["arrival"]["rate_per_s"] == 20.83
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert any(w.startswith("No fleet that meets every target fits the budget of 100 USD per month")
+               for w in shown(at.warning))
