@@ -154,6 +154,10 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
     parser.add_argument("--quants", help="comma-separated weight formats the customer accepts (default: the "
                         "scenario's), e.g. int4,fp8,fp16; each is sized at every tensor-parallel degree it fits")
+    parser.add_argument("--tune", type=int, default=0, metavar="N", help="tune each tunable policy's parameters "
+                        "first (N candidates each, on the scenario's own fleet; default 0: the scenario's parameters)")
+    parser.add_argument("--routers", help="comma-separated routers to try (default: the scenario's): "
+                        "round-robin, least-tokens, shortest-queue")
     parser.add_argument("--budget", type=float, help="most per month (in --currency, low end of the offer) a "
                         "recommendation may cost")
     parser.add_argument("--users", type=float, help="traffic in business terms: users (with --requests-per-user-per-day"
@@ -342,8 +346,9 @@ def _cluster(args: argparse.Namespace):
 
 def _question(args: argparse.Namespace) -> Question:
     return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
-                    _names(args.policies), _names(args.quants), PLAN_BILLING[args.billing], args.currency,
-                    args.cny_per_usd, args.seeds, args.requests, args.max_replicas, args.budget)
+                    _names(args.policies), _names(args.quants), _names(args.routers), PLAN_BILLING[args.billing],
+                    args.currency, args.cny_per_usd, args.seeds, args.requests, args.max_replicas, args.budget,
+                    args.tune)
 
 
 def _plan_scenario(args: argparse.Namespace) -> Scenario:

@@ -5,9 +5,10 @@ KV cache (preemptions and the GPU time their recomputation wasted) or preemption
 batch-size limit, the router's imbalance, a class starving, a class timing out. The thresholds are named
 below with their reason; a run that hits none is said to have room. On a GPU (the roofline step model) two
 more sentences say what an iteration is bound by: decode at the run's mean batch and context, memory-bandwidth-
-or compute-bound, with the batch at which it would turn; and prefill's share of the busy time when it is large (``steptime.step_terms_nb``, the terms of the step time itself). Not diagnosed:
-the token budget per iteration (a summary's mean tokens per iteration is diluted by the decode-only iterations;
-it needs a count of the iterations the budget filled).
+or compute-bound, with the batch at which it would turn; and prefill's share of the busy time when it is large
+(``steptime.step_terms_nb``, the terms of the step time itself). Not diagnosed: the token budget per iteration
+(a summary's mean tokens per iteration is diluted by the decode-only iterations; it needs a count of the
+iterations the budget filled).
 """
 
 from __future__ import annotations
@@ -108,28 +109,27 @@ def _iterations(scenario: Scenario, summary: Summary) -> list[Finding]:
     step = roofline_step_params(roofline_profile(scenario.server))
     batch, context = max(system["mean_batch_size"], 1.0), prompt + output / 2.0
     compute_s, memory_s, _ = step_terms_nb(step, batch, batch * context, batch * context)
-    times = f"{memory_s * 1e3:.2f} ms of weight and KV traffic against {compute_s * 1e3:.2f} ms of compute"
-    at = f"an iteration of {batch:.0f} sequences at about {context:,.0f} tokens of context: {times}"
+    at = (f"at {batch:.0f} sequences of ~{context:,.0f} tokens, weight and KV traffic takes {memory_s * 1e3:.2f} ms "
+          f"against {compute_s * 1e3:.2f} ms of compute")
     if memory_s >= compute_s:
         ridge = ridge_batch(step, context)
-        turn = (f"it turns compute-bound from about {ridge:,} sequences" if ridge else
-                "it stays memory-bound at any batch (its KV reads grow as fast as its compute)")
-        findings = [Finding("decode_memory_bound", f"Decode is memory-bandwidth-bound: {at}; {turn}. Fuller batches "
-                                                   f"cost little per token; a GPU with more memory bandwidth (or "
-                                                   f"FP8 weights and KV) speeds every iteration.")]
+        turn = f"compute catches up at ~{ridge:,} sequences" if ridge else "at any batch: KV reads grow with it"
+        findings = [Finding("decode_memory_bound", f"Decode is memory-bound: {at} ({turn}). Fuller batches cost "
+                                                   f"little per token; more bandwidth or FP8 weights and KV speed "
+                                                   f"every iteration.")]
     else:
-        findings = [Finding("decode_compute_bound", f"Decode is compute-bound: {at}. More sequences per iteration no "
-                                                    f"longer come free; more FLOP/s (a faster GPU, a higher "
-                                                    f"tensor-parallel degree) or more replicas relieve it.")]
+        findings = [Finding("decode_compute_bound", f"Decode is compute-bound: {at}. Bigger batches no longer come "
+                                                    f"free; more FLOP/s (a faster GPU, more tensor parallelism) or "
+                                                    f"more replicas relieve it.")]
     prefill_compute_s, prefill_memory_s, _ = step_terms_nb(step, prompt, prompt * (prompt + 1) / 2.0, 0.0)
     busy_s = system["gpu_busy_frac"] * system["sim_time_s"] * scenario.fleet.replicas
     share = summary["overall"]["completed"] * max(prefill_compute_s, prefill_memory_s) / busy_s if busy_s else 0.0
     if share >= PREFILL_HEAVY:
         bound = "compute-bound" if prefill_compute_s >= prefill_memory_s else "memory-bound"
         need = f"{prefill_compute_s * 1e3:.1f} ms of compute ({bound})"
-        findings.append(Finding("prefill_heavy", f"Prefill takes about {min(share, 1.0):.0%} of the GPUs' busy "
-                                                 f"time: a prompt of {prompt:,.0f} tokens needs {need}. Shorter "
-                                                 f"prompts, cached prefixes or more FLOP/s relieve it."))
+        findings.append(Finding("prefill_heavy", f"Prefill takes ~{min(share, 1.0):.0%} of the GPUs' busy time: "
+                                                 f"a prompt of {prompt:,.0f} tokens needs {need}. Shorter prompts, "
+                                                 f"cached prefixes or more FLOP/s relieve it."))
     return findings
 
 

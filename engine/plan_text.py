@@ -3,11 +3,14 @@ table with one unit per column (no NaN: "—" where there is no value), and what
 
 from __future__ import annotations
 
+import textwrap
+
 import pandas as pd
 
 from .metric_table import metric, money_range, money_text
 
 ALTERNATIVES_SHOWN = 12
+TEXT_WIDTH = 120  # columns of the terminal text's paragraphs
 
 
 def target_text(entry: dict) -> str:
@@ -77,6 +80,14 @@ def sensitivity_text(answer: dict) -> str | None:
     return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
 
 
+def tuned_text(answer: dict) -> str | None:
+    """What tuning each policy first found: "Tuned on the scenario's fleet: dynamic (alpha (waiting) 9.38, ...);
+    wfq kept its parameters (the objective did not move at the scenario's load)"; None without tuning."""
+    parts = [f"{name} ({', '.join(t['settings'])})" if t["used"] else f"{name} kept its parameters ({t['why']})"
+             for name, t in answer.get("tuned", {}).items()]
+    return f"Tuned on the scenario's own fleet before sizing: {'; '.join(parts)}" if parts else None
+
+
 def no_plan_text(answer: dict) -> str:
     """Why there is no recommendation: no fleet meets the targets, or none within the budget (then the cheapest
     that does, and what it costs)."""
@@ -103,21 +114,29 @@ def caveat(answer: dict, how_to_measure: str) -> str | None:
     return f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}" if cheaper else None
 
 
+def _wrap(paragraph: str, indent: str = "  ") -> str:
+    """A paragraph folded to ``TEXT_WIDTH`` columns for a terminal, its later lines indented."""
+    return textwrap.fill(paragraph, TEXT_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
+
 def plan_text(answer: dict, title: str) -> str:
     """The whole answer, for printing."""
     lines = [title]
     best = answer["recommendation"]
     if best is None:
-        lines.append(no_plan_text(answer) + ("" if answer["alternatives"] else "; see why below."))
+        lines.append(_wrap(no_plan_text(answer) + ("" if answer["alternatives"] else "; see why below.")))
     else:
-        lines.append("Recommendation: " + summary_line(best))
+        lines.append(_wrap("Recommendation: " + summary_line(best)))
         warning = caveat(answer, "python -m engine calibrate")
         if warning:
-            lines.append(warning)
-        lines += [f"  - {sentence}" for sentence in answer["diagnosis"]]
+            lines.append(_wrap(warning))
+        lines += [_wrap(f"  - {sentence}", "    ") for sentence in answer["diagnosis"]]
+        tuned = tuned_text(answer)
+        if tuned:
+            lines.append(_wrap(tuned))
         grows = sensitivity_text(answer)
         if grows:
-            lines.append(grows)
+            lines.append(_wrap(grows))
     if answer["alternatives"]:
         shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
         lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")
@@ -128,7 +147,7 @@ def plan_text(answer: dict, title: str) -> str:
         for item in answer["not_possible"]:
             where = item["gpu"] + (f" TP{item['tensor_parallel']} ({', '.join(item['policies'])})"
                                    if "policies" in item else "")
-            lines.append(f"  {where}: {item['note']}")
+            lines.append(_wrap(f"  {where}: {item['note']}", "    "))
     run = answer["run"]
     lines.append(f"\n{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run['workers']} cores")
     return "\n".join(lines)

@@ -39,14 +39,16 @@ from .errors import ScenarioError, excerpt
 from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
 from .origin import Origin
 from .parallel import run_all, simulate_summary, workers
-from .registry import POLICY_CODES, TP_DEGREES
+from .registry import POLICY_CODES, ROUTER_CODES, TP_DEGREES
 from .simulate import estimated_offered_load
 from .summary import Summary
 from .targets import Target, all_met
+from .tuner import CANDIDATE_RANGE, TUNABLE, Objective, TuneQuestion, tune
 
 DEFAULT_SEEDS = 3
 DEFAULT_REQUESTS = 3000  # per run; each decision rests on ``seeds`` of them
 HEADROOM_STEPS = 6  # bisection steps on the arrival rate: the headroom to within 1/64 of the searched span
+TUNE_RANGE = CANDIDATE_RANGE  # candidates per tuned policy
 HEADROOM_PLANS = 12  # alternatives after the recommendation whose headroom is searched (each costs a bisection)
 T_95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}  # t(0.975, n-1)
 
@@ -60,6 +62,7 @@ class Question:
     offers: tuple[str, ...] = ()  # empty: every offer
     policies: tuple[str, ...] = ()  # empty: the scenario's policy
     quants: tuple[str, ...] = ()  # weight formats the customer accepts; empty: the scenario's
+    routers: tuple[str, ...] = ()  # routers to try; empty: the scenario's
     billing: str = BILLING_MODES[0]
     currency: str = CURRENCIES[0]
     cny_per_usd: float = CNY_PER_USD_DEFAULT
@@ -67,6 +70,7 @@ class Question:
     requests: int = DEFAULT_REQUESTS
     max_replicas: int = DEFAULT_CAPS.replicas
     budget: float | None = None  # most per month (low end, in ``currency``) a recommendation may cost; None: any
+    tune: int = 0  # candidates per tunable policy tried before sizing (0: the scenario's parameters)
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -85,10 +89,16 @@ class Question:
         for offer in self.offers:
             if offer not in offers.index:
                 raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
+        for router in self.routers:
+            if router not in ROUTER_CODES:
+                raise ScenarioError(f"router {excerpt(router)} is not one of {', '.join(ROUTER_CODES)}")
         for quant in self.quants:
             if quant not in load_table("quant").index:
                 known = ", ".join(load_table("quant").index)
                 raise ScenarioError(f"weight format {excerpt(quant)} is not one of {known}")
+        if self.tune and not TUNE_RANGE[0] <= self.tune <= TUNE_RANGE[1]:
+            raise ScenarioError(f"tune = {self.tune} candidates per policy must be 0 (off) or from {TUNE_RANGE[0]} "
+                                f"to {TUNE_RANGE[1]:,}")
         if self.budget is not None and not (math.isfinite(self.budget) and self.budget > 0):
             raise ScenarioError(f"budget = {self.budget} must be a positive amount per month")
         for gpu in self.gpus:
@@ -99,17 +109,22 @@ class Question:
 
 @dataclass(frozen=True)
 class Config:
-    """One fleet configuration before its size is known (``quant`` empty: the scenario's weight format)."""
+    """One fleet configuration before its size is known (``quant``, ``router`` empty: the scenario's)."""
 
     gpu: str
     tensor_parallel: int
     policy: str
     quant: str = ""
+    router: str = ""
+
+    def label(self, with_router: bool) -> str:
+        """The policy, and the router when routers are compared: "wfq", "wfq + least-tokens"."""
+        return f"{self.policy} + {self.router}" if with_router and self.router else self.policy
 
 
 def config_of(plan: dict) -> Config:
     """The configuration of a priced plan."""
-    return Config(plan["gpu"], plan["tensor_parallel"], plan["policy"]["name"], plan["quant"])
+    return Config(plan["gpu"], plan["tensor_parallel"], plan["policy"]["name"], plan["quant"], plan["router"])
 
 
 @dataclass
@@ -125,21 +140,25 @@ class Evidence:
 
 @dataclass
 class Search:
-    """Runs already made for one question (each (config, replicas, rate factor) once), and how many."""
+    """Runs already made for one question (each (config, replicas, rate factor) once), and how many;
+    ``policies``: a tuned ``[policy]`` table per policy name, used in place of the scenario's."""
 
     data: dict
     question: Question
     origin: Origin
+    policies: dict = field(default_factory=dict)
     runs: dict = field(default_factory=dict)
     count: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def scenario(self, config: Config, replicas: int, seed_offset: int = 0, rate_factor: float = 1.0) -> dict:
-        data = apply_overrides(with_gpu(self.data, config.gpu), {
+        base = {**self.data, "policy": self.policies[config.policy]} if config.policy in self.policies else self.data
+        data = apply_overrides(with_gpu(base, config.gpu), {
             "server.tensor_parallel": config.tensor_parallel, "fleet.replicas": replicas,
             "policy.name": config.policy, "workload.num_requests": self.question.requests,
-            "seed": int(self.data.get("seed", 0)) + seed_offset, **({"server.quant": config.quant} if config.quant
-                                                                    else {})})
+            "seed": int(self.data.get("seed", 0)) + seed_offset,
+            **({"server.quant": config.quant} if config.quant else {}),
+            **({"fleet.router": config.router} if config.router else {})})
         if rate_factor != 1.0:
             rate = data["workload"]["arrival"]["rate_per_s"]
             data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
@@ -217,7 +236,9 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
     if not gpus:
         raise ScenarioError("no GPU has an offer among those asked for: widen --gpus or --offers")
     policies = question.policies or (data.get("policy", {}).get("name", "fifo"),)
-    quants = question.quants or (load_scenario(data, origin=origin).server.quant,)
+    scenario = load_scenario(data, origin=origin)
+    quants = question.quants or (scenario.server.quant,)
+    routers = question.routers or (scenario.fleet.router,)
     configs, skipped = [], []
     for gpu in gpus:
         for quant in quants:
@@ -239,7 +260,8 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
             if not degrees:
                 skipped.append({"gpu": named, "note": offer_hosting_problem(gpu_offers[0], smallest)})
                 continue
-            configs += [Config(gpu, tp, policy, quant) for tp in degrees for policy in policies]
+            configs += [Config(gpu, tp, policy, quant, router) for tp in degrees for policy in policies
+                        for router in routers]
     return configs, skipped
 
 
@@ -263,9 +285,10 @@ def confidence_95(values: list[float | None]) -> tuple[float | None, float | Non
 
 
 def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Target, ...]) -> list:
-    """Per GPU and tensor-parallel degree, the policy that needs the fewest replicas, ties going to the one with
-    the most to spare on its tightest target (then to the order asked): [(config, (replicas, evidence), the other
-    policies that meet the targets with as many replicas)]."""
+    """Per GPU, weight format and tensor-parallel degree, the policy (and router) that needs the fewest replicas,
+    ties going to the one with the most to spare on its tightest target (then to the order asked): [(config,
+    (replicas, evidence), the other policies (+ routers, when compared) that meet the targets with as many
+    replicas)]."""
     def spare(evidence: Evidence) -> float:
         return min(t.slack(confidence_95(evidence.target_values(t))[0]) for t in targets)
 
@@ -275,7 +298,8 @@ def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Targ
     chosen = []
     for members in groups.values():
         best = min(members, key=lambda c: (sized[c][0], -spare(sized[c][1])))
-        same = [c.policy for c in members if c is not best and sized[c][0] == sized[best][0]]
+        with_router = len({c.router for c in members}) > 1
+        same = [c.label(with_router) for c in members if c is not best and sized[c][0] == sized[best][0]]
         chosen.append((best, sized[best], same))
     return chosen
 
@@ -349,7 +373,7 @@ def add_headroom(search: Search, plans: list[dict]) -> None:
 
 
 def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str, router: str) -> dict:
-    """One priced plan: the JSON contract's P (``router``: the scenario's, which no configuration changes)."""
+    """One priced plan: the JSON contract's P (``router``: the scenario's, unless the configuration sets one)."""
     q, data = search.question, search.data
     cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
     cost = deployment_cost(offer, cards, q.billing, q.currency, q.cny_per_usd)
@@ -364,8 +388,9 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
     return {
         "offer": offer, "gpu": config.gpu, "quant": config.quant or search.scenario(config, 1)["server"].get(
             "quant", Server().quant), "tensor_parallel": config.tensor_parallel, "replicas": replicas,
-        "cards": cards, "router": router,
-        "policy": {"name": config.policy}, "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
+        "cards": cards, "router": config.router or router,
+        "policy": search.policies.get(config.policy, {"name": config.policy}),
+        "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
                          "billing": q.billing, "estimate": bool(cost.estimate)},
         "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
@@ -398,6 +423,29 @@ def recommend(ranked: list[dict], budget: float | None = None) -> tuple[Optional
     return best, [p for p in ranked if p is not best]
 
 
+def tuned_policies(data: dict, question: Question, origin: Origin, policies: list[str]) -> tuple[dict, int]:
+    """With ``question.tune``: each tunable policy's parameters tuned on the scenario's own fleet (the first
+    target the objective, the others constraints), ``question.tune`` candidates each. A tuning is used only when
+    its best point meets every target there and the objective moved (not flat); otherwise the scenario's
+    parameters stay, and the answer says why. Returns ({policy: what was found}, runs made)."""
+    if not question.tune:
+        return {}, 0
+    first, *others = question.targets
+    found, runs = {}, 0
+    for name in (p for p in policies if p in TUNABLE):
+        answer = tune(data, TuneQuestion(Objective(first.cls, first.key, first.at_most), tuple(others), (name,),
+                                         candidates=question.tune, seeds=1, requests=question.requests), origin)
+        runs += answer["runs"]
+        best = answer["best"]
+        used = best["feasible"] and not answer["flat"] and best["policy"]["name"] == name
+        why = ("" if used else "the objective did not move at the scenario's load" if answer["flat"] else
+               "no tuned point met every target on the scenario's own fleet" if not best["feasible"] else
+               "the scenario's own parameters were best")
+        found[name] = {"policy": best["policy"], "settings": best["settings"], "used": used, "why": why,
+                       "candidates": answer["evaluations"]}
+    return found, runs
+
+
 def plan(data: dict, question: Question, origin: Origin = Origin(),
          progress: Callable[[int, int], None] | None = None) -> dict:
     """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``."""
@@ -406,7 +454,9 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     for target in question.targets:  # and a target naming no class, before any run
         target.check_class(c.name for c in scenario.workload.classes)
     configs, not_possible = configurations(data, question, origin)
-    search = Search(data, question, origin)
+    tuned, tuning_runs = tuned_policies(data, question, origin, sorted({c.policy for c in configs}))
+    search = Search(data, question, origin, {name: t["policy"] for name, t in tuned.items() if t["used"]})
+    search.count += tuning_runs
 
     def size(config: Config):
         try:
@@ -415,9 +465,11 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
             return str(exc)
 
     sized, failed = {}, {}
+    several_quants, several_routers = len({c.quant for c in configs}) > 1, len({c.router for c in configs}) > 1
     for config, found in zip(configs, run_all(size, configs, progress)):
-        if isinstance(found, str):  # one line per GPU, degree and reason, naming every policy it holds for
-            failed.setdefault((config.gpu, config.tensor_parallel, found), []).append(config.policy)
+        if isinstance(found, str):  # one line per GPU, format, degree and reason, naming every policy it holds for
+            named = f"{config.gpu} ({config.quant} weights)" if several_quants else config.gpu
+            failed.setdefault((named, config.tensor_parallel, found), []).append(config.label(several_routers))
         else:
             sized[config] = found
     not_possible += [{"gpu": gpu, "tensor_parallel": tp, "policies": policies, "note": note}
@@ -435,7 +487,7 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
     budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
     return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
-            "budget": budget,
+            "budget": budget, "tuned": tuned,
             "diagnosis": diagnosis(search, recommendation) if recommendation else [],
             "sensitivity": sensitivity(search, recommendation) if recommendation else [],
             "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": workers()}}

@@ -31,7 +31,8 @@ from .link import page_link
 from .metric_table import metric, money_range
 from .origin import Origin
 from .plan_charts import pareto_chart, targets_chart
-from .plan_text import alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line, target_text
+from .plan_text import (alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line, target_text,
+                        tuned_text)
 from .planner import Question
 from .policies import POLICY_LABELS
 from .simulate import estimated_offered_load, load_text
@@ -73,7 +74,8 @@ def _chart(fig) -> str:
 def planner_view(question: Question) -> dict:
     """The Planner page's controls for ``question`` (``ui.view`` keys), so the report's link reopens it."""
     view = {"plan_gpus": list(question.gpus), "plan_policies": list(question.policies),
-            "plan_quants": list(question.quants), "plan_budget": question.budget, "plan_seeds": question.seeds,
+            "plan_quants": list(question.quants), "plan_routers": list(question.routers),
+            "plan_budget": question.budget, "plan_tune": question.tune, "plan_seeds": question.seeds,
             "plan_requests": question.requests, "cost_billing": question.billing, "cost_currency": question.currency,
             "cost_fx": question.cny_per_usd}
     for i, target in enumerate(question.targets):
@@ -187,9 +189,9 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
                   "<h2>Targets</h2>", _table(targets_frame(best)),
                   "<h2>What limits this fleet</h2>",
                   "<ul>" + "".join(f"<li>{e(s)}</li>" for s in answer["diagnosis"]) + "</ul>"]
-        grows = sensitivity_text(answer)
-        if grows:
-            parts.append(f"<p>{e(grows)}</p>")
+        for sentence in (sensitivity_text(answer), tuned_text(answer)):
+            if sentence:
+                parts.append(f"<p>{e(sentence)}</p>")
         parts += ["<h2>Evidence</h2>",
                   "<p>Cost against the first target for every priced plan (the recommendation starred; plans whose "
                   "step times are an estimate marked apart):</p>",

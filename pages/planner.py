@@ -19,12 +19,12 @@ from engine.config import OVERALL, apply_overrides
 from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
 from engine.hardware import load_table
 from engine.metric_table import metric
-from engine.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, Question, plan
+from engine.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
 from engine.plan_charts import pareto_chart
-from engine.plan_text import alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line
+from engine.plan_text import alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line, tuned_text
 from engine.policies import POLICY_LABELS
 from engine.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
-from engine.registry import POLICY_CODES
+from engine.registry import POLICY_CODES, ROUTER_CODES
 from engine.targets import TARGET_METRICS, Target
 from engine.traffic import describe as describe_traffic, peak_rate_per_s
 from engine import parallel
@@ -89,7 +89,7 @@ def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
                                     help="The busiest hour's rate over the day's mean; the fleet is sized for it.")
         rate = peak_rate_per_s(users, per_user, peak)
         st.caption(describe_traffic(users, per_user, peak) + ".")
-        st.button(f"Plan for {rate:,.3g} req/s", on_click=set_rate, args=(data, rate),
+        st.button(f"Use {rate:,.3g} req/s as the arrival rate", on_click=set_rate, args=(data, rate),
                   help="Sets the scenario's arrival rate (shared with the other pages) to this peak.")
 
 
@@ -107,8 +107,9 @@ def question_inputs(typed: engine.Scenario) -> Question:
     gpus = st.multiselect("GPUs to consider", GPUS_WITH_OFFERS, key="plan_gpus",
                           help="Every GPU with a rental offer; each at every tensor-parallel degree that fits.")
     view.choice("plan_quants", QUANTS, [typed.server.quant] if typed.server.quant in QUANTS else [])
+    view.choice("plan_routers", list(ROUTER_CODES), [typed.fleet.router])
     view.number("plan_budget", 0.0, 1e9, 0.0)
-    cols = st.columns([3, 2, 2])
+    cols = st.columns([3, 2, 2, 2])
     policies = cols[0].multiselect("Policies to try", list(POLICY_CODES), key="plan_policies",
                                    format_func=POLICY_LABELS.get,
                                    help="Per GPU and degree the policy needing the fewest replicas is kept; each "
@@ -116,20 +117,27 @@ def question_inputs(typed: engine.Scenario) -> Question:
     quants = cols[1].multiselect("Weight formats accepted", QUANTS, key="plan_quants",
                                  help="Each format is sized at every tensor-parallel degree it fits; fewer bits need "
                                       "fewer cards, and the quality of the answers is yours to judge.")
-    budget = cols[2].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
+    routers = cols[2].multiselect("Routers to try", list(ROUTER_CODES), key="plan_routers",
+                                  help="Where each arrival goes among the replicas; each router adds a search.")
+    budget = cols[3].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
                                   format="%g", help="In the currency below, at the low end of each offer: nothing "
                                                     "dearer is recommended.")
-    cols = st.columns(4)
+    view.number("plan_tune", 0, TUNE_RANGE[1], 0, integer=True)
+    cols = st.columns(5)
     billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing")
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     seeds = cols[2].number_input("Seeds per decision", 2, max(T_95), step=1, key="plan_seeds",
                                  help="A fleet meets the targets only if it does on every seed's run.")
     requests = cols[3].number_input("Requests per run", *REQUESTS_RANGE, step=500, key="plan_requests")
+    tune_first = cols[4].number_input("Tune policies first (candidates)", 0, TUNE_RANGE[1], step=50, key="plan_tune",
+                                      help="0: the scenario's policy parameters. Otherwise each of priority, wfq and "
+                                           "dynamic is tuned on the scenario's own fleet first (the first target the "
+                                           "objective, the others constraints) with this many candidates.")
     if not gpus:
         raise engine.ScenarioError("choose at least one GPU to consider")
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
-    return Question(targets, tuple(gpus), (), tuple(policies), tuple(quants), billing, currency, float(fx),
-                    int(seeds), int(requests), budget=float(budget) or None)
+    return Question(targets, tuple(gpus), (), tuple(policies), tuple(quants), tuple(routers), billing, currency,
+                    float(fx), int(seeds), int(requests), budget=float(budget) or None, tune=int(tune_first))
 
 
 def show_answer(answer: dict, question: Question) -> None:
@@ -147,6 +155,9 @@ def show_answer(answer: dict, question: Question) -> None:
         grows = sensitivity_text(answer)
         if grows:
             st.info(text.plain(grows))
+        tuned = tuned_text(answer)
+        if tuned:
+            st.info(text.plain(tuned))
         st.plotly_chart(pareto_chart(answer, question.targets[0]), width="stretch")
         st.caption("Each point is a priced plan that meets every target; the dashed line is the first target's "
                    "limit. The cheapest plans sit to the left, those with the most to spare at the bottom (or top, "

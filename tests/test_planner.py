@@ -9,8 +9,8 @@ import engine
 from conftest import REPO
 from engine.config import apply_overrides, load_scenario, read_toml
 from engine.origin import Origin
-from engine.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, plan, recommend,
-                            scaled_prompts)
+from engine.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, configurations, plan,
+                            recommend, scaled_prompts)
 from engine.errors import ScenarioError
 from engine.plan_text import no_plan_text, plan_text
 from engine.simulate import simulate
@@ -264,3 +264,32 @@ def test_traffic_in_business_terms_is_the_peak_rate():
     assert said == "20,000 users x 30 requests a day x peak factor 3 = 20.8 req/s at the peak"
     with pytest.raises(ScenarioError, match="peak factor = 0.5 must be a number of at least 1"):
         peak_rate_per_s(10, 1, 0.5)
+
+
+def test_routers_are_a_search_dimension_and_the_plan_names_its_router():
+    answer = plan(article(), small(gpus=("H100-80G",), routers=("round-robin", "least-tokens"), seeds=2,
+                                   requests=600))
+    plans = [answer["recommendation"], *answer["alternatives"]]
+    assert {p["router"] for p in plans} <= {"round-robin", "least-tokens"}
+    searched = {c.router for c in configurations(article(), small(gpus=("H100-80G",),
+                                                                  routers=("round-robin", "least-tokens")),
+                                                 Origin())[0]}
+    assert searched == {"round-robin", "least-tokens"}
+    with pytest.raises(ScenarioError, match="router 'random' is not one of"):
+        small(routers=("random",))
+
+
+def test_a_tuned_policy_is_sized_with_its_tuned_parameters():
+    busy = apply_overrides(article(), {"server.max_batch_size": 64, "workload.arrival.rate_per_s": 45.0})
+    answer = plan(busy, small(gpus=("H100-80G",), policies=("dynamic",), tune=12, seeds=2, requests=1000))
+    tuned = answer["tuned"]["dynamic"]
+    assert tuned["used"] and tuned["candidates"] <= 12 and tuned["policy"]["alpha"] != busy["policy"].get("alpha", 1.0)
+    best = answer["recommendation"]
+    assert best["policy"] == tuned["policy"], "the plan names the parameters it was sized with"
+    search = Search(busy, small(gpus=("H100-80G",), seeds=2, requests=1000), Origin(), {"dynamic": tuned["policy"]})
+    rerun = simulate(load_scenario(search.scenario(Config("H100-80G", best["tensor_parallel"], "dynamic",
+                                                          best["quant"], best["router"]), best["replicas"])))
+    assert rerun.summary["classes"]["interactive"] == best["metrics"]["interactive"], "sized with those parameters"
+    assert plan_text(answer, "t").count("Tuned on the scenario's own fleet before sizing: dynamic (alpha") == 1
+    untuned = plan(busy, small(gpus=("H100-80G",), policies=("dynamic",), seeds=2, requests=1000))
+    assert untuned["tuned"] == {} and untuned["recommendation"]["policy"] == {"name": "dynamic"}

@@ -33,7 +33,7 @@ def test_the_page_asks_the_first_class_sla_and_plans_on_request():
     assert at.selectbox(key="plan_metric_0").value == "ttft_p99_ms"
     assert at.number_input(key="plan_limit_0").value == 1000
     assert at.selectbox(key="plan_metric_1").value == "none" and not at.success, "nothing runs before Plan"
-    at.button[0].click().run()
+    next(b for b in at.button if b.label == "Plan").click().run()
     assert not at.exception and not at.error
     recommended = shown(at.success)[0]
     assert recommended.startswith("Recommended: ") and "USD per month" in recommended
@@ -57,7 +57,7 @@ def test_business_terms_set_the_scenarios_rate_and_a_budget_too_small_says_so():
                   "plan_budget": 100.0})
     assert any("20,000 users x 30 requests a day x peak factor 3 = 20.8 req/s at the peak" in c
                for c in shown(at.caption))
-    next(b for b in at.button if b.label.startswith("Plan for 20.8 req/s")).click().run()
+    next(b for b in at.button if b.label == "Use 20.8 req/s as the arrival rate").click().run()
     assert not at.exception and not at.error
     assert at.session_state["scenario"]["workload"]["arrival"]["rate_per_s"] == 20.83
     next(b for b in at.button if b.label == "Plan").click().run()
