@@ -126,7 +126,8 @@ def _iterations(scenario: Scenario, summary: Summary) -> list[Finding]:
     share = summary["overall"]["completed"] * max(prefill_compute_s, prefill_memory_s) / busy_s if busy_s else 0.0
     if share >= PREFILL_HEAVY:
         bound = "compute-bound" if prefill_compute_s >= prefill_memory_s else "memory-bound"
-        need = f"{prefill_compute_s * 1e3:.1f} ms of compute ({bound})"
+        need = (f"{max(prefill_compute_s, prefill_memory_s) * 1e3:.1f} ms ({bound}: {prefill_compute_s * 1e3:.1f} ms "
+                f"of compute, {prefill_memory_s * 1e3:.1f} ms of memory traffic)")
         findings.append(Finding("prefill_heavy", f"Prefill takes ~{min(share, 1.0):.0%} of the GPUs' busy time: "
                                                  f"a prompt of {prompt:,.0f} tokens needs {need}. Shorter prompts, "
                                                  f"cached prefixes or more FLOP/s relieve it."))

@@ -129,7 +129,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
     seeds = cols[2].number_input("Seeds per decision", 2, max(T_95), step=1, key="plan_seeds",
                                  help="A fleet meets the targets only if it does on every seed's run.")
     requests = cols[3].number_input("Requests per run", *REQUESTS_RANGE, step=500, key="plan_requests")
-    tune_first = cols[4].number_input("Tune policies first (candidates)", 0, TUNE_RANGE[1], step=50, key="plan_tune",
+    tune_first = cols[4].number_input("Tune first (candidates)", 0, TUNE_RANGE[1], step=50, key="plan_tune",
                                       help="0: the scenario's policy parameters. Otherwise each of priority, wfq and "
                                            "dynamic is tuned on the scenario's own fleet first (the first target the "
                                            "objective, the others constraints) with this many candidates.")
