@@ -198,9 +198,11 @@ class Server:
     max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); with "
                                         "mixed batching longer prompts are prefilled in chunks", "tokens", ge=1,
                                   cap="batched_tokens")
-    min_batch_size: int = opt(1, "do not start an iteration with fewer ready requests ...", "requests", ge=1,
-                              cap="batch_size")
-    wait_timeout_ms: float = opt(0.0, "... unless the oldest ready request has waited this long", "ms", ge=0.0)
+    min_batch_size: int = opt(1, "do not start an iteration with fewer ready requests, unless the oldest has waited "
+                                 "wait_timeout_ms; with a wait of 0 (the default) it never holds an iteration back: "
+                                 "set both", "requests", ge=1, cap="batch_size")
+    wait_timeout_ms: float = opt(0.0, "how long the oldest ready request may wait for min_batch_size requests "
+                                      "(0: start at once, so the minimum batch does nothing)", "ms", ge=0.0)
     kv_capacity_tokens: int = opt(0, "KV-cache capacity (step_model = fixed; 0 = unlimited)", "tokens", ge=0,
                                   cap="kv_tokens")
     block_size_tokens: int = opt(16, "KV-cache block (page) size", "tokens", ge=1, cap="tokens_per_request")

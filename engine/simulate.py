@@ -9,6 +9,7 @@ offered load so that overloaded runs are reported as such.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,6 +325,15 @@ def run_summary(data: dict, origin: Origin = Origin()) -> Summary:
 
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"  # the shipped scenarios (presets)
+# Every preset states its estimated offered load in a header line (a test keeps it equal to the estimate), so a
+# reader of the file and the preset picker see at once whether its policies will differ.
+PRESET_LOAD_LINE = re.compile(r"^# Offered load (\d+\.\d\d) \(an estimate", re.MULTILINE)
+
+
+def stated_load(path: Path) -> float | None:
+    """The offered load a preset's header states, or None when it states none."""
+    found = PRESET_LOAD_LINE.search(path.read_text(encoding="utf-8"))
+    return float(found.group(1)) if found else None
 
 
 def warm_up(requests: int = 50) -> int:

@@ -14,7 +14,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .config import Arrival, apply_overrides, field_bounds, field_meta
+from .config import OVERALL, Arrival, apply_overrides, field_bounds, field_meta
 from .metric_table import round_significant
 from .metrics import flat_rows, metrics_frame
 from .origin import Origin
@@ -41,6 +41,26 @@ def compare_policies(data: dict, origin: Origin = Origin(), policies: Optional[l
     variants = policy_variants(policies or list(POLICIES))
     runs = summaries([apply_overrides(data, overrides) for overrides, _ in variants], origin)
     return tagged_frame([(summary, tags) for summary, (_, tags) in zip(runs, variants)])
+
+
+FLAT_POLICIES = 0.05  # every class's figure within 5% across the policies: they "hardly differ"
+TEACHING_LOAD = 0.95  # the offered load the Lab offers when policies hardly differ: queues form, none explodes
+
+
+def policies_differ(frame: pd.DataFrame, key: str = "ttft_p99_ms") -> bool:
+    """True when, for some class, ``key`` differs by more than ``FLAT_POLICIES`` of its largest value between the
+    policies of a comparison frame (``compare_policies``); a class without values says nothing."""
+    for _, group in frame[frame["class"] != OVERALL].groupby("class"):
+        values = group[key].dropna()
+        if len(values) > 1 and values.max() > 0 and values.max() - values.min() > FLAT_POLICIES * values.max():
+            return True
+    return False
+
+
+def rate_for_load(rate_per_s: float, offered_load: float, target_load: float = TEACHING_LOAD) -> float:
+    """The arrival rate at which the estimated offered load becomes ``target_load`` (three significant digits):
+    the load is proportional to the rate."""
+    return round_significant(rate_per_s * target_load / offered_load)
 
 
 SWEEP_LOAD_FACTORS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)  # fractions of the estimated capacity

@@ -18,7 +18,7 @@ from engine.metrics import flat_metrics
 from engine.policies import POLICIES, POLICY_LABELS, params_of
 from engine.simulate import load_text, stop_explanation
 from engine.summary import Summary, SystemMetrics
-from engine.sweep import sweep_rates
+from engine.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
 from engine.workload import trace_requests
 from ui import (charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, tune_panel,
                 view)
@@ -275,6 +275,25 @@ def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> N
         right.plotly_chart(charts.heatmap(grid, last, "output_tokens_per_s"), width="stretch")
 
 
+def raise_load(data: dict, rate_per_s: float) -> None:
+    """Make ``rate_per_s`` the scenario's arrival rate (a button's callback, before the sidebar is drawn)."""
+    state.replace(copy.deepcopy({**data, "workload": {**data["workload"], "arrival": {
+        **data["workload"]["arrival"], "rate_per_s": rate_per_s}}}))
+
+
+def low_load_note(data: dict, typed: engine.Scenario, comparison, load: float) -> None:
+    """When every policy gives about the same latencies, say that the load is too low to tell them apart and
+    offer the rate at which queues form (synthetic arrivals only)."""
+    if typed.workload.trace is not None or load >= TEACHING_LOAD or load <= 0 or policies_differ(comparison):
+        return
+    raised = rate_for_load(typed.workload.arrival.rate_per_s, load)
+    st.info(f"The policies hardly differ here: at an offered load of {load_text(load)} requests rarely wait for "
+            f"each other, so there is little to reorder (every class's TTFT p99 within "
+            f"{FLAT_POLICIES:.0%} across the policies). Raise the load to see them differ.")
+    st.button(f"Raise the arrival rate to {raised:g} req/s (offered load {TEACHING_LOAD:g})", on_click=raise_load,
+              args=(data, raised))
+
+
 @guard.fragment
 def comparison_view(frame, currency: str) -> None:
     keys = [k for k in COMPARISON_KEYS if k in frame.columns and frame[k].notna().any()]
@@ -343,6 +362,7 @@ st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_
            + (f"; costs at the low end of {rental.offer}, in {rental.currency}, for the whole fleet."
               if rental is not None else "."))
 comparison_view(comparison, currency)
+low_load_note(scenario, typed, comparison, system["offered_load"])
 partial = partial_run_note(comparison, typed, summary)
 if partial:
     st.info(partial)

@@ -14,7 +14,7 @@ from engine.calibration_store import holds_for
 from engine.config import Server, read_toml
 from engine.link import SCENARIO_KEY, decode, encode  # noqa: F401 - the pages' names for them
 from engine.policies import POLICY_LABELS
-from engine.simulate import PRESET_DIR
+from engine.simulate import PRESET_DIR, stated_load
 from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 
@@ -31,8 +31,10 @@ def preset_data(name: str) -> dict:
 
 
 def preset_title(name: str) -> str:
-    """What the preset picker shows: the preset's own name (its file name when it has none)."""
-    return str(preset_data(name).get("name") or name)
+    """What the preset picker shows: the preset's own name (its file name when it has none) and the offered load
+    its header states."""
+    load = stated_load(PRESET_DIR / name)
+    return str(preset_data(name).get("name") or name) + (f" (offered load {load:.2f})" if load is not None else "")
 
 
 def default_data() -> dict:
