@@ -40,6 +40,7 @@ TABLE_COLUMNS = ("policy", "class", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", 
                  "queue_p99_ms", "sla_attainment", "completed", "timed_out", "output_tokens_per_s", "longest_wait_ms",
                  *(m.key for m in COSTS), "gpu_busy_frac", "preemptions", "unstable")
 CURVE_DEFAULTS = ("fifo", "priority")
+LOAD_STEP = 0.02  # a raise of the offered load smaller than this is not worth offering
 LOG = logging.getLogger(__name__)
 
 
@@ -281,10 +282,18 @@ def raise_load(data: dict, rate_per_s: float) -> None:
         **data["workload"]["arrival"], "rate_per_s": rate_per_s}}}))
 
 
-def low_load_note(data: dict, typed: engine.Scenario, comparison, load: float) -> None:
+def low_load_note(data: dict, typed: engine.Scenario, comparison, system: SystemMetrics) -> None:
     """When every policy gives about the same latencies, say that the load is too low to tell them apart and
-    offer the rate at which queues form (synthetic arrivals only)."""
-    if typed.workload.trace is not None or load >= TEACHING_LOAD or load <= 0 or policies_differ(comparison):
+    offer the rate at which queues form (synthetic arrivals only); near that load already, say what else keeps
+    requests from waiting for each other."""
+    load = system["offered_load"]
+    if typed.workload.trace is not None or load <= 0 or system["unstable"] or policies_differ(comparison):
+        return
+    if load >= TEACHING_LOAD - LOAD_STEP:
+        st.info(f"The policies hardly differ even at an offered load of {load_text(load)}: iterations hold "
+                f"{system['mean_batch_size']:.0f} sequences on average of at most {typed.server.max_batch_size}, so "
+                f"a waiting request is admitted at once. A smaller server.max_batch_size (or max_batched_tokens) "
+                f"makes requests queue, and the policy decide who goes first.")
         return
     raised = rate_for_load(typed.workload.arrival.rate_per_s, load)
     st.info(f"The policies hardly differ here: at an offered load of {load_text(load)} requests rarely wait for "
@@ -362,7 +371,7 @@ st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_
            + (f"; costs at the low end of {rental.offer}, in {rental.currency}, for the whole fleet."
               if rental is not None else "."))
 comparison_view(comparison, currency)
-low_load_note(scenario, typed, comparison, system["offered_load"])
+low_load_note(scenario, typed, comparison, system)
 partial = partial_run_note(comparison, typed, summary)
 if partial:
     st.info(partial)

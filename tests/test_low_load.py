@@ -44,3 +44,16 @@ def test_a_low_load_is_named_and_raising_it_brings_the_load_where_queues_form():
     load = estimated_offered_load(load_scenario(raised))
     assert abs(load - TEACHING_LOAD) < 0.02 and f"{raised['workload']['arrival']['rate_per_s']:g} req/s" in button.label
     assert not any(i.startswith("The policies hardly differ") for i in shown(at.info)), "at 0.95 they differ"
+
+
+def test_near_saturation_with_a_roomy_batch_the_note_names_the_batch_not_the_load():
+    """The article preset at offered load 0.95: its batch of 256 sequences never fills, so raising the load does
+    not help; the note points at the batch limit instead, and offers no raise."""
+    article = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+    rate = rate_for_load(article["workload"]["arrival"]["rate_per_s"],
+                         estimated_offered_load(load_scenario(article)))
+    at = lab(apply_overrides(article, {"workload.arrival.rate_per_s": rate, "workload.num_requests": 5000}))
+    assert not at.exception and not at.error
+    said = next(i for i in shown(at.info) if i.startswith("The policies hardly differ"))
+    assert "even at an offered load of 0.9" in said and "of at most 256" in said
+    assert not any(b.label.startswith("Raise the arrival rate") for b in at.button)
