@@ -158,7 +158,7 @@ def dask_cluster(scheduler: str | None = None, local_workers: int = 0,
         yield None
         return
     from distributed import Client, LocalCluster
-    local = None
+    local, client = None, None
     try:
         if scheduler:
             client = Client(scheduler, timeout=f"{connect_timeout_s}s", set_as_default=False)
@@ -172,7 +172,9 @@ def dask_cluster(scheduler: str | None = None, local_workers: int = 0,
             client = Client(local, set_as_default=False)
             what = "an embedded Dask cluster"
         client.wait_for_workers(1, timeout=connect_timeout_s)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
+        if client is not None:
+            client.close()
         if local is not None:
             local.close()
         target = f"the Dask scheduler at {excerpt(scheduler)}" if scheduler else "the embedded Dask cluster"

@@ -333,7 +333,7 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
     q = search.question
 
     def size(variant: dict):
-        grown = Search(variant, q, search.origin)
+        grown = Search(variant, q, search.origin, search.policies)
         try:
             return grown.fewest(config), grown
         except ScenarioError as exc:

@@ -291,7 +291,9 @@ class Tuning:
         return (not c.feasible, c.violation, sign * c.objective, c.order)
 
     def best(self, policy: str | None = None) -> Candidate | None:
-        pool = [c for c in self.seen.values() if policy is None or c.policy == policy]
+        """The best candidate (of ``policy``: among the points that set its knobs, so not the scenario as it is,
+        whose values are the scenario's own)."""
+        pool = [c for c in self.seen.values() if policy is None or (c.policy == policy and c.values)]
         return min(pool, key=self.rank_key) if pool else None
 
     def left(self) -> int:
@@ -334,7 +336,7 @@ def refine(tuning: Tuning, policy: str, ks: tuple[Knob, ...], budget: int) -> No
 def importance(tuning: Tuning, policy: str, ks: tuple[Knob, ...]) -> list[Knob]:
     """The knobs ordered by how much the objective moved with them in the coarse design: the spread of the
     objective's mean over the quarters of each knob's range (a main effect; unmeasured points left out)."""
-    points = [c for c in tuning.seen.values() if c.policy == policy and math.isfinite(c.objective)]
+    points = [c for c in tuning.seen.values() if c.policy == policy and c.values and math.isfinite(c.objective)]
 
     def spread(k: Knob) -> float:
         quarters = [[c.objective for c in points if min(int(k.unit(c.values[k.name]) * 4), 3) == q] for q in range(4)]

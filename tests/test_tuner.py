@@ -143,3 +143,12 @@ def test_a_load_where_nothing_queues_is_called_flat():
     answer = tune(calm, TuneQuestion(INTERACTIVE_P99, candidates=12, seeds=1, requests=400))
     assert answer["flat"] and FLAT_TEXT in tune_text(answer, "calm")
     assert not answer_for(CONSTRAINED)["flat"]
+
+
+def test_a_scenario_already_on_a_tunable_policy_tunes_without_losing_its_baseline():
+    """The scenario as it is sets no knob values; it competes as the baseline, never as a point to refine."""
+    teaching = read_toml(REPO / "data" / "scenarios" / "priority_teaching.toml")
+    answer = tune(teaching, TuneQuestion(Objective("urgent", "ttft_p99_ms"), policies=("priority",), candidates=12,
+                                         seeds=1, requests=300))
+    assert answer["baseline"]["policy"]["name"] == "priority" and answer["best"]["feasible"]
+    assert answer["best"]["objective"] <= answer["baseline"]["objective"]
