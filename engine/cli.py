@@ -36,7 +36,7 @@ from .targets import TARGET_METRICS, Target, parse_target
 from .traffic import describe as describe_traffic, peak_rate_per_s
 from .tune_text import tune_text
 from .tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS as TUNE_REQUESTS, DEFAULT_SEEDS as TUNE_SEEDS, TUNABLE,
-                    TuneQuestion, parse_constraint, parse_objective, tune)
+                    TuneQuestion, parse_constraint, parse_objective, tune, tuned_scenario)
 from .steptime import decode_step_s_nb, prefill_s
 from .summary import Summary
 from .traces import guess_trace_format
@@ -371,18 +371,27 @@ def _sizing_progress(done: int, total: int) -> None:
     print(f"\rsizing configurations: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
 
+def _wrote_json_to_stdout(answer: dict, destination: str | None) -> bool:
+    """Write ``answer`` as JSON to ``destination`` (a path, or '-' for stdout); True when it went to stdout (then
+    nothing else may be printed there)."""
+    if not destination:
+        return False
+    text = json.dumps(answer, indent=2)
+    if destination == "-":
+        print(text)
+        return True
+    Path(destination).write_text(text)
+    return False
+
+
 def _plan(args: argparse.Namespace) -> int:
     scenario = _plan_scenario(args)
     question = _question(args)
     with _cluster(args):
         answer = plan(scenario_to_dict(scenario), question, scenario.origin,
                       None if args.json == "-" else _sizing_progress)
-    if args.json:
-        text = json.dumps(answer, indent=2)
-        if args.json == "-":
-            print(text)
-            return 0
-        Path(args.json).write_text(text)
+    if _wrote_json_to_stdout(answer, args.json):
+        return 0
     print(plan_text(answer, f"Plan for {scenario.name!r}: {question.requests:,} requests x {question.seeds} seeds "
                             f"per decision; targets: {'; '.join(t.describe() for t in question.targets)}"))
     return 0
@@ -420,16 +429,11 @@ def _tune(args: argparse.Namespace) -> int:
     if progress is not None:
         print(file=sys.stderr)  # the search may stop short of its budget: end the progress line here
     if args.write:
-        best = answer["best"]
-        tuned = {**data, "policy": best["policy"], "server": {**data["server"], **best["server"]}}
+        tuned = tuned_scenario(data, answer["best"])
         load_scenario(tuned, origin=scenario.origin)  # what is written loads
         Path(args.write).write_text(to_toml(tuned))
-    if args.json:
-        text = json.dumps(answer, indent=2)
-        if args.json == "-":
-            print(text)
-            return 0
-        Path(args.json).write_text(text)
+    if _wrote_json_to_stdout(answer, args.json):
+        return 0
     print(tune_text(answer, scenario.name))
     if args.write:
         print(f"wrote the tuned scenario to {args.write}")

@@ -386,8 +386,8 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
         targets.append({"target": target.describe(), "class": target.cls, "metric": target.key, "limit": target.limit,
                         "value": mean, "ci95": [low, high]})
     return {
-        "offer": offer, "gpu": config.gpu, "quant": config.quant or search.scenario(config, 1)["server"].get(
-            "quant", Server().quant), "tensor_parallel": config.tensor_parallel, "replicas": replicas,
+        "offer": offer, "gpu": config.gpu, "quant": config.quant or data.get("server", {}).get("quant", Server().quant),
+        "tensor_parallel": config.tensor_parallel, "replicas": replicas,
         "cards": cards, "router": config.router or router,
         "policy": search.policies.get(config.policy, {"name": config.policy}),
         "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),

@@ -23,7 +23,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from .calibration import badge
-from .config import load_scenario
+from .config import Scenario, load_scenario
 from .cost import BILLING_MODES, CURRENCIES, deployment_cost
 from .errors import ScenarioError
 from .hardware import load_table
@@ -99,9 +99,8 @@ def targets_frame(plan: dict) -> pd.DataFrame:
                           "met on every seed": "yes"} for t in plan["targets"]])
 
 
-def workload_frame(data: dict, origin: Origin) -> pd.DataFrame:
+def workload_frame(scenario: Scenario) -> pd.DataFrame:
     """The classes: share, priority, targets, time-out and length distributions, in words."""
-    scenario = load_scenario(data, origin=origin)
     total = sum(c.share for c in scenario.workload.classes) or 1.0
     rows = []
     for c in scenario.workload.classes:
@@ -119,9 +118,8 @@ def workload_frame(data: dict, origin: Origin) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def assumptions(data: dict, question: Question, origin: Origin) -> list[str]:
+def assumptions(scenario: Scenario, question: Question) -> list[str]:
     """The facts the numbers rest on, one sentence each."""
-    scenario = load_scenario(data, origin=origin)
     w, s = scenario.workload, scenario.server
     arrival = (f"{w.arrival.process} arrivals at {w.arrival.rate_per_s:,g} req/s" if w.arrival is not None else
                f"the trace {Path(w.trace.path).name}")
@@ -206,8 +204,8 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
         parts += ["<h2>Not possible</h2>", _table(pd.DataFrame(
             [{"GPU": n["gpu"], "tensor parallel": n.get("tensor_parallel"),
               "policies": ", ".join(n.get("policies", [])), "why": n["note"]} for n in answer["not_possible"]]))]
-    parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(data, origin)),
-              "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(data, question, origin)) + "</ul>",
+    parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
+              "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
               "<h2>Step times of every GPU in this plan</h2>", _table(calibration_frame(answer)),
               "<h2>Offers priced</h2>", _table(offers_frame(answer))]
     run = answer["run"]

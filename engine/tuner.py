@@ -399,6 +399,11 @@ def candidate_block(tuning: Tuning, c: Candidate) -> dict:
             "unstable": any(s["system"]["unstable"] for s in c.summaries)}
 
 
+def tuned_scenario(data: dict, best: dict) -> dict:
+    """Scenario ``data`` with a tuning's best point: its whole ``[policy]`` table and the batching keys it set."""
+    return {**data, "policy": best["policy"], "server": {**data.get("server", {}), **best["server"]}}
+
+
 def policy_toml(best: dict) -> str:
     """The ``[policy]`` block to paste into a scenario, and the batching keys as lines for ``[server]``."""
     text = to_toml({"policy": best["policy"]})

@@ -276,12 +276,6 @@ def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> N
         right.plotly_chart(charts.heatmap(grid, last, "output_tokens_per_s"), width="stretch")
 
 
-def raise_load(data: dict, rate_per_s: float) -> None:
-    """Make ``rate_per_s`` the scenario's arrival rate (a button's callback, before the sidebar is drawn)."""
-    state.replace(copy.deepcopy({**data, "workload": {**data["workload"], "arrival": {
-        **data["workload"]["arrival"], "rate_per_s": rate_per_s}}}))
-
-
 def low_load_note(data: dict, typed: engine.Scenario, comparison, system: SystemMetrics) -> None:
     """When every policy gives about the same latencies, say that the load is too low to tell them apart and
     offer the rate at which queues form (synthetic arrivals only); near that load already, say what else keeps
@@ -299,8 +293,8 @@ def low_load_note(data: dict, typed: engine.Scenario, comparison, system: System
     st.info(f"The policies hardly differ here: at an offered load of {load_text(load)} requests rarely wait for "
             f"each other, so there is little to reorder (every class's TTFT p99 within "
             f"{FLAT_POLICIES:.0%} across the policies). Raise the load to see them differ.")
-    st.button(f"Raise the arrival rate to {raised:g} req/s (offered load {TEACHING_LOAD:g})", on_click=raise_load,
-              args=(data, raised))
+    st.button(f"Raise the arrival rate to {raised:g} req/s (offered load {TEACHING_LOAD:g})",
+              on_click=state.replace_rate, args=(data, raised))
 
 
 @guard.fragment

@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine.config import OVERALL, apply_overrides
+from engine.config import OVERALL
 from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
 from engine.hardware import load_table
 from engine.metric_table import metric
@@ -68,11 +68,6 @@ def target_inputs(typed: engine.Scenario) -> tuple[Target, ...]:
     return tuple(targets)
 
 
-def set_rate(data: dict, rate_per_s: float) -> None:
-    """Make ``rate_per_s`` the scenario's arrival rate (a button's callback: every page then plans and shows it)."""
-    state.replace(apply_overrides(data, {"workload.arrival.rate_per_s": float(f"{rate_per_s:.4g}")}))
-
-
 def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
     """Users x requests per user per day x peak factor, turned into the scenario's (peak) arrival rate."""
     if typed.workload.arrival is None:
@@ -89,7 +84,8 @@ def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
                                     help="The busiest hour's rate over the day's mean; the fleet is sized for it.")
         rate = peak_rate_per_s(users, per_user, peak)
         st.caption(describe_traffic(users, per_user, peak) + ".")
-        st.button(f"Use {rate:,.3g} req/s as the arrival rate", on_click=set_rate, args=(data, rate),
+        st.button(f"Use {rate:,.3g} req/s as the arrival rate", on_click=state.replace_rate,
+                  args=(data, float(f"{rate:.4g}")),
                   help="Sets the scenario's arrival rate (shared with the other pages) to this peak.")
 
 

@@ -17,6 +17,7 @@ from engine.plan_text import caveat, summary_line, target_text
 from engine.planner import Question, plan
 from engine.report import CHROMIUM_ENV, report_html, write_pdf
 from engine.targets import Target
+from ui.view import VIEW_KEYS
 
 ARTICLE = read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml")
 QUESTION = Question((Target("interactive", "ttft_p99_ms", 1000.0), Target("offline", "longest_wait_ms", 60000.0)),
@@ -60,6 +61,7 @@ def test_the_link_reopens_the_same_plan(page):
     second = (view["plan_class_1"], view["plan_metric_1"], view["plan_limit_1"])
     assert second == ("offline", "longest_wait_ms", 60000.0)
     assert view["plan_gpus"] == ["A100-80G", "H100-80G"] and view["plan_seeds"] == 2
+    assert set(view) <= set(VIEW_KEYS), "the link names only controls the Planner page has"
 
 
 def test_the_pdf_renders_to_pages_with_the_apps_numbers(page, answer, tmp_path):

@@ -7,6 +7,8 @@ scenario is replaced wholesale (preset, upload, link), so they re-read their val
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 import engine
@@ -30,6 +32,7 @@ def preset_data(name: str) -> dict:
     return read_toml(PRESET_DIR / name)
 
 
+@functools.lru_cache(maxsize=None)
 def preset_title(name: str) -> str:
     """What the preset picker shows: the preset's own name (its file name when it has none) and the offered load
     its header states."""
@@ -90,6 +93,11 @@ def replace(data: dict) -> bool:
         return False
     _store(data, new_version=True)
     return True
+
+
+def replace_rate(data: dict, rate_per_s: float) -> bool:
+    """Make ``data`` with arrival rate ``rate_per_s`` the scenario (a button's callback: the widgets re-read it)."""
+    return replace(engine.apply_overrides(data, {"workload.arrival.rate_per_s": rate_per_s}))
 
 
 def update(data: dict) -> bool:

@@ -17,7 +17,7 @@ from engine.policies import POLICY_LABELS
 from engine.targets import TARGET_METRICS, Target
 from engine.tune_text import FLAT_TEXT, baseline_header, rows, runs_text, verdict
 from engine.tuner import CANDIDATE_RANGE, DEFAULT_CANDIDATES, DEFAULT_REQUESTS, DEFAULT_SEEDS, TUNABLE, Objective, \
-    TuneQuestion, tune
+    TuneQuestion, tune, tuned_scenario
 from engine import parallel
 from ui import charts, cluster, runner, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
@@ -91,8 +91,7 @@ def question_inputs(typed: engine.Scenario) -> TuneQuestion:
 
 def apply_best(data: dict, best: dict) -> None:
     """Make the best point the Lab's scenario (a button's callback, before the next run draws the sidebar)."""
-    tuned = {**data, "policy": best["policy"], "server": {**data.get("server", {}), **best["server"]}}
-    state.replace(tuned)
+    state.replace(tuned_scenario(data, best))
 
 
 def show(answer: dict, data: dict) -> None:

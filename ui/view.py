@@ -35,7 +35,8 @@ VIEW_KEYS = (
     "hw_target_class", "hw_target_metric", "hw_target_ms", "hw_target_replicas", "hw_find",
     # Planner
     *(f"plan_{name}_{i}" for i in range(PLAN_TARGET_ROWS) for name in ("class", "metric", "limit")),
-    "plan_gpus", "plan_policies", "plan_quants", "plan_routers", "plan_budget", "plan_tune", "plan_seeds", "plan_requests",
+    "plan_gpus", "plan_policies", "plan_quants", "plan_routers", "plan_budget", "plan_tune", "plan_seeds",
+    "plan_requests",
     "plan_users", "plan_requests_per_user", "plan_peak_factor",
 )
 _MEMORY = "view"
