@@ -107,7 +107,8 @@ def idle_cards(offer: str, cards: int) -> int:
 def unit_costs(per_hour: float, overall: ClassMetrics) -> dict[str, float | None]:
     """Cost per million output tokens, per million total (prompt + output) tokens and per 1,000 SLA-met requests.
 
-    ``overall`` is the summary's overall metric block: token rates are per simulated second.
+    ``overall`` is the summary's overall metric block: its rates are of the steady state, so the warm-up and
+    the drain do not dilute the price of a token.
     """
     per_s = per_hour / 3600.0
     output_per_s = overall["output_tokens_per_s"]

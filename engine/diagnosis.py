@@ -82,8 +82,8 @@ def _mean_lengths(summary: Summary) -> tuple[float, float] | None:
     overall, sim_s = summary["overall"], summary["system"]["sim_time_s"]
     if not overall["completed"] or not sim_s:
         return None
-    return (overall["prompt_tokens_per_s"] * sim_s / overall["completed"],
-            overall["output_tokens_per_s"] * sim_s / overall["completed"])
+    return (overall["prompt_tokens_per_s_run"] * sim_s / overall["completed"],
+            overall["output_tokens_per_s_run"] * sim_s / overall["completed"])
 
 
 def ridge_batch(step: tuple, context_tokens: float) -> int | None:
@@ -122,7 +122,7 @@ def _iterations(scenario: Scenario, summary: Summary) -> list[Finding]:
                                                     f"free; more FLOP/s (a faster GPU, more tensor parallelism) or "
                                                     f"more replicas relieve it.")]
     prefill_compute_s, prefill_memory_s, _ = step_terms_nb(step, prompt, prompt * (prompt + 1) / 2.0, 0.0)
-    busy_s = system["gpu_busy_frac"] * system["sim_time_s"] * scenario.fleet.replicas
+    busy_s = system["gpu_busy_frac_run"] * system["sim_time_s"] * scenario.fleet.replicas
     share = summary["overall"]["completed"] * max(prefill_compute_s, prefill_memory_s) / busy_s if busy_s else 0.0
     if share >= PREFILL_HEAVY:
         bound = "compute-bound" if prefill_compute_s >= prefill_memory_s else "memory-bound"

@@ -53,12 +53,12 @@ from numba import njit
 from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY,
                      I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT, I_PAUSED,
                      I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE,
-                     RUNNING, TIMED_OUT, WAITING)
+                     K_WINDOW_TOKENS, RUNNING, TIMED_OUT, WAITING)
 from .monotonic import monotonic_ns_nb
 from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
                        policy_key_changes_nb, policy_key_nb, policy_on_arrival_nb)
 from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
-from .steptime import step_time_s_nb
+from .steptime import step_time_terms_nb
 
 # Why a run stopped (PAUSED: ``run_nb`` reached its deadline for this call; call it again to go on).
 DRAINED, QUEUE_BOUND, HORIZON, WALL_CLOCK, PAUSED = 0, 1, 2, 3, 4
@@ -78,10 +78,14 @@ CK_NEXT_S, CK_MODE, CK_WAIT_START_S = range(3)
 N_CLOCK = 3
 IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 
-# Statistics columns (one row per replica, filled during the run).
+# Statistics columns (one row per replica, filled during the run). The roofline terms (compute and memory
+# seconds of every iteration, at the effective rates) and the iteration seconds they came with are summed
+# apart from the busy time, which a limit's stop trims (``settle_in_flight``): utilisation while busy is the
+# ratio of the two. ``S_WINDOW_*``: the same over the part of each iteration inside the steady-state window.
 (S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_PREEMPTIONS,
- S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED, S_SKIPPED) = range(11)
-N_STATS = 11
+ S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED, S_SKIPPED, S_COMPUTE_S, S_MEMORY_S, S_TERMS_S,
+ S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S) = range(18)
+N_STATS = 18
 # Outcome of the whole run, and where a paused run goes on: the next arrival to route.
 O_END_S, O_STOP_REASON, O_NEXT_ARRIVAL = range(3)
 N_OUTCOME = 3
@@ -101,7 +105,7 @@ N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 # cache stays valid across code changes only for built-in types).
 (SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
- SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING) = range(14)
+ SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S) = range(16)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -112,14 +116,16 @@ ADMIT_ANY, ADMIT_PROMPTS, ADMIT_DECODES = range(3)
 
 def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
-                  batching=MIXED, admission=OPTIMISTIC, event_skipping=True):
+                  batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0)):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes).
     ``event_skipping``: run stretches of decode-only iterations in one step (``_skip_decodes_nb``); False
-    decides every iteration in full (the same results, slower: the reference the tests compare with)."""
+    decides every iteration in full (the same results, slower: the reference the tests compare with).
+    ``window_s``: (start, end) of the steady-state window (``simulate.steady_window_s``), [start, end)."""
     i = np.int64
     return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
-            float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)))
+            float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)), float(window_s[0]),
+            float(window_s[1]))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -481,7 +487,8 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
 
 @njit(cache=True, inline="always")
 def _step_s_nb(step, ints, batch, cnt):
-    """Duration of this iteration, its (prefill, decode) token counts and its recomputed tokens."""
+    """Duration of this iteration, its roofline (compute, memory) seconds, its (prefill, decode) token counts
+    and its recomputed tokens."""
     prefill_tokens = 0
     decode_tokens = 0
     recomputed = 0
@@ -500,13 +507,15 @@ def _step_s_nb(step, ints, batch, cnt):
         recomputed += redo
         context_pairs += chunk * kv + chunk * (chunk + 1) / 2.0
         context_reads += kv
-    dt = step_time_s_nb(step, prefill_tokens + decode_tokens, context_pairs, context_reads)
-    return dt, prefill_tokens, decode_tokens, recomputed
+    dt, compute_s, memory_s = step_time_terms_nb(step, prefill_tokens + decode_tokens, context_pairs, context_reads)
+    return dt, compute_s, memory_s, prefill_tokens, decode_tokens, recomputed
 
 
 @njit(cache=True, inline="always")
-def _advance_nb(policy, classes, ints, fl, running, batch, cnt, t_end):
-    """Apply the iteration's work at ``t_end``: charge service, emit tokens, finish or time out requests."""
+def _advance_nb(srv, policy, classes, ints, fl, running, batch, cnt, t_end):
+    """Apply the iteration's work at ``t_end``: charge service, emit tokens (counted per class when ``t_end`` is
+    inside the steady-state window), finish or time out requests."""
+    in_window = srv[SV_WINDOW_START_S] <= t_end < srv[SV_WINDOW_END_S]
     for i in range(cnt[C_BATCH]):
         r = batch[i]
         chunk = ints[r, I_CHUNK]
@@ -523,6 +532,8 @@ def _advance_nb(policy, classes, ints, fl, running, batch, cnt, t_end):
                 continue
             fl[r, F_FIRST_TOKEN] = t_end
         ints[r, I_GENERATED] += 1
+        if in_window:
+            classes[ints[r, I_CLASS], K_WINDOW_TOKENS] += 1.0
         if ints[r, I_GENERATED] == ints[r, I_OUTPUT]:
             _leave_nb(ints, fl, classes, cnt, r, COMPLETED, t_end)
         else:
@@ -584,13 +595,19 @@ def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int,
             np.zeros((replicas, block_size_tokens), np.int64))
 
 
-def settle_in_flight(stats: np.ndarray, cnt: np.ndarray, clock: np.ndarray, end_s: float) -> None:
+def settle_in_flight(stats: np.ndarray, cnt: np.ndarray, clock: np.ndarray, end_s: float,
+                     window_s: tuple[float, float] = (0.0, 0.0)) -> None:
     """A run stopped by a limit ends while iterations are under way, whose whole duration the statistics
-    already hold: keep only the part before ``end_s`` (busy time and KV block-seconds; a replica's blocks
-    do not change during its iteration). A drained run has none in flight."""
-    ahead_s = np.where(clock[:, CK_MODE] == BUSY, np.maximum(clock[:, CK_NEXT_S] - end_s, 0.0), 0.0)
+    already hold: keep only the part before ``end_s`` (busy time, in the run and in the steady-state window
+    ``window_s``, and KV block-seconds; a replica's blocks do not change during its iteration). A drained run
+    has none in flight."""
+    busy = clock[:, CK_MODE] == BUSY
+    next_s = clock[:, CK_NEXT_S]
+    ahead_s = np.where(busy, np.maximum(next_s - end_s, 0.0), 0.0)
     stats[:, S_BUSY_S] -= ahead_s
     stats[:, S_KV_BLOCK_SECONDS] -= cnt[:, C_USED_BLOCKS] * ahead_s
+    start_s, stop_s = window_s
+    stats[:, S_WINDOW_BUSY_S] -= np.where(busy, np.maximum(np.minimum(next_s, stop_s) - max(end_s, start_s), 0.0), 0.0)
 
 
 def start_outputs(replicas: int) -> tuple[np.ndarray, np.ndarray]:
@@ -601,8 +618,10 @@ def start_outputs(replicas: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, inline="always")
-def _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, prefill, decode, preemptions):
-    """Count the iteration that starts at ``t`` and lasts ``dt`` in the statistics and the time series."""
+def _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
+                preemptions):
+    """Count the iteration that starts at ``t`` and lasts ``dt`` (``compute_s`` and ``memory_s`` of it are its
+    roofline terms) in the statistics and the time series."""
     iterations = np.int64(stats[S_ITERATIONS])
     stride = np.int64(stats[S_SERIES_STRIDE])
     if iterations % stride == 0:
@@ -621,6 +640,16 @@ def _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, prefill, d
     stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * dt
     stats[S_KV_PEAK_BLOCKS] = max(stats[S_KV_PEAK_BLOCKS], cnt[C_USED_BLOCKS])
     stats[S_PREEMPTIONS] = cnt[C_PREEMPTIONS]
+    stats[S_COMPUTE_S] += compute_s
+    stats[S_MEMORY_S] += memory_s
+    stats[S_TERMS_S] += dt
+    overlap_s = min(t + dt, srv[SV_WINDOW_END_S]) - max(t, srv[SV_WINDOW_START_S])
+    if overlap_s > 0.0:
+        share = overlap_s / dt
+        stats[S_WINDOW_BUSY_S] += overlap_s
+        stats[S_WINDOW_TERMS_S] += overlap_s
+        stats[S_WINDOW_COMPUTE_S] += compute_s * share
+        stats[S_WINDOW_MEMORY_S] += memory_s * share
 
 
 @njit(cache=True, _nrt=False)
@@ -635,8 +664,9 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
     context sums (batch B, KV read = sum of cached tokens, attention pairs = that + B), and the same
     statistics and series rows, in the same order; so the results are the same, bit for bit (the caller
     ensures no other replica's queue can reach the bound before ``t_stop``). Request state is brought up to
-    date at the end: every request generated ``m`` more tokens, was charged ``m`` decodes, holds the blocks
-    it crossed into. Returns the start and duration of the iteration now in flight.
+    date at the end: every request generated ``m`` more tokens (those emitted inside the steady-state window
+    counted for its class), was charged ``m`` decodes, holds the blocks it crossed into. Returns the start and
+    duration of the iteration now in flight.
 
     ``cross[p]``: requests whose KV needs one more block at the skipped decisions j = p (mod block size);
     a request's first such decision is ``blocks x block size - cached tokens`` (at most one block ahead,
@@ -665,6 +695,7 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
                 last = min(last, first - 1)
     used = cnt[C_USED_BLOCKS]
     m = 0
+    emitted_in_window = 0  # skipped decisions inside the window: each emits a token of every request
     while m < last:
         t_next = t + dt
         if t_next >= t_stop or t_next > srv[SV_HORIZON_S]:
@@ -676,9 +707,11 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
         used += grow
         cnt[C_USED_BLOCKS] = used
         t = t_next
+        if srv[SV_WINDOW_START_S] <= t < srv[SV_WINDOW_END_S]:
+            emitted_in_window += 1
         reads += n
-        dt = step_time_s_nb(step, n, reads + n, reads)
-        _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, 0, n, 0)
+        dt, compute_s, memory_s = step_time_terms_nb(step, n, reads + n, reads)
+        _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, 0, n, 0)
     stats[S_SKIPPED] += m
     if m == 0:
         return t, dt
@@ -693,6 +726,7 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
                 ints[r, I_BLOCKS] += 1 + (m - first) // bs
         ints[r, I_KV_TOKENS] += m
         ints[r, I_GENERATED] += m
+        classes[k, K_WINDOW_TOKENS] += emitted_in_window
     return t, dt
 
 
@@ -706,7 +740,7 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
     (for event skipping). Returns the stop reason (``DRAINED`` = carry on).
     """
     if clock[CK_MODE] == BUSY:
-        _advance_nb(policy, classes, ints, fl, running, batch, cnt, t)
+        _advance_nb(srv, policy, classes, ints, fl, running, batch, cnt, t)
     elif clock[CK_MODE] == WAITING_FOR_GATE:
         stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
     cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, waiting, cnt[C_WAITING], cnt, t)
@@ -743,12 +777,12 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
     if cnt[C_BATCH] == 0:
         raise RuntimeError("internal error: requests are ready but none could be scheduled")
 
-    dt, prefill, decode, recomputed = _step_s_nb(step, ints, batch, cnt)
+    dt, compute_s, memory_s, prefill, decode, recomputed = _step_s_nb(step, ints, batch, cnt)
     stats[S_WASTE_S] += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
     dt += acc[A_EXTRA_S]
     acc[A_EXTRA_S] = 0.0
     acc[A_WASTE_S] = 0.0
-    _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, prefill, decode,
+    _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
                 cnt[C_PREEMPTIONS] - preemptions_before)
     if srv[SV_EVENT_SKIPPING] and may_skip and prefill == 0 and recomputed == 0 and cnt[C_WAITING] == 0 \
             and cnt[C_BATCH] == cnt[C_RUNNING]:

@@ -22,10 +22,11 @@ N_FLOAT_FIELDS = 6
 
 
 # Per-class columns of the float ``classes`` array: parameters set before the run, then state the
-# loop updates (requests in the system, service received, the fair-queuing virtual time).
+# loop updates (requests in the system, service received, the fair-queuing virtual time, output tokens
+# emitted inside the steady-state window).
 (K_LEVEL, K_TIER, K_WEIGHT, K_SLA_TTFT_S, K_SLA_E2E_S, K_ACTIVE, K_PREFILL_SERVED, K_DECODE_SERVED,
- K_VTIME) = range(9)
-N_CLASS_FIELDS = 9
+ K_VTIME, K_WINDOW_TOKENS) = range(10)
+N_CLASS_FIELDS = 10
 
 
 def pack_requests(arrival_s, prompt_tokens, output_tokens, class_id, deadline_s, predicted_tokens):

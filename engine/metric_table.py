@@ -19,6 +19,12 @@ from typing import Any, Mapping
 # fraction as a percentage (a change of one in percentage points); a count as an integer; a rate with three
 # significant digits; money in whole units from 100 up, else three significant digits.
 DURATION, FRACTION, COUNT, RATE, MONEY = "duration", "fraction", "count", "rate", "money"
+# The steady-state window (``simulate.steady_window_s``), over which rates and utilisation are reported by default:
+# from the end of the warm-up (this share of the arrival span, while the queues fill from empty) to the last arrival
+# (after it the run only drains); and why a whole-run rate cannot tell policies apart.
+WARMUP_SHARE = 0.1
+STEADY_STATE = f"after the first {WARMUP_SHARE:.0%} of the arrival span, until the last arrival"
+WHOLE_RUN = "every token is produced in the end, so it hardly differs between policies"
 
 
 @dataclass(frozen=True)
@@ -168,11 +174,19 @@ CLASS_METRICS: tuple[Metric, ...] = (
            "completed requests within every SLA target of their class, of completed and timed-out ones; a class "
            "without a target has none"),
     Metric("output_tokens_per_s", "Output", "tokens/s", RATE, False,
-           "output tokens generated per simulated second of the run"),
+           f"output tokens generated per second of the steady state ({STEADY_STATE}), where a policy that holds a "
+           f"class back shows it"),
     Metric("prompt_tokens_per_s", "Prompt", "tokens/s", RATE, False,
-           "prompt tokens of requests that received a first token, per simulated second"),
-    Metric("sla_met_per_s", "SLA-met", "req/s", RATE, False, "completed requests within their SLA "
-           "targets, per simulated second"),
+           f"prompt tokens of requests whose first token came in the steady state ({STEADY_STATE}), per second"),
+    Metric("sla_met_per_s", "SLA-met", "req/s", RATE, False,
+           f"requests that finished within their SLA targets in the steady state ({STEADY_STATE}), per second"),
+    Metric("output_tokens_per_s_run", "Output, whole run", "tokens/s", RATE, False,
+           f"output tokens per simulated second of the whole run, drain included: {WHOLE_RUN}"),
+    Metric("prompt_tokens_per_s_run", "Prompt, whole run", "tokens/s", RATE, False,
+           f"prompt tokens of requests that received a first token, per simulated second of the whole run: "
+           f"{WHOLE_RUN}"),
+    Metric("sla_met_per_s_run", "SLA-met, whole run", "req/s", RATE, False,
+           f"completed requests within their SLA targets, per simulated second of the whole run: {WHOLE_RUN}"),
     Metric("longest_wait_ms", "Longest wait", "ms", DURATION, True,
            "longest time any request of the class waited before it was first scheduled: starvation shows here"),
     Metric("service_share", "GPU service share", "", FRACTION, False,
@@ -186,20 +200,34 @@ SYSTEM_METRICS: tuple[Metric, ...] = (
            "the work that arrives per second divided by the most the fleet can serve per second, estimated from "
            "the mean request and the step-time model: below 1 the queue stays bounded on average, above 1 it grows"),
     Metric("gpu_busy_frac", "GPU busy", "", FRACTION, False,
-           "share of the run during which an iteration was running (averaged over replicas); it says nothing about "
-           "how full each iteration was, so a GPU can be busy 100% of the time at an offered load of 0.75"),
+           f"share of the steady state ({STEADY_STATE}) during which an iteration was running (averaged over "
+           f"replicas); it says nothing about how full each iteration was, so a GPU can be busy 100% of the time at "
+           f"an offered load of 0.75: the two utilisations below say that"),
+    Metric("compute_util_frac", "Compute while busy", "", FRACTION, False,
+           "model FLOP utilisation while busy: the FLOPs of each iteration over what the GPUs' datasheet peak could "
+           "do in its time, averaged over the busy time of the steady state; fuller batches raise it (roofline "
+           "step model only)"),
+    Metric("bandwidth_util_frac", "Bandwidth while busy", "", FRACTION, False,
+           "memory bandwidth utilisation while busy: the bytes each iteration reads (weights and KV cache) over "
+           "what the datasheet bandwidth could move in its time, averaged over the busy time of the steady state "
+           "(roofline step model only)"),
     Metric("mean_batch_size", "Mean batch", "sequences", RATE, False, "sequences per iteration, averaged over "
            "iterations"),
     Metric("preemptions", "Preemptions", "", COUNT, True, "running requests evicted to make room for others"),
+    Metric("gpu_busy_frac_run", "GPU busy, whole run", "", FRACTION, False,
+           "share of the whole run, warm-up and drain included, during which an iteration was running"),
 )
 
 COSTS: tuple[Metric, ...] = (
     Metric("cost_per_million_output_tokens", "Cost per 1M output tokens", "", MONEY, True,
-           "the fleet's rent over the run divided by the output tokens it generated, times one million"),
+           "the fleet's rent per second divided by the output tokens it generated per second in the steady state, "
+           "times one million"),
     Metric("cost_per_million_total_tokens", "Cost per 1M prompt + output tokens", "", MONEY, True,
-           "the fleet's rent over the run divided by prompt and output tokens, times one million"),
+           "the fleet's rent per second divided by prompt and output tokens per second in the steady state, times "
+           "one million"),
     Metric("cost_per_thousand_sla_met_requests", "Cost per 1,000 SLA-met requests", "", MONEY, True,
-           "the fleet's rent over the run divided by the requests served within their SLA, times 1,000"),
+           "the fleet's rent per second divided by the requests served within their SLA per second in the steady "
+           "state, times 1,000"),
 )
 
 METRICS: dict[str, Metric] = {m.key: m for m in (*CLASS_METRICS, *SYSTEM_METRICS, *COSTS)}

@@ -9,8 +9,12 @@ Definitions (all times from the request's arrival):
   judged: a class without one has no attainment (None, "no target"), whatever it waited;
 - SLA-met requests (for the cost per SLA-met request) are completed ones within every target of their class,
   so a completed request of a class without a target counts as met;
-- output tokens per second = output tokens emitted during the run / simulated time; prompt tokens per
-  second counts the prompts of requests that received a first token; SLA-met requests per second;
+- rates (output tokens, prompt tokens of requests that received a first token, SLA-met requests, per second)
+  are measured over the steady-state window (``simulate.steady_window_s``: after the warm-up, before the
+  drain): output tokens emitted inside it, prompts whose first token came inside it, SLA-met requests that
+  finished inside it, over its length. A run drains, so over the whole run every token is produced in the
+  end and a policy that holds a class back loses nothing; inside the window it does. The whole-run rates
+  (over the simulated time) are kept beside them, with keys ending in ``_run``;
 - arrived = completed + timed_out + unfinished (requests still waiting or running at the end).
 """
 
@@ -31,6 +35,7 @@ from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_
 STATE_NAMES = {NOT_ARRIVED: "not_arrived", WAITING: "waiting", RUNNING: "running",
                COMPLETED: "completed", TIMED_OUT: "timed_out"}
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
+RATE_KEYS = ("output_tokens_per_s", "prompt_tokens_per_s", "sla_met_per_s")  # each also as ``KEY_run``
 
 
 def latencies_ms(ints: np.ndarray, floats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,9 +106,17 @@ _SUMMARY_COLUMNS = ("arrival_s", "first_scheduled_s", "finish_s", "first_token_s
                     "generated_tokens", "sla_met", "has_sla_target", *LATENCY_COLUMNS)
 
 
-def group_metrics(c: dict[str, np.ndarray], sim_time_s: float) -> ClassMetrics:
+def _per_s(count: float, seconds: float) -> float:
+    return float(count / seconds) if seconds > 0 else 0.0
+
+
+def group_metrics(c: dict[str, np.ndarray], sim_time_s: float, window: tuple[float, float] | None = None,
+                  window_tokens: float = 0.0) -> ClassMetrics:
     """The metric block M of the JSON report for the requests whose record columns ``c`` holds (numpy arrays
-    of ``request_records``' columns, ``state`` as its codes: a few array operations instead of pandas')."""
+    of ``request_records``' columns, ``state`` as its codes: a few array operations instead of pandas').
+    ``window``: the steady-state window [start, end) (end infinite when every request arrived at once), in which
+    they emitted ``window_tokens`` output tokens; None (a run cut before the warm-up ended) gives the whole-run
+    rates."""
     state = c["state"]
     done = state == _STATE_CODES["completed"]
     arrived_rows = state != _STATE_CODES["not_arrived"]
@@ -119,24 +132,37 @@ def group_metrics(c: dict[str, np.ndarray], sim_time_s: float) -> ClassMetrics:
         "unfinished": arrived - completed - timed_out,
         **{col: summary_stats(c[col][done]) for col in LATENCY_COLUMNS},
         "sla_attainment": float((c["sla_met"] & judged_rows).sum() / judged) if judged else None,
-        "output_tokens_per_s": float(c["generated_tokens"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
-        "prompt_tokens_per_s": float(c["prompt_tokens"][~np.isnan(c["first_token_s"])].sum() / sim_time_s)
-        if sim_time_s > 0 else 0.0,
-        "sla_met_per_s": float(c["sla_met"].sum() / sim_time_s) if sim_time_s > 0 else 0.0,
+        "output_tokens_per_s_run": _per_s(c["generated_tokens"].sum(), sim_time_s),
+        "prompt_tokens_per_s_run": _per_s(c["prompt_tokens"][~np.isnan(c["first_token_s"])].sum(), sim_time_s),
+        "sla_met_per_s_run": _per_s(c["sla_met"].sum(), sim_time_s),
         "longest_wait_ms": _longest_wait_ms(c, arrived_rows, sim_time_s),
     }
+    if window is None:
+        for key in RATE_KEYS:
+            block[key] = block[f"{key}_run"]
+        return block
+    start_s, end_s = window
+    with np.errstate(invalid="ignore"):  # NaN times (no first token, not finished) are outside any window
+        first_in = (c["first_token_s"] >= start_s) & (c["first_token_s"] < end_s)
+        finished_in = (c["finish_s"] >= start_s) & (c["finish_s"] < end_s)
+    length_s = min(end_s, sim_time_s) - start_s  # the window as the loop counted it, [start, end), within the run
+    block["output_tokens_per_s"] = _per_s(window_tokens, length_s)
+    block["prompt_tokens_per_s"] = _per_s(c["prompt_tokens"][first_in].sum(), length_s)
+    block["sla_met_per_s"] = _per_s((c["sla_met"] & finished_in).sum(), length_s)
     return block
 
 
-def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float) -> tuple[dict[str, ClassMetrics],
-                                                                               ClassMetrics]:
-    """Per-class and overall metric blocks."""
+def summarize(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float, window: tuple[float, float] | None,
+              window_tokens: np.ndarray) -> tuple[dict[str, ClassMetrics], ClassMetrics]:
+    """Per-class and overall metric blocks (``window_tokens``: per class, output tokens emitted inside the
+    steady-state ``window``)."""
     columns = {name: frame[name].to_numpy() for name in _SUMMARY_COLUMNS}
     columns["state"] = frame["state"].cat.codes.to_numpy()
     codes = frame["class"].cat.codes.to_numpy()
-    classes = {cls.name: group_metrics({name: values[codes == k] for name, values in columns.items()}, sim_time_s)
+    classes = {cls.name: group_metrics({name: values[codes == k] for name, values in columns.items()}, sim_time_s,
+                                       window, float(window_tokens[k]))
                for k, cls in enumerate(scenario.workload.classes)}
-    return classes, group_metrics(columns, sim_time_s)
+    return classes, group_metrics(columns, sim_time_s, window, float(window_tokens.sum()))
 
 
 def add_service_shares(classes: dict[str, ClassMetrics], class_params: np.ndarray, prefill_token_weight: float) -> None:

@@ -22,8 +22,10 @@ from . import kernel
 from .caps import Caps
 from .config import Scenario, load_scenario
 from .errors import ScenarioError
-from .hardware import Efficiency, RooflineProfile, kv_capacity_tokens, roofline_profile, roofline_step_params
-from .layout import pack_requests
+from .hardware import (Efficiency, RooflineProfile, kv_capacity_tokens, peak_profile, roofline_profile,
+                       roofline_step_params)
+from .layout import K_WINDOW_TOKENS, pack_requests
+from .metric_table import WARMUP_SHARE
 from .metrics import add_service_shares, request_records, summarize
 from .origin import Origin
 from .policies import policy_inputs, predicted_tokens
@@ -116,22 +118,64 @@ def estimated_offered_load(scenario: Scenario) -> float:
     return offered_load(scenario, prepared.requests, prepared.step, prepared.capacity_tokens)
 
 
+def steady_window_s(arrival_s: np.ndarray) -> tuple[float, float]:
+    """(start, end) of the steady-state window of requests arriving at ``arrival_s`` (sorted): from the first
+    arrival plus ``WARMUP_SHARE`` of the arrival span to the last arrival; the whole run, (0, inf), when all
+    arrive at once (there is no steady state to measure). Rates and utilisation are reported over it by default,
+    whole-run ones beside them (keys ending in ``_run``)."""
+    first_s, last_s = float(arrival_s[0]), float(arrival_s[-1])
+    if last_s <= first_s:
+        return 0.0, math.inf
+    return first_s + WARMUP_SHARE * (last_s - first_s), last_s
+
+
 def _deadlines_s(scenario: Scenario, requests: RequestArrays) -> np.ndarray:
     timeout_s = np.array([c.timeout_ms / 1000.0 if c.timeout_ms else np.inf for c in scenario.workload.classes])
     return requests.arrival_s + timeout_s[requests.class_id]
 
 
-def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | None, block_size_tokens: int) -> dict:
+def _utilisation(stats: np.ndarray, term: int, seconds: int, rate_ratio: float | None) -> float | None:
+    """Utilisation while busy of the compute or memory term (``term``): its seconds at the effective rate over
+    the iteration seconds they came with (``seconds``), times the effective rate's share of the datasheet peak
+    (``rate_ratio``); None under the fixed step model (``rate_ratio`` None) or without an iteration."""
+    busy_s = stats[:, seconds].sum()
+    if rate_ratio is None or busy_s <= 0:
+        return None
+    return float(stats[:, term].sum() / busy_s * rate_ratio)
+
+
+def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | None, block_size_tokens: int,
+                  window: tuple[float, float] | None, peak_ratios: tuple[float, float] | None) -> dict:
     """Fleet-wide counters from the per-replica statistics rows: sums, except the peak KV share (the
-    fullest replica's); busy and KV shares are of all replicas' time."""
-    replica_s = sim_time_s * stats.shape[0]
+    fullest replica's); busy and KV shares are of all replicas' time. Busy share and utilisation while busy
+    are of the steady-state ``window`` (clipped to the run; None: the whole run's), with whole-run ones beside
+    them (``_run``); ``peak_ratios``: the effective FLOP/s and bandwidth over the datasheet peaks (None: fixed
+    step model)."""
+    replicas = stats.shape[0]
+    replica_s = sim_time_s * replicas
     iterations = int(stats[:, kernel.S_ITERATIONS].sum())
     capacity_blocks = capacity_tokens // block_size_tokens if capacity_tokens else 0
+    compute_ratio, memory_ratio = peak_ratios or (None, None)
+    run = {"gpu_busy_frac_run": float(stats[:, kernel.S_BUSY_S].sum() / replica_s) if replica_s > 0 else 0.0,
+           "compute_util_frac_run": _utilisation(stats, kernel.S_COMPUTE_S, kernel.S_TERMS_S, compute_ratio),
+           "bandwidth_util_frac_run": _utilisation(stats, kernel.S_MEMORY_S, kernel.S_TERMS_S, memory_ratio)}
+    if window is None:
+        steady = {key.removesuffix("_run"): value for key, value in run.items()}
+    else:
+        window_replica_s = (window[1] - window[0]) * replicas
+        # at most 1: the overlaps of back-to-back iterations add up to the window's length, give or take rounding
+        steady = {"gpu_busy_frac": min(1.0, float(stats[:, kernel.S_WINDOW_BUSY_S].sum() / window_replica_s)),
+                  "compute_util_frac": _utilisation(stats, kernel.S_WINDOW_COMPUTE_S, kernel.S_WINDOW_TERMS_S,
+                                                    compute_ratio),
+                  "bandwidth_util_frac": _utilisation(stats, kernel.S_WINDOW_MEMORY_S, kernel.S_WINDOW_TERMS_S,
+                                                      memory_ratio)}
     return {
         "sim_time_s": sim_time_s,
+        "window_s": list(window) if window else None,
         "iterations": iterations,
         "mean_batch_size": float(stats[:, kernel.S_BATCH_SUM].sum() / iterations) if iterations else 0.0,
-        "gpu_busy_frac": float(stats[:, kernel.S_BUSY_S].sum() / replica_s) if replica_s > 0 else 0.0,
+        **steady,
+        **run,
         "kv_mean_frac": float(stats[:, kernel.S_KV_BLOCK_SECONDS].sum() / replica_s / capacity_blocks)
         if capacity_blocks and replica_s > 0 else None,
         "kv_peak_frac": float(stats[:, kernel.S_KV_PEAK_BLOCKS].max() / capacity_blocks) if capacity_blocks else None,
@@ -206,7 +250,9 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
 @dataclass(frozen=True)
 class Prepared:
     """A scenario turned into the compiled loop's inputs, before any run: the drawn requests (packed, pristine),
-    the step tuple, the KV capacity and the server and policy tuples. Runs copy what they change."""
+    the step tuple, the KV capacity and the server and policy tuples, the steady-state window and the effective
+    FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model). Runs copy what
+    they change."""
 
     scenario: Scenario
     requests: RequestArrays
@@ -217,6 +263,8 @@ class Prepared:
     floats: np.ndarray
     policy: tuple
     class_params: np.ndarray
+    window_s: tuple[float, float]
+    peak_ratios: tuple[float, float] | None
 
 
 @dataclass(frozen=True)
@@ -244,19 +292,26 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
     _check_fits(scenario, requests, capacity_tokens)
     server, n_classes = scenario.server, len(scenario.workload.classes)
     bs = server.block_size_tokens
+    window_s = steady_window_s(requests.arrival_s)
+    peak_ratios = None
+    if server.step_model != "fixed":
+        peak = peak_profile(server, server.tensor_parallel)
+        peak_ratios = (profile.effective_flops_per_s / peak.effective_flops_per_s,
+                       profile.effective_bytes_per_s / peak.effective_bytes_per_s)
     srv = kernel.server_params(
         server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0,
         capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
         profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9), BATCHING_CODES[server.batching],
-        ADMISSION_CODES[server.admission], event_skipping)
+        ADMISSION_CODES[server.admission], event_skipping, window_s)
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
                                  requests.class_id, _deadlines_s(scenario, requests), predicted)
     policy, class_params = policy_inputs(scenario)
-    return Prepared(scenario, requests, step, capacity_tokens, srv, ints, floats, policy, class_params)
+    return Prepared(scenario, requests, step, capacity_tokens, srv, ints, floats, policy, class_params, window_s,
+                    peak_ratios)
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
@@ -278,7 +333,7 @@ def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[f
                  cross),
                 outcome, n, scenario.origin.caps.wall_clock_s, progress)
     sim_time_s = float(outcome[kernel.O_END_S])
-    kernel.settle_in_flight(stats, counters, clock, sim_time_s)
+    kernel.settle_in_flight(stats, counters, clock, sim_time_s, prepared.window_s)
     return Run(ints, floats, stats, series, replica_classes, sim_time_s,
                STOP_REASONS[int(outcome[kernel.O_STOP_REASON])])
 
@@ -299,10 +354,16 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     stats, sim_time_s, replicas = run.stats, run.sim_time_s, scenario.fleet.replicas
     bs = scenario.server.block_size_tokens
     frame = request_records(scenario, run.ints, run.floats)
-    classes, overall = summarize(scenario, frame, sim_time_s)
-    add_service_shares(classes, run.replica_classes.sum(axis=0), scenario.policy.prefill_token_weight)
+    window: tuple[float, float] | None = prepared.window_s
+    if sim_time_s <= window[0]:
+        window = None  # cut before the warm-up ended: whole-run figures only
+    served = run.replica_classes.sum(axis=0)
+    classes, overall = summarize(scenario, frame, sim_time_s, window, served[:, K_WINDOW_TOKENS])
+    window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
+    add_service_shares(classes, served, scenario.policy.prefill_token_weight)
     load = offered_load(scenario, requests, step, capacity_tokens)
-    system = {**_system_stats(stats, sim_time_s, capacity_tokens // bs * bs if capacity_tokens else None, bs),
+    system = {**_system_stats(stats, sim_time_s, capacity_tokens // bs * bs if capacity_tokens else None, bs, window,
+                              prepared.peak_ratios),
               "offered_load": load,
               "stop_reason": run.stop_reason,
               "unstable": bool(run.stop_reason != "drained" or load >= 1.0),

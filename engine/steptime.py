@@ -70,13 +70,21 @@ def step_terms_nb(step, tokens, context_pairs, context_reads):
     return flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S], comm_s
 
 
+@njit(cache=True, inline="always")
+def step_time_terms_nb(step, tokens, context_pairs, context_reads):
+    """(seconds, compute_s, memory_s) of one iteration: its duration (formula in the module docstring) and the
+    two roofline terms it rests on (0 under the fixed model), which the loop sums for the utilisation while
+    busy."""
+    if step[ST_MODEL] == FIXED:
+        return step[ST_STEP_TIME_S], 0.0, 0.0
+    compute_s, memory_s, comm_s = step_terms_nb(step, tokens, context_pairs, context_reads)
+    return smooth_max_nb(compute_s, memory_s, step[ST_SHARPNESS]) + comm_s + step[ST_OVERHEAD_S], compute_s, memory_s
+
+
 @njit(cache=True)
 def step_time_s_nb(step, tokens, context_pairs, context_reads):
     """Seconds one iteration takes (formula in the module docstring)."""
-    if step[ST_MODEL] == FIXED:
-        return step[ST_STEP_TIME_S]
-    compute_s, memory_s, comm_s = step_terms_nb(step, tokens, context_pairs, context_reads)
-    return smooth_max_nb(compute_s, memory_s, step[ST_SHARPNESS]) + comm_s + step[ST_OVERHEAD_S]
+    return step_time_terms_nb(step, tokens, context_pairs, context_reads)[0]
 
 
 @njit(cache=True)

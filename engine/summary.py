@@ -32,9 +32,12 @@ class ClassMetrics(TypedDict, total=False):
     e2e_ms: LatencyStats
     queue_ms: LatencyStats
     sla_attainment: Optional[float]
-    output_tokens_per_s: float
+    output_tokens_per_s: float  # rates: over the steady-state window (``metrics``)
     prompt_tokens_per_s: float
     sla_met_per_s: float
+    output_tokens_per_s_run: float  # and over the whole run
+    prompt_tokens_per_s_run: float
+    sla_met_per_s_run: float
     longest_wait_ms: Optional[float]
     service_tokens: float
     service_share: Optional[float]
@@ -53,9 +56,15 @@ class SystemMetrics(TypedDict):
     """The fleet over the run (``simulate``)."""
 
     sim_time_s: float
+    window_s: Optional[list[float]]  # the steady-state window [start, end), None when there is none
     iterations: int
     mean_batch_size: float
-    gpu_busy_frac: float
+    gpu_busy_frac: float  # busy share and utilisation while busy: in the window, then over the whole run
+    compute_util_frac: Optional[float]  # None under the fixed step model
+    bandwidth_util_frac: Optional[float]
+    gpu_busy_frac_run: float
+    compute_util_frac_run: Optional[float]
+    bandwidth_util_frac_run: Optional[float]
     kv_mean_frac: Optional[float]
     kv_peak_frac: Optional[float]
     kv_capacity_tokens: Optional[int]

@@ -13,7 +13,7 @@ from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, Reques
                            field_label, field_meta)
 from engine.cost import cost_columns
 from engine.diagnosis import diagnose
-from engine.metric_table import COSTS, SYSTEM_METRICS, metric
+from engine.metric_table import COSTS, STEADY_STATE, SYSTEM_METRICS, metric
 from engine.metrics import flat_metrics
 from engine.policies import POLICIES, POLICY_LABELS, params_of
 from engine.simulate import load_text, stop_explanation
@@ -33,11 +33,12 @@ CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "
 KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms", "queue_p99_ms",
             "sla_attainment", "timed_out", "output_tokens_per_s")
 COMPARISON_KEYS = ("ttft_p99_ms", "ttft_p50_ms", "e2e_p99_ms", "e2e_p50_ms", "queue_p99_ms", "tpot_mean_ms",
-                   "sla_attainment", "timed_out", "output_tokens_per_s", "longest_wait_ms",
+                   "sla_attainment", "timed_out", "output_tokens_per_s", "output_tokens_per_s_run", "longest_wait_ms",
                    *(m.key for m in COSTS))
 CURVE_KEYS = ("ttft_p99_ms", "e2e_p99_ms", "sla_attainment", "output_tokens_per_s")
 TABLE_COLUMNS = ("policy", "class", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms",
-                 "queue_p99_ms", "sla_attainment", "completed", "timed_out", "output_tokens_per_s", "longest_wait_ms",
+                 "queue_p99_ms", "sla_attainment", "completed", "timed_out", "output_tokens_per_s",
+                 "output_tokens_per_s_run", "longest_wait_ms",
                  *(m.key for m in COSTS), "gpu_busy_frac", "preemptions", "unstable")
 CURVE_DEFAULTS = ("fifo", "priority")
 LOAD_STEP = 0.02  # a raise of the offered load smaller than this is not worth offering
@@ -212,20 +213,21 @@ def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario
 
 def system_cards(system: SystemMetrics) -> None:
     """The fleet's load and how it spent its time, each defined where it is read."""
-    cols = st.columns(5)
     values = {"offered_load": load_text(system["offered_load"]),
-              "gpu_busy_frac": metric("gpu_busy_frac").text(system["gpu_busy_frac"]),
-              "mean_batch_size": f"{system['mean_batch_size']:.1f}",
-              "preemptions": metric("preemptions").text(system["preemptions"])}
+              "mean_batch_size": f"{system['mean_batch_size']:.1f}"}
+    cols = st.columns(4) + st.columns(4)
     for col, m in zip(cols, SYSTEM_METRICS):
-        col.metric(m.label + (" (estimate)" if m.key == "offered_load" else ""), values[m.key],
-                   help=text.sentence(m.help))
-    cols[4].metric("KV cache peak", "unlimited" if system["kv_peak_frac"] is None else
-                   f"{system['kv_peak_frac']:.0%}", help="Most of the KV cache in use at once, of its capacity.")
-    st.caption("Offered load: arriving work per second over the most the fleet can serve (an estimate; above 1 "
-               "the queue grows). GPU busy: share of the run during which an iteration was running, however full "
-               "it was, so a GPU can be busy nearly all the time at an offered load of 0.75. Arrows on the cards: "
-               "the change against the previous run of this scenario.")
+        value = values.get(m.key) or m.text(m.value(system))
+        col.metric(m.label + (" (estimate)" if m.key == "offered_load" else ""), value, help=text.sentence(m.help))
+    cols[len(SYSTEM_METRICS)].metric("KV cache peak", "unlimited" if system["kv_peak_frac"] is None else
+                                     f"{system['kv_peak_frac']:.0%}",
+                                     help="Most of the KV cache in use at once, of its capacity.")
+    st.caption(f"Offered load: arriving work per second over the most the fleet can serve (an estimate; above 1 "
+               f"the queue grows). GPU busy: share of the steady state ({STEADY_STATE}, shaded on the timeline) "
+               f"during which an iteration was running, however full it was; compute and bandwidth while busy say "
+               f"how full (of the datasheet peaks; \u2014 under the fixed step model). Throughputs are of the "
+               f"steady state too (the whole run's are in the policy comparison). Arrows on the cards: the change "
+               f"against the previous run of this scenario.")
     if system["kv_peak_frac"] is not None and system["kv_peak_frac"] >= 0.99 and system["offered_load"] < 1.0:
         advice = (" Lower the load, add memory (replicas, tensor parallelism, a larger GPU) or shorten the requests."
                   if system["preemption_waste_frac"] >= 0.01 else "")
@@ -410,9 +412,11 @@ with timeline_tab:
         replica = st.selectbox("Replica", range(len(system["replicas"])), key="timeline_replica",
                                help="Each replica runs its own iterations; the router's split is in the table.")
         series = series[series["replica"] == replica]
-        replicas = pd.DataFrame(system["replicas"]).rename(columns={"busy_frac": "gpu_busy_frac"})
-        tables.show(replicas, ["replica", "routed", "completed", "output_tokens", "gpu_busy_frac", "mean_batch_size"])
-    st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"]), width="stretch")
+        replicas = pd.DataFrame(system["replicas"]).rename(columns={"busy_frac": "gpu_busy_frac_run"})
+        tables.show(replicas, ["replica", "routed", "completed", "output_tokens", "gpu_busy_frac_run",
+                               "mean_batch_size"])
+    st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"], system["window_s"]),
+                    width="stretch")
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")
 

@@ -5,6 +5,7 @@ import streamlit as st
 
 from engine.calibration_report import markdown_table
 from engine.hardware import load_table, memory_convention
+from engine.metric_table import STEADY_STATE, WHOLE_RUN
 from engine.policies import POLICIES
 from engine.theory import theory_checks
 from ui import scenario_sidebar, tables
@@ -154,6 +155,21 @@ st.markdown("""
   outstanding tokens, shortest queue); a request stays on its replica. No network, tokenizer or sampling
   time; no prefix caching; no migration of requests between replicas.
 - All randomness is drawn before the loop from one seeded generator: same scenario and seed, same result.
+""")
+st.markdown(f"""
+### Steady state and utilisation while busy
+- **Steady-state window**: {STEADY_STATE}. Throughputs (output and prompt tokens/s, SLA-met requests/s),
+  GPU busy and utilisation are measured over it by default: the warm-up (an empty server filling) and the
+  drain (the backlog served after arrivals stop) are left out, so a policy that holds a class back shows it in
+  that class's throughput. Over the whole run {WHOLE_RUN}; those figures stay available (`_run` keys, the
+  policy comparison). Tokens are counted when emitted inside the window; an iteration's busy time is split at
+  the window's edges. When all requests arrive at once the whole run is the window.
+- **GPU busy** = share of the window during which an iteration was running, however full it was.
+- **Compute while busy** (model FLOP utilisation) = sum over iterations of their compute time at the
+  effective FLOP/s / their duration, times effective / datasheet FLOP/s: the FLOPs done over what the
+  datasheet peak could do in the busy time. **Bandwidth while busy** is the same with bytes moved (weights
+  and KV reads) and memory bandwidth. Both under the roofline step model only. Fuller iterations (a larger
+  batch, a minimum batch with a wait time-out) raise them and lower the busy time for the same work.
 """)
 
 st.markdown("### Validation against queueing theory")

@@ -109,7 +109,7 @@ def decode_terms(scenario, summary):
     """The mean decode iteration's (batch, context, compute_s, memory_s), from the run's own figures."""
     system, overall = summary["system"], summary["overall"]
     per_request = system["sim_time_s"] / overall["completed"]
-    context = overall["prompt_tokens_per_s"] * per_request + overall["output_tokens_per_s"] * per_request / 2
+    context = overall["prompt_tokens_per_s_run"] * per_request + overall["output_tokens_per_s_run"] * per_request / 2
     batch = system["mean_batch_size"]
     step = roofline_step_params(roofline_profile(scenario.server))
     return (batch, context, step, *step_terms_nb(step, batch, batch * context, batch * context)[:2])

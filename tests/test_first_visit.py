@@ -172,9 +172,11 @@ def test_offered_load_and_gpu_busy_are_defined_on_screen():
     at = app().run()
     captions = " ".join(shown(at.caption))
     assert "Offered load: arriving work per second over the most the fleet can serve" in captions
-    assert "GPU busy: share of the run during which an iteration was running" in captions
+    assert "GPU busy: share of the steady state (after the first 10% of the arrival span, until the last " \
+        "arrival, shaded on the timeline) during which an iteration was running" in captions
     helps = {m.label: m.proto.help for m in at.metric}
     assert "estimated" in helps["Offered load (estimate)"] and "nothing about how full" in helps["GPU busy"]
+    assert "datasheet peak" in helps["Compute while busy"] and "whole run" in helps["GPU busy, whole run"]
 
 
 def test_a_class_without_an_sla_target_shows_no_target():

@@ -127,7 +127,26 @@ def test_idle_server_starts_at_the_next_arrival(tmp_path):
     assert_events(result, {0: (0.0, 0.01, 0.01), 1: (5.0, 5.01, 5.01)})
     system = result.summary["system"]
     assert system["iterations"] == 2
-    assert system["gpu_busy_frac"] == pytest.approx(0.02 / 5.01)
+    assert system["gpu_busy_frac_run"] == pytest.approx(0.02 / 5.01)
+    assert system["window_s"] == [0.5, 5.0]  # 10% of the arrival span of warm-up, then until the last arrival
+    assert system["gpu_busy_frac"] == 0.0, "both iterations lie outside the steady-state window"
+
+
+def test_rates_and_utilisation_over_the_steady_state_window(tmp_path):
+    """Eleven requests at 0, 1, ..., 10 s, each 2 prompt tokens and 10 output tokens, one at a time: each runs
+    ten iterations of 10 ms (its first token at +0.01, its last at +0.1). The window is [1, 10): the requests
+    arriving at 1, ..., 9 emit all 90 of their tokens inside it, the others none; the GPU is busy 0.9 s of its
+    9 s; over the whole run, 110 tokens in 10.1 s."""
+    rows = [(float(t), 2, 10) for t in range(11)]
+    summary = engine.simulate(trace_scenario(tmp_path, rows, {"max_batch_size": 1})).summary
+    system, overall = summary["system"], summary["overall"]
+    assert system["window_s"] == [1.0, 10.0]
+    assert overall["output_tokens_per_s"] == pytest.approx(90 / 9.0, abs=EXACT)
+    assert overall["output_tokens_per_s_run"] == pytest.approx(110 / 10.1, abs=EXACT)
+    assert overall["prompt_tokens_per_s"] == pytest.approx(9 * 2 / 9.0, abs=EXACT)
+    assert system["gpu_busy_frac"] == pytest.approx(0.9 / 9.0, abs=EXACT)
+    assert system["gpu_busy_frac_run"] == pytest.approx(1.1 / 10.1, abs=EXACT)
+    assert system["compute_util_frac"] is None, "the fixed step model has no FLOPs to count"
 
 
 PRIORITY_CLASSES = [{"name": "hi", "share": 0.5, "priority": 0}, {"name": "lo", "share": 0.5, "priority": 1}]

@@ -110,8 +110,10 @@ def latency_cdf(requests: pd.DataFrame, column: str) -> go.Figure:
 TIMELINE_MAX_POINTS = 1500
 
 
-def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int | None) -> go.Figure:
-    """Waiting requests per class, batch composition (stacked), KV use and preemptions over time.
+def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int | None,
+             window_s: list[float] | None = None) -> go.Figure:
+    """Waiting requests per class, batch composition (stacked), KV use and preemptions over time; the
+    steady-state window (``window_s``), over which rates and utilisation are measured, shaded.
 
     Lines show at most ``TIMELINE_MAX_POINTS`` evenly spaced iterations (zoom reveals no more: the
     browser would choke on hundreds of thousands of points); preemption markers come from every row.
@@ -138,6 +140,11 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
     fig.update_yaxes(title_text="sequences", row=2, col=1)
     fig.update_yaxes(title_text="KV used (% of capacity)" if kv_capacity_tokens else "KV used (tokens)", row=3, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
+    if window_s:
+        fig.add_vrect(x0=window_s[0], x1=window_s[1], fillcolor="#2ca02c", opacity=0.07, line_width=0, row="all",
+                      col=1)
+        fig.add_annotation(x=(window_s[0] + window_s[1]) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+                           text="steady state: rates and utilisation are measured here", font=dict(color="#2ca02c"))
     fig.update_layout(height=620, margin=dict(t=40, b=10))
     return fig
 
@@ -225,4 +232,25 @@ def tune_surface(surface: dict, panel: dict) -> go.Figure:
                           yaxis_type="category")
     fig.update_layout(height=360, margin=dict(t=40, b=10), title=title,
                       legend=dict(orientation="h", yanchor="bottom", y=-0.35))
+    return fig
+
+
+def workshop_chart(series: dict[str, dict[str, float | None]], x_title: str, y_title: str, colors: dict[str, str],
+                   numeric: bool, fraction: bool = False, unstable: frozenset[str] = frozenset()) -> go.Figure:
+    """A workshop chapter's chart: one line (numeric knob) or one set of bars (a knob of named settings) per
+    series (a class, the fleet, a billing), over the knob's settings in their order; settings whose run was
+    unstable are marked on the axis."""
+    fig = go.Figure()
+    labels = list(next(iter(series.values())))
+    ticks = [f"{chart_text(x)} (unstable)" if x in unstable else chart_text(x) for x in labels]
+    scale = 100.0 if fraction else 1.0
+    for name, values in series.items():
+        y = [None if values[x] is None else values[x] * scale for x in labels]
+        shown = chart_text(name)
+        if numeric:
+            fig.add_trace(go.Scatter(x=ticks, y=y, name=shown, mode="lines+markers", line=dict(color=colors[name])))
+        else:
+            fig.add_trace(go.Bar(x=ticks, y=y, name=shown, marker_color=colors[name]))
+    fig.update_layout(barmode="group", height=420, margin=dict(t=30, b=10), legend_title_text="",
+                      xaxis=dict(title=x_title, type="category"), yaxis=dict(title=y_title, rangemode="tozero"))
     return fig
