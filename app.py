@@ -19,6 +19,8 @@ page = st.navigation([
     st.Page("pages/workload.py", title="Workload", icon=":material/stacked_bar_chart:"),
     st.Page("pages/hardware.py", title="Hardware & Cost", icon=":material/memory:"),
     st.Page("pages/planner.py", title="Planner", icon=":material/checklist:"),
+    st.Page("pages/workshop.py", title="Workshop", icon=":material/school:"),
+    st.Page("pages/article.py", title="The article, re-run", icon=":material/article:"),
     st.Page("pages/method.py", title="Method", icon=":material/menu_book:"),
 ])
 guard.run_page(lambda: turns.in_turn(page.run))

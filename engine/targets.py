@@ -23,6 +23,14 @@ from .summary import Summary
 TARGET_METRICS: tuple[str, ...] = tuple(m.key for m in CLASS_METRICS if m.kind != COUNT)
 
 
+def meets(value: float | None, limit: float, at_most: bool, summary: Summary) -> bool:
+    """Whether ``value`` is at most (``at_most``) or at least ``limit`` on the run ``summary`` describes: a
+    missing value or an unstable run never meets a limit."""
+    if value is None or summary["system"]["unstable"]:
+        return False
+    return value <= limit if at_most else value >= limit
+
+
 @dataclass(frozen=True)
 class Target:
     """Class ``cls`` (or ``overall``) must keep metric ``key`` at most ``limit`` (a metric where lower is
@@ -59,9 +67,7 @@ class Target:
     def met(self, summary: Summary) -> tuple[bool, float | None]:
         """(met, value) on one run's summary: a missing value or an unstable run never meets a target."""
         value = self.value(summary)
-        if value is None or summary["system"]["unstable"]:
-            return False, value
-        return (value <= self.limit if self.at_most else value >= self.limit), value
+        return meets(value, self.limit, self.at_most, summary), value
 
     def slack(self, value: float | None) -> float:
         """How far ``value`` is inside the target, as a share of the limit (0.2: 20% to spare; negative:

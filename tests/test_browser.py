@@ -19,6 +19,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from conftest import REPO, SCENARIOS, app_server
 from engine.config import read_toml
+from engine import workshop
 from engine.metric_table import metric
 from ui import state, view
 
@@ -341,3 +342,34 @@ def test_a_first_visit_reads_like_a_product(server, page, browser):
         raise
     finally:
         other.close()
+
+
+PLOT_AXES_JS = """(() => {
+  const p = document.querySelector('.js-plotly-plot');
+  if (!p || !p.layout) return null;
+  return [String(p.layout.xaxis.title.text), String(p.layout.yaxis.title.text), p.data.length];
+})()"""
+
+
+def test_presenter_view_walks_two_chapters(server, page):
+    """A projector: large type, no sidebar, the question first, one chart with its axis titles on demand, and
+    the next chapter one click away."""
+    chapters = {c.id: c for c in workshop.load_chapters()}
+    first, second = chapters["04-strict-priority"], chapters["05-aging-and-max-wait"]
+    page.goto(f"{server}/workshop?chapter={first.id}&presenter=1")
+    for chapter in (first, second):
+        page.wait_for_selector(f"h1:has-text('{chapter.title}')")
+        wait_idle(page)
+        expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden()
+        size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.stMarkdown p')).fontSize)")
+        assert size >= 24, f"presenter text is {size}px"
+        # no chart before the answer is asked for (the previous chapter's leaves once the rerun has finished)
+        expect(page.locator(".js-plotly-plot")).to_have_count(0, timeout=TIMEOUT_MS)
+        page.get_by_role("button", name="Show the answer").click()
+        page.wait_for_function(PLOT_AXES_JS + " !== null", timeout=TIMEOUT_MS)
+        wait_idle(page)
+        x_title, y_title, traces = page.evaluate(PLOT_AXES_JS)
+        assert x_title == chapter.knob_label and y_title == "Longest wait (ms)" and traces == 2
+        page.screenshot(path=str(ARTIFACTS / f"presenter_{chapter.id}.png"), full_page=True)
+        if chapter is first:
+            page.get_by_role("button", name="Next chapter").click()

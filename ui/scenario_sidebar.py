@@ -8,7 +8,7 @@ import engine
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import parse_toml, to_toml
 from engine.errors import printable
-from ui import state, text, view
+from ui import entry, state, text, view
 
 
 def scenario_from_upload(name: str, content: bytes) -> dict:
@@ -26,20 +26,6 @@ def _pick_preset() -> None:
     st.session_state["preset_pick"] = PICK
 
 
-def _through_entrypoint() -> None:
-    """Rerun through app.py when Streamlit ran this page on its own.
-
-    With a ``pages/`` folder beside app.py, a fresh server's first request for a page URL runs that
-    page directly (Streamlit's older multipage mode), skipping app.py's ``st.navigation``; Streamlit
-    leaves that mode for good once ``st.navigation`` has run. Rerunning makes every entry path the same.
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
 def summary(slot) -> None:
     """Write the scenario's name and what it now runs into ``slot`` (``render``'s placeholder): pages call it
     again after applying an edit, so the sidebar never lags one edit behind."""
@@ -54,7 +40,7 @@ def summary(slot) -> None:
 def render():
     """Draw the shared scenario sidebar (every page calls this first); returns the placeholder of the scenario's
     summary for ``summary``."""
-    _through_entrypoint()
+    entry.through_app()
     data = state.current()
     view.restore()
     error = state.pop_load_error()

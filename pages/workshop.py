@@ -1,0 +1,250 @@
+"""Workshop: guided chapters, one trade-off each, for a class or a learner alone.
+
+Each chapter (a file of ``data/workshop``, ``engine.workshop``) asks a question, has the learner predict the
+answer, then runs its experiment (one knob over a few settings, on a scenario at a load where the effect is
+large), shows the chart that answers it with what should be seen and why, and ends with an exercise checked
+live. ``?chapter=ID`` opens a chapter (every chapter has its link); ``&presenter=1`` shows it for a projector:
+large type, the question, then one chart on demand. The chapters run their own scenarios: the sidebar's
+scenario is left as it is, until "Open in the Lab" replaces it with the chapter's.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import engine
+from engine import workshop
+from engine.config import OVERALL
+from engine.cost import CNY_PER_USD_DEFAULT
+from engine.metric_table import FRACTION, metric
+from engine.simulate import load_text
+from engine.summary import Summary
+from ui import charts, entry, runner, state, text
+from ui.widgets import field_input
+
+CHAPTER_PARAM, PRESENTER_PARAM = "chapter", "presenter"
+SYSTEM_COLOR = "#444444"  # the fleet's series (a fleet metric has no class)
+RENTAL_COLORS = dict(zip(workshop.RENTAL_MODES, ("#d62728", "#1f77b4", "#2ca02c")))
+PRESENTER_CSS = """<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header {display: none;}
+.block-container {max-width: 1500px; padding-top: 3rem;}
+.stButton button p {font-size: 1.3rem;}
+.stMarkdown p, .stMarkdown li {font-size: 1.7rem; line-height: 1.45;}
+h1 {font-size: 3rem !important;}
+</style>"""
+
+
+def chapter_link(chapter: workshop.Chapter, presenter: bool = False) -> str:
+    """The address (relative to this page) that reopens ``chapter``, in presenter view when asked."""
+    return f"?{CHAPTER_PARAM}={chapter.id}" + (f"&{PRESENTER_PARAM}=1" if presenter else "")
+
+
+def pick_chapter(chapters: tuple[workshop.Chapter, ...]) -> workshop.Chapter:
+    """The chapter the link names (else the first), changed by the picker or the previous / next buttons; the
+    address bar follows, so a copied link reopens it."""
+    ids = [c.id for c in chapters]
+    if "ws_chapter" not in st.session_state or st.session_state["ws_chapter"] not in ids:
+        wanted = st.query_params.get(CHAPTER_PARAM)
+        st.session_state["ws_chapter"] = wanted if wanted in ids else ids[0]
+    titles = {c.id: f"{i}. {c.title}" for i, c in enumerate(chapters, start=1)}
+
+    def step(by: int) -> None:
+        at = ids.index(st.session_state["ws_chapter"])
+        st.session_state["ws_chapter"] = ids[min(max(at + by, 0), len(ids) - 1)]
+
+    cols = st.columns([6, 1, 1], vertical_alignment="bottom")
+    cols[0].selectbox("Chapter", ids, key="ws_chapter", format_func=titles.get)
+    at = ids.index(st.session_state["ws_chapter"])
+    cols[1].button("Previous", on_click=step, args=(-1,), disabled=at == 0, width="stretch")
+    cols[2].button("Next", on_click=step, args=(1,), disabled=at == len(ids) - 1, width="stretch")
+    chosen = st.session_state["ws_chapter"]
+    if st.query_params.get(CHAPTER_PARAM) != chosen:
+        st.query_params[CHAPTER_PARAM] = chosen
+    return chapters[ids.index(chosen)]
+
+
+def run_experiment(chapter: workshop.Chapter) -> dict[str, Summary]:
+    """The chapter's scenario at each knob setting: cached for every session, run on all cores with a progress
+    bar, within a section's time (a note says when runs were left out)."""
+    if chapter.kind == workshop.RENTAL:
+        return {}
+    bar = st.progress(0.0, text="Running the experiment...")
+    results, note = runner.SectionBudget().summaries(
+        [chapter.scenario_with(o.values) for o in chapter.options],
+        lambda done, total: bar.progress(done / total, text=f"Running the experiment... {done}/{total}"))
+    bar.empty()
+    if note:
+        st.caption(text.plain(note))
+    return {o.label: s for o, s in zip(chapter.options, results) if s is not None}
+
+
+def chart(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> None:
+    """The chart that answers the chapter's question (``large``: type a projector shows across a room)."""
+    series = workshop.chart_values(chapter, runs, CNY_PER_USD_DEFAULT)
+    if chapter.kind == workshop.RENTAL:
+        colors, y_title, fraction = RENTAL_COLORS, f"Cost per month ({chapter.rental.currency})", False
+    else:
+        classes = [c["name"] for c in chapter.scenario["workload"]["classes"]]
+        colors = {name: SYSTEM_COLOR if name in (workshop.SYSTEM, OVERALL) else charts.class_color(classes.index(name))
+                  for name in series}
+        m = metric(chapter.chart_metric)
+        y_title, fraction = m.title(), m.kind == FRACTION
+        if workshop.SYSTEM in series:
+            series = {"fleet": series[workshop.SYSTEM]}
+            colors = {"fleet": SYSTEM_COLOR}
+    numeric = all(_is_number(next(iter(o.values.values()))) for o in chapter.options) and \
+        all(len(o.values) == 1 for o in chapter.options)
+    unstable = frozenset(label for label, s in runs.items() if s["system"]["unstable"])
+    fig = charts.workshop_chart(series, chapter.knob_label, y_title, colors, numeric, fraction, unstable)
+    if large:
+        big = dict(size=22)
+        fig.update_layout(height=600, margin=dict(l=90, b=90), legend_font=big)
+        fig.update_xaxes(tickfont=big, title_font=big)
+        fig.update_yaxes(tickfont=big, title_font=big)
+    st.plotly_chart(fig, width="stretch")
+    if unstable:
+        st.caption("Unstable (the queue grows for as long as requests arrive; its latencies describe a growing "
+                   f"backlog): {', '.join(text.plain(u) for u in sorted(unstable))}.")
+    if runs:
+        loads = ", ".join(f"{text.plain(label)}: {load_text(s['system']['offered_load'])}"
+                          for label, s in runs.items())
+        st.caption(f"Offered load (an estimate) of each run: {loads}.")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def what_you_should_see(chapter: workshop.Chapter, runs: dict[str, Summary]) -> None:
+    st.markdown(f"**What you should see.** {chapter.see}")
+    lines = []
+    for check, holds in workshop.checks_hold(chapter, runs, CNY_PER_USD_DEFAULT):
+        lines.append(f"- {'✓ holds' if holds else '✗ does not hold'} in these runs: {text.plain(check.describe())}")
+    st.markdown("\n".join(lines))
+
+
+def field_widget(field: workshop.Field, value: object, key: str) -> object:
+    """One exercise input: a configuration key's own widget (label, unit, bounds, choices), else a number."""
+    if field.owner is not None:
+        name = field.path.rsplit(".", 1)[1]
+        return field_input(field.owner, name, value, key, label=field.label,
+                           options=list(field.choices) if field.choices else None)
+    return st.number_input(field.label, value=float(value), key=key, format="%g",
+                           min_value=None if field.low is None else float(field.low),
+                           max_value=None if field.high is None else float(field.high))
+
+
+def exercise(chapter: workshop.Chapter) -> None:
+    """The exercise: the learner's values, checked on a run when asked; each goal met or not, with its value."""
+    st.subheader("Exercise")
+    st.markdown(chapter.task)
+    start = chapter.start_values()
+    values = {}
+    cols = st.columns(max(len(chapter.fields), 2))
+    for i, (field, col) in enumerate(zip(chapter.fields, cols)):
+        with col:
+            values[field.path] = field_widget(field, start[field.path], f"ws_{chapter.id}_field_{i}")
+    left, right = st.columns(2)
+    checked = left.button("Check my answer", key=f"ws_{chapter.id}_check", type="primary")
+    opened = chapter.kind != workshop.RENTAL and right.button("Open in the Lab with these values",
+                                                              key=f"ws_{chapter.id}_lab")
+    if opened:
+        try:
+            data = chapter.scenario_with(workshop.given(chapter, values))
+        except engine.ScenarioError as exc:
+            text.error(exc)
+        else:
+            if state.replace(data):
+                st.switch_page("pages/lab.py")
+    if not checked:
+        return
+    try:
+        if chapter.kind == workshop.RENTAL:
+            verdict = workshop.check_rental(chapter, values, CNY_PER_USD_DEFAULT)
+        else:
+            data = chapter.scenario_with(workshop.given(chapter, values))
+            state.validate(data)
+            with st.spinner("Running your settings..."):
+                verdict = workshop.judge(chapter, data, runner.SectionBudget().summary(data))
+    except engine.ScenarioError as exc:
+        text.error(exc)
+        return
+    st.markdown("\n".join(f"- {'✓' if met else '✗'} {text.plain(goal)}: {text.plain(value)}"
+                          for goal, met, value in verdict.goals))
+    if verdict.solved:
+        st.success("Solved: every goal is met.")
+    else:
+        st.error("Not yet: " + ("this run is unstable (the queue grows); lower the load first." if verdict.unstable
+                                else "change the values and check again."))
+
+
+def presenter_view(chapters: tuple[workshop.Chapter, ...], chapter: workshop.Chapter) -> None:
+    """The chapter for a projector: large type, the question and the choices, then one chart on demand."""
+    st.html(PRESENTER_CSS)
+    st.title(chapter.title)
+    st.markdown(chapter.question)
+    st.markdown(f"**Predict:** {chapter.prompt}\n\n" +
+                "\n".join(f"{i}. {choice}" for i, choice in enumerate(chapter.choices, start=1)))
+    shown = st.session_state.setdefault(f"ws_{chapter.id}_revealed", False)
+    if st.button("Hide the answer" if shown else "Show the answer", key=f"ws_{chapter.id}_reveal"):
+        st.session_state[f"ws_{chapter.id}_revealed"] = shown = not shown
+    if shown:
+        st.markdown(f"**Answer:** {chapter.answer}")
+        runs = run_experiment(chapter)
+        chart(chapter, runs, large=True)
+        st.markdown(chapter.see)
+    ids = [c.id for c in chapters]
+    at = ids.index(chapter.id)
+    cols = st.columns(3)
+    cols[0].button("Previous chapter", on_click=open_chapter, args=(ids[max(at - 1, 0)], True), disabled=at == 0,
+                   width="stretch")
+    cols[1].button("Next chapter", on_click=open_chapter, args=(ids[min(at + 1, len(ids) - 1)], True),
+                   disabled=at + 1 == len(ids), width="stretch")
+    cols[2].button("Leave presenter view", on_click=open_chapter, args=(chapter.id, False), width="stretch")
+
+
+def open_chapter(chapter_id: str, presenter: bool) -> None:
+    """Switch to ``chapter_id`` in the same tab (a markdown link would open a new one), in presenter view or
+    not; the address bar follows so the projector's link stays shareable."""
+    st.query_params[CHAPTER_PARAM] = chapter_id
+    if presenter:
+        st.query_params[PRESENTER_PARAM] = "1"
+    else:
+        st.query_params.pop(PRESENTER_PARAM, None)
+    st.session_state["ws_chapter"] = chapter_id
+
+
+def chapter_view(chapter: workshop.Chapter) -> None:
+    st.markdown(f"### {chapter.title}")
+    st.markdown(chapter.question)
+    st.markdown(f"[Link to this chapter]({chapter_link(chapter)}) · "
+                f"[Presenter view]({chapter_link(chapter, presenter=True)})")
+    guess = st.radio(f"**Predict first.** {chapter.prompt}", chapter.choices, index=None,
+                     key=f"ws_{chapter.id}_guess")
+    if guess is None:
+        st.caption("Choose an answer to run the experiment.")
+    else:
+        if guess == chapter.answer:
+            st.success("Right. The experiment below shows it.")
+        else:
+            st.warning(f"Not quite: the answer is \u201c{chapter.answer}\u201d. The experiment below shows why.")
+        runs = run_experiment(chapter)
+        chart(chapter, runs)
+        what_you_should_see(chapter, runs)
+    exercise(chapter)
+
+
+entry.through_app()
+try:
+    chapters = workshop.load_chapters()
+except engine.ScenarioError as error:
+    text.error(error)
+    st.stop()
+if st.query_params.get(PRESENTER_PARAM) == "1":
+    wanted = st.query_params.get(CHAPTER_PARAM)
+    presenter_view(chapters, next((c for c in chapters if c.id == wanted), chapters[0]))
+    st.stop()
+st.title("Workshop")
+st.caption(f"{len(chapters)} chapters, one trade-off each: predict, run, read the chart, then solve the exercise. "
+           f"Each chapter runs its own scenario; the Lab's is left as it is.")
+chapter_view(pick_chapter(chapters))
