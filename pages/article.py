@@ -77,7 +77,7 @@ for rate in rates:
     results[rate] = sim
     where = "the article's load" if rate == base_rate else "where the policies differ"
     st.subheader(f"{rate:g} req/s: {where} (offered load {load_text(sim['FIFO']['offered_load'])})")
-    st.dataframe(side_by_side(sim), hide_index=True, width="stretch", height="content")
+    st.dataframe(side_by_side(sim), hide_index=True, width="stretch", height="content", placeholder="-")
     if article.policies_alike(sim):
         st.caption(f"Every policy gives the same figures here: {article.NOTHING_QUEUES}.")
 
@@ -88,7 +88,7 @@ if results:
     claims = pd.DataFrame({f"{rate:g} req/s": ["yes" if holds else "no" for _, holds, _ in verdicts]
                            for rate, verdicts in checked.items()}, index=[claim for claim, _, _ in first])
     claims.index.name = "the article's claim"
-    st.dataframe(claims, width="stretch")
+    st.dataframe(claims, width="stretch", placeholder="-")
     lines, reasons = [], {}
     for rate, verdicts in checked.items():
         if article.policies_alike(results[rate]):

@@ -134,6 +134,12 @@ def field_widget(field: workshop.Field, value: object, key: str) -> object:
                            max_value=None if field.high is None else float(field.high))
 
 
+def press(flag: str) -> None:
+    """A button's click kept in the session until the run that acts on it (a plain button's click would be lost
+    to ``entry.through_app``'s rerun)."""
+    st.session_state[flag] = True
+
+
 def exercise(chapter: workshop.Chapter) -> None:
     """The exercise: the learner's values, checked on a run when asked; each goal met or not, with its value."""
     st.subheader("Exercise")
@@ -145,10 +151,13 @@ def exercise(chapter: workshop.Chapter) -> None:
         with col:
             values[field.path] = field_widget(field, start[field.path], f"ws_{chapter.id}_field_{i}")
     left, right = st.columns(2)
-    checked = left.button("Check my answer", key=f"ws_{chapter.id}_check", type="primary")
-    opened = chapter.kind != workshop.RENTAL and right.button("Open in the Lab with these values",
-                                                              key=f"ws_{chapter.id}_lab")
-    if opened:
+    left.button("Check my answer", key=f"ws_{chapter.id}_check", type="primary", on_click=press,
+                args=(f"ws_{chapter.id}_checked",))
+    if chapter.kind != workshop.RENTAL:
+        right.button("Open in the Lab with these values", key=f"ws_{chapter.id}_lab", on_click=press,
+                     args=(f"ws_{chapter.id}_opened",))
+    checked = st.session_state.pop(f"ws_{chapter.id}_checked", False)
+    if st.session_state.pop(f"ws_{chapter.id}_opened", False):
         try:
             data = chapter.scenario_with(workshop.given(chapter, values))
         except engine.ScenarioError as exc:
@@ -185,9 +194,11 @@ def presenter_view(chapters: tuple[workshop.Chapter, ...], chapter: workshop.Cha
     st.markdown(chapter.question)
     st.markdown(f"**Predict:** {chapter.prompt}\n\n" +
                 "\n".join(f"{i}. {choice}" for i, choice in enumerate(chapter.choices, start=1)))
-    shown = st.session_state.setdefault(f"ws_{chapter.id}_revealed", False)
-    if st.button("Hide the answer" if shown else "Show the answer", key=f"ws_{chapter.id}_reveal"):
-        st.session_state[f"ws_{chapter.id}_revealed"] = shown = not shown
+    revealed = f"ws_{chapter.id}_revealed"
+    shown = st.session_state.setdefault(revealed, False)
+    st.button("Hide the answer" if shown else "Show the answer", key=f"ws_{chapter.id}_reveal",
+              on_click=lambda: st.session_state.update({revealed: not shown}))
+    shown = st.session_state[revealed]
     if shown:
         st.markdown(f"**Answer:** {chapter.answer}")
         runs = run_experiment(chapter)
