@@ -188,6 +188,44 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding: a draft model proposes ``draft_tokens`` tokens, the served model verifies them and
+    one more in one pass; each draft token is accepted with probability ``acceptance`` while all before it were,
+    so a decode iteration emits (1 - a^(k+1)) / (1 - a) tokens on average, and costs a verification of k + 1
+    tokens per sequence plus k draft steps."""
+
+    draft_tokens: int = opt(4, "tokens the draft proposes per decode iteration (k); the served model verifies "
+                               "k + 1 per sequence", "tokens", ge=1, le=16)
+    acceptance: float = opt(0.7, "chance that each draft token is accepted, given the ones before it were "
+                                 "(measure it on your traffic: vLLM logs it as the draft acceptance rate)", "",
+                            ge=0.0, le=1.0)
+    draft_model: str = opt("", "draft model from data/hardware/models.csv (roofline): its weights sit beside the "
+                               "served model's and one draft step costs their weight ratio of a plain decode "
+                               "iteration; give it or draft_cost", cap="name_chars")
+    draft_cost: Optional[float] = opt(None, "one draft step as a share of a plain decode iteration of the served "
+                                            "model (without draft_model; 0 for a draft that is almost free, as "
+                                            "n-gram lookup)", "", ge=0.0, le=1.0)
+
+    @property
+    def tokens_per_decode(self) -> float:
+        """Expected tokens one decode iteration emits: 1 + a + a^2 + ... + a^k."""
+        return expected_tokens_per_decode(self.draft_tokens, self.acceptance)
+
+    def _check(self, path: str) -> None:
+        if bool(self.draft_model) == (self.draft_cost is not None):
+            raise ScenarioError(f"{path}: give draft_model (a model name) or draft_cost (a share of a decode "
+                                f"iteration), one of the two")
+
+
+def expected_tokens_per_decode(draft_tokens: int, acceptance: float) -> float:
+    """(1 - a^(k+1)) / (1 - a): the accepted prefix of k draft tokens, each kept with probability ``acceptance``
+    while the ones before it were, plus the token the verification itself yields (k + 1 when a = 1)."""
+    if acceptance >= 1.0:
+        return float(draft_tokens + 1)
+    return (1.0 - acceptance ** (draft_tokens + 1)) / (1.0 - acceptance)
+
+
+@dataclass(frozen=True)
 class Server:
     """One inference server: step-time model, batching limits and KV-cache memory."""
 
@@ -239,12 +277,24 @@ class Server:
     host_link_gb_s: float = opt(25.0, "GPU-host bandwidth per direction for swapped KV (policy.preempt_mode = "
                                       "swap; PCIe Gen4 x16 peaks at 32); KV bytes per token come from "
                                       "server.model", "GB/s", ge=0.01)
+    speculative: Optional[Speculative] = opt(None, "speculative decoding (none: one token per decode iteration)")
+
+    @property
+    def tokens_per_decode_step(self) -> int:
+        """Tokens one decoding sequence takes of an iteration's budget: 1, or k + 1 with speculative decoding."""
+        return 1 if self.speculative is None else self.speculative.draft_tokens + 1
 
     def _check(self, path: str) -> None:
-        if self.max_batched_tokens < self.max_batch_size:
+        need = self.max_batch_size * self.tokens_per_decode_step
+        if self.max_batched_tokens < need and self.speculative is None:
             raise ScenarioError(f"{path}.max_batched_tokens = {self.max_batched_tokens} is below max_batch_size = "
                                 f"{self.max_batch_size}: a full batch of decodes needs one token each; "
-                                f"raise it to at least {self.max_batch_size}")
+                                f"raise it to at least {need}")
+        if self.max_batched_tokens < need:
+            raise ScenarioError(f"{path}.max_batched_tokens = {self.max_batched_tokens} is below max_batch_size x "
+                                f"(speculative.draft_tokens + 1) = {need}: a full batch of speculative decodes "
+                                f"verifies {self.tokens_per_decode_step} tokens each; raise it to at least {need} "
+                                f"or lower draft_tokens")
         if self.min_batch_size > self.max_batch_size:
             raise ScenarioError(f"{path}.min_batch_size = {self.min_batch_size} is above max_batch_size = "
                                 f"{self.max_batch_size}; lower it")
@@ -381,6 +431,9 @@ FIELD_LABELS = {
     "Server.gpu": "GPU", "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",
     "Server.tensor_parallel": "Tensor parallel", "Server.gpu_memory_utilization": "GPU memory share",
     "Server.activation_reserve_gib": "Activation reserve", "Server.host_link_gb_s": "Host link bandwidth",
+    "Server.speculative": "Speculative decoding", "Speculative.draft_tokens": "Draft length",
+    "Speculative.acceptance": "Acceptance rate", "Speculative.draft_model": "Draft model",
+    "Speculative.draft_cost": "Draft step cost",
     "Policy.name": "Policy", "Policy.preemptive": "Preemptive", "Policy.aging_per_s": "Aging",
     "Policy.max_wait_ms": "Promote after waiting", "Policy.weights": "Weights",
     "Policy.prefill_token_weight": "Prefill token weight", "Policy.alpha": "alpha (waiting)",

@@ -182,16 +182,17 @@ def model_shape(model: pd.Series) -> ModelShape:
         expert = moe_layers = moe_layer = active_moe_layer = 0
     dense_layers = L - moe_layers
     layers = dense_layers * dense_layer + moe_layers * moe_layer
-    parameters = layers + 2 * vocab * h + h
+    tables = 1 if int(model.get("tied_embeddings", 0)) else 2  # a tied LM head reads the embedding table
+    parameters = layers + tables * vocab * h + h
     return ModelShape(
         parameters=float(parameters),
-        matmul_parameters=float(parameters - vocab * h),
+        matmul_parameters=float(layers + vocab * h + h),
         active_matmul_parameters=float(dense_layers * dense_layer + moe_layers * active_moe_layer + vocab * h + h),
         expert_parameters=float(moe_layers * expert),
         kv_values_per_token=float(L * kv_values_per_layer),
         attention_flops_per_context_token=2.0 * L * n_h * (score_dim + value_dim),
         kv_heads=0 if model["attention"] == "mla" else n_kv,
-        embedding_parameters=float(2 * vocab * h),
+        embedding_parameters=float(tables * vocab * h),
     )
 
 
@@ -219,6 +220,14 @@ class RooflineProfile:
     comm_fixed_s: float                 # tensor-parallel all-reduce latency per iteration
     activation_bytes_per_token: float   # forward-pass activations of one batched token on one card
     vocab: int
+    draft_weight_bytes: float = 0.0           # speculative decoding's draft model: weights one draft step reads
+    draft_resident_weight_bytes: float = 0.0  # and holds in GPU memory (0: no draft model)
+
+    @property
+    def draft_cost(self) -> float:
+        """One draft step as a share of a plain decode iteration: the draft's weights over the served model's (a
+        decode iteration is bound by reading its weights)."""
+        return self.draft_weight_bytes / self.weight_bytes
 
 
 def with_efficiency(peak: RooflineProfile, efficiency: Efficiency) -> RooflineProfile:
@@ -260,12 +269,13 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
                             f"{server.gpu} does not have; choose fp16, bf16 or int4 (or another GPU)")
     bytes_per_weight = float(quant["weight_bytes_per_param"])
     lm_head_bytes = vocab * h * EMBEDDING_BYTES
+    draft_read, draft_resident = _draft_weight_bytes(server, vocab, bytes_per_weight)
     kv_per_card = kv_values_per_token_per_card(shape, tp) * kv_bytes_per_value
     link_bytes_per_s = float(gpu["interconnect_gb_s"]) * 1e9 / 2 if tp > 1 else 1.0  # both directions listed
     allreduces = 2 * int(model["layers"])
     return RooflineProfile(
         parameters=shape.parameters,
-        active_parameters=shape.active_matmul_parameters + vocab * h,
+        active_parameters=shape.active_matmul_parameters + shape.embedding_parameters - vocab * h,
         weight_bytes=(shape.matmul_parameters - experts * shape.expert_parameters - vocab * h) * bytes_per_weight
         + lm_head_bytes,
         expert_bytes=shape.expert_parameters * bytes_per_weight,
@@ -286,7 +296,35 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
         comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,
         activation_bytes_per_token=(4 * h + 2 * int(model["intermediate"]) / tp) * ACTIVATION_BYTES,
         vocab=vocab,
+        draft_weight_bytes=draft_read,
+        draft_resident_weight_bytes=draft_resident,
     )
+
+
+def _weight_bytes(shape: ModelShape, h: int, vocab: int, bytes_per_weight: float) -> tuple[float, float]:
+    """(bytes of the dense weights one iteration reads, bytes of all weights resident) of a model without experts
+    (a draft model): the LM head and the embedding stay 16-bit."""
+    read = (shape.matmul_parameters - vocab * h) * bytes_per_weight + vocab * h * EMBEDDING_BYTES
+    resident = (shape.parameters - shape.embedding_parameters) * bytes_per_weight \
+        + shape.embedding_parameters * EMBEDDING_BYTES
+    return read, resident
+
+
+def _draft_weight_bytes(server: Server, vocab: int, bytes_per_weight: float) -> tuple[float, float]:
+    """``_weight_bytes`` of ``server.speculative.draft_model`` in the served model's weight format; (0, 0) when no
+    draft model is named. The draft must share the served model's vocabulary (its tokens are verified as is)."""
+    spec = server.speculative
+    if spec is None or not spec.draft_model:
+        return 0.0, 0.0
+    row = _row("models", spec.draft_model, "speculative.draft_model")
+    if int(row["experts"]) or row["attention"] != "gqa":
+        raise ScenarioError(f"server.speculative.draft_model = {spec.draft_model!r} is not a small dense model; "
+                            f"choose one such as Llama-3.2-1B, or give draft_cost instead")
+    if int(row["vocab"]) != vocab:
+        raise ScenarioError(f"server.speculative.draft_model = {spec.draft_model!r} has a {int(row['vocab'])}-token "
+                            f"vocabulary, {server.model!r} {vocab}: a draft must share the served model's tokenizer; "
+                            f"choose another draft model or give draft_cost")
+    return _weight_bytes(model_shape(row), int(row["hidden"]), vocab, bytes_per_weight)
 
 
 def roofline_step_params(profile: RooflineProfile) -> tuple:
@@ -357,7 +395,7 @@ def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) 
     visible = profile.card_memory_bytes - hidden
     return CardMemory(total=profile.card_memory_bytes, hidden=hidden,
                       held_back=visible * (1.0 - server.gpu_memory_utilization),
-                      weights=profile.resident_weight_bytes / tensor_parallel,
+                      weights=(profile.resident_weight_bytes + profile.draft_resident_weight_bytes) / tensor_parallel,
                       activation=activation_bytes(server, profile), non_torch=non_torch)
 
 

@@ -26,7 +26,9 @@ replica's decision, at the end of its iteration or when it wakes, is:
    for its whole prompt and output are taken at admission, so step 3 never runs
    out of memory;
 5. compute the step time (fixed, or roofline), advance every scheduled request:
-   a request whose pending tokens reach zero emits one output token;
+   a request whose pending tokens reach zero emits one output token (with
+   ``server.speculative``, a decode verifies k draft tokens and one more, emits the
+   accepted ones plus one, and the draft's k steps lengthen the iteration);
 6. record counters and the (stride-decimated) time series.
 
 Progress follows one rule for prefill, chunked prefill, decode and recompute:
@@ -51,7 +53,7 @@ import numpy as np
 from numba import njit
 
 from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY,
-                     I_BLOCKS, I_CHUNK, I_CLASS, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT, I_PAUSED,
+                     I_BLOCKS, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT, I_PAUSED,
                      I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE,
                      K_WINDOW_TOKENS, RUNNING, TIMED_OUT, WAITING)
 from .monotonic import monotonic_ns_nb
@@ -105,7 +107,8 @@ N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 # cache stays valid across code changes only for built-in types).
 (SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
- SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S) = range(16)
+ SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S,
+ SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST) = range(19)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -116,16 +119,20 @@ ADMIT_ANY, ADMIT_PROMPTS, ADMIT_DECODES = range(3)
 
 def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
-                  batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0)):
+                  batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0),
+                  speculation=(0, 1.0, 0.0)):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes).
     ``event_skipping``: run stretches of decode-only iterations in one step (``_skip_decodes_nb``); False
     decides every iteration in full (the same results, slower: the reference the tests compare with).
-    ``window_s``: (start, end) of the steady-state window (``simulate.steady_window_s``), [start, end)."""
+    ``window_s``: (start, end) of the steady-state window (``simulate.steady_window_s``), [start, end).
+    ``speculation``: (draft tokens k, expected tokens emitted per verification, draft cost as a share of a plain
+    decode iteration); k = 0 decodes one token per iteration."""
     i = np.int64
+    draft_tokens, tokens_per_decode, draft_cost = speculation
     return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
             float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)), float(window_s[0]),
-            float(window_s[1]))
+            float(window_s[1]), i(draft_tokens), float(tokens_per_decode), float(draft_cost))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -253,6 +260,36 @@ def _keep_state_nb(ints, items, n, state):
             items[j] = r
             j += 1
     return j
+
+
+@njit(cache=True, inline="always")
+def _decoding_nb(ints, r):
+    """True when ``r``'s prompt is processed and it decodes: one pending token before its next output."""
+    return ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1
+
+
+@njit(cache=True, inline="always")
+def _chunk_nb(srv, ints, r, budget):
+    """Tokens ``r`` processes in this iteration within ``budget`` (0: it does not fit). A decode processes one
+    token, or with speculative decoding the k draft tokens and the one they are verified with (no more than
+    the output left: the last ones need no draft), all or nothing; a prefill as much of its prompt as fits."""
+    if _decoding_nb(ints, r):
+        chunk = min(srv[SV_DRAFT_TOKENS] + 1, ints[r, I_OUTPUT] - ints[r, I_GENERATED])
+        return chunk if chunk <= budget else 0
+    return min(ints[r, I_PENDING], budget)
+
+
+@njit(cache=True, inline="always")
+def _emitted_nb(srv, ints, r, chunk):
+    """Output tokens ``r``'s decode of ``chunk`` tokens emits: 1, or with speculative decoding its accepted draft
+    tokens plus one. Its j-th decode iteration emits floor((j + 1) E) - floor(j E) (E: the expected tokens per
+    verification, ``Speculative.tokens_per_decode``), so n iterations emit floor(n E), the expectation without
+    its variance; never more than were verified."""
+    if srv[SV_DRAFT_TOKENS] == 0:
+        return np.int64(1)
+    j = ints[r, I_DECODES]
+    per = srv[SV_TOKENS_PER_DECODE]
+    return min(np.int64(np.floor((j + 1) * per)) - np.int64(np.floor(j * per)), chunk)
 
 
 @njit(cache=True, inline="always")
@@ -386,7 +423,7 @@ def _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, ac
     i = 0
     while i < cnt[C_RUNNING]:
         r = running[i]
-        chunk = min(ints[r, I_PENDING], budget)
+        chunk = _chunk_nb(srv, ints, r, budget)
         if chunk == 0:
             i += 1
             continue
@@ -453,13 +490,17 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
         for i in range(n_candidates):
             r = waiting[i]
             if ints[r, I_STATE] == WAITING and (best < 0 or _before_nb(fl, r, best)):
-                decoding = ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1
+                decoding = _decoding_nb(ints, r)
                 if kind == ADMIT_ANY or decoding == (kind == ADMIT_DECODES):
                     best = r
         if best < 0:
             break
-        whole = kind == ADMIT_PROMPTS
-        chunk = ints[best, I_PENDING] if whole else min(ints[best, I_PENDING], budget)
+        if kind == ADMIT_PROMPTS:
+            chunk = ints[best, I_PENDING]
+        else:
+            chunk = _chunk_nb(srv, ints, best, budget)
+            if chunk == 0:  # a speculative decode that does not fit the budget left
+                break
         if chunk > budget and cnt[C_BATCH] > 0:
             break
         need = _blocks_needed_nb(srv, ints, best, chunk)
@@ -486,20 +527,26 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
 
 
 @njit(cache=True, inline="always")
-def _step_s_nb(step, ints, batch, cnt):
+def _step_s_nb(srv, step, ints, batch, cnt):
     """Duration of this iteration, its roofline (compute, memory) seconds, its (prefill, decode) token counts
-    and its recomputed tokens."""
+    and its recomputed tokens. With speculative decoding the decode tokens are those verified (k + 1 per
+    sequence), and the draft model's k steps over the decoding sequences are added, each ``draft_cost`` times a
+    plain decode iteration of them."""
     prefill_tokens = 0
     decode_tokens = 0
     recomputed = 0
     context_pairs = 0.0   # sum over batched tokens of the context each attends to
     context_reads = 0.0   # KV tokens read (each sequence's cached context, once)
+    decoding = 0          # sequences decoding, and the KV they read (the draft model's batch)
+    decode_reads = 0.0
     for i in range(cnt[C_BATCH]):
         r = batch[i]
         chunk = ints[r, I_CHUNK]
         kv = ints[r, I_KV_TOKENS]
-        if ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1:
-            decode_tokens += 1
+        if _decoding_nb(ints, r):
+            decode_tokens += chunk
+            decoding += 1
+            decode_reads += kv
         else:
             prefill_tokens += chunk
         redo = min(chunk, ints[r, I_RECOMPUTE_LEFT])
@@ -508,6 +555,13 @@ def _step_s_nb(step, ints, batch, cnt):
         context_pairs += chunk * kv + chunk * (chunk + 1) / 2.0
         context_reads += kv
     dt, compute_s, memory_s = step_time_terms_nb(step, prefill_tokens + decode_tokens, context_pairs, context_reads)
+    if srv[SV_DRAFT_TOKENS] > 0 and decoding > 0:
+        draft_s, draft_compute_s, draft_memory_s = step_time_terms_nb(step, decoding, decode_reads + decoding,
+                                                                      decode_reads)
+        steps = srv[SV_DRAFT_TOKENS] * srv[SV_DRAFT_COST]
+        dt += steps * draft_s
+        compute_s += steps * draft_compute_s
+        memory_s += steps * draft_memory_s
     return dt, compute_s, memory_s, prefill_tokens, decode_tokens, recomputed
 
 
@@ -519,21 +573,28 @@ def _advance_nb(srv, policy, classes, ints, fl, running, batch, cnt, t_end):
     for i in range(cnt[C_BATCH]):
         r = batch[i]
         chunk = ints[r, I_CHUNK]
-        decode = 1 if ints[r, I_GENERATED] > 0 and ints[r, I_PENDING] == 1 else 0
-        policy_charge_nb(policy, classes, ints[r, I_CLASS], chunk * (1 - decode), decode)
         ints[r, I_CHUNK] = 0
-        ints[r, I_KV_TOKENS] += chunk
-        ints[r, I_PENDING] -= chunk
-        if ints[r, I_PENDING] > 0:
-            continue
-        if ints[r, I_GENERATED] == 0:
-            if t_end > fl[r, F_DEADLINE]:
-                _leave_nb(ints, fl, classes, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+        if _decoding_nb(ints, r):
+            # a decode: the tokens it emits join the KV (rejected draft tokens are discarded), one stays pending
+            emitted = _emitted_nb(srv, ints, r, chunk)
+            ints[r, I_DECODES] += 1
+            policy_charge_nb(policy, classes, ints[r, I_CLASS], 0, emitted)
+            ints[r, I_KV_TOKENS] += emitted
+        else:
+            policy_charge_nb(policy, classes, ints[r, I_CLASS], chunk, 0)
+            ints[r, I_KV_TOKENS] += chunk
+            ints[r, I_PENDING] -= chunk
+            if ints[r, I_PENDING] > 0:
                 continue
-            fl[r, F_FIRST_TOKEN] = t_end
-        ints[r, I_GENERATED] += 1
+            if ints[r, I_GENERATED] == 0:
+                if t_end > fl[r, F_DEADLINE]:
+                    _leave_nb(ints, fl, classes, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+                    continue
+                fl[r, F_FIRST_TOKEN] = t_end
+            emitted = 1
+        ints[r, I_GENERATED] += emitted
         if in_window:
-            classes[ints[r, I_CLASS], K_WINDOW_TOKENS] += 1.0
+            classes[ints[r, I_CLASS], K_WINDOW_TOKENS] += emitted
         if ints[r, I_GENERATED] == ints[r, I_OUTPUT]:
             _leave_nb(ints, fl, classes, cnt, r, COMPLETED, t_end)
         else:
@@ -726,6 +787,7 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
                 ints[r, I_BLOCKS] += 1 + (m - first) // bs
         ints[r, I_KV_TOKENS] += m
         ints[r, I_GENERATED] += m
+        ints[r, I_DECODES] += m
         classes[k, K_WINDOW_TOKENS] += emitted_in_window
     return t, dt
 
@@ -777,14 +839,14 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
     if cnt[C_BATCH] == 0:
         raise RuntimeError("internal error: requests are ready but none could be scheduled")
 
-    dt, compute_s, memory_s, prefill, decode, recomputed = _step_s_nb(step, ints, batch, cnt)
+    dt, compute_s, memory_s, prefill, decode, recomputed = _step_s_nb(srv, step, ints, batch, cnt)
     stats[S_WASTE_S] += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
     dt += acc[A_EXTRA_S]
     acc[A_EXTRA_S] = 0.0
     acc[A_WASTE_S] = 0.0
     _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
                 cnt[C_PREEMPTIONS] - preemptions_before)
-    if srv[SV_EVENT_SKIPPING] and may_skip and prefill == 0 and recomputed == 0 and cnt[C_WAITING] == 0 \
+    if srv[SV_EVENT_SKIPPING] and srv[SV_DRAFT_TOKENS] == 0 and may_skip and prefill == 0 and recomputed == 0 and cnt[C_WAITING] == 0 \
             and cnt[C_BATCH] == cnt[C_RUNNING]:
         t, dt = _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t, dt,
                                  t_stop)

@@ -12,10 +12,11 @@ NOT_ARRIVED, WAITING, RUNNING, COMPLETED, TIMED_OUT = 0, 1, 2, 3, 4
 # Per-request integer columns. I_PREDICTED: the output length a predictor would announce;
 # I_RECOMPUTE_LEFT: tokens of the next re-prefill that had been computed before (wasted work);
 # I_HOST_TOKENS: KV tokens swapped out to host memory; I_PAUSED: 1 while paused with its KV kept;
-# I_REPLICA: the replica the router sent it to.
+# I_REPLICA: the replica the router sent it to; I_DECODES: decode iterations it took part in (with speculative
+# decoding, the j-th emits ``kernel._emitted_nb(j)`` tokens).
 (I_PROMPT, I_OUTPUT, I_CLASS, I_STATE, I_KV_TOKENS, I_PENDING, I_GENERATED, I_BLOCKS, I_CHUNK,
- I_PREEMPTIONS, I_PREDICTED, I_RECOMPUTE_LEFT, I_HOST_TOKENS, I_PAUSED, I_REPLICA) = range(15)
-N_INT_FIELDS = 15
+ I_PREEMPTIONS, I_PREDICTED, I_RECOMPUTE_LEFT, I_HOST_TOKENS, I_PAUSED, I_REPLICA, I_DECODES) = range(16)
+N_INT_FIELDS = 16
 # Per-request float columns (seconds, except the policy key).
 F_ARRIVAL, F_DEADLINE, F_KEY, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_FINISH = range(6)
 N_FLOAT_FIELDS = 6

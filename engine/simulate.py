@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import kernel
 from .caps import Caps
-from .config import Scenario, load_scenario
+from .config import Scenario, Server, load_scenario
 from .errors import ScenarioError
 from .hardware import (Efficiency, RooflineProfile, kv_capacity_tokens, peak_profile, roofline_profile,
                        roofline_step_params)
@@ -90,12 +90,25 @@ def _check_fits(scenario: Scenario, requests: RequestArrays, capacity_tokens: in
             f"(server.kv_capacity_tokens or GPU memory); enlarge the cache or cap prompt/output max")
 
 
-def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capacity_tokens: int) -> float:
+def speculative_params(server: Server, profile: RooflineProfile) -> tuple[int, float, float]:
+    """(draft tokens k, expected tokens per decode iteration, draft step cost as a share of a plain decode
+    iteration) of ``server.speculative``, the cost from its draft model's weights (``profile.draft_cost``) unless
+    given; (0, 1, 0) without speculative decoding."""
+    spec = server.speculative
+    if spec is None:
+        return 0, 1.0, 0.0
+    cost = spec.draft_cost if spec.draft_cost is not None else profile.draft_cost
+    return spec.draft_tokens, spec.tokens_per_decode, cost
+
+
+def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capacity_tokens: int,
+                 speculation: tuple[int, float, float] = (0, 1.0, 0.0)) -> float:
     """Estimated utilisation rho = arrival rate x GPU seconds per request (``steptime.request_work_s_nb``)
     / replicas.
 
     Exact for the fixed model with max_batch_size = 1 on one replica (rho = lambda E[S] of M/G/1); an
-    estimate otherwise, with slots = min(max_batch_size, KV cache / mean KV per request).
+    estimate otherwise, with slots = min(max_batch_size, KV cache / mean KV per request). ``speculation``:
+    ``speculative_params``.
     """
     n = len(requests)
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
@@ -107,7 +120,7 @@ def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capac
     if capacity_tokens > 0:
         slots = max(1.0, min(slots, capacity_tokens / mean_context_tokens))
     work_s = request_work_s_nb(step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
-                               slots, mean_context_tokens)
+                               slots, mean_context_tokens, *speculation)
     return (n - 1) / span_s * work_s / scenario.fleet.replicas
 
 
@@ -115,7 +128,7 @@ def estimated_offered_load(scenario: Scenario) -> float:
     """``offered_load`` of the scenario's workload, without simulating it (the planner prunes fleets with it:
     replicas whose estimate is 1 or more are unstable by definition)."""
     prepared = prepare(scenario)
-    return offered_load(scenario, prepared.requests, prepared.step, prepared.capacity_tokens)
+    return offered_load(scenario, prepared.requests, prepared.step, prepared.capacity_tokens, prepared.speculation)
 
 
 def steady_window_s(arrival_s: np.ndarray) -> tuple[float, float]:
@@ -250,9 +263,9 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
 @dataclass(frozen=True)
 class Prepared:
     """A scenario turned into the compiled loop's inputs, before any run: the drawn requests (packed, pristine),
-    the step tuple, the KV capacity and the server and policy tuples, the steady-state window and the effective
-    FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model). Runs copy what
-    they change."""
+    the step tuple, the KV capacity and the server and policy tuples, the steady-state window, the effective
+    FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model) and the speculative
+    decoding parameters (``speculative_params``). Runs copy what they change."""
 
     scenario: Scenario
     requests: RequestArrays
@@ -265,6 +278,7 @@ class Prepared:
     class_params: np.ndarray
     window_s: tuple[float, float]
     peak_ratios: tuple[float, float] | None
+    speculation: tuple[int, float, float]
 
 
 @dataclass(frozen=True)
@@ -298,20 +312,21 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
         peak = peak_profile(server, server.tensor_parallel)
         peak_ratios = (profile.effective_flops_per_s / peak.effective_flops_per_s,
                        profile.effective_bytes_per_s / peak.effective_bytes_per_s)
+    speculation = speculative_params(server, profile)
     srv = kernel.server_params(
         server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0,
         capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
         profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9), BATCHING_CODES[server.batching],
-        ADMISSION_CODES[server.admission], event_skipping, window_s)
+        ADMISSION_CODES[server.admission], event_skipping, window_s, speculation)
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
                                  requests.class_id, _deadlines_s(scenario, requests), predicted)
     policy, class_params = policy_inputs(scenario)
     return Prepared(scenario, requests, step, capacity_tokens, srv, ints, floats, policy, class_params, window_s,
-                    peak_ratios)
+                    peak_ratios, speculation)
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
@@ -361,7 +376,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     classes, overall = summarize(scenario, frame, sim_time_s, window, served[:, K_WINDOW_TOKENS])
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
-    load = offered_load(scenario, requests, step, capacity_tokens)
+    load = offered_load(scenario, requests, step, capacity_tokens, prepared.speculation)
     system = {**_system_stats(stats, sim_time_s, capacity_tokens // bs * bs if capacity_tokens else None, bs, window,
                               prepared.peak_ratios),
               "offered_load": load,

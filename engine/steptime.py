@@ -93,24 +93,49 @@ def decode_step_s_nb(step, batch, context_tokens):
     return step_time_s_nb(step, batch, batch * context_tokens, batch * context_tokens)
 
 
+@njit(cache=True)
+def speculative_decode_step_s_nb(step, batch, context_tokens, draft_tokens, draft_cost):
+    """One speculative decode iteration of ``batch`` sequences holding ``context_tokens`` each: ``draft_tokens``
+    draft steps, each ``draft_cost`` times a plain decode iteration, then one verification of ``draft_tokens`` + 1
+    tokens per sequence."""
+    verified = draft_tokens + 1
+    verify_s = step_time_s_nb(step, batch * verified,
+                              batch * (verified * context_tokens + verified * (verified + 1) / 2.0),
+                              batch * context_tokens)
+    return verify_s + draft_tokens * draft_cost * decode_step_s_nb(step, batch, context_tokens)
+
+
 @njit(cache=True, nogil=True)  # a third of a second on a million requests: other sessions keep the interpreter
-def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, slots, mean_context_tokens):
+def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, slots, mean_context_tokens,
+                      draft_tokens=0, tokens_per_decode=1.0, draft_cost=0.0):
     """Estimated GPU seconds per request when ``slots`` requests share each iteration (for the offered load).
 
     fixed: (prefill iterations + output - 1) x step / slots, exact for max_batch_size = 1.
     roofline: prefill compute time (FLOPs / FLOP/s) + (output - 1) x full-batch decode step / slots,
     the decode step taken at ``mean_context_tokens`` per sequence.
+    With speculative decoding (``draft_tokens`` k > 0) the output after the first token takes (output - 1) /
+    ``tokens_per_decode`` decode iterations, each with k draft steps of ``draft_cost`` times a plain one.
     """
     total = 0.0
-    decode_step_s = decode_step_s_nb(step, slots, mean_context_tokens)
+    if draft_tokens > 0:
+        decode_step_s = speculative_decode_step_s_nb(step, slots, mean_context_tokens, draft_tokens, draft_cost)
+        fixed_decode_s = step[ST_STEP_TIME_S] * (1.0 + draft_tokens * draft_cost)
+    else:
+        decode_step_s = decode_step_s_nb(step, slots, mean_context_tokens)
+        fixed_decode_s = step[ST_STEP_TIME_S]
     for r in range(len(prompt_tokens)):
         p = prompt_tokens[r]
+        decodes = (output_tokens[r] - 1) / tokens_per_decode
         if step[ST_MODEL] == FIXED:
-            iterations = (p + max_batched_tokens - 1) // max_batched_tokens + output_tokens[r] - 1
-            total += iterations * step[ST_STEP_TIME_S] / slots
+            if draft_tokens == 0:
+                iterations = (p + max_batched_tokens - 1) // max_batched_tokens + output_tokens[r] - 1
+                total += iterations * step[ST_STEP_TIME_S] / slots
+            else:
+                prefills = (p + max_batched_tokens - 1) // max_batched_tokens
+                total += (prefills * step[ST_STEP_TIME_S] + decodes * fixed_decode_s) / slots
         else:
             flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * p * (p + 1) / 2.0
-            total += flops / step[ST_FLOPS_PER_S] + (output_tokens[r] - 1) * decode_step_s / slots
+            total += flops / step[ST_FLOPS_PER_S] + decodes * decode_step_s / slots
     return total / max(len(prompt_tokens), 1)
 
 

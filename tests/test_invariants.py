@@ -1,5 +1,5 @@
-"""Properties that hold for every valid scenario (Hypothesis): nothing lost, memory within capacity,
-batches within limits, time runs forward, same seed gives the same result."""
+"""Properties that hold for every valid scenario (Hypothesis), speculative decoding on or off: nothing lost,
+memory within capacity, batches within limits, time runs forward, same seed gives the same result."""
 
 import numpy as np
 import pandas as pd
@@ -44,14 +44,18 @@ def scenarios(draw):
     max_batch = draw(st.integers(1, 16))
     block = draw(st.sampled_from([1, 4, 16, 32]))
     static = draw(st.booleans())
+    draft = draw(st.integers(0, 4))  # speculative decoding's draft tokens (0: off)
     server = {"step_model": "fixed", "step_time_ms": draw(st.floats(1.0, 50.0)), "max_batch_size": max_batch,
-              "max_batched_tokens": draw(st.integers(max_batch, 512)),
+              "max_batched_tokens": draw(st.integers(max_batch * (draft + 1), 512)),
               "min_batch_size": draw(st.integers(1, max_batch)), "wait_timeout_ms": draw(st.floats(0.0, 50.0)),
               "block_size_tokens": block,
               "kv_capacity_tokens": draw(st.sampled_from([0, 320, 600, 1000, 4096])),
               "kv_allocation": "static" if static else "paged",
               "batching": draw(st.sampled_from(["mixed", "prefill-first"])),
               "admission": draw(st.sampled_from(["optimistic", "reserve-full"]))}
+    if draft:
+        server["speculative"] = {"draft_tokens": draft, "acceptance": draw(st.floats(0.0, 1.0)),
+                                 "draft_cost": draw(st.floats(0.0, 1.0))}
     if static:
         server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
         server["kv_capacity_tokens"] = draw(st.sampled_from([0, 600, 1000, 4096]))
