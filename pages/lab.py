@@ -9,8 +9,8 @@ import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, RequestClass, Server, Workload, field_bounds,
-                           field_label, field_meta)
+from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, RequestClass, Server, Speculative, Workload,
+                           expected_tokens_per_decode, field_bounds, field_label, field_meta)
 from engine.cost import cost_columns
 from engine.diagnosis import diagnose
 from engine.metric_table import COSTS, STEADY_STATE, SYSTEM_METRICS, metric
@@ -42,6 +42,7 @@ TABLE_COLUMNS = ("policy", "class", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", 
                  *(m.key for m in COSTS), "gpu_busy_frac", "preemptions", "unstable")
 CURVE_DEFAULTS = ("fifo", "priority")
 LOAD_STEP = 0.02  # a raise of the offered load smaller than this is not worth offering
+DEFAULT_DRAFT_COST = 0.15  # the Lab's first draft step cost: Llama-3.2-1B's weights over Llama-3-8B's
 LOG = logging.getLogger(__name__)
 
 
@@ -129,11 +130,45 @@ def server_controls(data: dict, v: int) -> None:
         choices = hardware_choices.TABLE_CHOICES.get(key)
         server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
                                   options=choices() if choices else None)
+    speculative_controls(server, v)
     notice = state.drop_foreign_calibration(data)
     if notice:
         st.info(notice)
     if server["step_model"] == "roofline":
         st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '')}.")
+
+
+def speculative_controls(server: dict, v: int) -> None:
+    """Speculative decoding on or off; when on, the draft length, its acceptance rate and the draft model (roofline)
+    or the draft step's cost."""
+    spec = server.get("speculative")
+    _, meta, _ = field_meta(Server, "speculative")
+    if not st.toggle(field_label(Server, "speculative"), value=spec is not None, key=f"speculative_{v}",
+                     help=text.sentence(meta["help"]) + " Helps while the GPU is mostly reading weights (low load), "
+                     "costs throughput when it is compute bound (high load)."):
+        server.pop("speculative", None)
+        return
+    spec = dict(spec or {"draft_tokens": 4, "acceptance": 0.7})
+    spec["draft_tokens"] = field_input(Speculative, "draft_tokens", spec.get("draft_tokens"), key=f"spec_k_{v}")
+    _, meta, default = field_meta(Speculative, "acceptance")
+    spec["acceptance"] = st.slider(field_label(Speculative, "acceptance"), 0.0, 1.0,
+                                   float(spec.get("acceptance", default)), 0.05, key=f"spec_a_{v}",
+                                   help=text.sentence(meta["help"]))
+    by_cost = "none (give the draft step's cost)"
+    models = [by_cost] + (hardware_choices.TABLE_CHOICES["model"]() if server["step_model"] == "roofline" else [])
+    draft = field_input(Speculative, "draft_model", spec.get("draft_model") or by_cost, key=f"spec_model_{v}",
+                        options=models)
+    if draft == by_cost:
+        spec.pop("draft_model", None)
+        spec["draft_cost"] = field_input(Speculative, "draft_cost", spec.get("draft_cost", DEFAULT_DRAFT_COST),
+                                         key=f"spec_cost_{v}")
+    else:
+        spec.pop("draft_cost", None)
+        spec["draft_model"] = draft
+    server["speculative"] = spec
+    tokens = expected_tokens_per_decode(spec["draft_tokens"], spec["acceptance"])
+    st.caption(f"Each decode iteration verifies {spec['draft_tokens'] + 1} tokens per request and emits "
+               f"{tokens:.2f} on average.")
 
 
 def fleet_controls(data: dict, v: int) -> None:

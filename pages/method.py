@@ -93,6 +93,20 @@ and whole output fit, never preempted for memory (TensorRT-LLM's GUARANTEED_NO_E
 length stands for the client's `max_tokens`, so a client asking for more than it gets would reserve more
 than modelled here. Presets `engine_*.toml` set each engine's defaults on one workload.
 
+**Speculative decoding** (`server.speculative`). Every decode iteration, a draft proposes k tokens per
+decoding request and the served model verifies them and one more in one pass: k + 1 tokens of the token
+budget per request, attending to its cached context. Each draft token is accepted with probability a
+while the ones before it were, so an iteration emits E = 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a)
+tokens on average; a request's j-th decode iteration emits floor((j + 1) E) - floor(j E), the average
+without its spread. The draft's k steps add k x c x a plain decode iteration of the same requests, c
+given (`draft_cost`) or the draft model's weight bytes over the served model's (`draft_model`, which
+must share the vocabulary; its weights take room from the KV cache). At low load a decode iteration
+mostly reads weights, so verifying k + 1 tokens costs little more than one and TPOT falls by about E;
+at high load the GPU is compute bound and the rejected tokens and the draft take time from every
+request: there it raises TPOT and lowers capacity. Not modelled: the draft's own KV cache, and the
+spread of acceptance between requests and positions (source of the formula: Leviathan et al., "Fast
+Inference from Transformers via Speculative Decoding", 2023).
+
 **Your own measurements** (Hardware page, `python -m engine calibrate`). A `vllm bench serve` result
 (per-request lengths with `--save-detailed`, else the means) or a GenAI-Perf / AIPerf export (mean
 lengths) is replayed on the server you describe: its requests, sent all at once or at its Poisson rate

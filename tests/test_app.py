@@ -302,3 +302,23 @@ def test_a_full_kv_cache_says_what_its_preemptions_cost():
     data["workload"]["arrival"]["rate_per_s"] = 1.0
     at = lab(data).run()
     assert not any(c.value.startswith("The KV cache filled up") for c in at.caption)
+
+
+def test_speculative_decoding_cuts_time_per_token_at_low_load_and_a_foreign_draft_is_refused():
+    chat = {"name": "chat", "workload": {"num_requests": 300, "arrival": {"process": "poisson", "rate_per_s": 3.0},
+            "classes": [{"name": "chat", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 300},
+                         "output_tokens": {"dist": "constant", "value": 300}}]},
+            "server": {"step_model": "roofline", "gpu": "A100-80G", "model": "Llama-3-8B"}}
+    at = lab(chat).run()
+    as_ms = lambda text: float(text.split()[0])
+    plain = as_ms(metric(at, 0, "TPOT mean"))
+    at.toggle(key="speculative_1").set_value(True).run()
+    assert not at.exception and not at.error
+    assert any("verifies 5 tokens per request and emits 2.77" in c.value for c in at.caption)
+    at.selectbox(key="spec_model_1").set_value("Llama-3.2-1B").run()
+    assert not at.exception and not at.error
+    drafted = as_ms(metric(at, 0, "TPOT mean"))
+    assert drafted < 0.7 * plain
+    at.selectbox(key="spec_model_1").set_value("Qwen2.5-7B").run()
+    assert any("must share the served model's tokenizer" in e for e in shown(at.error))
+    assert as_ms(metric(at, 0, "TPOT mean")) == drafted  # the last scenario that ran stays on screen
