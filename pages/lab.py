@@ -457,4 +457,4 @@ with timeline_tab:
 
 requests_frame = run.requests  # the CSV is written when the button is clicked, not on every rerun
 st.download_button("Download per-request results (CSV)", lambda: requests_frame.to_csv(index=False), "requests.csv",
-                   mime="text/csv")
+                   mime="text/csv", on_click="ignore")

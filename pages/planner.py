@@ -194,15 +194,15 @@ def report_buttons(answer: dict, question: Question) -> None:
             return path.read_bytes()
     cols = st.columns(3)
     cols[0].download_button("Download the report (HTML)", page, "plan.html", mime="text/html", type="primary",
+                            on_click="ignore",  # a download changes nothing on the page: no rerun
                             help="One file with the answer, its evidence and assumptions; opens offline.")
     if chromium() is not None:
         cols[1].download_button("Download the report (PDF)", pdf, "plan.pdf", mime="application/pdf",
-                                help="The same report, printed; takes a few seconds.")
+                                on_click="ignore", help="The same report, printed; takes a few seconds.")
     else:
         cols[1].caption("PDF: this server has no Chromium to print it; open the HTML report and print it.")
     cols[2].download_button("Download the plan (JSON)", json.dumps(answer, indent=2), "plan.json",
-                            mime="application/json")
-
+                            mime="application/json", on_click="ignore")
 
 sidebar_summary = scenario_sidebar.render()
 runner.warm_up()

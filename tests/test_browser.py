@@ -171,6 +171,7 @@ def test_planner_plans_and_its_download_holds_the_numbers_on_screen(server, page
     with page.expect_download() as download:
         page.get_by_role("button", name="Download the plan (JSON)").click()
     answer = json.loads(Path(download.value.path()).read_text())
+    wait_idle(page)
     best = answer["recommendation"]
     assert f"{best['replicas']} x TP{best['tensor_parallel']} {best['gpu']} through {best['offer']}" in said
     assert f"{best['monthly_cost']['low']:,.0f} USD per month" in said

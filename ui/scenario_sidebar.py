@@ -64,6 +64,6 @@ def render():
                 if state.replace(uploaded):
                     st.rerun()
         st.download_button("Download this scenario (TOML)", to_toml(data), file_name="scenario.toml",
-                           mime="application/toml", width="stretch")
+                           mime="application/toml", width="stretch", on_click="ignore")
         st.caption("The address bar holds the whole scenario: copy it to share this view.")
     return slot
