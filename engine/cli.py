@@ -158,6 +158,8 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
                         "first (N candidates each, on the scenario's own fleet; default 0: the scenario's parameters)")
     parser.add_argument("--routers", help="comma-separated routers to try (default: the scenario's): "
                         "round-robin, least-tokens, shortest-queue")
+    parser.add_argument("--decodings", help="comma-separated decodings to try (default: the scenario's): plain, "
+                        "speculative (the scenario's server.speculative)")
     parser.add_argument("--budget", type=float, help="most per month (in --currency, low end of the offer) a "
                         "recommendation may cost")
     parser.add_argument("--users", type=float, help="traffic in business terms: users (with --requests-per-user-per-day"
@@ -348,7 +350,7 @@ def _question(args: argparse.Namespace) -> Question:
     return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
                     _names(args.policies), _names(args.quants), _names(args.routers), PLAN_BILLING[args.billing],
                     args.currency, args.cny_per_usd, args.seeds, args.requests, args.max_replicas, args.budget,
-                    args.tune)
+                    args.tune, _names(args.decodings))
 
 
 def _plan_scenario(args: argparse.Namespace) -> Scenario:

@@ -32,8 +32,9 @@ def summary_line(plan: dict) -> str:
     headroom = (f"; meets the targets up to {plan['headroom_rate_per_s']:,.2f} req/s"
                 if plan["headroom_rate_per_s"] is not None else "")
     same = f" (as good: {', '.join(plan['same_fleet_policies'])})" if plan["same_fleet_policies"] else ""
-    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards, {plan['quant']} weights), "
-            f"policy "
+    decoding = ", speculative decoding" if plan["decoding"] == "speculative" else ""
+    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards, {plan['quant']} weights"
+            f"{decoding}), policy "
             f"{plan['policy']['name']}{same}, router {plan['router']}: "
             f"{money_range((cost['low'], cost['high']), cost['currency'])}"
             f" per month ({cost['billing']}), {money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
@@ -55,7 +56,7 @@ def alternatives_frame(plans: list[dict], label=str) -> pd.DataFrame:
         rows.append({
             # what to rent and what it costs and achieves first; how it is run and how sure after
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": plan["quant"],
-            "cards": plan["cards"],
+            "decoding": plan["decoding"], "cards": plan["cards"],
             f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",

@@ -1,8 +1,9 @@
 """The planner: the cheapest rental, fleet and policy that meet every target on a workload.
 
 Search space: every GPU with an offer (or those asked for) x every tensor-parallel degree at which the model
-fits and some offer's machines host the group x the policies asked for (default: the scenario's) x replicas.
-Per GPU and degree the policy that needs the fewest replicas is kept (ties: the one with the most to spare on
+fits and some offer's machines host the group x the policies asked for (default: the scenario's) x the weight
+formats, routers and decodings (plain, or the scenario's speculative decoding) asked for x replicas.
+Per GPU, format, decoding and degree the policy that needs the fewest replicas is kept (ties: the one with the most to spare on
 its tightest target), and the others that do as well are named beside it.
 For each configuration the replicas start at the analytic bound (the fewest whose estimated offered load is
 under 1: fewer are unstable by definition) and grow by doubling, then bisection, to the fewest that meet every
@@ -50,6 +51,7 @@ DEFAULT_REQUESTS = 3000  # per run; each decision rests on ``seeds`` of them
 HEADROOM_STEPS = 6  # bisection steps on the arrival rate: the headroom to within 1/64 of the searched span
 TUNE_RANGE = CANDIDATE_RANGE  # candidates per tuned policy
 HEADROOM_PLANS = 12  # alternatives after the recommendation whose headroom is searched (each costs a bisection)
+DECODINGS = ("plain", "speculative")  # one token per decode iteration, or the scenario's server.speculative
 T_95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}  # t(0.975, n-1)
 
 
@@ -71,6 +73,7 @@ class Question:
     max_replicas: int = DEFAULT_CAPS.replicas
     budget: float | None = None  # most per month (low end, in ``currency``) a recommendation may cost; None: any
     tune: int = 0  # candidates per tunable policy tried before sizing (0: the scenario's parameters)
+    decodings: tuple[str, ...] = ()  # DECODINGS to try; empty: the scenario's
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -89,6 +92,9 @@ class Question:
         for offer in self.offers:
             if offer not in offers.index:
                 raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
+        for decoding in self.decodings:
+            if decoding not in DECODINGS:
+                raise ScenarioError(f"decoding {excerpt(decoding)} is not one of {', '.join(DECODINGS)}")
         for router in self.routers:
             if router not in ROUTER_CODES:
                 raise ScenarioError(f"router {excerpt(router)} is not one of {', '.join(ROUTER_CODES)}")
@@ -109,13 +115,15 @@ class Question:
 
 @dataclass(frozen=True)
 class Config:
-    """One fleet configuration before its size is known (``quant``, ``router`` empty: the scenario's)."""
+    """One fleet configuration before its size is known (``quant``, ``router``, ``decoding`` empty: the
+    scenario's)."""
 
     gpu: str
     tensor_parallel: int
     policy: str
     quant: str = ""
     router: str = ""
+    decoding: str = ""
 
     def label(self, with_router: bool) -> str:
         """The policy, and the router when routers are compared: "wfq", "wfq + least-tokens"."""
@@ -124,7 +132,26 @@ class Config:
 
 def config_of(plan: dict) -> Config:
     """The configuration of a priced plan."""
-    return Config(plan["gpu"], plan["tensor_parallel"], plan["policy"]["name"], plan["quant"], plan["router"])
+    return Config(plan["gpu"], plan["tensor_parallel"], plan["policy"]["name"], plan["quant"], plan["router"],
+                  plan["decoding"])
+
+
+def decoding_of(data: dict) -> str:
+    """The ``DECODINGS`` entry scenario ``data`` uses."""
+    return DECODINGS[1] if data.get("server", {}).get("speculative") else DECODINGS[0]
+
+
+def with_decoding(data: dict, decoding: str) -> dict:
+    """``data`` decoding plainly, or with its own ``server.speculative`` (which the planner never invents: the
+    acceptance rate is a property of the traffic and the draft model)."""
+    if decoding == decoding_of(data):
+        return data
+    if decoding == DECODINGS[1]:
+        raise ScenarioError("decoding 'speculative' needs server.speculative in the scenario (its draft model and "
+                            "the acceptance rate measured on your traffic); set it, or plan plain decoding only")
+    plain = apply_overrides(data, {})
+    del plain["server"]["speculative"]
+    return plain
 
 
 @dataclass
@@ -153,6 +180,7 @@ class Search:
 
     def scenario(self, config: Config, replicas: int, seed_offset: int = 0, rate_factor: float = 1.0) -> dict:
         base = {**self.data, "policy": self.policies[config.policy]} if config.policy in self.policies else self.data
+        base = with_decoding(base, config.decoding) if config.decoding else base
         data = apply_overrides(with_gpu(base, config.gpu), {
             "server.tensor_parallel": config.tensor_parallel, "fleet.replicas": replicas,
             "policy.name": config.policy, "workload.num_requests": self.question.requests,
@@ -239,6 +267,9 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
     scenario = load_scenario(data, origin=origin)
     quants = question.quants or (scenario.server.quant,)
     routers = question.routers or (scenario.fleet.router,)
+    decodings = question.decodings or (decoding_of(data),)
+    for decoding in decodings:
+        with_decoding(data, decoding)  # speculative decoding asked for without its settings: say so before any run
     configs, skipped = [], []
     for gpu in gpus:
         for quant in quants:
@@ -260,8 +291,8 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
             if not degrees:
                 skipped.append({"gpu": named, "note": offer_hosting_problem(gpu_offers[0], smallest)})
                 continue
-            configs += [Config(gpu, tp, policy, quant, router) for tp in degrees for policy in policies
-                        for router in routers]
+            configs += [Config(gpu, tp, policy, quant, router, decoding) for tp in degrees for policy in policies
+                        for router in routers for decoding in decodings]
     return configs, skipped
 
 
@@ -285,16 +316,17 @@ def confidence_95(values: list[float | None]) -> tuple[float | None, float | Non
 
 
 def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Target, ...]) -> list:
-    """Per GPU, weight format and tensor-parallel degree, the policy (and router) that needs the fewest replicas,
+    """Per GPU, weight format, decoding and tensor-parallel degree, the policy (and router) that needs the fewest
+    replicas,
     ties going to the one with the most to spare on its tightest target (then to the order asked): [(config,
     (replicas, evidence), the other policies (+ routers, when compared) that meet the targets with as many
     replicas)]."""
     def spare(evidence: Evidence) -> float:
         return min(t.slack(confidence_95(evidence.target_values(t))[0]) for t in targets)
 
-    groups: dict[tuple[str, str, int], list[Config]] = {}
+    groups: dict[tuple[str, str, str, int], list[Config]] = {}
     for config in sized:
-        groups.setdefault((config.gpu, config.quant, config.tensor_parallel), []).append(config)
+        groups.setdefault((config.gpu, config.quant, config.decoding, config.tensor_parallel), []).append(config)
     chosen = []
     for members in groups.values():
         best = min(members, key=lambda c: (sized[c][0], -spare(sized[c][1])))
@@ -388,7 +420,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
     return {
         "offer": offer, "gpu": config.gpu, "quant": config.quant or data.get("server", {}).get("quant", Server().quant),
         "tensor_parallel": config.tensor_parallel, "replicas": replicas,
-        "cards": cards, "router": config.router or router,
+        "cards": cards, "router": config.router or router, "decoding": config.decoding or decoding_of(data),
         "policy": search.policies.get(config.policy, {"name": config.policy}),
         "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
@@ -466,9 +498,11 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
 
     sized, failed = {}, {}
     several_quants, several_routers = len({c.quant for c in configs}) > 1, len({c.router for c in configs}) > 1
+    several_decodings = len({c.decoding for c in configs}) > 1
     for config, found in zip(configs, run_all(size, configs, progress)):
         if isinstance(found, str):  # one line per GPU, format, degree and reason, naming every policy it holds for
             named = f"{config.gpu} ({config.quant} weights)" if several_quants else config.gpu
+            named += f", {config.decoding} decoding" if several_decodings else ""
             failed.setdefault((named, config.tensor_parallel, found), []).append(config.label(several_routers))
         else:
             sized[config] = found

@@ -75,6 +75,7 @@ def planner_view(question: Question) -> dict:
     """The Planner page's controls for ``question`` (``ui.view`` keys), so the report's link reopens it."""
     view = {"plan_gpus": list(question.gpus), "plan_policies": list(question.policies),
             "plan_quants": list(question.quants), "plan_routers": list(question.routers),
+            "plan_decodings": list(question.decodings),
             "plan_budget": question.budget, "plan_tune": question.tune, "plan_seeds": question.seeds,
             "plan_requests": question.requests, "cost_billing": question.billing, "cost_currency": question.currency,
             "cost_fx": question.cny_per_usd}

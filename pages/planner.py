@@ -19,7 +19,7 @@ from engine.config import OVERALL
 from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
 from engine.hardware import load_table
 from engine.metric_table import metric
-from engine.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
+from engine.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
 from engine.plan_charts import pareto_chart
 from engine.plan_text import alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line, tuned_text
 from engine.policies import POLICY_LABELS
@@ -105,7 +105,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
     view.choice("plan_quants", QUANTS, [typed.server.quant] if typed.server.quant in QUANTS else [])
     view.choice("plan_routers", list(ROUTER_CODES), [typed.fleet.router])
     view.number("plan_budget", 0.0, 1e9, 0.0)
-    cols = st.columns([3, 2, 2, 2])
+    view.choice("plan_decodings", list(DECODINGS), [DECODINGS[1] if typed.server.speculative else DECODINGS[0]])
+    cols = st.columns([3, 2, 2, 2, 2])
     policies = cols[0].multiselect("Policies to try", list(POLICY_CODES), key="plan_policies",
                                    format_func=POLICY_LABELS.get,
                                    help="Per GPU and degree the policy needing the fewest replicas is kept; each "
@@ -115,7 +116,11 @@ def question_inputs(typed: engine.Scenario) -> Question:
                                       "fewer cards, and the quality of the answers is yours to judge.")
     routers = cols[2].multiselect("Routers to try", list(ROUTER_CODES), key="plan_routers",
                                   help="Where each arrival goes among the replicas; each router adds a search.")
-    budget = cols[3].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
+    decodings = cols[3].multiselect(
+        "Decoding to try", DECODINGS, key="plan_decodings", disabled=typed.server.speculative is None,
+        help="Plain: one token per decode iteration. Speculative: the scenario's speculative decoding (its draft "
+             "and acceptance rate; turn it on in the Lab to compare). Each decoding adds a search.")
+    budget = cols[4].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
                                   format="%g", help="In the currency below, at the low end of each offer: nothing "
                                                     "dearer is recommended.")
     view.number("plan_tune", 0, TUNE_RANGE[1], 0, integer=True)
@@ -133,7 +138,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
         raise engine.ScenarioError("choose at least one GPU to consider")
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
     return Question(targets, tuple(gpus), (), tuple(policies), tuple(quants), tuple(routers), billing, currency,
-                    float(fx), int(seeds), int(requests), budget=float(budget) or None, tune=int(tune_first))
+                    float(fx), int(seeds), int(requests), budget=float(budget) or None, tune=int(tune_first),
+                    decodings=tuple(decodings))
 
 
 def show_answer(answer: dict, question: Question) -> None:

@@ -293,3 +293,28 @@ def test_a_tuned_policy_is_sized_with_its_tuned_parameters():
     assert plan_text(answer, "t").count("Tuned on the scenario's own fleet before sizing: dynamic (alpha") == 1
     untuned = plan(busy, small(gpus=("H100-80G",), policies=("dynamic",), seeds=2, requests=1000))
     assert untuned["tuned"] == {} and untuned["recommendation"]["policy"] == {"name": "dynamic"}
+
+
+def test_decoding_is_a_search_dimension_and_speculation_wins_only_where_it_helps():
+    """The article's load on H100 (Llama-3-70B INT4), drafting with Llama-3.2-1B (k = 4, a = 0.7): a 20 ms mean
+    time per token needs lightly loaded replicas when decoding plainly, and half the cards with speculation; with
+    the TTFT target alone the fleet runs near saturation, where verifying rejected tokens costs capacity."""
+    data = apply_overrides(article(), {"server.speculative": {"draft_tokens": 4, "acceptance": 0.7,
+                                                              "draft_model": "Llama-3.2-1B"}})
+    both = ("plain", "speculative")
+
+    def fewest_cards(targets):
+        answer = plan(data, small(targets=targets, gpus=("H100-80G",), decodings=both, seeds=2, requests=600))
+        plans = [answer["recommendation"], *answer["alternatives"]]
+        return answer, {d: min(p["cards"] for p in plans if p["decoding"] == d) for d in both}
+
+    answer, cards = fewest_cards(TTFT_1S + (Target("overall", "tpot_mean_ms", 20.0),))
+    assert cards["speculative"] <= cards["plain"] / 2
+    assert answer["recommendation"]["decoding"] == "speculative"
+    assert "int4 weights, speculative decoding)" in plan_text(answer, "t").splitlines()[1]
+    _, cards = fewest_cards(TTFT_1S)
+    assert cards["plain"] < cards["speculative"]
+    with pytest.raises(ScenarioError, match="decoding 'speculative' needs server.speculative in the scenario"):
+        plan(article(), small(gpus=("H100-80G",), decodings=both))
+    with pytest.raises(ScenarioError, match="decoding 'greedy' is not one of plain, speculative"):
+        small(decodings=("greedy",))
