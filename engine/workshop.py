@@ -7,7 +7,8 @@ It holds the text and the experiment together::
     preset, overrides        the scenario: a file of data/scenarios, changed by dotted overrides, at a load where
                              the effect is large
     [prediction]             prompt, choices, answer (one of the choices): what the learner commits to first
-    [knob]                   label, path and values (one field), or options = [{label, set = {path = value}}]
+    [knob]                   label, path and values (one field), or options = [{label, set = {path = value},
+                             unset = [path]}] (``unset``: the field goes back to its default, e.g. none)
     [chart]                  metric (a key of engine.metric_table) and the classes to draw; without classes, a
                              fleet metric of the summary's system block
     [see]                    text ("what you should see", with the reason) and checks that must hold on the
@@ -39,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .config import (OVERALL, Arrival, Fleet, Policy, Scenario, Server, apply_overrides, field_bounds, field_label,
-                     field_meta, load_scenario, read_toml)
+from .config import (OVERALL, Arrival, Fleet, Policy, Scenario, Server, Speculative, apply_overrides, field_bounds,
+                     field_label, field_meta, load_scenario, read_toml)
 from .cost import BILLING_MODES, CNY_PER_USD_DEFAULT, HOURS_PER_MONTH, deployment_cost
 from .errors import ScenarioError, excerpt
 from .hardware import is_slice, load_table
@@ -59,7 +60,8 @@ DAYS_PER_MONTH = HOURS_PER_MONTH / 24.0
 RENTAL_MODES = ("by the hour", "monthly", "annual prepay")  # the rental chapter's lines
 BREAKEVEN_TOLERANCE_H = 0.5  # hours a day: how close the rental exercise's answer must be
 # Where the learner's fields live (``section.field``), for their labels, units and bounds.
-FIELD_CLASSES = {"server": Server, "policy": Policy, "fleet": Fleet, "workload.arrival": Arrival}
+FIELD_CLASSES = {"server": Server, "server.speculative": Speculative, "policy": Policy, "fleet": Fleet,
+                 "workload.arrival": Arrival}
 
 
 @dataclass(frozen=True)
@@ -182,19 +184,8 @@ class Chapter:
         return next(o for o in self.options if o.label == label)
 
     def scenario_with(self, values: Mapping[str, Any]) -> dict:
-        """The chapter's scenario (plain data) with ``values`` (path -> value) set; None removes the key, so the
-        field takes its default (an optional field's "none")."""
-        data = apply_overrides(self.scenario, {path: value for path, value in values.items() if value is not None})
-        for path in (path for path, value in values.items() if value is None):
-            *parents, last = path.split(".")
-            node = apply_overrides(data, {})  # a copy to walk
-            table = node
-            for part in parents:
-                table = table.get(part, {}) if isinstance(table, dict) else {}
-            if isinstance(table, dict):
-                table.pop(last, None)
-            data = node
-        return data
+        """The chapter's scenario with ``values`` set (``scenario_with``)."""
+        return scenario_with(self.scenario, values)
 
     def start_values(self) -> dict[str, Any]:
         """What the learner starts from: the exercise's ``start`` values, else the fields' values in the chapter's
@@ -203,6 +194,22 @@ class Chapter:
             return dict(self.start)
         typed = load_scenario(self.scenario)
         return {f.path: _typed_value(typed, f.path) for f in self.fields}
+
+
+def scenario_with(scenario: dict, values: Mapping[str, Any]) -> dict:
+    """``scenario`` (plain data) with ``values`` (path -> value) set; None removes the key, so the field takes its
+    default (an optional field's "none")."""
+    data = apply_overrides(scenario, {path: value for path, value in values.items() if value is not None})
+    for path in (path for path, value in values.items() if value is None):
+        *parents, last = path.split(".")
+        node = apply_overrides(data, {})  # a copy to walk
+        table = node
+        for part in parents:
+            table = table.get(part, {}) if isinstance(table, dict) else {}
+        if isinstance(table, dict):
+            table.pop(last, None)
+        data = node
+    return data
 
 
 def _typed_value(typed: Any, path: str) -> Any:
@@ -263,8 +270,13 @@ def _options(reader: _Reader, knob: Mapping[str, Any]) -> tuple[Option, ...]:
         for i, spec in enumerate(reader.get(knob, "options", list, "knob.")):
             where = f"knob.options[{i}]."
             if not isinstance(spec, dict):
-                raise reader.fail(where[:-1], "must be a table {label, set}")
-            options.append(Option(reader.get(spec, "label", str, where), reader.get(spec, "set", dict, where)))
+                raise reader.fail(where[:-1], "must be a table {label, set, unset}")
+            values = dict(reader.get(spec, "set", dict, where, {}))
+            for path in reader.get(spec, "unset", list, where, []):  # back to the field's default (none)
+                values[path] = None
+            if not values:
+                raise reader.fail(where[:-1], "sets nothing: give set = {path = value} or unset = [path]")
+            options.append(Option(reader.get(spec, "label", str, where), values))
     else:
         path = reader.get(knob, "path", str, "knob.")
         options = [Option(_label(value), {path: value}) for value in reader.get(knob, "values", list, "knob.")]
@@ -340,7 +352,7 @@ def load_chapter(path: Path) -> Chapter:
             scenario = apply_overrides(read_toml(preset), list(r.get(table, "overrides", list, "", [])))
             typed = load_scenario(scenario)
             for option in options:
-                load_scenario(apply_overrides(scenario, dict(option.values)))
+                load_scenario(scenario_with(scenario, option.values))
         except ScenarioError as error:
             raise r.fail("overrides or knob", f"give a scenario that does not load: {error}") from None
         classes = [c.name for c in typed.workload.classes]

@@ -16,11 +16,11 @@ from engine import workshop
 
 CHAPTERS = {c.id: c for c in workshop.load_chapters()}
 TOPICS = ("continuous-batching", "prefill", "head-of-line", "priority", "aging", "wfq", "dynamic", "sjf",
-          "min-batch", "kv", "preemption", "tp-vs-dp", "mig", "rental")
+          "min-batch", "kv", "preemption", "tp-vs-dp", "mig", "rental", "speculative")
 
 
-def test_there_are_ten_to_fourteen_chapters_covering_every_topic():
-    assert 10 <= len(CHAPTERS) <= 14
+def test_there_are_at_least_ten_chapters_covering_every_topic():
+    assert len(CHAPTERS) >= 10
     for topic in TOPICS:
         assert any(topic in cid for cid in CHAPTERS), topic
 
@@ -119,6 +119,7 @@ def broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
     ('set = { "policy.name" = "priority" }', 'set = { "policy.name" = "lottery" }',
      "give a scenario that does not load"),
     ('[see]', '[see\n', "is not valid TOML"),
+    ('set = { "policy.name" = "priority" }', 'unset = []', "knob.options[1] sets nothing: give set"),
 ])
 def test_a_broken_chapter_is_one_line_naming_file_and_field(tmp_path, old, new, message):
     folder = broken(tmp_path, "04-strict-priority", old, new)
@@ -132,6 +133,6 @@ def test_a_teacher_adds_a_chapter_without_code(tmp_path):
     folder = tmp_path / "workshop"
     shutil.copytree(workshop.WORKSHOP_DIR, folder)
     source = (folder / "04-strict-priority.toml").read_text()
-    (folder / "15-my-own.toml").write_text(source.replace("Strict priority and starvation", "My own chapter"))
+    (folder / "99-my-own.toml").write_text(source.replace("Strict priority and starvation", "My own chapter"))
     chapters = workshop.load_chapters(folder)
-    assert chapters[-1].id == "15-my-own" and chapters[-1].title == "My own chapter"
+    assert chapters[-1].id == "99-my-own" and chapters[-1].title == "My own chapter"
