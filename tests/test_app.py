@@ -322,3 +322,14 @@ def test_speculative_decoding_cuts_time_per_token_at_low_load_and_a_foreign_draf
     at.selectbox(key="spec_model_1").set_value("Qwen2.5-7B").run()
     assert any("must share the served model's tokenizer" in e for e in shown(at.error))
     assert as_ms(metric(at, 0, "TPOT mean")) == drafted  # the last scenario that ran stays on screen
+
+
+def test_the_scenario_line_names_speculative_decoding():
+    typed = engine.load_scenario({"workload": {"num_requests": 1, "arrival": {"process": "poisson", "rate_per_s": 1.0},
+                                  "classes": [{"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant",
+                                                                                            "value": 8},
+                                               "output_tokens": {"dist": "constant", "value": 8}}]},
+                                  "server": {"step_model": "roofline", "speculative": {
+                                      "draft_tokens": 3, "acceptance": 0.6, "draft_model": "Llama-3.2-1B"}}})
+    assert state.describe(typed) == ("Llama-3-8B (fp16) on A100-80G, speculative decoding (3 tokens drafted by "
+                                     "Llama-3.2-1B); policy: First come, first served")

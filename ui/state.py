@@ -148,7 +148,8 @@ def drop_foreign_calibration(data: dict) -> str | None:
 
 
 def describe(scenario: engine.Scenario) -> str:
-    """What the scenario runs now, in words (its name may predate an edit): fleet, model and policy."""
+    """What the scenario runs now, in words (its name may predate an edit): fleet, model, speculative decoding and
+    policy."""
     server, replicas = scenario.server, scenario.fleet.replicas
     if server.step_model == "fixed":
         fleet = f"fixed {server.step_time_ms:g} ms iterations, batches of up to {server.max_batch_size:,}"
@@ -156,6 +157,10 @@ def describe(scenario: engine.Scenario) -> str:
         cards = f"{server.tensor_parallel} x {server.gpu}" if server.tensor_parallel > 1 else server.gpu
         fleet = f"{server.model} ({server.quant}) on {cards}"
     servers = f"{replicas} servers of " if replicas > 1 else ""
+    spec = server.speculative
+    if spec is not None:
+        draft = f" by {spec.draft_model}" if spec.draft_model else ""
+        fleet += f", speculative decoding ({spec.draft_tokens} tokens drafted{draft})"
     return f"{servers}{fleet}; policy: {POLICY_LABELS[scenario.policy.name]}"
 
 
