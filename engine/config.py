@@ -141,6 +141,10 @@ class RequestClass:
                                       "ms", ge=0.001)
     prompt_tokens: Optional[TokenDist] = opt(None, "prompt length distribution (required without a trace)")
     output_tokens: Optional[TokenDist] = opt(None, "output length distribution (required without a trace)")
+    shared_prefix_tokens: int = opt(0, "the first tokens of every prompt of this class are the same (a system "
+                                       "prompt, few-shot examples): with server.prefix_caching they are computed "
+                                       "once and reused (unless a trace brings its own block ids)",
+                                    "tokens", ge=0, cap="tokens_per_request")
 
     def _check(self, path: str) -> None:
         if self.name == OVERALL:
@@ -278,6 +282,11 @@ class Server:
                                       "swap; PCIe Gen4 x16 peaks at 32); KV bytes per token come from "
                                       "server.model", "GB/s", ge=0.01)
     speculative: Optional[Speculative] = opt(None, "speculative decoding (none: one token per decode iteration)")
+    prefix_caching: bool = opt(False, "keep the KV blocks of prompt prefixes after their request leaves and reuse "
+                                      "them for a prompt that starts the same way (vLLM's enable_prefix_caching, "
+                                      "SGLang's radix cache): shared blocks counted once, evicted least recently "
+                                      "used first; the prefixes come from a trace's block ids or the classes' "
+                                      "shared_prefix_tokens")
 
     @property
     def tokens_per_decode_step(self) -> int:
@@ -300,6 +309,9 @@ class Server:
                                 f"{self.max_batch_size}; lower it")
         if self.calibration:
             check_calibration_name(self.calibration, f"{path}.calibration")
+        if self.prefix_caching and self.kv_allocation == "static":
+            raise ScenarioError(f"{path}.prefix_caching needs kv_allocation = 'paged' (shared prefixes are shared "
+                                f"blocks)")
         if self.kv_allocation == "static" and self.max_seq_len == 0:
             raise ScenarioError(f"{path}.max_seq_len must be > 0 with kv_allocation = 'static' "
                                 f"(it is the reservation per request)")
@@ -377,8 +389,11 @@ class Fleet:
 
     replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs", "servers", ge=1, cap="replicas")
     router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
-                                     "holding the fewest prompt + predicted output tokens) or shortest-queue "
-                                     "(the replica holding the fewest requests)",
+                                     "holding the fewest prompt + predicted output tokens), shortest-queue "
+                                     "(the replica holding the fewest requests) or prefix-affinity (with "
+                                     "server.prefix_caching: the replica whose cache holds the longest prefix of "
+                                     "the prompt, among those within one iteration's token budget of the least "
+                                     "loaded)",
                       choices=tuple(ROUTER_CODES))
 
 
@@ -414,7 +429,7 @@ class Scenario:
 FIELD_LABELS = {
     "TokenDist.dist": "Distribution", "TokenDist.value": "Length", "TokenDist.low": "Shortest",
     "TokenDist.high": "Longest", "TokenDist.mean": "Mean", "TokenDist.cv": "Coefficient of variation",
-    "TokenDist.max": "Cap",
+    "TokenDist.max": "Cap", "RequestClass.shared_prefix_tokens": "Shared prompt prefix",
     "Arrival.process": "Arrival process", "Arrival.rate_per_s": "Arrival rate",
     "Arrival.cv": "Burstiness (coefficient of variation)",
     "Trace.format": "Format", "Trace.rate_scale": "Speed-up", "Trace.jitter_ms": "Jitter",
@@ -433,7 +448,7 @@ FIELD_LABELS = {
     "Server.activation_reserve_gib": "Activation reserve", "Server.host_link_gb_s": "Host link bandwidth",
     "Server.speculative": "Speculative decoding", "Speculative.draft_tokens": "Draft length",
     "Speculative.acceptance": "Acceptance rate", "Speculative.draft_model": "Draft model",
-    "Speculative.draft_cost": "Draft step cost",
+    "Speculative.draft_cost": "Draft step cost", "Server.prefix_caching": "Prefix caching",
     "Policy.name": "Policy", "Policy.preemptive": "Preemptive", "Policy.aging_per_s": "Aging",
     "Policy.max_wait_ms": "Promote after waiting", "Policy.weights": "Weights",
     "Policy.prefill_token_weight": "Prefill token weight", "Policy.alpha": "alpha (waiting)",

@@ -52,13 +52,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY,
-                     I_BLOCKS, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT, I_PAUSED,
-                     I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE,
-                     K_WINDOW_TOKENS, RUNNING, TIMED_OUT, WAITING)
+from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY, I_BLOCKS,
+                    I_CACHED_UNITS, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT,
+                    I_PAUSED, I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PREFIX_BLOCKS, I_PREFIX_HIT, I_PREFIX_START,
+                    I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE, K_WINDOW_TOKENS, RUNNING, TIMED_OUT,
+                    WAITING)
 from .monotonic import monotonic_ns_nb
-from .policies import (KEEP, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP, policy_charge_nb,
-                       policy_key_changes_nb, policy_key_nb, policy_on_arrival_nb)
+from .policies import (KEEP, LPM, P_CODE, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP,
+                       policy_charge_nb, policy_key_changes_nb, policy_key_nb, policy_on_arrival_nb)
 from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
 from .steptime import step_time_terms_nb
 
@@ -68,11 +69,17 @@ DRAINED, QUEUE_BOUND, HORIZON, WALL_CLOCK, PAUSED = 0, 1, 2, 3, 4
 CLOCK_EVERY_EVENTS = 16
 
 # Routers.
-ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE = ROUTER_CODES.values()
+ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE, PREFIX_AFFINITY = ROUTER_CODES.values()
 
 # Counter columns (one row per replica).
-C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS = range(5)
-N_COUNTERS = 5
+C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS = range(7)
+N_COUNTERS = 7
+
+# Prefix cache of one replica (``pc``, shape (4, units + 1)): per prefix unit (a block id of the run, made dense),
+# the requests holding it, whether it is cached, and its neighbours in the list of cached units nobody holds
+# (least recently released first; entry ``units`` is the list's head and tail).
+PC_REF, PC_CACHED, PC_PREV, PC_NEXT = range(4)
+N_PC_ROWS = 4
 
 # Clock columns (one row per replica): time of its next decision (inf while idle), its mode, and
 # when its current wait began.
@@ -86,8 +93,9 @@ IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 # ratio of the two. ``S_WINDOW_*``: the same over the part of each iteration inside the steady-state window.
 (S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_PREEMPTIONS,
  S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED, S_SKIPPED, S_COMPUTE_S, S_MEMORY_S, S_TERMS_S,
- S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S) = range(18)
-N_STATS = 18
+ S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S, S_PREFIX_QUERY_TOKENS,
+ S_PREFIX_HIT_TOKENS) = range(20)
+N_STATS = 20
 # Outcome of the whole run, and where a paused run goes on: the next arrival to route.
 O_END_S, O_STOP_REASON, O_NEXT_ARRIVAL = range(3)
 N_OUTCOME = 3
@@ -108,7 +116,7 @@ N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 (SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
  SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S,
- SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST) = range(19)
+ SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST, SV_PREFIX_UNIT_TOKENS, SV_PREFIX_ROUTE_SLACK_TOKENS) = range(21)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -120,19 +128,21 @@ ADMIT_ANY, ADMIT_PROMPTS, ADMIT_DECODES = range(3)
 def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
                   batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0),
-                  speculation=(0, 1.0, 0.0)):
+                  speculation=(0, 1.0, 0.0), prefix_unit_tokens=0):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes).
     ``event_skipping``: run stretches of decode-only iterations in one step (``_skip_decodes_nb``); False
     decides every iteration in full (the same results, slower: the reference the tests compare with).
     ``window_s``: (start, end) of the steady-state window (``simulate.steady_window_s``), [start, end).
     ``speculation``: (draft tokens k, expected tokens emitted per verification, draft cost as a share of a plain
-    decode iteration); k = 0 decodes one token per iteration."""
+    decode iteration); k = 0 decodes one token per iteration. ``prefix_unit_tokens``: tokens of one prefix cache
+    unit (a whole number of KV blocks; 0: no prefix caching)."""
     i = np.int64
     draft_tokens, tokens_per_decode, draft_cost = speculation
     return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
             float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)), float(window_s[0]),
-            float(window_s[1]), i(draft_tokens), float(tokens_per_decode), float(draft_cost))
+            float(window_s[1]), i(draft_tokens), float(tokens_per_decode), float(draft_cost), i(prefix_unit_tokens),
+            i(max_batched_tokens))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -150,16 +160,143 @@ def _before_nb(fl, a, b):
 
 @njit(cache=True, inline="always")
 def _free_blocks_nb(ints, cnt, r):
-    """Return ``r``'s KV blocks to the pool (its cached tokens are gone from the GPU)."""
+    """Return ``r``'s own KV blocks to the pool (its cached tokens are gone from the GPU)."""
     cnt[C_USED_BLOCKS] -= ints[r, I_BLOCKS]
     ints[r, I_BLOCKS] = 0
 
 
+# --------------------------------------------------------------------------- prefix cache
+
+
 @njit(cache=True, inline="always")
-def _drop_kv_nb(ints, cnt, r):
+def _unlink_nb(pc, u):
+    """Take unit ``u`` out of the list of cached units nobody holds."""
+    before, after = pc[PC_PREV, u], pc[PC_NEXT, u]
+    pc[PC_NEXT, before] = after
+    pc[PC_PREV, after] = before
+
+
+@njit(cache=True, inline="always")
+def _link_last_nb(pc, u):
+    """Put unit ``u`` at the end of that list (released last, evicted last)."""
+    end = pc.shape[1] - 1
+    last = pc[PC_PREV, end]
+    pc[PC_NEXT, last] = u
+    pc[PC_PREV, u] = last
+    pc[PC_NEXT, u] = end
+    pc[PC_PREV, end] = u
+
+
+@njit(cache=True, inline="always")
+def _prefix_units_usable_nb(srv, ints, r):
+    """How many of ``r``'s prefix units a lookup may use: whole units of its prompt, all but its last token (the
+    first output needs one computed token)."""
+    return min(ints[r, I_PREFIX_BLOCKS], (ints[r, I_PROMPT] - 1) // srv[SV_PREFIX_UNIT_TOKENS])
+
+
+@njit(cache=True)
+def prefix_hit_units_nb(srv, ints, ids, pc, r):
+    """Leading units of ``r``'s prompt this replica's cache holds (a unit counts only after all before it)."""
+    if srv[SV_PREFIX_UNIT_TOKENS] == 0:
+        return 0
+    start = ints[r, I_PREFIX_START]
+    usable = _prefix_units_usable_nb(srv, ints, r)
+    hit = 0
+    while hit < usable and pc[PC_CACHED, ids[start + hit]] == 1:
+        hit += 1
+    return hit
+
+
+@njit(cache=True, inline="always")
+def _fresh_nb(srv, ints, r):
+    """True when ``r`` holds no KV at all (never prefilled, or dropped): its prompt may be looked up."""
+    return srv[SV_PREFIX_UNIT_TOKENS] > 0 and ints[r, I_KV_TOKENS] == 0 and ints[r, I_HOST_TOKENS] == 0 \
+        and ints[r, I_CACHED_UNITS] == 0 and ints[r, I_BLOCKS] == 0
+
+
+@njit(cache=True)
+def _take_prefix_nb(srv, ints, ids, pc, r, units):
+    """``r`` starts from ``units`` cached units: it holds them, and their tokens are computed already."""
+    start = ints[r, I_PREFIX_START]
+    for j in range(units):
+        u = ids[start + j]
+        if pc[PC_REF, u] == 0:
+            _unlink_nb(pc, u)
+        pc[PC_REF, u] += 1
+    tokens = units * srv[SV_PREFIX_UNIT_TOKENS]
+    ints[r, I_CACHED_UNITS] = units
+    ints[r, I_KV_TOKENS] = tokens
+    ints[r, I_PENDING] -= tokens
+    ints[r, I_RECOMPUTE_LEFT] = max(ints[r, I_RECOMPUTE_LEFT] - tokens, 0)
+
+
+@njit(cache=True)
+def _release_prefix_nb(ints, ids, pc, r):
+    """``r`` lets go of its cached units; those nobody else holds stay cached, evictable, its last unit first
+    (the tail of a prefix goes before its head)."""
+    start = ints[r, I_PREFIX_START]
+    for j in range(ints[r, I_CACHED_UNITS] - 1, -1, -1):
+        u = ids[start + j]
+        pc[PC_REF, u] -= 1
+        if pc[PC_REF, u] == 0:
+            _link_last_nb(pc, u)
+    ints[r, I_CACHED_UNITS] = 0
+
+
+@njit(cache=True)
+def _undo_take_nb(srv, ints, ids, pc, r, units, recompute_left):
+    """Undo ``_take_prefix_nb`` of a request that was not admitted after all."""
+    if units == 0:
+        return
+    tokens = units * srv[SV_PREFIX_UNIT_TOKENS]
+    _release_prefix_nb(ints, ids, pc, r)
+    ints[r, I_KV_TOKENS] = 0
+    ints[r, I_PENDING] += tokens
+    ints[r, I_RECOMPUTE_LEFT] = recompute_left
+
+
+@njit(cache=True)
+def _insert_prefix_nb(srv, ints, ids, pc, cnt, r):
+    """``r``'s prompt is computed: its whole prefix units join the cache, their blocks counted there once; a unit
+    another request cached meanwhile is shared, and ``r``'s own copy of it freed."""
+    start = ints[r, I_PREFIX_START]
+    unit_blocks = srv[SV_PREFIX_UNIT_TOKENS] // srv[SV_BLOCK_SIZE_TOKENS]
+    whole = min(ints[r, I_PREFIX_BLOCKS], ints[r, I_PROMPT] // srv[SV_PREFIX_UNIT_TOKENS])
+    for j in range(ints[r, I_CACHED_UNITS], whole):
+        u = ids[start + j]
+        ints[r, I_BLOCKS] -= unit_blocks
+        if pc[PC_CACHED, u] == 1:
+            cnt[C_USED_BLOCKS] -= unit_blocks
+            if pc[PC_REF, u] == 0:
+                _unlink_nb(pc, u)
+        else:
+            pc[PC_CACHED, u] = 1
+        pc[PC_REF, u] += 1
+        ints[r, I_CACHED_UNITS] = j + 1
+
+
+@njit(cache=True)
+def _evict_cached_nb(srv, pc, cnt):
+    """Free the least recently released cached unit nobody holds; False when there is none."""
+    end = pc.shape[1] - 1
+    u = pc[PC_NEXT, end]
+    if u == end:
+        return False
+    _unlink_nb(pc, u)
+    pc[PC_CACHED, u] = 0
+    cnt[C_USED_BLOCKS] -= srv[SV_PREFIX_UNIT_TOKENS] // srv[SV_BLOCK_SIZE_TOKENS]
+    return True
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@njit(cache=True, inline="always")
+def _drop_kv_nb(ints, ids, pc, cnt, r):
     """Drop ``r``'s KV: it must re-prefill prompt + generated tokens, the already computed ones wasted."""
     redo = ints[r, I_KV_TOKENS] + ints[r, I_RECOMPUTE_LEFT]
     _free_blocks_nb(ints, cnt, r)
+    _release_prefix_nb(ints, ids, pc, r)
     ints[r, I_KV_TOKENS] = 0
     ints[r, I_HOST_TOKENS] = 0
     ints[r, I_PAUSED] = 0
@@ -168,9 +305,10 @@ def _drop_kv_nb(ints, cnt, r):
 
 
 @njit(cache=True, inline="always")
-def _leave_nb(ints, fl, classes, cnt, r, state, t):
+def _leave_nb(ints, fl, classes, ids, pc, cnt, r, state, t):
     """``r`` leaves the system (completed or timed out) at ``t``."""
     _free_blocks_nb(ints, cnt, r)
+    _release_prefix_nb(ints, ids, pc, r)
     ints[r, I_KV_TOKENS] = 0
     ints[r, I_STATE] = state
     fl[r, F_FINISH] = t
@@ -187,7 +325,7 @@ def _append_waiting_nb(waiting, cnt, r):
 
 
 @njit(cache=True)
-def _preempt_nb(srv, ints, waiting, cnt, acc, r, mode):
+def _preempt_nb(srv, ints, ids, pc, waiting, cnt, acc, r, mode):
     """Take ``r`` out of the batch into the waiting queue.
 
     keep: its KV stays on the GPU (a pause/resume overhead is paid on resume); swap: its KV goes to
@@ -198,11 +336,12 @@ def _preempt_nb(srv, ints, waiting, cnt, acc, r, mode):
     elif mode == SWAP:
         ints[r, I_HOST_TOKENS] = ints[r, I_KV_TOKENS]
         _free_blocks_nb(ints, cnt, r)
+        _release_prefix_nb(ints, ids, pc, r)  # the host copy holds its whole KV: it comes back as its own
         transfer_s = ints[r, I_HOST_TOKENS] * srv[SV_SWAP_S_PER_TOKEN]
         acc[A_EXTRA_S] += transfer_s
         acc[A_WASTE_S] += transfer_s
     else:
-        _drop_kv_nb(ints, cnt, r)
+        _drop_kv_nb(ints, ids, pc, cnt, r)
     ints[r, I_CHUNK] = 0
     ints[r, I_STATE] = WAITING
     ints[r, I_PREEMPTIONS] += 1
@@ -211,7 +350,7 @@ def _preempt_nb(srv, ints, waiting, cnt, acc, r, mode):
 
 
 @njit(cache=True)
-def _reclaim_paused_nb(ints, fl, waiting, cnt, exclude):
+def _reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, exclude):
     """Drop the KV of the worst-ranked paused waiting request (not ``exclude``); False if none holds any."""
     victim = -1
     for i in range(cnt[C_WAITING]):
@@ -221,7 +360,7 @@ def _reclaim_paused_nb(ints, fl, waiting, cnt, exclude):
             victim = r
     if victim < 0:
         return False
-    _drop_kv_nb(ints, cnt, victim)
+    _drop_kv_nb(ints, ids, pc, cnt, victim)
     return True
 
 
@@ -302,7 +441,8 @@ def _blocks_needed_nb(srv, ints, r, chunk):
     tokens = ints[r, I_KV_TOKENS] + chunk
     if srv[SV_ADMISSION] == RESERVE_FULL:
         tokens = max(tokens, ints[r, I_PROMPT] + ints[r, I_OUTPUT] - 1)
-    return max((tokens + bs - 1) // bs - ints[r, I_BLOCKS], 0)
+    shared = ints[r, I_CACHED_UNITS] * srv[SV_PREFIX_UNIT_TOKENS] // bs if ints[r, I_CACHED_UNITS] else 0
+    return max((tokens + bs - 1) // bs - shared - ints[r, I_BLOCKS], 0)
 
 
 @njit(cache=True, inline="always")
@@ -328,22 +468,36 @@ def _outstanding_tokens_nb(ints, items, n):
     return total
 
 
-@njit(cache=True, inline="always")
-def _route_nb(router, ints, waiting, running, cnt, r):
-    """The replica arrival ``r`` goes to (ties: lowest index)."""
+@njit(cache=True)
+def _route_nb(srv, router, ints, ids, pc, waiting, running, cnt, r):
+    """The replica arrival ``r`` goes to (ties: lowest index). Prefix affinity: the replica whose cache holds the
+    longest prefix of its prompt, among those whose outstanding tokens are within one iteration's token budget
+    of the least loaded (ties: the less loaded)."""
     replicas = cnt.shape[0]
     if router == ROUND_ROBIN or replicas == 1:
         return r % replicas
     best, best_load = 0, 0
     for k in range(replicas):
-        if router == LEAST_TOKENS:
+        if router == LEAST_TOKENS or router == PREFIX_AFFINITY:
             load = _outstanding_tokens_nb(ints, waiting[k], cnt[k, C_WAITING]) + \
                 _outstanding_tokens_nb(ints, running[k], cnt[k, C_RUNNING])
         else:
             load = cnt[k, C_WAITING] + cnt[k, C_RUNNING]
         if k == 0 or load < best_load:
             best, best_load = k, load
-    return best
+    if router != PREFIX_AFFINITY:
+        return best
+    bound = best_load + srv[SV_PREFIX_ROUTE_SLACK_TOKENS]
+    chosen, chosen_hit, chosen_load = best, prefix_hit_units_nb(srv, ints, ids, pc[best], r), best_load
+    for k in range(replicas):
+        load = _outstanding_tokens_nb(ints, waiting[k], cnt[k, C_WAITING]) + \
+            _outstanding_tokens_nb(ints, running[k], cnt[k, C_RUNNING])
+        if load > bound:
+            continue
+        hit = prefix_hit_units_nb(srv, ints, ids, pc[k], r)
+        if hit > chosen_hit or (hit == chosen_hit and load < chosen_load):
+            chosen, chosen_hit, chosen_load = k, hit, load
+    return chosen
 
 
 @njit(cache=True, inline="always")
@@ -355,13 +509,13 @@ def _arrive_nb(ints, classes, waiting, cnt, r):
 
 
 @njit(cache=True, inline="always")
-def _drop_timeouts_nb(ints, fl, classes, items, n, cnt, t):
+def _drop_timeouts_nb(ints, fl, classes, ids, pc, items, n, cnt, t):
     """Time out requests of ``items[:n]`` with no first token by ``t``; returns the new length."""
     j = 0
     for i in range(n):
         r = items[i]
         if ints[r, I_GENERATED] == 0 and t >= fl[r, F_DEADLINE]:
-            _leave_nb(ints, fl, classes, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+            _leave_nb(ints, fl, classes, ids, pc, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
         else:
             items[j] = r
             j += 1
@@ -412,9 +566,10 @@ def _order_running_nb(policy, classes, ints, fl, running, cnt, t):
 
 
 @njit(cache=True, _nrt=False)
-def _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, budget):
-    """Give each running request its next chunk, best key first. When memory is short, first drop the KV
-    of paused requests, then preempt from the tail (keeping KV frees nothing, so keep mode recomputes).
+def _schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt, acc, budget):
+    """Give each running request its next chunk, best key first. When memory is short, first evict cached prefix
+    units nobody holds, then drop the KV of paused requests, then preempt from the tail (keeping KV frees nothing,
+    so keep mode recomputes).
 
     Returns (token budget left, whether a memory preemption happened).
     """
@@ -429,11 +584,11 @@ def _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, ac
             continue
         need = _blocks_needed_nb(srv, ints, r, chunk)
         while need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
-            if _reclaim_paused_nb(ints, fl, waiting, cnt, -1):
+            if _evict_cached_nb(srv, pc, cnt) or _reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, -1):
                 continue
             victim = running[cnt[C_RUNNING] - 1]
             cnt[C_RUNNING] -= 1
-            _preempt_nb(srv, ints, waiting, cnt, acc, victim, mode)
+            _preempt_nb(srv, ints, ids, pc, waiting, cnt, acc, victim, mode)
             preempted = True
             if victim == r:
                 break
@@ -446,7 +601,7 @@ def _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, ac
 
 
 @njit(cache=True)
-def _evict_worse_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, candidate):
+def _evict_worse_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt, acc, candidate):
     """Policy preemption: evict the worst running request if ``candidate``'s key is lower by more than
     the policy's margin. Undoes the victim's place in this iteration's batch; returns the token budget
     it gave back, or -1 when no running request is worse enough.
@@ -464,26 +619,33 @@ def _evict_worse_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, ca
     if ints[victim, I_BLOCKS] > 0 and budget_back > 0:
         # Its blocks for this iteration's chunk were allocated already: give back the unused ones.
         bs = srv[SV_BLOCK_SIZE_TOKENS]
-        keep_blocks = (ints[victim, I_KV_TOKENS] + bs - 1) // bs if srv[SV_STATIC_BLOCKS] == 0 else \
+        shared = ints[victim, I_CACHED_UNITS] * srv[SV_PREFIX_UNIT_TOKENS] // bs
+        keep_blocks = (ints[victim, I_KV_TOKENS] + bs - 1) // bs - shared if srv[SV_STATIC_BLOCKS] == 0 else \
             ints[victim, I_BLOCKS]
         cnt[C_USED_BLOCKS] -= ints[victim, I_BLOCKS] - keep_blocks
         ints[victim, I_BLOCKS] = keep_blocks
-    _preempt_nb(srv, ints, waiting, cnt, acc, victim, policy[P_MODE])
+    _preempt_nb(srv, ints, ids, pc, waiting, cnt, acc, victim, policy[P_MODE])
     return budget_back
 
 
 @njit(cache=True, _nrt=False)
-def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget, kind):
+def _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget, kind):
     """Move waiting requests of ``kind`` into the batch in key order while slot, budget and memory allow.
 
     ``ADMIT_ANY``: every waiting request, a prompt in chunks of the budget left. ``ADMIT_PROMPTS``: requests
     with a prefill to do, each whole (no chunking); admission stops at the first that exceeds the budget left,
     unless the batch is empty (a prompt longer than the budget then runs alone). ``ADMIT_DECODES``: paused or
-    swapped-out requests that resume decoding.
+    swapped-out requests that resume decoding. With prefix caching a request holding no KV starts from the
+    longest prefix of its prompt the cache holds (given back if it is not admitted after all), and cached units
+    nobody holds are evicted before anything else when memory is short.
     """
     n_candidates = cnt[C_WAITING]
+    lpm = policy[P_CODE] == LPM
     for i in range(n_candidates):
         r = waiting[i]
+        if lpm:  # the tokens of its prompt it need not compute now
+            ints[r, I_PREFIX_HIT] = prefix_hit_units_nb(srv, ints, ids, pc, r) * srv[SV_PREFIX_UNIT_TOKENS] \
+                if _fresh_nb(srv, ints, r) else ints[r, I_KV_TOKENS]
         fl[r, F_KEY] = policy_key_nb(policy, classes, ints, fl, r, t)
     while budget > 0:
         best = -1
@@ -495,26 +657,40 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, c
                     best = r
         if best < 0:
             break
+        queried, took, left = 0, 0, ints[best, I_RECOMPUTE_LEFT]
+        if _fresh_nb(srv, ints, best):
+            queried = ints[best, I_PENDING]
+            took = prefix_hit_units_nb(srv, ints, ids, pc, best)
+            _take_prefix_nb(srv, ints, ids, pc, best, took)
         if kind == ADMIT_PROMPTS:
             chunk = ints[best, I_PENDING]
         else:
             chunk = _chunk_nb(srv, ints, best, budget)
             if chunk == 0:  # a speculative decode that does not fit the budget left
+                _undo_take_nb(srv, ints, ids, pc, best, took, left)
                 break
         if chunk > budget and cnt[C_BATCH] > 0:
+            _undo_take_nb(srv, ints, ids, pc, best, took, left)
             break
         need = _blocks_needed_nb(srv, ints, best, chunk)
+        if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE]:
+            while need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and _evict_cached_nb(srv, pc, cnt):
+                pass
         if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] and need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
-                _reclaim_paused_nb(ints, fl, waiting, cnt, best):
+                _reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, best):
+            _undo_take_nb(srv, ints, ids, pc, best, took, left)
             continue
         if cnt[C_RUNNING] >= srv[SV_MAX_BATCH_SIZE] or need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+            _undo_take_nb(srv, ints, ids, pc, best, took, left)
             if not policy[P_PREEMPTIVE] or cnt[C_RUNNING] == 0:
                 break
-            budget_back = _evict_worse_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc, best)
+            budget_back = _evict_worse_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt, acc, best)
             if budget_back < 0:
                 break
             budget += budget_back
             continue
+        cnt[C_PREFIX_QUERY_TOKENS] += queried
+        cnt[C_PREFIX_HIT_TOKENS] += took * srv[SV_PREFIX_UNIT_TOKENS]
         _resume_nb(srv, policy, ints, acc, best)
         ints[best, I_STATE] = RUNNING
         if np.isnan(fl[best, F_FIRST_SCHEDULED]):
@@ -566,7 +742,7 @@ def _step_s_nb(srv, step, ints, batch, cnt):
 
 
 @njit(cache=True, inline="always")
-def _advance_nb(srv, policy, classes, ints, fl, running, batch, cnt, t_end):
+def _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, t_end):
     """Apply the iteration's work at ``t_end``: charge service, emit tokens (counted per class when ``t_end`` is
     inside the steady-state window), finish or time out requests."""
     in_window = srv[SV_WINDOW_START_S] <= t_end < srv[SV_WINDOW_END_S]
@@ -586,9 +762,11 @@ def _advance_nb(srv, policy, classes, ints, fl, running, batch, cnt, t_end):
             ints[r, I_PENDING] -= chunk
             if ints[r, I_PENDING] > 0:
                 continue
+            if srv[SV_PREFIX_UNIT_TOKENS] > 0:
+                _insert_prefix_nb(srv, ints, ids, pc, cnt, r)
             if ints[r, I_GENERATED] == 0:
                 if t_end > fl[r, F_DEADLINE]:
-                    _leave_nb(ints, fl, classes, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
+                    _leave_nb(ints, fl, classes, ids, pc, cnt, r, TIMED_OUT, fl[r, F_DEADLINE])
                     continue
                 fl[r, F_FIRST_TOKEN] = t_end
             emitted = 1
@@ -596,7 +774,7 @@ def _advance_nb(srv, policy, classes, ints, fl, running, batch, cnt, t_end):
         if in_window:
             classes[ints[r, I_CLASS], K_WINDOW_TOKENS] += emitted
         if ints[r, I_GENERATED] == ints[r, I_OUTPUT]:
-            _leave_nb(ints, fl, classes, cnt, r, COMPLETED, t_end)
+            _leave_nb(ints, fl, classes, ids, pc, cnt, r, COMPLETED, t_end)
         else:
             ints[r, I_PENDING] = 1
     cnt[C_RUNNING] = _keep_state_nb(ints, running, cnt[C_RUNNING], RUNNING)
@@ -656,6 +834,15 @@ def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int,
             np.zeros((replicas, block_size_tokens), np.int64))
 
 
+def prefix_caches(replicas: int, units: int) -> np.ndarray:
+    """Empty prefix caches of ``units`` units (``PC_*`` rows), one per replica; ``units`` 0 without prefix
+    caching."""
+    pc = np.zeros((replicas, N_PC_ROWS, units + 1), np.int64)
+    pc[:, PC_PREV, units] = units
+    pc[:, PC_NEXT, units] = units
+    return pc
+
+
 def settle_in_flight(stats: np.ndarray, cnt: np.ndarray, clock: np.ndarray, end_s: float,
                      window_s: tuple[float, float] = (0.0, 0.0)) -> None:
     """A run stopped by a limit ends while iterations are under way, whose whole duration the statistics
@@ -701,6 +888,8 @@ def _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s,
     stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * dt
     stats[S_KV_PEAK_BLOCKS] = max(stats[S_KV_PEAK_BLOCKS], cnt[C_USED_BLOCKS])
     stats[S_PREEMPTIONS] = cnt[C_PREEMPTIONS]
+    stats[S_PREFIX_QUERY_TOKENS] = cnt[C_PREFIX_QUERY_TOKENS]
+    stats[S_PREFIX_HIT_TOKENS] = cnt[C_PREFIX_HIT_TOKENS]
     stats[S_COMPUTE_S] += compute_s
     stats[S_MEMORY_S] += memory_s
     stats[S_TERMS_S] += dt
@@ -711,6 +900,13 @@ def _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s,
         stats[S_WINDOW_TERMS_S] += overlap_s
         stats[S_WINDOW_COMPUTE_S] += compute_s * share
         stats[S_WINDOW_MEMORY_S] += memory_s * share
+
+
+@njit(cache=True, inline="always")
+def _block_room_nb(srv, ints, r):
+    """Tokens ``r``'s blocks (its own and the prefix units it holds) have room for beyond its cached tokens."""
+    held = ints[r, I_BLOCKS] + ints[r, I_CACHED_UNITS] * srv[SV_PREFIX_UNIT_TOKENS] // srv[SV_BLOCK_SIZE_TOKENS]
+    return held * srv[SV_BLOCK_SIZE_TOKENS] - ints[r, I_KV_TOKENS]
 
 
 @njit(cache=True, _nrt=False)
@@ -730,7 +926,8 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
     duration of the iteration now in flight.
 
     ``cross[p]``: requests whose KV needs one more block at the skipped decisions j = p (mod block size);
-    a request's first such decision is ``blocks x block size - cached tokens`` (at most one block ahead,
+    a request's first such decision is ``blocks x block size - cached tokens`` (``_block_room_nb``; at most one
+    block ahead,
     except under reserve-full admission, whose blocks already hold the whole output).
     """
     if t + dt >= t_stop:
@@ -749,7 +946,7 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
         last = min(last, ints[r, I_OUTPUT] - ints[r, I_GENERATED] - 1)
         reads += ints[r, I_KV_TOKENS]
         if grows:
-            first = ints[r, I_BLOCKS] * bs - ints[r, I_KV_TOKENS]
+            first = _block_room_nb(srv, ints, r)
             if first <= bs:
                 cross[first % bs] += 1
             else:
@@ -782,7 +979,7 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
         for _ in range(m):
             policy_charge_nb(policy, classes, k, 0, 1)
         if grows:
-            first = ints[r, I_BLOCKS] * bs - ints[r, I_KV_TOKENS]
+            first = _block_room_nb(srv, ints, r)
             if first <= m:
                 ints[r, I_BLOCKS] += 1 + (m - first) // bs
         ints[r, I_KV_TOKENS] += m
@@ -793,8 +990,8 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
 
 
 @njit(cache=True, inline="always")
-def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, running, batch, cnt, clock, acc,
-               cross, t, queued_elsewhere, t_stop, may_skip):
+def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, waiting, running, batch, cnt, clock,
+               acc, cross, t, queued_elsewhere, t_stop, may_skip):
     """One replica's decision at ``t``: finish its iteration, then start the next one, wait or go idle.
 
     ``queued_elsewhere``: requests waiting at the other replicas (for the queue bound, on the fleet).
@@ -802,11 +999,11 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
     (for event skipping). Returns the stop reason (``DRAINED`` = carry on).
     """
     if clock[CK_MODE] == BUSY:
-        _advance_nb(srv, policy, classes, ints, fl, running, batch, cnt, t)
+        _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, t)
     elif clock[CK_MODE] == WAITING_FOR_GATE:
         stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
-    cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, waiting, cnt[C_WAITING], cnt, t)
-    cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, classes, running, cnt[C_RUNNING], cnt, t)
+    cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, ids, pc, waiting, cnt[C_WAITING], cnt, t)
+    cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, classes, ids, pc, running, cnt[C_RUNNING], cnt, t)
     if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
         clock[CK_MODE] = IDLE
         clock[CK_NEXT_S] = np.inf
@@ -828,13 +1025,13 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
     prefill_first = srv[SV_BATCHING] == PREFILL_FIRST
     if prefill_first and may_admit and cnt[C_WAITING] > 0:
         # Whole prompts whenever one can be admitted: the iteration is theirs, every decode waits.
-        _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t,
+        _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t,
                           srv[SV_MAX_BATCHED_TOKENS], ADMIT_PROMPTS)
     if cnt[C_BATCH] == 0:
-        budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, waiting, running, batch, cnt, acc,
-                                                        srv[SV_MAX_BATCHED_TOKENS])
+        budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt,
+                                                        acc, srv[SV_MAX_BATCHED_TOKENS])
         if not memory_preempted and may_admit:
-            _admit_waiting_nb(srv, policy, classes, ints, fl, waiting, running, batch, cnt, acc, t, budget,
+            _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget,
                               ADMIT_DECODES if prefill_first else ADMIT_ANY)
     if cnt[C_BATCH] == 0:
         raise RuntimeError("internal error: requests are ready but none could be scheduled")
@@ -846,8 +1043,8 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
     acc[A_WASTE_S] = 0.0
     _account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
                 cnt[C_PREEMPTIONS] - preemptions_before)
-    if srv[SV_EVENT_SKIPPING] and srv[SV_DRAFT_TOKENS] == 0 and may_skip and prefill == 0 and recomputed == 0 and cnt[C_WAITING] == 0 \
-            and cnt[C_BATCH] == cnt[C_RUNNING]:
+    if srv[SV_EVENT_SKIPPING] and srv[SV_DRAFT_TOKENS] == 0 and may_skip and prefill == 0 and recomputed == 0 \
+            and cnt[C_WAITING] == 0 and cnt[C_BATCH] == cnt[C_RUNNING]:
         t, dt = _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t, dt,
                                  t_stop)
     clock[CK_MODE] = BUSY
@@ -862,8 +1059,8 @@ def _decide_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, run
 # and the loop compiles in about two thirds of the time. ``nogil``:
 # while one run is in the loop, other threads (other sessions of the app) keep the interpreter.
 @njit(cache=True, _nrt=False, nogil=True)
-def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome, waiting, running, batch, cnt,
-           clock, acc, cross, deadline_ns):
+def run_nb(srv, step, policy, router, classes, ints, fl, ids, pc, series, stats, outcome, waiting, running, batch,
+           cnt, clock, acc, cross, deadline_ns):
     """Simulate the fleet from where ``outcome`` says the last call stopped until the run ends or the
     monotonic clock (``time.monotonic_ns``) passes ``deadline_ns``; fills ``ints``/``fl``, and per replica
     (first axis of ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated)
@@ -871,7 +1068,8 @@ def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome,
     decisions), so a call overruns its deadline by at most that many events, and always makes progress.
 
     ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the deadline came first (call again to go on), else why
-    the run ended. Start from ``work_arrays`` and ``start_outputs``.
+    the run ended. Start from ``work_arrays`` and ``start_outputs``. ``ids``: the run's prefix unit ids (dense);
+    ``pc``: each replica's prefix cache (``PC_*``).
     """
     n = ints.shape[0]
     replicas = cnt.shape[0]
@@ -892,7 +1090,7 @@ def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome,
         if next_arrival < n and fl[next_arrival, F_ARRIVAL] <= t_decide:
             r = next_arrival
             next_arrival += 1
-            j = _route_nb(router, ints, waiting, running, cnt, r)
+            j = _route_nb(srv, router, ints, ids, pc, waiting, running, cnt, r)
             ints[r, I_REPLICA] = j
             stats[j, S_ROUTED] += 1.0
             _arrive_nb(ints, classes[j], waiting[j], cnt[j], r)
@@ -917,8 +1115,8 @@ def run_nb(srv, step, policy, router, classes, ints, fl, series, stats, outcome,
             if j != k:
                 queued_elsewhere += cnt[j, C_WAITING]
         t_stop = fl[next_arrival, F_ARRIVAL] if next_arrival < n else np.inf
-        reason = _decide_nb(srv, step, policy, classes[k], ints, fl, series[k], stats[k], waiting[k], running[k],
-                            batch[k], cnt[k], clock[k], acc[k], cross[k], t, queued_elsewhere, t_stop,
+        reason = _decide_nb(srv, step, policy, classes[k], ints, fl, ids, pc[k], series[k], stats[k], waiting[k],
+                            running[k], batch[k], cnt[k], clock[k], acc[k], cross[k], t, queued_elsewhere, t_stop,
                             held <= srv[SV_MAX_WAITING_REQUESTS])
         if reason != DRAINED:
             stop = reason

@@ -13,10 +13,14 @@ NOT_ARRIVED, WAITING, RUNNING, COMPLETED, TIMED_OUT = 0, 1, 2, 3, 4
 # I_RECOMPUTE_LEFT: tokens of the next re-prefill that had been computed before (wasted work);
 # I_HOST_TOKENS: KV tokens swapped out to host memory; I_PAUSED: 1 while paused with its KV kept;
 # I_REPLICA: the replica the router sent it to; I_DECODES: decode iterations it took part in (with speculative
-# decoding, the j-th emits ``kernel._emitted_nb(j)`` tokens).
+# decoding, the j-th emits ``kernel._emitted_nb(j)`` tokens). Prefix caching: its prompt's prefix blocks are
+# ``prefix ids[I_PREFIX_START : I_PREFIX_START + I_PREFIX_BLOCKS]``; I_CACHED_UNITS of them it holds in its
+# replica's prefix cache (shared, counted there, not in I_BLOCKS); I_PREFIX_HIT: tokens of its prompt the cache held
+# when last looked up (for the lpm policy).
 (I_PROMPT, I_OUTPUT, I_CLASS, I_STATE, I_KV_TOKENS, I_PENDING, I_GENERATED, I_BLOCKS, I_CHUNK,
- I_PREEMPTIONS, I_PREDICTED, I_RECOMPUTE_LEFT, I_HOST_TOKENS, I_PAUSED, I_REPLICA, I_DECODES) = range(16)
-N_INT_FIELDS = 16
+ I_PREEMPTIONS, I_PREDICTED, I_RECOMPUTE_LEFT, I_HOST_TOKENS, I_PAUSED, I_REPLICA, I_DECODES, I_PREFIX_START,
+ I_PREFIX_BLOCKS, I_CACHED_UNITS, I_PREFIX_HIT) = range(20)
+N_INT_FIELDS = 20
 # Per-request float columns (seconds, except the policy key).
 F_ARRIVAL, F_DEADLINE, F_KEY, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_FINISH = range(6)
 N_FLOAT_FIELDS = 6
@@ -30,10 +34,15 @@ N_FLOAT_FIELDS = 6
 N_CLASS_FIELDS = 10
 
 
-def pack_requests(arrival_s, prompt_tokens, output_tokens, class_id, deadline_s, predicted_tokens):
-    """The (int, float) state arrays of fresh requests: nothing computed, all before arrival."""
+def pack_requests(arrival_s, prompt_tokens, output_tokens, class_id, deadline_s, predicted_tokens,
+                  prefix_offsets=None):
+    """The (int, float) state arrays of fresh requests: nothing computed, all before arrival (``prefix_offsets``:
+    where each request's prefix blocks start and end in the run's prefix ids; None: none has any)."""
     n = len(arrival_s)
     ints = np.zeros((n, N_INT_FIELDS), np.int64)
+    if prefix_offsets is not None:
+        ints[:, I_PREFIX_START] = prefix_offsets[:-1]
+        ints[:, I_PREFIX_BLOCKS] = np.diff(prefix_offsets)
     ints[:, I_PROMPT] = prompt_tokens
     ints[:, I_OUTPUT] = output_tokens
     ints[:, I_CLASS] = class_id

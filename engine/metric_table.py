@@ -214,6 +214,9 @@ SYSTEM_METRICS: tuple[Metric, ...] = (
     Metric("mean_batch_size", "Mean batch", "sequences", RATE, False, "sequences per iteration, averaged over "
            "iterations"),
     Metric("preemptions", "Preemptions", "", COUNT, True, "running requests evicted to make room for others"),
+    Metric("prefix_hit_frac", "Prefix cache hits", "", FRACTION, False,
+           "share of the prompt tokens to compute that the prefix cache already held, so their prefill was skipped "
+           "(vLLM's prefix cache hit rate; server.prefix_caching)"),
     Metric("gpu_busy_frac_run", "GPU busy, whole run", "", FRACTION, False,
            "share of the whole run, warm-up and drain included, during which an iteration was running"),
 )

@@ -23,11 +23,11 @@ from numba import njit
 
 from .config import Scenario
 from .registry import POLICY_CODES, PREEMPT_MODE_CODES
-from .layout import (F_ARRIVAL, I_CLASS, I_GENERATED, I_KV_TOKENS, I_PREDICTED, I_PROMPT, K_ACTIVE,
+from .layout import (F_ARRIVAL, I_CLASS, I_GENERATED, I_KV_TOKENS, I_PREDICTED, I_PREFIX_HIT, I_PROMPT, K_ACTIVE,
                      K_DECODE_SERVED, K_LEVEL, K_PREFILL_SERVED, K_SLA_E2E_S, K_SLA_TTFT_S, K_TIER, K_VTIME,
                      K_WEIGHT, N_CLASS_FIELDS)
 
-FIFO, PRIORITY, WFQ, DYNAMIC, SJF, SRPT, EDF, VLLM_FCFS, VLLM_PRIORITY = POLICY_CODES.values()
+FIFO, PRIORITY, WFQ, DYNAMIC, SJF, SRPT, EDF, VLLM_FCFS, VLLM_PRIORITY, LPM = POLICY_CODES.values()
 KEEP, SWAP, RECOMPUTE = PREEMPT_MODE_CODES.values()
 
 
@@ -83,6 +83,12 @@ POLICIES = {
         VLLM_PRIORITY, "vLLM priority", "priority level then arrival; victim: lowest priority then latest "
         "arrival; recompute", r"key = (level, t_{arrival})",
         "Use it to see vLLM's --scheduling-policy priority.", preemption="always", forced_mode="recompute"),
+    "lpm": PolicySpec(
+        LPM, "Longest prefix match", "prompt tokens its replica's prefix cache holds, most first (then arrival)",
+        r"key = -cached\_prefix\_tokens",
+        "Use it with prefix caching on chat traffic that repeats long prefixes (SGLang's default): requests that "
+        "share a cached prefix run together before it is evicted; without prefix caching it is FIFO.",
+        preemption="never"),
 }
 
 POLICY_LABELS = {name: spec.label for name, spec in POLICIES.items()}
@@ -204,6 +210,8 @@ def policy_key_nb(policy, classes, ints, fl, r, t):
         cost = (policy[P_ALPHA] * waited / sla_s + policy[P_BETA] * consumed / expected
                 + policy[P_GAMMA] * classes[k, K_TIER])
         return -cost
+    if code == LPM:
+        return -float(ints[r, I_PREFIX_HIT])
     return fl[r, F_ARRIVAL]
 
 

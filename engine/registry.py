@@ -8,8 +8,8 @@ command line and pages read the same tables. A new policy, router or mode starts
 from __future__ import annotations
 
 POLICY_CODES = {"fifo": 0, "priority": 1, "wfq": 2, "dynamic": 3, "sjf": 4, "srpt": 5, "edf": 6, "vllm-fcfs": 7,
-                "vllm-priority": 8}
-ROUTER_CODES = {"round-robin": 0, "least-tokens": 1, "shortest-queue": 2}
+                "vllm-priority": 8, "lpm": 9}
+ROUTER_CODES = {"round-robin": 0, "least-tokens": 1, "shortest-queue": 2, "prefix-affinity": 3}
 PREEMPT_MODE_CODES = {"keep": 0, "swap": 1, "recompute": 2}
 STEP_MODEL_CODES = {"fixed": 0, "roofline": 1}
 TRACE_FORMATS = ("csv", "azure", "mooncake")

@@ -101,14 +101,53 @@ def speculative_params(server: Server, profile: RooflineProfile) -> tuple[int, f
     return spec.draft_tokens, spec.tokens_per_decode, cost
 
 
+def prefix_units_of(server: Server, requests: RequestArrays) -> tuple[int, np.ndarray, int]:
+    """(tokens per prefix unit, the run's prefix ids made dense, how many distinct) with
+    ``server.prefix_caching``; (0, no ids, 0) without. A unit is a whole number of KV blocks."""
+    if not server.prefix_caching:
+        return 0, np.zeros(0, np.int64), 0
+    if requests.prefix_ids is None:
+        return server.block_size_tokens, np.zeros(0, np.int64), 0
+    unit = requests.prefix_block_tokens
+    if unit % server.block_size_tokens:
+        raise ScenarioError(f"server.block_size_tokens = {server.block_size_tokens} does not divide the prefix "
+                            f"blocks of {unit} tokens; choose a block size that does (16 divides 512)")
+    distinct, dense = np.unique(requests.prefix_ids, return_inverse=True)
+    return unit, dense.astype(np.int64), len(distinct)
+
+
+def cached_prompt_tokens(requests: RequestArrays, unit_tokens: int) -> np.ndarray | None:
+    """Per request, the prompt tokens an unlimited prefix cache shared by the whole fleet would hold at its
+    arrival: its leading units (all but its last prompt token at most) that an earlier request's prompt had. An
+    upper bound on what the simulation finds (its caches are per replica, bounded, and filled only once a prefill
+    ends), so the offered load built on it errs low. None without prefix caching."""
+    if not unit_tokens or requests.prefix_ids is None:
+        return None
+    offsets, ids = requests.prefix_offsets, requests.prefix_ids
+    counts = np.diff(offsets)
+    owner = np.repeat(np.arange(len(counts)), counts)  # the request each unit belongs to
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    seen = owner[first][inverse] < owner  # an earlier request had this unit
+    position = np.arange(len(ids)) - np.repeat(offsets[:-1], counts)
+    missing = np.where(seen, np.iinfo(np.int64).max, position)  # the first unseen unit ends the leading run
+    leading = counts.copy()
+    has = counts > 0
+    if has.any():
+        firsts = np.minimum.reduceat(missing, offsets[:-1][has])
+        leading[has] = np.minimum(firsts, counts[has])
+    usable = np.minimum(leading, (requests.prompt_tokens - 1) // unit_tokens)
+    return np.maximum(usable, 0) * unit_tokens
+
+
 def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capacity_tokens: int,
-                 speculation: tuple[int, float, float] = (0, 1.0, 0.0)) -> float:
+                 speculation: tuple[int, float, float] = (0, 1.0, 0.0), cached_tokens: np.ndarray | None = None
+                 ) -> float:
     """Estimated utilisation rho = arrival rate x GPU seconds per request (``steptime.request_work_s_nb``)
     / replicas.
 
     Exact for the fixed model with max_batch_size = 1 on one replica (rho = lambda E[S] of M/G/1); an
     estimate otherwise, with slots = min(max_batch_size, KV cache / mean KV per request). ``speculation``:
-    ``speculative_params``.
+    ``speculative_params``; ``cached_tokens``: ``cached_prompt_tokens``.
     """
     n = len(requests)
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
@@ -120,7 +159,7 @@ def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capac
     if capacity_tokens > 0:
         slots = max(1.0, min(slots, capacity_tokens / mean_context_tokens))
     work_s = request_work_s_nb(step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
-                               slots, mean_context_tokens, *speculation)
+                               slots, mean_context_tokens, *speculation, cached_tokens)
     return (n - 1) / span_s * work_s / scenario.fleet.replicas
 
 
@@ -128,7 +167,8 @@ def estimated_offered_load(scenario: Scenario) -> float:
     """``offered_load`` of the scenario's workload, without simulating it (the planner prunes fleets with it:
     replicas whose estimate is 1 or more are unstable by definition)."""
     prepared = prepare(scenario)
-    return offered_load(scenario, prepared.requests, prepared.step, prepared.capacity_tokens, prepared.speculation)
+    return offered_load(scenario, prepared.requests, prepared.step, prepared.capacity_tokens, prepared.speculation,
+                        prepared.cached_tokens)
 
 
 def steady_window_s(arrival_s: np.ndarray) -> tuple[float, float]:
@@ -169,6 +209,8 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | N
     iterations = int(stats[:, kernel.S_ITERATIONS].sum())
     capacity_blocks = capacity_tokens // block_size_tokens if capacity_tokens else 0
     compute_ratio, memory_ratio = peak_ratios or (None, None)
+    query_tokens = stats[:, kernel.S_PREFIX_QUERY_TOKENS].sum()
+    hit_tokens = stats[:, kernel.S_PREFIX_HIT_TOKENS].sum()
     run = {"gpu_busy_frac_run": float(stats[:, kernel.S_BUSY_S].sum() / replica_s) if replica_s > 0 else 0.0,
            "compute_util_frac_run": _utilisation(stats, kernel.S_COMPUTE_S, kernel.S_TERMS_S, compute_ratio),
            "bandwidth_util_frac_run": _utilisation(stats, kernel.S_MEMORY_S, kernel.S_TERMS_S, memory_ratio)}
@@ -198,6 +240,8 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | N
         "kv_capacity_tokens": capacity_tokens,
         "timeseries_stride": int(stats[:, kernel.S_SERIES_STRIDE].max()),
         "skipped_iterations": int(stats[:, kernel.S_SKIPPED].sum()),
+        "prefix_hit_frac": float(hit_tokens / query_tokens) if query_tokens else None,
+        "prefill_saved_tokens": int(hit_tokens),
     }
 
 
@@ -265,7 +309,8 @@ class Prepared:
     """A scenario turned into the compiled loop's inputs, before any run: the drawn requests (packed, pristine),
     the step tuple, the KV capacity and the server and policy tuples, the steady-state window, the effective
     FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model) and the speculative
-    decoding parameters (``speculative_params``). Runs copy what they change."""
+    decoding parameters (``speculative_params``), the prefix units (``prefix_units_of``). Runs copy what they
+    change."""
 
     scenario: Scenario
     requests: RequestArrays
@@ -279,6 +324,9 @@ class Prepared:
     window_s: tuple[float, float]
     peak_ratios: tuple[float, float] | None
     speculation: tuple[int, float, float]
+    prefix_ids: np.ndarray     # the run's prefix unit ids, dense (0 .. prefix_units - 1); empty without caching
+    prefix_units: int
+    cached_tokens: np.ndarray | None  # ``cached_prompt_tokens``, for the offered load
 
 
 @dataclass(frozen=True)
@@ -292,6 +340,8 @@ class Run:
     replica_classes: np.ndarray
     sim_time_s: float
     stop_reason: str
+    counters: np.ndarray       # per replica, as the run left them (``kernel.C_*``)
+    prefix_caches: np.ndarray  # per replica (``kernel.PC_*``)
 
 
 def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
@@ -313,20 +363,22 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
         peak_ratios = (profile.effective_flops_per_s / peak.effective_flops_per_s,
                        profile.effective_bytes_per_s / peak.effective_bytes_per_s)
     speculation = speculative_params(server, profile)
+    unit_tokens, prefix_ids, prefix_units = prefix_units_of(server, requests)
     srv = kernel.server_params(
         server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0,
         capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
         profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9), BATCHING_CODES[server.batching],
-        ADMISSION_CODES[server.admission], event_skipping, window_s, speculation)
+        ADMISSION_CODES[server.admission], event_skipping, window_s, speculation, unit_tokens)
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
-                                 requests.class_id, _deadlines_s(scenario, requests), predicted)
+                                 requests.class_id, _deadlines_s(scenario, requests), predicted,
+                                 requests.prefix_offsets if prefix_units else None)
     policy, class_params = policy_inputs(scenario)
     return Prepared(scenario, requests, step, capacity_tokens, srv, ints, floats, policy, class_params, window_s,
-                    peak_ratios, speculation)
+                    peak_ratios, speculation, prefix_ids, prefix_units, cached_prompt_tokens(requests, unit_tokens))
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
@@ -343,14 +395,15 @@ def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[f
     waiting, running, batch, counters, clock, acc, cross = kernel.work_arrays(
         n, scenario.limits.max_waiting_requests, scenario.server.max_batch_size, replicas,
         scenario.server.block_size_tokens)
+    caches = kernel.prefix_caches(replicas, prepared.prefix_units)
     _run_sliced((prepared.srv, step or prepared.step, prepared.policy, ROUTER_CODES[scenario.fleet.router],
-                 replica_classes, ints, floats, series, stats, outcome, waiting, running, batch, counters, clock, acc,
-                 cross),
+                 replica_classes, ints, floats, prepared.prefix_ids, caches, series, stats, outcome, waiting, running,
+                 batch, counters, clock, acc, cross),
                 outcome, n, scenario.origin.caps.wall_clock_s, progress)
     sim_time_s = float(outcome[kernel.O_END_S])
     kernel.settle_in_flight(stats, counters, clock, sim_time_s, prepared.window_s)
     return Run(ints, floats, stats, series, replica_classes, sim_time_s,
-               STOP_REASONS[int(outcome[kernel.O_STOP_REASON])])
+               STOP_REASONS[int(outcome[kernel.O_STOP_REASON])], counters, caches)
 
 
 def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
@@ -376,7 +429,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     classes, overall = summarize(scenario, frame, sim_time_s, window, served[:, K_WINDOW_TOKENS])
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
-    load = offered_load(scenario, requests, step, capacity_tokens, prepared.speculation)
+    load = offered_load(scenario, requests, step, capacity_tokens, prepared.speculation, prepared.cached_tokens)
     system = {**_system_stats(stats, sim_time_s, capacity_tokens // bs * bs if capacity_tokens else None, bs, window,
                               prepared.peak_ratios),
               "offered_load": load,

@@ -107,7 +107,7 @@ def speculative_decode_step_s_nb(step, batch, context_tokens, draft_tokens, draf
 
 @njit(cache=True, nogil=True)  # a third of a second on a million requests: other sessions keep the interpreter
 def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, slots, mean_context_tokens,
-                      draft_tokens=0, tokens_per_decode=1.0, draft_cost=0.0):
+                      draft_tokens=0, tokens_per_decode=1.0, draft_cost=0.0, cached_tokens=None):
     """Estimated GPU seconds per request when ``slots`` requests share each iteration (for the offered load).
 
     fixed: (prefill iterations + output - 1) x step / slots, exact for max_batch_size = 1.
@@ -115,6 +115,8 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
     the decode step taken at ``mean_context_tokens`` per sequence.
     With speculative decoding (``draft_tokens`` k > 0) the output after the first token takes (output - 1) /
     ``tokens_per_decode`` decode iterations, each with k draft steps of ``draft_cost`` times a plain one.
+    ``cached_tokens``: per request, prompt tokens a prefix cache holds (only the rest is prefilled, attending to
+    them); None: none.
     """
     total = 0.0
     if draft_tokens > 0:
@@ -124,7 +126,8 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
         decode_step_s = decode_step_s_nb(step, slots, mean_context_tokens)
         fixed_decode_s = step[ST_STEP_TIME_S]
     for r in range(len(prompt_tokens)):
-        p = prompt_tokens[r]
+        cached = 0 if cached_tokens is None else cached_tokens[r]
+        p = prompt_tokens[r] - cached
         decodes = (output_tokens[r] - 1) / tokens_per_decode
         if step[ST_MODEL] == FIXED:
             if draft_tokens == 0:
@@ -134,7 +137,8 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
                 prefills = (p + max_batched_tokens - 1) // max_batched_tokens
                 total += (prefills * step[ST_STEP_TIME_S] + decodes * fixed_decode_s) / slots
         else:
-            flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * p * (p + 1) / 2.0
+            flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * (
+                p * cached + p * (p + 1) / 2.0)
             total += flops / step[ST_FLOPS_PER_S] + decodes * decode_step_s / slots
     return total / max(len(prompt_tokens), 1)
 

@@ -5,7 +5,9 @@ first request, prompt and output token counts, optional class names):
 
 - ``csv``: our own ``arrival_s,prompt_tokens,output_tokens[,class]``;
 - ``azure``: Azure LLM inference 2023 CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``;
-- ``mooncake``: Mooncake FAST'25 JSONL with ``timestamp`` (ms), ``input_length``, ``output_length``.
+- ``mooncake``: Mooncake FAST'25 JSONL with ``timestamp`` (ms), ``input_length``, ``output_length`` and,
+  optionally, ``hash_ids``: the ids of the prompt's 512-token blocks, equal ids for equal prefixes (prefix
+  caching replays them as they are).
 
 A trace is read in file order, incrementally, and reading stops at the cut: ``max_rows`` rows (the
 scenario's ``num_requests``), or the limit of requests per run, beyond which a trace without a cut is
@@ -39,15 +41,22 @@ MAX_CSV_COLUMNS = 16  # a trace CSV has 3 or 4 columns; a wider header is not a 
 _TRACE_CACHE_ENTRIES = 4
 
 
+MOONCAKE_BLOCK_TOKENS = 512  # tokens per ``hash_ids`` block of a Mooncake trace
+
+
 @dataclass(frozen=True)
 class TraceRows:
-    """One trace, sorted by arrival; ``class_names`` is None when the file has no class column.
-    The arrays are read-only (a read may be shared through the cache)."""
+    """One trace, sorted by arrival; ``class_names`` is None when the file has no class column, ``block_ids`` None
+    when it has no prefix block ids, else request i's ids are ``block_ids[block_offsets[i]:block_offsets[i + 1]]``
+    (``block_tokens`` tokens each). The arrays are read-only (a read may be shared through the cache)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     class_names: Optional[np.ndarray]
+    block_offsets: Optional[np.ndarray] = None
+    block_ids: Optional[np.ndarray] = None
+    block_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -156,7 +165,7 @@ def _read_own_csv(stream: BinaryIO, read: _Read) -> tuple:
     if "class" in frame.columns:
         classes = frame["class"].str.strip().to_numpy(dtype=object)
         classes[classes == ""] = None
-    return arrival_s, prompt, output, classes
+    return arrival_s, prompt, output, classes, None
 
 
 def _read_azure(stream: BinaryIO, read: _Read) -> tuple:
@@ -171,14 +180,16 @@ def _read_azure(stream: BinaryIO, read: _Read) -> tuple:
     arrival_s = (ns - ns.min()) / 1e9
     prompt = _numeric_column(frame, "ContextTokens", read, integer=True)
     output = _numeric_column(frame, "GeneratedTokens", read, integer=True)
-    return arrival_s, prompt, output, None
+    return arrival_s, prompt, output, None, None
 
 
-def _mooncake_record(line: bytes, line_no: int, read: _Read) -> tuple[float, int, int]:
+def _mooncake_record(line: bytes, line_no: int, read: _Read) -> tuple[tuple[float, int, int], list | None]:
+    """(timestamp, input and output lengths) of one line, and its prefix block ids (None when it has none)."""
     where = f"{read.name}: line {line_no}"
     try:
         record = json.loads(line)
         values = (float(record["timestamp"]), record["input_length"], record["output_length"])
+        blocks = record.get("hash_ids")
     except UnicodeDecodeError:
         raise TraceError(f"{where}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -197,7 +208,13 @@ def _mooncake_record(line: bytes, line_no: int, read: _Read) -> tuple[float, int
                              f"{read.caps.tokens_per_request:,} (the limit tokens_per_request)")
     if not np.isfinite(values[0]) or values[0] < 0:
         raise TraceError(f"{where}: timestamp = {excerpt(values[0])} must be >= 0 ms")
-    return values
+    if blocks is not None:
+        most = -(-values[1] // MOONCAKE_BLOCK_TOKENS)
+        if not isinstance(blocks, list) or len(blocks) > most or not all(
+                isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 2 ** 62 for b in blocks):
+            raise TraceError(f"{where}: hash_ids must be a list of at most {most} block ids (integers from 0; one "
+                             f"per {MOONCAKE_BLOCK_TOKENS} prompt tokens), got {excerpt(blocks)}")
+    return values, blocks
 
 
 def _read_mooncake(stream: BinaryIO, read: _Read) -> tuple:
@@ -219,8 +236,15 @@ def _read_mooncake(stream: BinaryIO, read: _Read) -> tuple:
         rows.append(_mooncake_record(line, line_no, read))
     if not rows:
         raise TraceError(f"{read.name}: the trace has no requests")
-    table = np.array(rows, dtype=np.float64)
-    return table[:, 0] / 1000.0, table[:, 1].astype(np.int64), table[:, 2].astype(np.int64), None
+    table = np.array([values for values, _ in rows], dtype=np.float64)
+    blocks = [b for _, b in rows]
+    if all(b is None for b in blocks):
+        blocks = None
+    elif any(b is None for b in blocks):
+        line = next(i for i, b in enumerate(blocks) if b is None)
+        raise TraceError(f"{read.name}: request {line + 1} has no hash_ids while others have; give every request "
+                         f"its block ids, or none")
+    return table[:, 0] / 1000.0, table[:, 1].astype(np.int64), table[:, 2].astype(np.int64), None, blocks
 
 
 def guess_trace_format(path: str | Path) -> str:
@@ -248,7 +272,7 @@ def _parse(stream: BinaryIO, fmt: str, read: _Read) -> TraceRows:
     if fmt not in _READERS:
         raise TraceError(f"trace format {excerpt(fmt)} is not known; choose one of {', '.join(TRACE_FORMATS)}")
     capped = _CappedReader(stream, read)
-    arrival_s, prompt, output, classes = _READERS[fmt](capped, read)
+    arrival_s, prompt, output, classes, blocks = _READERS[fmt](capped, read)
     span_s = float(arrival_s.max() - arrival_s.min())
     if not span_s <= read.caps.simulated_s:
         raise TraceError(f"{read.name}: the arrivals span {span_s:,.4g} s, beyond the limit of "
@@ -257,10 +281,15 @@ def _parse(stream: BinaryIO, fmt: str, read: _Read) -> TraceRows:
     order = np.argsort(arrival_s, kind="stable")
     columns = [arrival_s[order] - arrival_s[order[0]], prompt[order], output[order],
                None if classes is None else classes[order]]
-    for column in columns:
+    offsets = ids = None
+    if blocks is not None:
+        counts = np.array([len(blocks[i]) for i in order], dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        ids = np.fromiter((b for i in order for b in blocks[i]), dtype=np.int64, count=int(offsets[-1]))
+    for column in (*columns, offsets, ids):
         if column is not None:
             column.setflags(write=False)
-    return TraceRows(*columns)
+    return TraceRows(*columns, offsets, ids, MOONCAKE_BLOCK_TOKENS if blocks is not None else 0)
 
 
 def _bounds(name: str, max_rows: Optional[int], caps: Caps) -> _Read:

@@ -30,6 +30,11 @@ class RequestArrays:
     output_tokens: np.ndarray  # int64, >= 1
     class_id: np.ndarray       # int64, index into scenario.workload.classes
     unrelated_output_tokens: np.ndarray  # int64, an independent length from the same class (predictor noise)
+    # Prefix blocks: request i's prompt starts with blocks prefix_ids[prefix_offsets[i]:prefix_offsets[i + 1]] of
+    # prefix_block_tokens tokens each; equal ids, equal content (what a prefix cache can reuse). None: no ids.
+    prefix_offsets: np.ndarray | None = None
+    prefix_ids: np.ndarray | None = None
+    prefix_block_tokens: int = 0
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -78,7 +83,20 @@ def _synthetic(workload: Workload, rng: np.random.Generator, caps: Caps) -> tupl
         members = class_id == k
         prompt[members] = sample_tokens(cls.prompt_tokens, int(members.sum()), rng, caps.tokens_per_request)
         output[members] = sample_tokens(cls.output_tokens, int(members.sum()), rng, caps.tokens_per_request)
-    return arrival_s, prompt, output, class_id
+    return arrival_s, prompt, output, class_id, None
+
+
+def shared_prefix_blocks(workload: Workload, prompt: np.ndarray, class_id: np.ndarray, block_tokens: int) -> tuple:
+    """Prefix blocks of synthetic requests (``RequestArrays``): each request's first min(prompt, its class's
+    ``shared_prefix_tokens``) tokens, in whole blocks of ``block_tokens``, carry its class's ids (class k's j-th block
+    is k x 2^32 + j); None when no class shares a prefix."""
+    shared = np.array([c.shared_prefix_tokens for c in workload.classes], dtype=np.int64)
+    if not shared.any():
+        return None
+    counts = np.minimum(prompt, shared[class_id]) // block_tokens
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
+    return offsets, (np.repeat(class_id, counts) << 32) + within, block_tokens
 
 
 def trace_requests(scenario: Scenario) -> int:
@@ -113,7 +131,13 @@ def _replayed(workload: Workload, origin: Origin, rng: np.random.Generator) -> t
                 raise TraceError(f"{trace.path}: class {excerpt(name)} (request {pos + 1} in arrival order) is not a "
                                  f"class of the scenario; known classes: {', '.join(names)}")
             class_id[pos] = names[name]
-    return arrival_s[keep], rows.prompt_tokens[order], rows.output_tokens[order], class_id
+    prefix = None
+    if rows.block_ids is not None:
+        starts, ends = rows.block_offsets[order], rows.block_offsets[order + 1]
+        offsets = np.concatenate(([0], np.cumsum(ends - starts)))
+        within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], ends - starts)  # position inside each request
+        prefix = (offsets, rows.block_ids[np.repeat(starts, ends - starts) + within], rows.block_tokens)
+    return arrival_s[keep], rows.prompt_tokens[order], rows.output_tokens[order], class_id, prefix
 
 
 def _unrelated_outputs(output: np.ndarray, class_id: np.ndarray, n_classes: int,
@@ -135,8 +159,10 @@ def build_requests(scenario: Scenario) -> RequestArrays:
     rng = np.random.default_rng(scenario.seed)
     workload = scenario.workload
     if workload.trace is not None:
-        arrival_s, prompt, output, class_id = _replayed(workload, scenario.origin, rng)
+        arrival_s, prompt, output, class_id, prefix = _replayed(workload, scenario.origin, rng)
     else:
-        arrival_s, prompt, output, class_id = _synthetic(workload, rng, scenario.origin.caps)
+        arrival_s, prompt, output, class_id, prefix = _synthetic(workload, rng, scenario.origin.caps)
+    if prefix is None:  # a trace's own block ids come first
+        prefix = shared_prefix_blocks(workload, prompt, class_id, scenario.server.block_size_tokens)
     unrelated = _unrelated_outputs(output, class_id, len(workload.classes), rng)
-    return RequestArrays(arrival_s, prompt, output, class_id, unrelated)
+    return RequestArrays(arrival_s, prompt, output, class_id, unrelated, *(prefix or ()))

@@ -28,8 +28,8 @@ from ui.widgets import field_input
 BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
-MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len")
-CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms")
+MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_caching")
+CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens")
 KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms", "queue_p99_ms",
             "sla_attainment", "timed_out", "output_tokens_per_s")
 COMPARISON_KEYS = ("ttft_p99_ms", "ttft_p50_ms", "e2e_p99_ms", "e2e_p50_ms", "queue_p99_ms", "tpot_mean_ms",
@@ -250,11 +250,12 @@ def system_cards(system: SystemMetrics) -> None:
     """The fleet's load and how it spent its time, each defined where it is read."""
     values = {"offered_load": load_text(system["offered_load"]),
               "mean_batch_size": f"{system['mean_batch_size']:.1f}"}
-    cols = st.columns(4) + st.columns(4)
-    for col, m in zip(cols, SYSTEM_METRICS):
+    shown = [m for m in SYSTEM_METRICS if m.key != "prefix_hit_frac" or system.get("prefix_hit_frac") is not None]
+    cols = [col for _ in range(len(shown) // 4 + 1) for col in st.columns(4)]
+    for col, m in zip(cols, shown):
         value = values.get(m.key) or m.text(m.value(system))
         col.metric(m.label + (" (estimate)" if m.key == "offered_load" else ""), value, help=text.sentence(m.help))
-    cols[len(SYSTEM_METRICS)].metric("KV cache peak", "unlimited" if system["kv_peak_frac"] is None else
+    cols[len(shown)].metric("KV cache peak", "unlimited" if system["kv_peak_frac"] is None else
                                      f"{system['kv_peak_frac']:.0%}",
                                      help="Most of the KV cache in use at once, of its capacity.")
     st.caption(f"Offered load: arriving work per second over the most the fleet can serve (an estimate; above 1 "

@@ -107,6 +107,18 @@ request: there it raises TPOT and lowers capacity. Not modelled: the draft's own
 spread of acceptance between requests and positions (source of the formula: Leviathan et al., "Fast
 Inference from Transformers via Speculative Decoding", 2023).
 
+**Prefix caching** (`server.prefix_caching`). Prompts are chains of blocks with ids: a Mooncake trace's
+`hash_ids` (512 tokens each), else the first `shared_prefix_tokens` of every prompt of a class. A request that
+holds no KV starts from the longest chain of leading blocks its replica's cache holds (all but its last prompt
+token at most) and prefills only the rest. Cached blocks are shared and counted once; a finished prefill's blocks
+join the cache; blocks nobody holds are evicted least recently released first, before anything is preempted.
+The `prefix-affinity` router sends a request to the replica holding the longest prefix of it, among those
+within one iteration's token budget of the least loaded; the `lpm` policy serves the longest cached prefix
+first. Hit rate = prompt tokens found cached / prompt tokens looked up. The offered load counts as cached what
+one unlimited cache for the whole fleet would hold, so with caching it errs low. Not modelled: caching the
+output's blocks, host-memory or disk caches (Mooncake's own answer to caches that hold a few dozen long
+prompts).
+
 **Your own measurements** (Hardware page, `python -m engine calibrate`). A `vllm bench serve` result
 (per-request lengths with `--save-detailed`, else the means) or a GenAI-Perf / AIPerf export (mean
 lengths) is replayed on the server you describe: its requests, sent all at once or at its Poisson rate

@@ -333,3 +333,18 @@ def test_the_scenario_line_names_speculative_decoding():
                                       "draft_tokens": 3, "acceptance": 0.6, "draft_model": "Llama-3.2-1B"}}})
     assert state.describe(typed) == ("Llama-3-8B (fp16) on A100-80G, speculative decoding (3 tokens drafted by "
                                      "Llama-3.2-1B); policy: First come, first served")
+
+
+def test_prefix_caching_with_a_shared_system_prompt_shows_its_hit_rate_and_cuts_ttft():
+    data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
+    data["workload"]["num_requests"] = 2000
+    at = lab(data).run()
+    assert not [m for m in at.metric if m.label == "Prefix cache hits"]
+    as_ms = lambda text: float(text.split()[0].replace(",", "")) * (1000 if text.endswith(" s") else 1)
+    before = as_ms(metric(at, 0, "TTFT p99"))
+    at.toggle(key="server_prefix_caching_1").set_value(True).run()
+    at.number_input(key="class_0_shared_prefix_tokens_1").set_value(800).run()
+    assert not at.exception and not at.error
+    hits = next(m for m in at.metric if m.label == "Prefix cache hits")
+    assert 0.25 < float(hits.value.rstrip("%")) / 100 < 0.4
+    assert as_ms(metric(at, 0, "TTFT p99")) < 0.95 * before

@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS, shown
 from engine.config import apply_overrides, read_toml
+from engine.policies import POLICIES
 from ui import charts, state, trace_store, view
 from ui.state import encode
 
@@ -193,7 +194,7 @@ def test_zero_changes_are_not_shown_as_deltas():
 
 def test_policy_help_reads_as_sentences():
     at = app().run()
-    for name in ("fifo", "priority", "wfq", "dynamic", "sjf", "srpt", "edf", "vllm-fcfs", "vllm-priority"):
+    for name in POLICIES:
         at.selectbox(key="policy_1").set_value(name).run()
         caption = next(c for c in shown(at.sidebar.caption) if c.startswith("Orders by"))
         assert " Use it " in caption and caption.endswith(".") and "Use it when mixed" not in caption

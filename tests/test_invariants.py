@@ -1,5 +1,5 @@
-"""Properties that hold for every valid scenario (Hypothesis), speculative decoding on or off: nothing lost,
-memory within capacity, batches within limits, time runs forward, same seed gives the same result."""
+"""Properties that hold for every valid scenario (Hypothesis), speculative decoding and prefix caching on or off:
+nothing lost, memory within capacity, batches within limits, time runs forward, same seed gives the same result."""
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,8 @@ def scenarios(draw):
     classes = []
     for k, w in enumerate(weights):
         cls = {"name": f"c{k}", "share": w / sum(weights), "priority": draw(st.integers(0, 2)),
-               "prompt_tokens": draw(token_dist(MAX_PROMPT)), "output_tokens": draw(token_dist(MAX_OUTPUT))}
+               "prompt_tokens": draw(token_dist(MAX_PROMPT)), "output_tokens": draw(token_dist(MAX_OUTPUT)),
+               "shared_prefix_tokens": draw(st.sampled_from([0, 0, 8, 64, 150]))}
         timeout = draw(st.one_of(st.none(), st.floats(5.0, 500.0)))
         if timeout is not None:
             cls["timeout_ms"] = timeout
@@ -56,6 +57,8 @@ def scenarios(draw):
     if draft:
         server["speculative"] = {"draft_tokens": draft, "acceptance": draw(st.floats(0.0, 1.0)),
                                  "draft_cost": draw(st.floats(0.0, 1.0))}
+    if not static:
+        server["prefix_caching"] = draw(st.booleans())
     if static:
         server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
         server["kv_capacity_tokens"] = draw(st.sampled_from([0, 600, 1000, 4096]))
@@ -63,7 +66,8 @@ def scenarios(draw):
         "num_requests": draw(st.integers(1, 150)), "arrival": arrival, "classes": classes},
         "server": server,
         "fleet": {"replicas": draw(st.integers(1, 4)),
-                  "router": draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue"]))},
+                  "router": draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue",
+                                                  "prefix-affinity"]))},
         "policy": {"name": draw(st.sampled_from(sorted(POLICIES))), "preemptive": draw(st.booleans()),
                    "preempt_mode": draw(st.sampled_from(["keep", "swap", "recompute"])),
                    "preempt_overhead_ms": draw(st.floats(0.0, 2.0)), "aging_per_s": draw(st.floats(0.0, 5.0)),

@@ -377,6 +377,7 @@ def test_a_full_request_list_is_an_internal_error_not_a_silent_overwrite():
     srv = kernel.server_params(1, 8192, 1, 0.0, 2 ** 62, 16, 0, 100, 1e9, 1, 0.0)
     with pytest.raises(RuntimeError, match="a request list is full"):
         kernel.run_nb(srv, step_params(FIXED, step_time_s=10.0), policy, 0, classes[np.newaxis], ints, floats,
+                      np.zeros(0, np.int64), kernel.prefix_caches(1, 0),
                       np.zeros((1, 64, len(kernel.SERIES_FIXED_COLUMNS) + 2)), stats, outcome, *scratch,
                       time.monotonic_ns() + 10 ** 10)
 

@@ -42,11 +42,11 @@ def test_all_accepted_drafts_emit_k_plus_one_tokens_per_iteration(tmp_path):
 
 def test_iterations_emit_the_expectation_without_its_variance(tmp_path):
     """k = 3, a = 0.5: E = 1.875 = 15 / 8, so the j-th decode iteration emits floor((j + 1) E) - floor(j E): 1
-    then seven 2s, 15 tokens every 8 iterations; 10,000 tokens after the first take the n decode iterations with floor(n E) >= 10,000 (the last
-    one capped at the tokens left), each 10 ms x (1 + 3 x 0.1)."""
+    then seven 2s, 15 tokens every 8 iterations; 10,000 tokens after the first take the n decode iterations with
+    floor(n E) >= 10,000 (the last one capped at the tokens left), each 10 ms x (1 + 3 x 0.1)."""
     output = 10_001
-    result = engine.simulate(trace_scenario(tmp_path, [(0.0, 8, output)], {**spec(3, 0.5, 0.1),
-                                                                           "max_batch_size": 1, "max_batched_tokens": 64}))
+    server = {**spec(3, 0.5, 0.1), "max_batch_size": 1, "max_batched_tokens": 64}
+    result = engine.simulate(trace_scenario(tmp_path, [(0.0, 8, output)], server))
     per = expected_tokens_per_decode(3, 0.5)
     n = next(n for n in range(1, output) if math.floor(n * per) >= output - 1)
     row = result.requests.loc[0]
