@@ -106,7 +106,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
     view.choice("plan_routers", list(ROUTER_CODES), [typed.fleet.router])
     view.number("plan_budget", 0.0, 1e9, 0.0)
     view.choice("plan_decodings", list(DECODINGS), [DECODINGS[1] if typed.server.speculative else DECODINGS[0]])
-    cols = st.columns([3, 2, 2, 2, 2])
+    cols = st.columns([3, 2, 2, 2])
     policies = cols[0].multiselect("Policies to try", list(POLICY_CODES), key="plan_policies",
                                    format_func=POLICY_LABELS.get,
                                    help="Per GPU and degree the policy needing the fewest replicas is kept; each "
@@ -120,7 +120,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
         "Decoding to try", DECODINGS, key="plan_decodings", disabled=typed.server.speculative is None,
         help="Plain: one token per decode iteration. Speculative: the scenario's speculative decoding (its draft "
              "and acceptance rate; turn it on in the Lab to compare). Each decoding adds a search.")
-    budget = cols[4].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
+    budget = st.columns(4)[0].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
                                   format="%g", help="In the currency below, at the low end of each offer: nothing "
                                                     "dearer is recommended.")
     view.number("plan_tune", 0, TUNE_RANGE[1], 0, integer=True)
