@@ -384,17 +384,66 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class FleetGroup:
+    """Replicas of one kind in a mixed fleet: the [server] on its own GPU, weight format and tensor-parallel degree
+    (roofline), or with its own iteration time and KV cache (fixed); every other server key, the model and the
+    batch limits among them, is the [server] table's."""
+
+    replicas: int = opt(1, "servers of this kind", "servers", ge=1, cap="replicas")
+    gpu: str = opt("", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (roofline; empty: server.gpu)",
+                   cap="name_chars")
+    quant: str = opt("", "weight format from data/hardware/quant.csv (empty: server.quant)", cap="name_chars")
+    tensor_parallel: int = opt(1, "GPUs one server of this kind splits the model over", "GPUs", choices=TP_DEGREES)
+    calibration: str = opt("", "saved step-time calibration of this GPU (roofline; empty: the shipped calibration "
+                                "of its family)", cap="name_chars")
+    step_time_ms: Optional[float] = opt(None, "iteration time of these servers (step_model = fixed; none: "
+                                              "server.step_time_ms)", "ms", ge=0.001, le=60_000.0)
+    kv_capacity_tokens: Optional[int] = opt(None, "KV-cache capacity of these servers (step_model = fixed; none: "
+                                                  "server.kv_capacity_tokens; 0 = unlimited)", "tokens", ge=0,
+                                            cap="kv_tokens")
+
+    def _check(self, path: str) -> None:
+        if self.calibration:
+            check_calibration_name(self.calibration, f"{path}.calibration")
+
+    def server(self, base: Server) -> Server:
+        """``base`` (the [server] table) on this group's hardware."""
+        pick = lambda own, shared: shared if own is None else own  # noqa: E731
+        return dataclasses.replace(base, gpu=self.gpu or base.gpu, quant=self.quant or base.quant,
+                                   tensor_parallel=self.tensor_parallel, calibration=self.calibration,
+                                   step_time_ms=pick(self.step_time_ms, base.step_time_ms),
+                                   kv_capacity_tokens=pick(self.kv_capacity_tokens, base.kv_capacity_tokens))
+
+
+@dataclass(frozen=True)
 class Fleet:
     """Data-parallel replicas of the server behind one router, all on one clock."""
 
-    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs", "servers", ge=1, cap="replicas")
+    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs (with groups: their sum, "
+                           "which may be left out)", "servers", ge=1, cap="replicas")
     router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
                                      "holding the fewest prompt + predicted output tokens), shortest-queue "
                                      "(the replica holding the fewest requests) or prefix-affinity (with "
                                      "server.prefix_caching: the replica whose cache holds the longest prefix of "
                                      "the prompt, among those within one iteration's token budget of the least "
-                                     "loaded)",
+                                     "loaded); on a mixed fleet (fleet.groups) turns and loads are weighed by "
+                                     "each replica's speed",
                       choices=tuple(ROUTER_CODES))
+    groups: tuple[FleetGroup, ...] = opt((), "a mixed fleet ([[fleet.groups]] tables): replicas on other GPUs, "
+                                             "weight formats or tensor-parallel degrees (or other iteration times "
+                                             "under the fixed model) behind the one router, which weighs each "
+                                             "replica by its speed on the workload; none: fleet.replicas servers "
+                                             "of [server]",
+                                         cap="replicas")
+
+    def _check(self, path: str) -> None:
+        if not self.groups:
+            return
+        total = sum(g.replicas for g in self.groups)
+        if self.replicas not in (1, total):
+            raise ScenarioError(f"{path}.replicas = {self.replicas} is not the sum of the groups' replicas "
+                                f"({total}); leave it out with [[fleet.groups]]")
+        object.__setattr__(self, "replicas", total)
 
 
 @dataclass(frozen=True)
@@ -411,6 +460,14 @@ class Scenario:
     origin: Origin = field(default=Origin(), metadata={"internal": True})
 
     def _check(self, path: str) -> None:
+        fixed = self.server.step_model == "fixed"
+        for i, group in enumerate(self.fleet.groups):
+            own = ("step_time_ms", "kv_capacity_tokens") if not fixed else ("gpu", "quant", "calibration")
+            given = [k for k in own if getattr(group, k) not in (None, "")]
+            if given:
+                raise ScenarioError(f"fleet.groups[{i}].{given[0]} is not used with server.step_model = "
+                                    f"{self.server.step_model!r}; remove it (a roofline group sets gpu, quant, "
+                                    f"tensor_parallel; a fixed one step_time_ms, kv_capacity_tokens)")
         weights = self.policy.weights
         if weights is None:
             return
@@ -456,8 +513,19 @@ FIELD_LABELS = {
     "Policy.default_sla_ms": "SLA for classes without one", "Policy.preempt_mode": "Preemption mode",
     "Policy.preempt_overhead_ms": "Pause and resume cost", "Policy.predictor_error": "Length predictor error",
     "Limits.max_waiting_requests": "Queue bound", "Limits.max_drain_s": "Drain limit",
-    "Fleet.replicas": "Replicas", "Fleet.router": "Router",
+    "Fleet.replicas": "Replicas", "Fleet.router": "Router", "Fleet.groups": "GPU groups",
+    "FleetGroup.gpu": "GPU", "FleetGroup.replicas": "Replicas", "FleetGroup.quant": "Weights",
+    "FleetGroup.tensor_parallel": "Tensor parallel", "FleetGroup.calibration": "Step-time calibration",
+    "FleetGroup.step_time_ms": "Iteration time", "FleetGroup.kv_capacity_tokens": "KV cache capacity",
 }
+
+
+def fleet_servers(scenario: Scenario) -> tuple[tuple[Server, int], ...]:
+    """(server, replicas) of each group of the fleet, in replica order (replica 0 is the first group's first);
+    one group of ``fleet.replicas`` x ``server`` without [[fleet.groups]]."""
+    if not scenario.fleet.groups:
+        return ((scenario.server, scenario.fleet.replicas),)
+    return tuple((g.server(scenario.server), g.replicas) for g in scenario.fleet.groups)
 
 
 def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:

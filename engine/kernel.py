@@ -1,13 +1,15 @@
 """The compiled iteration loop: a fleet of replicas with continuous batching, chunked prefill, paged KV
 memory and preemption, fed by a router, on one clock.
 
-One call of ``run_nb`` simulates R identical replicas (servers) from t = 0 until
-every request has left, or a limit stops it. Events are taken in time order: an
-arrival (earliest first; at a tie, before a replica's decision) is sent by the
-router to one replica -- round robin, least outstanding tokens (the tokens its
-requests still have to process: pending prefill plus the predicted output not yet
-generated) or join the shortest queue (fewest requests it holds); ties go to the
-lowest replica index -- and wakes it if it is idle. A
+One call of ``run_nb`` simulates R replicas (servers) from t = 0 until every
+request has left, or a limit stops it; the replicas of a mixed fleet each have
+their own step time and KV cache. Events are taken in time order: an arrival
+(earliest first; at a tie, before a replica's decision) is sent by the router to
+one replica -- round robin, least outstanding tokens (the tokens its requests
+still have to process: pending prefill plus the predicted output not yet
+generated) or join the shortest queue (fewest requests it holds), each replica's
+turns or load weighed by its speed; ties go to the lowest replica index -- and
+wakes it if it is idle. A
 replica's decision, at the end of its iteration or when it wakes, is:
 
 1. apply the finished iteration; drop requests whose time-out passed before a first token;
@@ -71,9 +73,16 @@ CLOCK_EVERY_EVENTS = 16
 # Routers.
 ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE, PREFIX_AFFINITY = ROUTER_CODES.values()
 
-# Counter columns (one row per replica).
-C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS = range(7)
-N_COUNTERS = 7
+# Counter columns (one row per replica); ``C_CAPACITY_BLOCKS`` is the replica's KV cache, set once (the replicas of
+# a mixed fleet hold different caches).
+(C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS,
+ C_CAPACITY_BLOCKS) = range(8)
+N_COUNTERS = 8
+
+# Router columns (one row per replica): its speed on the workload (the fastest replica's is 1) and its credit
+# in the weighted round robin.
+RT_SPEED, RT_CREDIT = range(2)
+N_ROUTE = 2
 
 # Prefix cache of one replica (``pc``, shape (4, units + 1)): per prefix unit (a block id of the run, made dense),
 # the requests holding it, whether it is cached, and its neighbours in the list of cached units nobody holds
@@ -113,10 +122,10 @@ N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 
 # The server tuple of ``run_nb`` (a plain tuple indexed by these constants: Numba's on-disk
 # cache stays valid across code changes only for built-in types).
-(SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S, SV_CAPACITY_BLOCKS,
+(SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
  SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S,
- SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST, SV_PREFIX_UNIT_TOKENS, SV_PREFIX_ROUTE_SLACK_TOKENS) = range(21)
+ SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST, SV_PREFIX_UNIT_TOKENS, SV_PREFIX_ROUTE_SLACK_TOKENS) = range(20)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -125,11 +134,12 @@ OPTIMISTIC, RESERVE_FULL = ADMISSION_CODES.values()
 ADMIT_ANY, ADMIT_PROMPTS, ADMIT_DECODES = range(3)
 
 
-def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s, capacity_blocks,
+def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
                   batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0),
                   speculation=(0, 1.0, 0.0), prefix_unit_tokens=0):
-    """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes).
+    """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes), shared by every
+    replica (each replica's KV cache is its counter ``C_CAPACITY_BLOCKS``, its step time its row of ``steps``).
     ``event_skipping``: run stretches of decode-only iterations in one step (``_skip_decodes_nb``); False
     decides every iteration in full (the same results, slower: the reference the tests compare with).
     ``window_s``: (start, end) of the steady-state window (``simulate.steady_window_s``), [start, end).
@@ -138,7 +148,7 @@ def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeo
     unit (a whole number of KV blocks; 0: no prefix caching)."""
     i = np.int64
     draft_tokens, tokens_per_decode, draft_cost = speculation
-    return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s), i(capacity_blocks),
+    return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
             float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)), float(window_s[0]),
             float(window_s[1]), i(draft_tokens), float(tokens_per_decode), float(draft_cost), i(prefix_unit_tokens),
@@ -468,21 +478,49 @@ def _outstanding_tokens_nb(ints, items, n):
     return total
 
 
+@njit(cache=True, inline="always")
+def _replica_load_nb(router, route, ints, waiting, running, cnt, k):
+    """Replica ``k``'s load as the router weighs it: its outstanding tokens (least-tokens, prefix-affinity) or the
+    requests it holds (shortest-queue), over its speed (the time it needs to clear them, in the fastest replica's
+    terms)."""
+    if router == SHORTEST_QUEUE:
+        held = cnt[k, C_WAITING] + cnt[k, C_RUNNING]
+    else:
+        held = _outstanding_tokens_nb(ints, waiting[k], cnt[k, C_WAITING]) + \
+            _outstanding_tokens_nb(ints, running[k], cnt[k, C_RUNNING])
+    return held / route[k, RT_SPEED]
+
+
+@njit(cache=True, inline="always")
+def _weighted_turn_nb(route):
+    """Round robin in proportion to speed (smooth weighted round robin, as nginx): every replica gains its speed
+    in credit, the one with the most (ties: lowest index) is chosen and pays the fleet's total speed. With equal
+    speeds it is the plain turn 0, 1, ..., R - 1, 0, ... (the credits are whole numbers: exact)."""
+    total = 0.0
+    chosen = 0
+    for k in range(route.shape[0]):
+        route[k, RT_CREDIT] += route[k, RT_SPEED]
+        total += route[k, RT_SPEED]
+        if route[k, RT_CREDIT] > route[chosen, RT_CREDIT]:
+            chosen = k
+    route[chosen, RT_CREDIT] -= total
+    return chosen
+
+
 @njit(cache=True)
-def _route_nb(srv, router, ints, ids, pc, waiting, running, cnt, r):
-    """The replica arrival ``r`` goes to (ties: lowest index). Prefix affinity: the replica whose cache holds the
-    longest prefix of its prompt, among those whose outstanding tokens are within one iteration's token budget
-    of the least loaded (ties: the less loaded)."""
+def _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r):
+    """The replica arrival ``r`` goes to (ties: lowest index), each replica's load weighed by its speed
+    (``_replica_load_nb``). Prefix affinity: the replica whose cache holds the longest prefix of its prompt, among
+    those whose weighed load is within one iteration's token budget of the least loaded (ties: the less
+    loaded)."""
     replicas = cnt.shape[0]
-    if router == ROUND_ROBIN or replicas == 1:
-        return r % replicas
-    best, best_load = 0, 0
+    if replicas == 1:
+        return 0
+    if router == ROUND_ROBIN:
+        return _weighted_turn_nb(route)
+    best, best_load = 0, 0.0
     for k in range(replicas):
-        if router == LEAST_TOKENS or router == PREFIX_AFFINITY:
-            load = _outstanding_tokens_nb(ints, waiting[k], cnt[k, C_WAITING]) + \
-                _outstanding_tokens_nb(ints, running[k], cnt[k, C_RUNNING])
-        else:
-            load = cnt[k, C_WAITING] + cnt[k, C_RUNNING]
+        load = _replica_load_nb(router, route, ints, waiting, running, cnt, k)
         if k == 0 or load < best_load:
             best, best_load = k, load
     if router != PREFIX_AFFINITY:
@@ -490,8 +528,7 @@ def _route_nb(srv, router, ints, ids, pc, waiting, running, cnt, r):
     bound = best_load + srv[SV_PREFIX_ROUTE_SLACK_TOKENS]
     chosen, chosen_hit, chosen_load = best, prefix_hit_units_nb(srv, ints, ids, pc[best], r), best_load
     for k in range(replicas):
-        load = _outstanding_tokens_nb(ints, waiting[k], cnt[k, C_WAITING]) + \
-            _outstanding_tokens_nb(ints, running[k], cnt[k, C_RUNNING])
+        load = _replica_load_nb(router, route, ints, waiting, running, cnt, k)
         if load > bound:
             continue
         hit = prefix_hit_units_nb(srv, ints, ids, pc[k], r)
@@ -583,7 +620,7 @@ def _schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch
             i += 1
             continue
         need = _blocks_needed_nb(srv, ints, r, chunk)
-        while need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+        while need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
             if _evict_cached_nb(srv, pc, cnt) or _reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, -1):
                 continue
             victim = running[cnt[C_RUNNING] - 1]
@@ -674,13 +711,13 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running,
             break
         need = _blocks_needed_nb(srv, ints, best, chunk)
         if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE]:
-            while need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and _evict_cached_nb(srv, pc, cnt):
+            while need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and _evict_cached_nb(srv, pc, cnt):
                 pass
-        if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] and need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
+        if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] and need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
                 _reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, best):
             _undo_take_nb(srv, ints, ids, pc, best, took, left)
             continue
-        if cnt[C_RUNNING] >= srv[SV_MAX_BATCH_SIZE] or need > srv[SV_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+        if cnt[C_RUNNING] >= srv[SV_MAX_BATCH_SIZE] or need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
             _undo_take_nb(srv, ints, ids, pc, best, took, left)
             if not policy[P_PREEMPTIVE] or cnt[C_RUNNING] == 0:
                 break
@@ -821,17 +858,28 @@ def waiting_capacity(n_requests: int, max_waiting_requests: int, max_batch_size:
     return min(n_requests, max_waiting_requests + max_batch_size + 1)
 
 
-def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int, replicas: int,
+def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int, capacity_blocks: np.ndarray,
                 block_size_tokens: int) -> tuple:
-    """Scratch arrays of ``run_nb``, one row per replica: waiting, running and batch lists, counters,
-    clock, per-iteration sums, block crossings of a skip; set to the state before the first event."""
+    """Scratch arrays of ``run_nb``, one row per replica (``capacity_blocks``: each replica's KV cache in blocks):
+    waiting, running and batch lists, counters, clock, per-iteration sums, block crossings of a skip; set to the
+    state before the first event."""
+    replicas = len(capacity_blocks)
+    counters = np.zeros((replicas, N_COUNTERS), np.int64)
+    counters[:, C_CAPACITY_BLOCKS] = capacity_blocks
     waiting = np.empty((replicas, waiting_capacity(n_requests, max_waiting_requests, max_batch_size)), np.int64)
     clock = np.zeros((replicas, N_CLOCK))
     clock[:, CK_NEXT_S] = np.inf
     clock[:, CK_MODE] = IDLE
     return (waiting, np.empty((replicas, max_batch_size), np.int64), np.empty((replicas, max_batch_size), np.int64),
-            np.zeros((replicas, N_COUNTERS), np.int64), clock, np.zeros((replicas, 2)),
+            counters, clock, np.zeros((replicas, 2)),
             np.zeros((replicas, block_size_tokens), np.int64))
+
+
+def route_rows(speeds: np.ndarray) -> np.ndarray:
+    """The router rows of ``run_nb`` (``RT_*``) for replicas of these relative ``speeds``, credits at zero."""
+    route = np.zeros((len(speeds), N_ROUTE))
+    route[:, RT_SPEED] = speeds
+    return route
 
 
 def prefix_caches(replicas: int, units: int) -> np.ndarray:
@@ -959,7 +1007,7 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
         if t_next >= t_stop or t_next > srv[SV_HORIZON_S]:
             break
         grow = cross[(m + 1) % bs] if grows else 0
-        if used + grow > srv[SV_CAPACITY_BLOCKS]:
+        if used + grow > cnt[C_CAPACITY_BLOCKS]:
             break
         m += 1
         used += grow
@@ -1059,8 +1107,8 @@ def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wai
 # and the loop compiles in about two thirds of the time. ``nogil``:
 # while one run is in the loop, other threads (other sessions of the app) keep the interpreter.
 @njit(cache=True, _nrt=False, nogil=True)
-def run_nb(srv, step, policy, router, classes, ints, fl, ids, pc, series, stats, outcome, waiting, running, batch,
-           cnt, clock, acc, cross, deadline_ns):
+def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series, stats, outcome, waiting, running,
+           batch, cnt, clock, acc, cross, deadline_ns):
     """Simulate the fleet from where ``outcome`` says the last call stopped until the run ends or the
     monotonic clock (``time.monotonic_ns``) passes ``deadline_ns``; fills ``ints``/``fl``, and per replica
     (first axis of ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated)
@@ -1069,7 +1117,8 @@ def run_nb(srv, step, policy, router, classes, ints, fl, ids, pc, series, stats,
 
     ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the deadline came first (call again to go on), else why
     the run ended. Start from ``work_arrays`` and ``start_outputs``. ``ids``: the run's prefix unit ids (dense);
-    ``pc``: each replica's prefix cache (``PC_*``).
+    ``pc``: each replica's prefix cache (``PC_*``); ``steps``: each replica's step-time row (``steptime.ST_*``);
+    ``route``: each replica's router row (``RT_*``, ``route_rows``).
     """
     n = ints.shape[0]
     replicas = cnt.shape[0]
@@ -1090,7 +1139,7 @@ def run_nb(srv, step, policy, router, classes, ints, fl, ids, pc, series, stats,
         if next_arrival < n and fl[next_arrival, F_ARRIVAL] <= t_decide:
             r = next_arrival
             next_arrival += 1
-            j = _route_nb(srv, router, ints, ids, pc, waiting, running, cnt, r)
+            j = _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r)
             ints[r, I_REPLICA] = j
             stats[j, S_ROUTED] += 1.0
             _arrive_nb(ints, classes[j], waiting[j], cnt[j], r)
@@ -1115,7 +1164,7 @@ def run_nb(srv, step, policy, router, classes, ints, fl, ids, pc, series, stats,
             if j != k:
                 queued_elsewhere += cnt[j, C_WAITING]
         t_stop = fl[next_arrival, F_ARRIVAL] if next_arrival < n else np.inf
-        reason = _decide_nb(srv, step, policy, classes[k], ints, fl, ids, pc[k], series[k], stats[k], waiting[k],
+        reason = _decide_nb(srv, steps[k], policy, classes[k], ints, fl, ids, pc[k], series[k], stats[k], waiting[k],
                             running[k], batch[k], cnt[k], clock[k], acc[k], cross[k], t, queued_elsewhere, t_stop,
                             held <= srv[SV_MAX_WAITING_REQUESTS])
         if reason != DRAINED:

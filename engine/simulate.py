@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import kernel
 from .caps import Caps
-from .config import Scenario, Server, load_scenario
+from .config import Scenario, Server, fleet_servers, load_scenario
 from .errors import ScenarioError
 from .hardware import (Efficiency, RooflineProfile, kv_capacity_tokens, peak_profile, roofline_profile,
                        roofline_step_params)
@@ -30,7 +30,7 @@ from .metrics import add_service_shares, request_records, summarize
 from .origin import Origin
 from .policies import policy_inputs, predicted_tokens
 from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
-from .steptime import FIXED, request_work_s_nb, step_params
+from .steptime import FIXED, request_work_s_nb, step_params, step_rows
 from .summary import Summary, SystemMetrics
 from .workload import RequestArrays, build_requests
 
@@ -53,9 +53,8 @@ class Result:
     timeseries: pd.DataFrame
 
 
-def _step_params(scenario: Scenario, profile: RooflineProfile) -> tuple[tuple, int]:
-    """Step-time coefficients and the KV capacity in tokens (0 = unlimited)."""
-    server = scenario.server
+def _step_params(server: Server, profile: RooflineProfile) -> tuple[tuple, int]:
+    """Step-time coefficients and the KV capacity in tokens (0 = unlimited) of ``server``."""
     if server.step_model == "fixed":
         step = step_params(FIXED, step_time_s=server.step_time_ms / 1000.0)
         return step, server.kv_capacity_tokens
@@ -63,9 +62,9 @@ def _step_params(scenario: Scenario, profile: RooflineProfile) -> tuple[tuple, i
     return step, kv_capacity_tokens(server, profile)
 
 
-def _check_fits(scenario: Scenario, requests: RequestArrays, capacity_tokens: int) -> None:
-    """Every request must fit alone, or the loop could never serve it."""
-    server = scenario.server
+def _check_fits(server: Server, requests: RequestArrays, capacity_tokens: int, where: str = "") -> None:
+    """Every request must fit alone on every replica, or the loop could never serve it (``where``: the group the
+    capacity belongs to, named in the message)."""
     seq_tokens = requests.prompt_tokens + requests.output_tokens
     if server.max_seq_len > 0 and len(seq_tokens) and seq_tokens.max() > server.max_seq_len:
         r = int(np.argmax(seq_tokens))
@@ -86,7 +85,7 @@ def _check_fits(scenario: Scenario, requests: RequestArrays, capacity_tokens: in
         r = int(np.argmax(peak_blocks))
         raise ScenarioError(
             f"request {r} needs {peak_blocks[r] * bs} KV tokens (prompt {requests.prompt_tokens[r]} + output "
-            f"{requests.output_tokens[r]}) but the KV cache holds {capacity_blocks * bs} "
+            f"{requests.output_tokens[r]}) but the KV cache{where} holds {capacity_blocks * bs} "
             f"(server.kv_capacity_tokens or GPU memory); enlarge the cache or cap prompt/output max")
 
 
@@ -139,36 +138,41 @@ def cached_prompt_tokens(requests: RequestArrays, unit_tokens: int) -> np.ndarra
     return np.maximum(usable, 0) * unit_tokens
 
 
-def offered_load(scenario: Scenario, requests: RequestArrays, step: tuple, capacity_tokens: int,
-                 speculation: tuple[int, float, float] = (0, 1.0, 0.0), cached_tokens: np.ndarray | None = None
+def group_work_s(scenario: Scenario, group: "GroupInputs", requests: RequestArrays,
+                 cached_tokens: np.ndarray | None = None) -> float:
+    """Estimated GPU seconds one replica of ``group`` spends per request of the workload
+    (``steptime.request_work_s_nb``), with slots = min(max_batch_size, its KV cache / mean KV per request)."""
+    server = group.server
+    mean_context_tokens = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2.0))
+    slots = float(server.max_batch_size)
+    if group.capacity_tokens > 0:
+        slots = max(1.0, min(slots, group.capacity_tokens / mean_context_tokens))
+    return request_work_s_nb(group.step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
+                             slots, mean_context_tokens, *group.speculation, cached_tokens)
+
+
+def offered_load(scenario: Scenario, requests: RequestArrays, groups: tuple, cached_tokens: np.ndarray | None = None
                  ) -> float:
-    """Estimated utilisation rho = arrival rate x GPU seconds per request (``steptime.request_work_s_nb``)
-    / replicas.
+    """Estimated utilisation rho = arrival rate / the fleet's service rate, the sum over ``groups``
+    (``GroupInputs``) of replicas / GPU seconds per request (``group_work_s``): arrival rate x seconds per request
+    / replicas for identical replicas.
 
     Exact for the fixed model with max_batch_size = 1 on one replica (rho = lambda E[S] of M/G/1); an
-    estimate otherwise, with slots = min(max_batch_size, KV cache / mean KV per request). ``speculation``:
-    ``speculative_params``; ``cached_tokens``: ``cached_prompt_tokens``.
+    estimate otherwise. ``cached_tokens``: ``cached_prompt_tokens``.
     """
     n = len(requests)
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
     if span_s <= 0:
         return 0.0
-    server = scenario.server
-    mean_context_tokens = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2.0))
-    slots = float(server.max_batch_size)
-    if capacity_tokens > 0:
-        slots = max(1.0, min(slots, capacity_tokens / mean_context_tokens))
-    work_s = request_work_s_nb(step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
-                               slots, mean_context_tokens, *speculation, cached_tokens)
-    return (n - 1) / span_s * work_s / scenario.fleet.replicas
+    service_per_s = sum(g.replicas / group_work_s(scenario, g, requests, cached_tokens) for g in groups)
+    return (n - 1) / span_s / service_per_s
 
 
 def estimated_offered_load(scenario: Scenario) -> float:
     """``offered_load`` of the scenario's workload, without simulating it (the planner prunes fleets with it:
     replicas whose estimate is 1 or more are unstable by definition)."""
     prepared = prepare(scenario)
-    return offered_load(scenario, prepared.requests, prepared.step, prepared.capacity_tokens, prepared.speculation,
-                        prepared.cached_tokens)
+    return offered_load(scenario, prepared.requests, prepared.groups, prepared.cached_tokens)
 
 
 def steady_window_s(arrival_s: np.ndarray) -> tuple[float, float]:
@@ -187,33 +191,36 @@ def _deadlines_s(scenario: Scenario, requests: RequestArrays) -> np.ndarray:
     return requests.arrival_s + timeout_s[requests.class_id]
 
 
-def _utilisation(stats: np.ndarray, term: int, seconds: int, rate_ratio: float | None) -> float | None:
-    """Utilisation while busy of the compute or memory term (``term``): its seconds at the effective rate over
-    the iteration seconds they came with (``seconds``), times the effective rate's share of the datasheet peak
-    (``rate_ratio``); None under the fixed step model (``rate_ratio`` None) or without an iteration."""
+def _utilisation(stats: np.ndarray, term: int, seconds: int, rate_ratios: np.ndarray | None) -> float | None:
+    """Utilisation while busy of the compute or memory term (``term``): its seconds at the effective rate, each
+    replica's times its effective rate's share of the datasheet peak (``rate_ratios``), over the iteration seconds
+    they came with (``seconds``); None under the fixed step model (``rate_ratios`` None) or without an
+    iteration."""
     busy_s = stats[:, seconds].sum()
-    if rate_ratio is None or busy_s <= 0:
+    if rate_ratios is None or busy_s <= 0:
         return None
-    return float(stats[:, term].sum() / busy_s * rate_ratio)
+    return float((stats[:, term] * rate_ratios).sum() / busy_s)
 
 
-def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | None, block_size_tokens: int,
-                  window: tuple[float, float] | None, peak_ratios: tuple[float, float] | None) -> dict:
+def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: np.ndarray, block_size_tokens: int,
+                  window: tuple[float, float] | None, peak_ratios: np.ndarray | None) -> dict:
     """Fleet-wide counters from the per-replica statistics rows: sums, except the peak KV share (the
-    fullest replica's); busy and KV shares are of all replicas' time. Busy share and utilisation while busy
-    are of the steady-state ``window`` (clipped to the run; None: the whole run's), with whole-run ones beside
-    them (``_run``); ``peak_ratios``: the effective FLOP/s and bandwidth over the datasheet peaks (None: fixed
-    step model)."""
+    fullest replica's); busy and KV shares are of all replicas' time (the KV share of all their blocks). Busy share
+    and utilisation while busy are of the steady-state ``window`` (clipped to the run; None: the whole run's), with
+    whole-run ones beside them (``_run``). ``capacity_tokens``: each replica's KV cache (0: unlimited);
+    ``peak_ratios``: per replica, the effective FLOP/s and bandwidth over the datasheet peaks (None: fixed step
+    model)."""
     replicas = stats.shape[0]
     replica_s = sim_time_s * replicas
     iterations = int(stats[:, kernel.S_ITERATIONS].sum())
-    capacity_blocks = capacity_tokens // block_size_tokens if capacity_tokens else 0
-    compute_ratio, memory_ratio = peak_ratios or (None, None)
+    capacity_blocks = capacity_tokens // block_size_tokens
+    limited = bool(capacity_blocks.all())
+    compute_ratios, memory_ratios = (None, None) if peak_ratios is None else peak_ratios.T
     query_tokens = stats[:, kernel.S_PREFIX_QUERY_TOKENS].sum()
     hit_tokens = stats[:, kernel.S_PREFIX_HIT_TOKENS].sum()
     run = {"gpu_busy_frac_run": float(stats[:, kernel.S_BUSY_S].sum() / replica_s) if replica_s > 0 else 0.0,
-           "compute_util_frac_run": _utilisation(stats, kernel.S_COMPUTE_S, kernel.S_TERMS_S, compute_ratio),
-           "bandwidth_util_frac_run": _utilisation(stats, kernel.S_MEMORY_S, kernel.S_TERMS_S, memory_ratio)}
+           "compute_util_frac_run": _utilisation(stats, kernel.S_COMPUTE_S, kernel.S_TERMS_S, compute_ratios),
+           "bandwidth_util_frac_run": _utilisation(stats, kernel.S_MEMORY_S, kernel.S_TERMS_S, memory_ratios)}
     if window is None:
         steady = {key.removesuffix("_run"): value for key, value in run.items()}
     else:
@@ -221,9 +228,9 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | N
         # at most 1: the overlaps of back-to-back iterations add up to the window's length, give or take rounding
         steady = {"gpu_busy_frac": min(1.0, float(stats[:, kernel.S_WINDOW_BUSY_S].sum() / window_replica_s)),
                   "compute_util_frac": _utilisation(stats, kernel.S_WINDOW_COMPUTE_S, kernel.S_WINDOW_TERMS_S,
-                                                    compute_ratio),
+                                                    compute_ratios),
                   "bandwidth_util_frac": _utilisation(stats, kernel.S_WINDOW_MEMORY_S, kernel.S_WINDOW_TERMS_S,
-                                                      memory_ratio)}
+                                                      memory_ratios)}
     return {
         "sim_time_s": sim_time_s,
         "window_s": list(window) if window else None,
@@ -231,13 +238,13 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | N
         "mean_batch_size": float(stats[:, kernel.S_BATCH_SUM].sum() / iterations) if iterations else 0.0,
         **steady,
         **run,
-        "kv_mean_frac": float(stats[:, kernel.S_KV_BLOCK_SECONDS].sum() / replica_s / capacity_blocks)
-        if capacity_blocks and replica_s > 0 else None,
-        "kv_peak_frac": float(stats[:, kernel.S_KV_PEAK_BLOCKS].max() / capacity_blocks) if capacity_blocks else None,
+        "kv_mean_frac": float(stats[:, kernel.S_KV_BLOCK_SECONDS].sum() / sim_time_s / capacity_blocks.sum())
+        if limited and replica_s > 0 else None,
+        "kv_peak_frac": float((stats[:, kernel.S_KV_PEAK_BLOCKS] / capacity_blocks).max()) if limited else None,
         "preemptions": int(stats[:, kernel.S_PREEMPTIONS].sum()),
         "preemption_waste_s": float(stats[:, kernel.S_WASTE_S].sum()),
         "preemption_waste_frac": float(stats[:, kernel.S_WASTE_S].sum() / replica_s) if replica_s > 0 else 0.0,
-        "kv_capacity_tokens": capacity_tokens,
+        "kv_capacity_tokens": int(capacity_blocks.min() * block_size_tokens) if limited else None,
         "timeseries_stride": int(stats[:, kernel.S_SERIES_STRIDE].max()),
         "skipped_iterations": int(stats[:, kernel.S_SKIPPED].sum()),
         "prefix_hit_frac": float(hit_tokens / query_tokens) if query_tokens else None,
@@ -245,12 +252,19 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: int | N
     }
 
 
-def _replica_stats(frame: pd.DataFrame, stats: np.ndarray, sim_time_s: float, replicas: int) -> list[dict]:
-    """Per replica: requests routed to it, completed there, output tokens it generated, its busy share."""
+def _replica_stats(frame: pd.DataFrame, stats: np.ndarray, sim_time_s: float, prepared: "Prepared") -> list[dict]:
+    """Per replica: its hardware, speed and KV cache, requests routed to it, completed there, output tokens it
+    generated, its busy share."""
+    replicas = len(prepared.speeds)
     done = frame[frame["state"] == "completed"]
     completed = np.bincount(done["replica"], minlength=replicas)
     tokens = np.bincount(done["replica"], weights=done["output_tokens"], minlength=replicas)
-    return [{"replica": k, "routed": int(stats[k, kernel.S_ROUTED]), "completed": int(completed[k]),
+    hardware = [hardware_label(g.server) for g in prepared.groups for _ in range(g.replicas)]
+    bs = prepared.scenario.server.block_size_tokens
+    capacity = prepared.capacity_tokens // bs * bs  # whole blocks, as the run uses them
+    return [{"replica": k, "hardware": hardware[k], "speed": float(prepared.speeds[k]),
+             "kv_capacity_tokens": int(capacity[k]) if capacity[k] else None,
+             "routed": int(stats[k, kernel.S_ROUTED]), "completed": int(completed[k]),
              "output_tokens": int(tokens[k]),
              "busy_frac": float(stats[k, kernel.S_BUSY_S] / sim_time_s) if sim_time_s > 0 else 0.0,
              "mean_batch_size": float(stats[k, kernel.S_BATCH_SUM] / stats[k, kernel.S_ITERATIONS])
@@ -305,28 +319,101 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
 
 
 @dataclass(frozen=True)
+class GroupInputs:
+    """One group of identical replicas (the whole fleet unless it is mixed): its server, how many, its step tuple,
+    KV capacity in tokens (0: unlimited), speculative decoding parameters (``speculative_params``) and effective
+    FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model)."""
+
+    server: Server
+    replicas: int
+    step: tuple
+    capacity_tokens: int
+    speculation: tuple[int, float, float]
+    peak_ratios: tuple[float, float] | None
+    kv_bytes_per_token: float  # on all its cards together
+
+
+def hardware_label(server: Server) -> str:
+    """The cards of one replica as words: "TP2 H100-80G fp8" (a fixed step time: "fixed step time")."""
+    if server.step_model == "fixed":
+        return "fixed step time"
+    return f"TP{server.tensor_parallel} {server.gpu} {server.quant}"
+
+
+def group_inputs(server: Server, replicas: int, efficiency: Efficiency | None = None) -> GroupInputs:
+    """``GroupInputs`` of ``replicas`` x ``server`` (``efficiency`` as in ``simulate``)."""
+    profile = roofline_profile(server, efficiency=efficiency)  # also sizes swapped KV (fixed model)
+    step, capacity_tokens = _step_params(server, profile)
+    peak_ratios = None
+    if server.step_model != "fixed":
+        peak = peak_profile(server, server.tensor_parallel)
+        peak_ratios = (profile.effective_flops_per_s / peak.effective_flops_per_s,
+                       profile.effective_bytes_per_s / peak.effective_bytes_per_s)
+    return GroupInputs(server, replicas, step, capacity_tokens, speculative_params(server, profile), peak_ratios,
+                       profile.kv_bytes_per_token)
+
+
+GROUP_KEYS = ("gpu", "quant", "tensor_parallel", "calibration")  # a group's own keys (``config.FleetGroup``)
+
+
+def fleet_inputs(scenario: Scenario, efficiency: Efficiency | None = None) -> tuple[GroupInputs, ...]:
+    """``GroupInputs`` of every group of the fleet, an error about a group's hardware naming the group's key."""
+    groups = []
+    for i, (server, replicas) in enumerate(fleet_servers(scenario)):
+        try:
+            groups.append(group_inputs(server, replicas, efficiency))
+        except ScenarioError as exc:
+            text = str(exc)
+            key = next((k for k in GROUP_KEYS if text.startswith(f"server.{k}")), None)
+            if not scenario.fleet.groups or key is None:
+                raise
+            raise ScenarioError(f"fleet.groups[{i}].{text.removeprefix('server.')}") from None
+    costs = {g.speculation[2] for g in groups}
+    if len(costs) > 1:
+        raise ScenarioError("server.speculative.draft_model costs a different share of a decode iteration on the "
+                            "groups' weight formats; give server.speculative.draft_cost instead")
+    return tuple(groups)
+
+
+def replica_speeds(scenario: Scenario, groups: tuple[GroupInputs, ...], requests: RequestArrays,
+                   cached_tokens: np.ndarray | None) -> np.ndarray:
+    """Each replica's speed on the workload: the fewest GPU seconds per request of any group over its own
+    (``group_work_s``), so the fastest replica's is 1 and identical replicas' are all exactly 1."""
+    if len(groups) == 1:
+        return np.ones(groups[0].replicas)
+    work_s = np.array([group_work_s(scenario, g, requests, cached_tokens) for g in groups])
+    return np.repeat(work_s.min() / work_s, [g.replicas for g in groups])
+
+
+@dataclass(frozen=True)
 class Prepared:
     """A scenario turned into the compiled loop's inputs, before any run: the drawn requests (packed, pristine),
-    the step tuple, the KV capacity and the server and policy tuples, the steady-state window, the effective
-    FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model) and the speculative
-    decoding parameters (``speculative_params``), the prefix units (``prefix_units_of``). Runs copy what they
-    change."""
+    the fleet's groups (``GroupInputs``) with each replica's step row, KV capacity and speed, the server and policy
+    tuples, the steady-state window, the prefix units (``prefix_units_of``). Runs copy what they change."""
 
     scenario: Scenario
     requests: RequestArrays
-    step: tuple
-    capacity_tokens: int
+    groups: tuple[GroupInputs, ...]
+    steps: np.ndarray            # per replica, its group's step tuple (``steptime.step_rows``)
+    capacity_tokens: np.ndarray  # per replica, its KV cache (0: unlimited)
+    speeds: np.ndarray           # per replica (``replica_speeds``)
     srv: tuple
     ints: np.ndarray
     floats: np.ndarray
     policy: tuple
     class_params: np.ndarray
     window_s: tuple[float, float]
-    peak_ratios: tuple[float, float] | None
-    speculation: tuple[int, float, float]
     prefix_ids: np.ndarray     # the run's prefix unit ids, dense (0 .. prefix_units - 1); empty without caching
     prefix_units: int
     cached_tokens: np.ndarray | None  # ``cached_prompt_tokens``, for the offered load
+
+    @property
+    def peak_ratios(self) -> np.ndarray | None:
+        """Per replica, (effective FLOP/s, effective bandwidth) over the datasheet peaks; None under the fixed
+        step model."""
+        if self.groups[0].peak_ratios is None:
+            return None
+        return np.repeat(np.array([g.peak_ratios for g in self.groups]), [g.replicas for g in self.groups], axis=0)
 
 
 @dataclass(frozen=True)
@@ -351,39 +438,40 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
     requests = build_requests(scenario) if requests is None else requests
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
-    profile = roofline_profile(scenario.server, efficiency=efficiency)  # also sizes swapped KV (fixed model)
-    step, capacity_tokens = _step_params(scenario, profile)
-    _check_fits(scenario, requests, capacity_tokens)
+    scenario.origin.caps.check("replicas", "fleet.groups (their replicas in all)", scenario.fleet.replicas,
+                               " servers")
+    groups = fleet_inputs(scenario, efficiency)
+    for i, g in enumerate(groups):
+        _check_fits(g.server, requests, g.capacity_tokens, f" of fleet.groups[{i}]" if scenario.fleet.groups else "")
     server, n_classes = scenario.server, len(scenario.workload.classes)
     bs = server.block_size_tokens
     window_s = steady_window_s(requests.arrival_s)
-    peak_ratios = None
-    if server.step_model != "fixed":
-        peak = peak_profile(server, server.tensor_parallel)
-        peak_ratios = (profile.effective_flops_per_s / peak.effective_flops_per_s,
-                       profile.effective_bytes_per_s / peak.effective_bytes_per_s)
-    speculation = speculative_params(server, profile)
     unit_tokens, prefix_ids, prefix_units = prefix_units_of(server, requests)
+    cached_tokens = cached_prompt_tokens(requests, unit_tokens)
     srv = kernel.server_params(
-        server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0,
-        capacity_tokens // bs if capacity_tokens else UNLIMITED_BLOCKS, bs,
+        server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
-        profile.kv_bytes_per_token / (server.host_link_gb_s * 1e9), BATCHING_CODES[server.batching],
-        ADMISSION_CODES[server.admission], event_skipping, window_s, speculation, unit_tokens)
+        # a swapped token's transfer: the first group's KV bytes per token (a mixed fleet serves one model)
+        groups[0].kv_bytes_per_token / (server.host_link_gb_s * 1e9),
+        BATCHING_CODES[server.batching], ADMISSION_CODES[server.admission], event_skipping, window_s,
+        groups[0].speculation, unit_tokens)
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
                                  requests.class_id, _deadlines_s(scenario, requests), predicted,
                                  requests.prefix_offsets if prefix_units else None)
     policy, class_params = policy_inputs(scenario)
-    return Prepared(scenario, requests, step, capacity_tokens, srv, ints, floats, policy, class_params, window_s,
-                    peak_ratios, speculation, prefix_ids, prefix_units, cached_prompt_tokens(requests, unit_tokens))
+    counts = [g.replicas for g in groups]
+    return Prepared(scenario, requests, groups, np.repeat(step_rows([g.step for g in groups]), counts, axis=0),
+                    np.repeat([g.capacity_tokens for g in groups], counts).astype(np.int64),
+                    replica_speeds(scenario, groups, requests, cached_tokens), srv, ints, floats, policy,
+                    class_params, window_s, prefix_ids, prefix_units, cached_tokens)
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
-    """Run the compiled loop on a copy of ``prepared``'s requests, with ``step`` in place of its step tuple when
-    given (the calibration fit tries step tuples this way)."""
+    """Run the compiled loop on a copy of ``prepared``'s requests, with ``step`` in place of every replica's step
+    tuple when given (the calibration fit tries step tuples this way)."""
     scenario = prepared.scenario
     replicas = scenario.fleet.replicas
     n = len(prepared.requests)
@@ -392,13 +480,15 @@ def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[f
     stats, outcome = kernel.start_outputs(replicas)
     replica_classes = np.repeat(prepared.class_params[np.newaxis], replicas, axis=0)
     ints, floats = prepared.ints.copy(), prepared.floats.copy()
+    bs = scenario.server.block_size_tokens
+    capacity_blocks = np.where(prepared.capacity_tokens > 0, prepared.capacity_tokens // bs, UNLIMITED_BLOCKS)
     waiting, running, batch, counters, clock, acc, cross = kernel.work_arrays(
-        n, scenario.limits.max_waiting_requests, scenario.server.max_batch_size, replicas,
-        scenario.server.block_size_tokens)
+        n, scenario.limits.max_waiting_requests, scenario.server.max_batch_size, capacity_blocks, bs)
     caches = kernel.prefix_caches(replicas, prepared.prefix_units)
-    _run_sliced((prepared.srv, step or prepared.step, prepared.policy, ROUTER_CODES[scenario.fleet.router],
-                 replica_classes, ints, floats, prepared.prefix_ids, caches, series, stats, outcome, waiting, running,
-                 batch, counters, clock, acc, cross),
+    steps = prepared.steps if step is None else np.repeat(step_rows([step]), replicas, axis=0)
+    _run_sliced((prepared.srv, steps, prepared.policy, ROUTER_CODES[scenario.fleet.router],
+                 kernel.route_rows(prepared.speeds), replica_classes, ints, floats, prepared.prefix_ids, caches,
+                 series, stats, outcome, waiting, running, batch, counters, clock, acc, cross),
                 outcome, n, scenario.origin.caps.wall_clock_s, progress)
     sim_time_s = float(outcome[kernel.O_END_S])
     kernel.settle_in_flight(stats, counters, clock, sim_time_s, prepared.window_s)
@@ -415,7 +505,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     full: the same result, bit for bit, only slower (the reference that proves skipping exact)."""
     started = time.perf_counter()
     prepared = prepare(scenario, efficiency, event_skipping=event_skipping)
-    requests, step, capacity_tokens = prepared.requests, prepared.step, prepared.capacity_tokens
+    requests = prepared.requests
     columns = list(kernel.SERIES_FIXED_COLUMNS) + [batch_column(c.name) for c in scenario.workload.classes] \
         + [waiting_column(c.name) for c in scenario.workload.classes]
     run = execute(prepared, progress=progress)
@@ -429,13 +519,12 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     classes, overall = summarize(scenario, frame, sim_time_s, window, served[:, K_WINDOW_TOKENS])
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
-    load = offered_load(scenario, requests, step, capacity_tokens, prepared.speculation, prepared.cached_tokens)
-    system = {**_system_stats(stats, sim_time_s, capacity_tokens // bs * bs if capacity_tokens else None, bs, window,
-                              prepared.peak_ratios),
+    load = offered_load(scenario, requests, prepared.groups, prepared.cached_tokens)
+    system = {**_system_stats(stats, sim_time_s, prepared.capacity_tokens, bs, window, prepared.peak_ratios),
               "offered_load": load,
               "stop_reason": run.stop_reason,
               "unstable": bool(run.stop_reason != "drained" or load >= 1.0),
-              "replicas": _replica_stats(frame, stats, sim_time_s, replicas)}
+              "replicas": _replica_stats(frame, stats, sim_time_s, prepared)}
     wall_s = time.perf_counter() - started
     summary: Summary = {"classes": classes, "overall": overall, "system": system,
                "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,

@@ -45,6 +45,12 @@ def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_fl
             float(expert_bytes), float(experts), float(experts_per_token), float(sharpness))
 
 
+def step_rows(steps: list[tuple]) -> np.ndarray:
+    """Step tuples as the rows of one float array (the compiled loop's per-replica step times; the model code
+    becomes a float, compared as one)."""
+    return np.array(steps, dtype=np.float64).reshape(len(steps), ST_SHARPNESS + 1)
+
+
 @njit(cache=True)
 def smooth_max_nb(a, b, k):
     """(a^k + b^k)^(1/k): the larger of a and b when k is large, up to 2^(1/k) times it where they are equal

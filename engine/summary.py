@@ -45,6 +45,9 @@ class ClassMetrics(TypedDict, total=False):
 
 class ReplicaStats(TypedDict):
     replica: int
+    hardware: str  # its group's cards, e.g. "TP2 H100-80G fp8" (``simulate.hardware_label``)
+    speed: float  # its speed on the workload, the fastest replica's 1 (the routers weigh by it)
+    kv_capacity_tokens: Optional[int]
     routed: int
     completed: int
     output_tokens: int
@@ -67,7 +70,7 @@ class SystemMetrics(TypedDict):
     bandwidth_util_frac_run: Optional[float]
     kv_mean_frac: Optional[float]
     kv_peak_frac: Optional[float]
-    kv_capacity_tokens: Optional[int]
+    kv_capacity_tokens: Optional[int]  # the smallest replica's (a mixed fleet's replicas differ)
     preemptions: int
     preemption_waste_s: float
     preemption_waste_frac: float  # of all replicas' time over the run

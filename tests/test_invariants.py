@@ -59,15 +59,20 @@ def scenarios(draw):
                                  "draft_cost": draw(st.floats(0.0, 1.0))}
     if not static:
         server["prefix_caching"] = draw(st.booleans())
+    capacities = [0, 600, 1000, 4096] if static else [0, 320, 600, 1000, 4096]
     if static:
         server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
-        server["kv_capacity_tokens"] = draw(st.sampled_from([0, 600, 1000, 4096]))
+        server["kv_capacity_tokens"] = draw(st.sampled_from(capacities))
+    router = draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue", "prefix-affinity"]))
+    fleet = {"replicas": draw(st.integers(1, 4)), "router": router}
+    if draw(st.booleans()):  # a mixed fleet: groups with their own iteration times and KV caches
+        fleet = {"router": router, "groups": [
+            {"replicas": draw(st.integers(1, 2)), "step_time_ms": draw(st.floats(1.0, 50.0)),
+             "kv_capacity_tokens": draw(st.sampled_from(capacities))} for _ in range(draw(st.integers(1, 3)))]}
     return {"seed": draw(st.integers(0, 2 ** 31)), "workload": {
         "num_requests": draw(st.integers(1, 150)), "arrival": arrival, "classes": classes},
         "server": server,
-        "fleet": {"replicas": draw(st.integers(1, 4)),
-                  "router": draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue",
-                                                  "prefix-affinity"]))},
+        "fleet": fleet,
         "policy": {"name": draw(st.sampled_from(sorted(POLICIES))), "preemptive": draw(st.booleans()),
                    "preempt_mode": draw(st.sampled_from(["keep", "swap", "recompute"])),
                    "preempt_overhead_ms": draw(st.floats(0.0, 2.0)), "aging_per_s": draw(st.floats(0.0, 5.0)),
@@ -121,8 +126,10 @@ def test_invariants_hold(data):
     if server.admission == "reserve-full" and (spec.preemption == "never" or (
             spec.preemption == "param" and not scenario.policy.preemptive)):
         assert summary["system"]["preemptions"] == 0  # blocks for the whole output are taken at admission
-    if server.kv_capacity_tokens:
-        assert (series["kv_used_tokens"] <= server.kv_capacity_tokens).all()
+    capacity = replicas.set_index("replica")["kv_capacity_tokens"]  # each replica's (a mixed fleet's differ)
+    limited = capacity.notna()
+    assert (series["kv_used_tokens"] <= series["replica"].map(capacity).fillna(np.inf)).all()
+    if limited.all():
         assert summary["system"]["kv_peak_frac"] <= 1.0
 
     # Determinism: the same scenario and seed give the same result, bit for bit.

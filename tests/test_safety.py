@@ -367,16 +367,17 @@ def test_a_full_request_list_is_an_internal_error_not_a_silent_overwrite():
     requests = engine.workload.build_requests(scenario)
     from engine.layout import pack_requests
     from engine.policies import policy_inputs
-    from engine.steptime import FIXED, step_params
+    from engine.steptime import FIXED, step_params, step_rows
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
                                  requests.class_id, np.full(len(requests), np.inf), requests.output_tokens)
     policy, classes = policy_inputs(scenario)
     stats, outcome = kernel.start_outputs(1)
-    scratch = list(kernel.work_arrays(50, 100, 1, 1, 16))
+    scratch = list(kernel.work_arrays(50, 100, 1, np.array([2 ** 62]), 16))
     scratch[0] = scratch[0][:, :2]  # a waiting list too short for this load
-    srv = kernel.server_params(1, 8192, 1, 0.0, 2 ** 62, 16, 0, 100, 1e9, 1, 0.0)
+    srv = kernel.server_params(1, 8192, 1, 0.0, 16, 0, 100, 1e9, 1, 0.0)
     with pytest.raises(RuntimeError, match="a request list is full"):
-        kernel.run_nb(srv, step_params(FIXED, step_time_s=10.0), policy, 0, classes[np.newaxis], ints, floats,
+        kernel.run_nb(srv, step_rows([step_params(FIXED, step_time_s=10.0)]), policy, 0, kernel.route_rows(np.ones(1)),
+                      classes[np.newaxis], ints, floats,
                       np.zeros(0, np.int64), kernel.prefix_caches(1, 0),
                       np.zeros((1, 64, len(kernel.SERIES_FIXED_COLUMNS) + 2)), stats, outcome, *scratch,
                       time.monotonic_ns() + 10 ** 10)
