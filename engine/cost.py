@@ -98,6 +98,29 @@ def cheapest_offer(gpu: str, cards: int, tensor_parallel: int) -> str | None:
                                                      CNY_PER_USD_DEFAULT).per_hour[0])
 
 
+def combined_cost(parts: list[DeploymentCost]) -> DeploymentCost:
+    """Several rentals (one per group of a mixed fleet, in one currency) as one: offers joined by " + ", units
+    and prices added, an estimate when any part is."""
+    if len({p.currency for p in parts}) != 1:
+        raise ScenarioError("the parts of a mixed fleet's rent are priced in different currencies")
+    add = lambda pick: tuple(sum(pick(p)[i] for p in parts) for i in range(2))  # noqa: E731
+    return DeploymentCost(" + ".join(p.offer for p in parts), sum(p.units for p in parts), parts[0].currency,
+                          add(lambda p: p.per_hour), add(lambda p: p.per_month), any(p.estimate for p in parts))
+
+
+def group_rentals(groups: list[tuple[str, int, int]], billing: str, currency: str, cny_per_usd: float
+                  ) -> list[tuple[str, int, DeploymentCost | None]]:
+    """Each group of a mixed fleet, given as (gpu, tensor_parallel, replicas), rented through its cheapest offer
+    (``cheapest_offer``): (gpu, cards, cost), cost None when nothing rents that GPU."""
+    rentals = []
+    for gpu, tensor_parallel, replicas in groups:
+        cards = fleet_cards(gpu, tensor_parallel, replicas)
+        offer = cheapest_offer(gpu, cards, tensor_parallel)
+        rentals.append((gpu, cards, None if offer is None else
+                        deployment_cost(offer, cards, billing, currency, cny_per_usd)))
+    return rentals
+
+
 def idle_cards(offer: str, cards: int) -> int:
     """Cards rented through ``offer`` beyond the ``cards`` the fleet uses (an offer rents whole units)."""
     per_unit = float(load_table("offers").loc[offer, "gpus_per_unit"])

@@ -9,7 +9,7 @@ import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, Policy, RequestClass, Server, Speculative, Workload,
+from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy, RequestClass, Server, Speculative, Workload,
                            expected_tokens_per_decode, field_bounds, field_label, field_meta)
 from engine.cost import cost_columns
 from engine.diagnosis import diagnose
@@ -42,6 +42,10 @@ TABLE_COLUMNS = ("policy", "class", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", 
                  *(m.key for m in COSTS), "gpu_busy_frac", "preemptions", "unstable")
 CURVE_DEFAULTS = ("fifo", "priority")
 LOAD_STEP = 0.02  # a raise of the offered load smaller than this is not worth offering
+GROUP_KEYS = {"fixed": ("replicas", "step_time_ms", "kv_capacity_tokens"),  # a mixed fleet's group, per step model
+              "roofline": ("replicas", "gpu", "quant", "tensor_parallel")}
+MAX_LAB_GROUPS = 4
+MIXED_SECOND_GPU = "H100-80G"  # the second group a mixed fleet starts with (roofline)
 DEFAULT_DRAFT_COST = 0.15  # the Lab's first draft step cost: Llama-3.2-1B's weights over Llama-3-8B's
 LOG = logging.getLogger(__name__)
 
@@ -171,10 +175,52 @@ def speculative_controls(server: dict, v: int) -> None:
                f"{tokens:.2f} on average.")
 
 
+def first_groups(server: dict, replicas: int) -> list[dict]:
+    """The two groups a mixed fleet starts from: the server as it is, and one replica on the next faster GPU
+    (roofline) or at half the iteration time (fixed)."""
+    if server["step_model"] == "fixed":
+        return [{"replicas": replicas}, {"replicas": 1, "step_time_ms": server["step_time_ms"] / 2}]
+    return [{"replicas": replicas, "gpu": server["gpu"], "quant": server["quant"],
+             "tensor_parallel": server["tensor_parallel"]},
+            {"replicas": 1, "gpu": MIXED_SECOND_GPU, "quant": server["quant"],
+             "tensor_parallel": server["tensor_parallel"]}]
+
+
+def group_controls(fleet: dict, server: dict, v: int) -> None:
+    """Mixed fleet on or off; when on, how many groups and each group's replicas and hardware (the keys of
+    ``FleetGroup`` the step model reads)."""
+    groups = fleet.get("groups") or []
+    _, meta, _ = field_meta(Fleet, "groups")
+    if not st.toggle(field_label(Fleet, "groups"), value=bool(groups), key=f"fleet_mixed_{v}",
+                     help=text.sentence(meta["help"])):
+        replicas = groups[0]["replicas"] if groups else fleet.get("replicas")  # the first group is [server]'s
+        fleet.pop("groups", None)
+        fleet["replicas"] = field_input(Fleet, "replicas", replicas, key=f"fleet_replicas_{v}")
+        return
+    groups = [dict(g) for g in groups] or first_groups(server, fleet.pop("replicas", None) or 1)
+    fleet.pop("replicas", None)  # the groups' sum
+    count = st.number_input("Groups", 2, MAX_LAB_GROUPS, max(2, min(len(groups), MAX_LAB_GROUPS)), step=1,
+                            key=f"fleet_groups_{v}", help="Kinds of replica in the fleet, each on its own hardware.")
+    while len(groups) < count:
+        groups.append(dict(groups[-1], replicas=1))
+    keys = GROUP_KEYS[server["step_model"]]
+    chosen = []
+    for i, group in enumerate(groups[:count]):
+        st.markdown(f"**Group {i + 1}**")
+        entry = {}
+        for key in keys:
+            choices = hardware_choices.TABLE_CHOICES.get(key)
+            value = group.get(key) or (server.get(key) if key in ("gpu", "quant") else None)
+            entry[key] = field_input(FleetGroup, key, value, key=f"group_{i}_{key}_{v}",
+                                     options=choices() if choices else None)
+        chosen.append(entry)
+    fleet["groups"] = chosen
+
+
 def fleet_controls(data: dict, v: int) -> None:
     fleet = data.setdefault("fleet", {})
-    for key in ("replicas", "router"):
-        fleet[key] = field_input(Fleet, key, fleet.get(key), key=f"fleet_{key}_{v}")
+    group_controls(fleet, data["server"], v)
+    fleet["router"] = field_input(Fleet, "router", fleet.get("router"), key=f"fleet_router_{v}")
 
 
 def edited_scenario(base: dict) -> dict:
@@ -190,7 +236,7 @@ def edited_scenario(base: dict) -> dict:
             policy_controls(data, typed, v)
         with st.expander("Server: batching, memory, step time"):
             server_controls(data, v)
-        with st.expander("Fleet: replicas and router"):
+        with st.expander("Fleet: replicas, GPU groups and router"):
             fleet_controls(data, v)
     return data
 
@@ -449,7 +495,9 @@ with timeline_tab:
                                help="Each replica runs its own iterations; the router's split is in the table.")
         series = series[series["replica"] == replica]
         replicas = pd.DataFrame(system["replicas"]).rename(columns={"busy_frac": "gpu_busy_frac_run"})
-        tables.show(replicas, ["replica", "routed", "completed", "output_tokens", "gpu_busy_frac_run",
+        mixed = ["hardware", "speed"] if typed.fleet.groups else []
+        replicas["speed"] = replicas["speed"].round(2)
+        tables.show(replicas, ["replica", *mixed, "routed", "completed", "output_tokens", "gpu_busy_frac_run",
                                "mean_batch_size"])
     st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"], system["window_s"]),
                     width="stretch")

@@ -119,6 +119,17 @@ one unlimited cache for the whole fleet would hold, so with caching it errs low.
 output's blocks, host-memory or disk caches (Mooncake's own answer to caches that hold a few dozen long
 prompts).
 
+**Mixed fleets** (`[[fleet.groups]]`). A fleet may hold groups of replicas on other GPUs, weight formats or
+tensor-parallel degrees (under the fixed step model: other iteration times and KV caches), all serving the
+`[server]` model with its batch limits behind one router. Each replica has its own step time and KV cache. Its
+**speed** is the fewest GPU seconds per request of any group over its own, on this workload (the offered load's
+estimate at a full batch: s_k = min_j W_j / W_k, so the fastest replica's is 1 and identical replicas' are all
+exactly 1). The routers weigh by it: round robin becomes smooth weighted round robin (each replica gains s_k in
+credit per arrival, the richest is chosen and pays the total: turns in proportion to speed, evenly spread), least
+tokens and shortest queue compare outstanding work over s_k (the time to clear it). The fleet's service rate is
+the sum of its groups', so offered load = arrival rate / sum of replicas_g / W_g. Cost: each group rented through
+its cheapest offer. Not modelled: a request moving between replicas, and different batch limits per group.
+
 **Your own measurements** (Hardware page, `python -m engine calibrate`). A `vllm bench serve` result
 (per-request lengths with `--save-detailed`, else the means) or a GenAI-Perf / AIPerf export (mean
 lengths) is replayed on the server you describe: its requests, sent all at once or at its Poisson rate
@@ -177,9 +188,10 @@ st.markdown("""
 - **Offered load** = arrival rate x estimated GPU seconds per request / concurrent slots: exact for the
   fixed model with one slot (it is $\\rho$ of M/G/1), an estimate otherwise. A run is **unstable** when it
   is >= 1 or a limit (`limits.max_waiting_requests`, `limits.max_drain_s`) stopped it.
-- A fleet is `fleet.replicas` identical servers on one clock behind a router (round robin, least
-  outstanding tokens, shortest queue); a request stays on its replica. No network, tokenizer or sampling
-  time; no prefix caching; no migration of requests between replicas.
+- A fleet is `fleet.replicas` identical servers, or groups of replicas on different hardware
+  (`fleet.groups`), on one clock behind a router (round robin, least outstanding tokens, shortest queue, prefix
+  affinity; weighed by each replica's speed); a request stays on its replica. No network, tokenizer or sampling
+  time; no migration of requests between replicas.
 - All randomness is drawn before the loop from one seeded generator: same scenario and seed, same result.
 """)
 st.markdown(f"""

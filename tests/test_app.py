@@ -348,3 +348,33 @@ def test_prefix_caching_with_a_shared_system_prompt_shows_its_hit_rate_and_cuts_
     hits = next(m for m in at.metric if m.label == "Prefix cache hits")
     assert 0.25 < float(hits.value.rstrip("%")) / 100 < 0.4
     assert as_ms(metric(at, 0, "TTFT p99")) < 0.95 * before
+
+
+def test_a_mixed_fleet_in_the_lab_adds_a_faster_group_routes_by_speed_and_prices_each_group():
+    """The article's 2 x TP4 A100 fleet turned mixed: the first group is the fleet as it was, the second one
+    TP4 H100 replica; the H100, much the faster on this workload, takes most requests, the latency falls, and
+    the rent is both groups' cheapest offers together."""
+    data = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+    data["workload"]["num_requests"] = 3000
+    at = lab(data).run()
+    before = float(metric(at, 0, "TTFT p99").split()[0])
+    at.toggle(key="fleet_mixed_1").set_value(True).run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="group_0_replicas_1").value == 2
+    assert at.selectbox(key="group_1_gpu_1").value == "H100-80G"
+    assert any(c.value.startswith("8 cards of A100-80G rent") and ". 4 cards of H100-80G rent" in c.value
+               for c in at.caption)
+    assert float(metric(at, 0, "TTFT p99").split()[0]) < before
+    table = next(d.value for d in at.dataframe if "hardware" in d.value.columns)
+    assert list(table["hardware"]) == ["TP4 A100-80G int4"] * 2 + ["TP4 H100-80G int4"]
+    assert table["routed"].iloc[2] > table["routed"].iloc[:2].sum()
+    at.toggle(key="fleet_mixed_1").set_value(False).run()
+    assert float(metric(at, 0, "TTFT p99").split()[0]) == before
+
+
+def test_the_scenario_line_names_a_mixed_fleets_groups():
+    data = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+    data["fleet"] = {"groups": [{"replicas": 2, "gpu": "A100-80G", "tensor_parallel": 4},
+                                {"replicas": 1, "gpu": "H100-80G", "quant": "fp8", "tensor_parallel": 4}]}
+    assert state.describe(engine.load_scenario(data)).startswith(
+        "a mixed fleet of 2 x TP4 A100-80G int4, 1 x TP4 H100-80G fp8 serving Llama-3-70B; policy:")

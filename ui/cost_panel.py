@@ -6,8 +6,10 @@ import streamlit as st
 
 import engine
 from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
-                         HOURS_PER_MONTH, DeploymentCost, cheapest_offer, deployment_cost, fleet_cards, idle_cards,
-                         offer_hosting_problem, offers_for, unit_costs)
+                         HOURS_PER_MONTH, DeploymentCost, cheapest_offer, combined_cost, deployment_cost, fleet_cards,
+                         group_rentals, idle_cards, offer_hosting_problem, offers_for, unit_costs)
+from engine.config import fleet_servers
+from engine.hardware import load_table
 from engine.metric_table import COSTS, metric, money_range
 from engine.summary import Summary
 from ui import text, view
@@ -54,16 +56,47 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     return cost
 
 
+def pick_group_offers(scenario: engine.Scenario) -> DeploymentCost | None:
+    """A mixed fleet's rent: each group through its cheapest offer, in the billing, currency and exchange rate
+    chosen here (the pages' shared keys); None when some group's GPU has no offer."""
+    cols = st.columns([3, 1, 1, 1])
+    view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
+    view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
+    view.choice("cost_currency", CURRENCIES, CURRENCIES[0])
+    cols[0].markdown("**Offers:** each group's cheapest")
+    billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
+    currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
+    cny_per_usd = cols[3].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
+                                       help="Exchange rate: your setting, not a market quote.")
+    groups = [(s.gpu, s.tensor_parallel, n) for s, n in fleet_servers(scenario)]
+    rentals = group_rentals(groups, billing, currency, cny_per_usd)
+    missing = [gpu for gpu, _, cost in rentals if cost is None]
+    if missing:
+        st.info(f"No rental offer for {missing[0]} in data/hardware/offers.csv: this mixed fleet cannot be priced.")
+        return None
+    offers = load_table("offers")
+    st.caption(" ".join(f"{cards_text(cards)} of {gpu} rent {cost.units} x {cost.offer} (source: "
+                        f"{offers.loc[cost.offer, 'source']}, {offers.loc[cost.offer, 'as_of']})."
+                        for gpu, cards, cost in rentals))
+    cost = combined_cost([cost for _, _, cost in rentals])
+    if cost.estimate:
+        st.caption("Estimate: at least one price is a range or marked as estimated.")
+    return cost
+
+
 def cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | None:
     """Rental cost of the scenario's fleet and its unit costs at the simulated load; the chosen offer's
-    cost (None when the scenario has no real GPU or no offer). Amounts carry the currency in their label, so
-    each card holds a number or a range that fits it."""
+    cost (a mixed fleet: its groups' cheapest offers together; None when the scenario has no real GPU or no
+    offer). Amounts carry the currency in their label, so each card holds a number or a range that fits it."""
     server = scenario.server
     if server.step_model != "roofline":
         st.caption("Choose the roofline step model (a real GPU) to price this fleet.")
         return None
-    cards = fleet_cards(server.gpu, server.tensor_parallel, scenario.fleet.replicas)
-    cost = pick_offer(server.gpu, cards, server.tensor_parallel)
+    if scenario.fleet.groups:
+        cost = pick_group_offers(scenario)
+    else:
+        cost = pick_offer(server.gpu, fleet_cards(server.gpu, server.tensor_parallel, scenario.fleet.replicas),
+                          server.tensor_parallel)
     if cost is None:
         return None
     per_unit = [unit_costs(p, summary["overall"]) for p in cost.per_hour]

@@ -13,10 +13,10 @@ import streamlit as st
 
 import engine
 from engine.calibration_store import holds_for
-from engine.config import Server, read_toml
+from engine.config import Server, fleet_servers, read_toml
 from engine.link import SCENARIO_KEY, decode, encode  # noqa: F401 - the pages' names for them
 from engine.policies import POLICY_LABELS
-from engine.simulate import PRESET_DIR, stated_load
+from engine.simulate import PRESET_DIR, hardware_label, stated_load
 from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 
@@ -156,6 +156,12 @@ def describe(scenario: engine.Scenario) -> str:
     else:
         cards = f"{server.tensor_parallel} x {server.gpu}" if server.tensor_parallel > 1 else server.gpu
         fleet = f"{server.model} ({server.quant}) on {cards}"
+    if scenario.fleet.groups:  # a mixed fleet: each group's replicas and hardware
+        fixed = server.step_model == "fixed"
+        kinds = ", ".join(f"{n} x " + (f"{s.step_time_ms:g} ms iterations" if fixed else hardware_label(s))
+                          for s, n in fleet_servers(scenario))
+        fleet = f"a mixed fleet of {kinds}" + ("" if fixed else f" serving {server.model}")
+        replicas = 1
     servers = f"{replicas} servers of " if replicas > 1 else ""
     spec = server.speculative
     if spec is not None:
