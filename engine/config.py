@@ -419,8 +419,8 @@ class FleetGroup:
 class Fleet:
     """Data-parallel replicas of the server behind one router, all on one clock."""
 
-    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs (with groups: their sum, "
-                           "which may be left out)", "servers", ge=1, cap="replicas")
+    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs (with groups: their sum, which "
+                           "replaces any value given)", "servers", ge=1, cap="replicas")
     router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
                                      "holding the fewest prompt + predicted output tokens), shortest-queue "
                                      "(the replica holding the fewest requests) or prefix-affinity (with "
@@ -437,13 +437,8 @@ class Fleet:
                                          cap="replicas")
 
     def _check(self, path: str) -> None:
-        if not self.groups:
-            return
-        total = sum(g.replicas for g in self.groups)
-        if self.replicas not in (1, total):
-            raise ScenarioError(f"{path}.replicas = {self.replicas} is not the sum of the groups' replicas "
-                                f"({total}); leave it out with [[fleet.groups]]")
-        object.__setattr__(self, "replicas", total)
+        if self.groups:  # the groups' sum, whatever was given (a preset's replicas may meet groups set over it)
+            object.__setattr__(self, "replicas", sum(g.replicas for g in self.groups))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .config import (OVERALL, Arrival, Fleet, Policy, Scenario, Server, Speculative, apply_overrides, field_bounds,
-                     field_label, field_meta, load_scenario, read_toml)
+                     field_label, field_meta, fleet_servers, load_scenario, read_toml)
 from .cost import BILLING_MODES, CNY_PER_USD_DEFAULT, HOURS_PER_MONTH, deployment_cost
 from .errors import ScenarioError, excerpt
 from .hardware import is_slice, load_table
@@ -213,9 +213,13 @@ def scenario_with(scenario: dict, values: Mapping[str, Any]) -> dict:
 
 
 def _typed_value(typed: Any, path: str) -> Any:
+    """The value at dotted ``path`` of the typed scenario (a list entry by its index: ``fleet.groups.0.gpu``)."""
     node = typed
     for part in path.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else getattr(node, part)
+        if isinstance(node, tuple):
+            node = node[int(part)]
+        else:
+            node = node.get(part) if isinstance(node, Mapping) else getattr(node, part)
     return node
 
 
@@ -496,12 +500,15 @@ class Verdict:
 
 
 def whole_cards(typed: Scenario) -> int:
-    """Whole cards a fleet occupies: tensor parallel x replicas, or for slices as many cards as hold them."""
-    server = typed.server
-    if is_slice(server.gpu):
-        per_card = int(load_table("gpu_slices").loc[server.gpu, "max_per_card"])
-        return math.ceil(typed.fleet.replicas / per_card)
-    return server.tensor_parallel * typed.fleet.replicas
+    """Whole cards a fleet occupies: tensor parallel x replicas, or for slices as many cards as hold them, summed
+    over a mixed fleet's groups."""
+    cards = 0
+    for server, replicas in fleet_servers(typed):
+        if is_slice(server.gpu):
+            cards += math.ceil(replicas / int(load_table("gpu_slices").loc[server.gpu, "max_per_card"]))
+        else:
+            cards += server.tensor_parallel * replicas
+    return cards
 
 
 def check_rental(chapter: Chapter, values: Mapping[str, Any], cny_per_usd: float = CNY_PER_USD_DEFAULT) -> Verdict:

@@ -121,20 +121,23 @@ def test_a_mixed_fleet_summary_names_each_replicas_hardware():
     assert sum(r["routed"] for r in replicas) == 300
 
 
-@pytest.mark.parametrize("fleet, message", [
-    ({"replicas": 4, "groups": [{"replicas": 1}, {"replicas": 2}]},
-     "fleet.replicas = 4 is not the sum of the groups' replicas (3); leave it out"),
-    ({"groups": [{"replicas": 1, "gpu": "A100-80G"}]},
-     "fleet.groups[0].gpu is not used with server.step_model = 'fixed'; remove it"),
-])
-def test_fleet_group_errors_name_the_key(fleet, message):
-    data = {"workload": {"num_requests": 5, "arrival": {"process": "poisson", "rate_per_s": 1.0},
+def small(fleet: dict) -> dict:
+    return {"workload": {"num_requests": 5, "arrival": {"process": "poisson", "rate_per_s": 1.0},
                          "classes": [{"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 5},
                                       "output_tokens": {"dist": "constant", "value": 5}}]},
             "fleet": fleet}
-    with pytest.raises(engine.ScenarioError, match=message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]")):
-        engine.load_scenario(data)
+
+
+def test_with_groups_the_replicas_are_their_sum():
+    """A preset's fleet.replicas may meet groups set over it: the groups' sum replaces it."""
+    fleet = engine.load_scenario(small({"replicas": 4, "groups": [{"replicas": 1}, {"replicas": 2}]})).fleet
+    assert fleet.replicas == 3
+
+
+def test_a_key_the_step_model_does_not_read_is_refused():
+    with pytest.raises(engine.ScenarioError, match=r"fleet\.groups\[0\]\.gpu is not used with server\.step_model "
+                                                   r"= 'fixed'; remove it"):
+        engine.load_scenario(small({"groups": [{"replicas": 1, "gpu": "A100-80G"}]}))
 
 
 def test_a_roofline_group_error_names_the_group():
