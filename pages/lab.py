@@ -495,10 +495,11 @@ with timeline_tab:
                                help="Each replica runs its own iterations; the router's split is in the table.")
         series = series[series["replica"] == replica]
         replicas = pd.DataFrame(system["replicas"]).rename(columns={"busy_frac": "gpu_busy_frac_run"})
-        mixed = ["hardware", "speed"] if typed.fleet.groups else []
         replicas["speed"] = replicas["speed"].round(2)
-        tables.show(replicas, ["replica", *mixed, "routed", "completed", "output_tokens", "gpu_busy_frac_run",
-                               "mean_batch_size"])
+        # a mixed fleet's table names each replica's hardware and speed in place of its output tokens (room)
+        counts = ["hardware", "speed", "routed", "completed"] if typed.fleet.groups else \
+            ["routed", "completed", "output_tokens"]
+        tables.show(replicas, ["replica", *counts, "gpu_busy_frac_run", "mean_batch_size"])
     st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"], system["window_s"]),
                     width="stretch")
     if system["timeseries_stride"] > 1:
