@@ -81,6 +81,23 @@ def sensitivity_text(answer: dict) -> str | None:
     return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
 
 
+def mix_text(answer: dict) -> str | None:
+    """The mixed fleet proposed beside the answer, in words ("Cheaper as a mixed fleet: 4 x TP1 H100-80G through
+    vast-h100-spot + 1 x TP1 A100-80G through runpod-a100-sxm, ..."), or what was tried; None when nothing was."""
+    mix = answer.get("mix")
+    if mix is None:
+        return answer.get("mix_note") or None
+    cost, was = mix["monthly_cost"], mix["instead_of"]
+    groups = " + ".join(f"{g['replicas']} x TP{g['tensor_parallel']} {g['gpu']} ({g['quant']} weights) through "
+                        f"{g['offer']}" for g in mix["groups"])
+    targets = "; ".join(f"{t['class']} {metric(t['metric']).label} {target_text(t)}" for t in mix["targets"])
+    estimate = "" if mix["calibrated"] else "; step times of a group rest on an estimate"
+    return (f"Cheaper as a mixed fleet: {groups} ({mix['cards']} cards, router {mix['router']} weighing each "
+            f"server by its speed), {money_range((cost['low'], cost['high']), cost['currency'])} per month, "
+            f"{money_text(mix['saving_per_month'])} less than {was['replicas']} x TP{was['tensor_parallel']} "
+            f"{was['gpu']} through {was['offer']}; {targets}{estimate}")
+
+
 def tuned_text(answer: dict) -> str | None:
     """What tuning each policy first found: "Tuned on the scenario's fleet: dynamic (alpha (waiting) 9.38, ...);
     wfq kept its parameters (the objective did not move at the scenario's load)"; None without tuning."""
@@ -138,6 +155,9 @@ def plan_text(answer: dict, title: str) -> str:
         grows = sensitivity_text(answer)
         if grows:
             lines.append(_wrap(grows))
+    mixed = mix_text(answer)
+    if mixed:
+        lines.append(_wrap(mixed))
     if answer["alternatives"]:
         shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
         lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")

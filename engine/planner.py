@@ -17,7 +17,8 @@ mean over the seeds with a 95% confidence interval; the recommendation and the f
 alternatives also their headroom: the highest arrival rate at which the same fleet still meets every target
 (bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity:
 what the recommended GPU, degree and policy need with 20% more traffic, and with prompts twice as long (their
-runs count in the answer's evaluations).
+runs count in the answer's evaluations). Mixed fleet: the cheapest plan's GPU partly replaced by another's,
+proposed beside the answer when it meets every target for less (``mixes``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cos
 from .diagnosis import diagnose
 from .errors import ScenarioError, excerpt
 from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_parallel
+from .mixes import cheaper_mix
 from .origin import Origin
 from .parallel import run_all, simulate_summary, workers
 from .registry import POLICY_CODES, ROUTER_CODES, TP_DEGREES
@@ -195,12 +197,16 @@ class Search:
     def evidence(self, config: Config, replicas: int, rate_factor: float = 1.0) -> Evidence:
         """Every seed's run of the configuration at this size (stops at the first seed that misses a target:
         the configuration then fails, whatever the others say)."""
-        key = (config, replicas, rate_factor)
+        return self.runs_of((config, replicas, rate_factor),
+                            lambda k: self.scenario(config, replicas, k, rate_factor))
+
+    def runs_of(self, key: tuple, scenario_of: Callable[[int], dict]) -> Evidence:
+        """The runs of the fleet ``key`` names, seed offset k's scenario ``scenario_of(k)``, made once."""
         if key in self.runs:
             return self.runs[key]
         summaries, met = [], True
         for k in range(self.question.seeds):
-            summary = simulate_summary(self.scenario(config, replicas, k, rate_factor), self.origin)
+            summary = simulate_summary(scenario_of(k), self.origin)
             with self._lock:
                 self.count += 1
             summaries.append(summary)
@@ -404,6 +410,16 @@ def add_headroom(search: Search, plans: list[dict]) -> None:
         p["headroom_rate_per_s"] = factor * rate if factor is not None and rate else None
 
 
+def target_entries(question: Question, evidence: Evidence) -> list[dict]:
+    """Each target with its mean over the seeds and the 95% confidence interval."""
+    targets = []
+    for target in question.targets:
+        mean, low, high = confidence_95(evidence.target_values(target))
+        targets.append({"target": target.describe(), "class": target.cls, "metric": target.key, "limit": target.limit,
+                        "value": mean, "ci95": [low, high]})
+    return targets
+
+
 def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str, router: str) -> dict:
     """One priced plan: the JSON contract's P (``router``: the scenario's, unless the configuration sets one)."""
     q, data = search.question, search.data
@@ -412,11 +428,6 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
     per_million = [[unit_costs(cost.per_hour[end], s["overall"])["per_million_output_tokens"]
                     for s in evidence.summaries] for end in (0, 1)]
     first = evidence.summaries[0]
-    targets = []
-    for target in q.targets:
-        mean, low, high = confidence_95(evidence.target_values(target))
-        targets.append({"target": target.describe(), "class": target.cls, "metric": target.key, "limit": target.limit,
-                        "value": mean, "ci95": [low, high]})
     return {
         "offer": offer, "gpu": config.gpu, "quant": config.quant or data.get("server", {}).get("quant", Server().quant),
         "tensor_parallel": config.tensor_parallel, "replicas": replicas,
@@ -427,7 +438,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
                          "billing": q.billing, "estimate": bool(cost.estimate)},
         "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
         "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
-        "targets": targets,
+        "targets": target_entries(q, evidence),
         "metrics": {**first["classes"], OVERALL: first["overall"]},
         "gpu_busy_frac": first["system"]["gpu_busy_frac"],
     }
@@ -517,11 +528,13 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
                 continue
             plans.append({**plan_entry(search, config, replicas, evidence, offer, scenario.fleet.router),
                           "same_fleet_policies": same})
-    recommendation, alternatives = recommend(rank(plans), question.budget)
+    ranked = rank(plans)
+    recommendation, alternatives = recommend(ranked, question.budget)
+    mix, mix_note = cheaper_mix(search, ranked)
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
     budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
     return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
-            "budget": budget, "tuned": tuned,
+            "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,
             "diagnosis": diagnosis(search, recommendation) if recommendation else [],
             "sensitivity": sensitivity(search, recommendation) if recommendation else [],
             "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": workers()}}

@@ -31,8 +31,8 @@ from .link import page_link
 from .metric_table import metric, money_range
 from .origin import Origin
 from .plan_charts import pareto_chart, targets_chart
-from .plan_text import (alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line, target_text,
-                        tuned_text)
+from .plan_text import (alternatives_frame, caveat, mix_text, no_plan_text, sensitivity_text, summary_line,
+                        target_text, tuned_text)
 from .planner import Question
 from .policies import POLICY_LABELS
 from .simulate import estimated_offered_load, load_text
@@ -188,7 +188,7 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
                   "<h2>Targets</h2>", _table(targets_frame(best)),
                   "<h2>What limits this fleet</h2>",
                   "<ul>" + "".join(f"<li>{e(s)}</li>" for s in answer["diagnosis"]) + "</ul>"]
-        for sentence in (sensitivity_text(answer), tuned_text(answer)):
+        for sentence in (sensitivity_text(answer), tuned_text(answer), mix_text(answer)):
             if sentence:
                 parts.append(f"<p>{e(sentence)}</p>")
         parts += ["<h2>Evidence</h2>",

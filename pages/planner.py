@@ -21,7 +21,8 @@ from engine.hardware import load_table
 from engine.metric_table import metric
 from engine.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
 from engine.plan_charts import pareto_chart
-from engine.plan_text import alternatives_frame, caveat, no_plan_text, sensitivity_text, summary_line, tuned_text
+from engine.plan_text import (alternatives_frame, caveat, mix_text, no_plan_text, sensitivity_text, summary_line,
+                              tuned_text)
 from engine.policies import POLICY_LABELS
 from engine.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
 from engine.registry import POLICY_CODES, ROUTER_CODES
@@ -160,6 +161,9 @@ def show_answer(answer: dict, question: Question) -> None:
         tuned = tuned_text(answer)
         if tuned:
             st.info(text.plain(tuned))
+        mixed = mix_text(answer)
+        if mixed:
+            (st.success if answer["mix"] else st.caption)(text.plain(mixed))
         st.plotly_chart(pareto_chart(answer, question.targets[0]), width="stretch")
         st.caption("Each point is a priced plan that meets every target; the dashed line is the first target's "
                    "limit. The cheapest plans sit to the left, those with the most to spare at the bottom (or top, "

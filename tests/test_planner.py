@@ -10,7 +10,7 @@ from conftest import REPO
 from engine.config import apply_overrides, load_scenario, read_toml
 from engine.origin import Origin
 from engine.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, configurations, plan,
-                            recommend, scaled_prompts)
+                            rank, recommend, scaled_prompts)
 from engine.errors import ScenarioError
 from engine.plan_text import no_plan_text, plan_text
 from engine.simulate import simulate
@@ -318,3 +318,28 @@ def test_decoding_is_a_search_dimension_and_speculation_wins_only_where_it_helps
         plan(article(), small(gpus=("H100-80G",), decodings=both))
     with pytest.raises(ScenarioError, match="decoding 'greedy' is not one of plain, speculative"):
         small(decodings=("greedy",))
+
+
+def test_a_mixed_fleet_is_proposed_only_when_it_meets_every_target_for_less():
+    """At 70 req/s the cheapest plan rents 5 H100 servers; one of them replaced by an A100 server meets the TTFT
+    target on every seed for less. Proposed beside the answer, never in place of it: its cost is below the
+    cheapest single-GPU plan's, its targets hold, and the fleet re-run on fresh seeds still meets them."""
+    answer = plan(article(70.0), small())
+    mix, cheapest = answer["mix"], rank([answer["recommendation"], *answer["alternatives"]])[0]
+    assert mix is not None, answer["mix_note"]
+    assert mix["monthly_cost"]["low"] < cheapest["monthly_cost"]["low"]
+    assert mix["saving_per_month"] == pytest.approx(cheapest["monthly_cost"]["low"] - mix["monthly_cost"]["low"])
+    assert {g["gpu"] for g in mix["groups"]} == {"H100-80G", "A100-80G"}
+    assert mix["groups"][0]["gpu"] == cheapest["gpu"] and mix["groups"][0]["replicas"] < cheapest["replicas"]
+    assert all(t["value"] <= t["limit"] for t in mix["targets"])
+    groups = [{k: g[k] for k in ("gpu", "quant", "tensor_parallel", "replicas")} for g in mix["groups"]]
+    for seed in (11, 12):
+        data = apply_overrides(article(70.0), {"fleet.groups": groups, "workload.num_requests": 800, "seed": seed,
+                                               "policy.name": mix["policy"]["name"], "fleet.router": mix["router"]})
+        assert all_met(TTFT_1S, simulate(load_scenario(data)).summary)
+    assert "Cheaper as a mixed fleet:" in plan_text(answer, "plan")
+
+
+def test_no_mix_is_tried_with_one_gpu():
+    answer = plan(article(70.0), small(gpus=("H100-80G",)))
+    assert answer["mix"] is None and answer["mix_note"] == "No mixed fleet tried: only H100-80G meets the targets."
