@@ -27,8 +27,9 @@ import tomli_w
 from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
 from .errors import ScenarioError, excerpt, key_text
 from .origin import Origin
-from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, KV_ALLOCATIONS, LENGTH_DISTRIBUTIONS,
-                       POLICY_CODES, PREEMPT_MODE_CODES, ROUTER_CODES, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
+from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
+                       LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES,
+                       STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
 
 _MISSING = dataclasses.MISSING
 
@@ -385,15 +386,16 @@ class Limits:
 
 @dataclass(frozen=True)
 class FleetGroup:
-    """Replicas of one kind in a mixed fleet: the [server] on its own GPU, weight format and tensor-parallel degree
-    (roofline), or with its own iteration time and KV cache (fixed); every other server key, the model and the
-    batch limits among them, is the [server] table's."""
+    """Replicas of one kind in a mixed fleet, or one pool of a disaggregated one: the [server] on its own GPU, weight
+    format and tensor-parallel degree (roofline), or with its own iteration time and KV cache (fixed), and its own
+    batch limits; every key left out, the model among them, is the [server] table's."""
 
     replicas: int = opt(1, "servers of this kind", "servers", ge=1, cap="replicas")
     gpu: str = opt("", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (roofline; empty: server.gpu)",
                    cap="name_chars")
     quant: str = opt("", "weight format from data/hardware/quant.csv (empty: server.quant)", cap="name_chars")
-    tensor_parallel: int = opt(1, "GPUs one server of this kind splits the model over", "GPUs", choices=TP_DEGREES)
+    tensor_parallel: Optional[int] = opt(None, "GPUs one server of this kind splits the model over (none: "
+                                               "server.tensor_parallel)", "GPUs", choices=TP_DEGREES)
     calibration: str = opt("", "saved step-time calibration of this GPU (roofline; empty: the shipped calibration "
                                 "of its family)", cap="name_chars")
     step_time_ms: Optional[float] = opt(None, "iteration time of these servers (step_model = fixed; none: "
@@ -401,18 +403,25 @@ class FleetGroup:
     kv_capacity_tokens: Optional[int] = opt(None, "KV-cache capacity of these servers (step_model = fixed; none: "
                                                   "server.kv_capacity_tokens; 0 = unlimited)", "tokens", ge=0,
                                             cap="kv_tokens")
+    max_batch_size: Optional[int] = opt(None, "most sequences in one iteration of these servers (none: "
+                                              "server.max_batch_size)", "sequences", ge=1, cap="batch_size")
+    max_batched_tokens: Optional[int] = opt(None, "token budget of one iteration of these servers (none: "
+                                                  "server.max_batched_tokens)", "tokens", ge=1, cap="batched_tokens")
 
     def _check(self, path: str) -> None:
         if self.calibration:
             check_calibration_name(self.calibration, f"{path}.calibration")
 
     def server(self, base: Server) -> Server:
-        """``base`` (the [server] table) on this group's hardware."""
+        """``base`` (the [server] table) on this group's hardware and batch limits."""
         pick = lambda own, shared: shared if own is None else own  # noqa: E731
         return dataclasses.replace(base, gpu=self.gpu or base.gpu, quant=self.quant or base.quant,
-                                   tensor_parallel=self.tensor_parallel, calibration=self.calibration,
+                                   tensor_parallel=pick(self.tensor_parallel, base.tensor_parallel),
+                                   calibration=self.calibration,
                                    step_time_ms=pick(self.step_time_ms, base.step_time_ms),
-                                   kv_capacity_tokens=pick(self.kv_capacity_tokens, base.kv_capacity_tokens))
+                                   kv_capacity_tokens=pick(self.kv_capacity_tokens, base.kv_capacity_tokens),
+                                   max_batch_size=pick(self.max_batch_size, base.max_batch_size),
+                                   max_batched_tokens=pick(self.max_batched_tokens, base.max_batched_tokens))
 
 
 @dataclass(frozen=True)
@@ -435,10 +444,40 @@ class Fleet:
                                              "replica by its speed on the workload; none: fleet.replicas servers "
                                              "of [server]",
                                          cap="replicas")
+    mode: str = opt("colocated", "colocated: every server runs whole requests; disaggregated: a prefill pool "
+                                 "computes each prompt and its first token, then hands the request's KV over a "
+                                 "link to a decode pool that generates the rest (DistServe, Splitwise, NVIDIA "
+                                 "Dynamo)", choices=FLEET_MODES)
+    prefill: Optional[FleetGroup] = opt(None, "the prefill pool (mode = disaggregated): its replicas, hardware and "
+                                              "batch limits")
+    decode: Optional[FleetGroup] = opt(None, "the decode pool (mode = disaggregated): its replicas, hardware and "
+                                             "batch limits")
+    kv_link_gb_s: float = opt(50.0, "bandwidth of each prefill server's link to the decode pool, per direction "
+                                    "(mode = disaggregated; a 400 Gb/s NIC moves 50 GB/s): a request's KV takes its "
+                                    "bytes / this, after the transfers before it on the link", "GB/s", gt=0.0,
+                              le=1e9)
 
     def _check(self, path: str) -> None:
+        pools = (self.prefill, self.decode)
+        if self.mode == "disaggregated":
+            if None in pools:
+                raise ScenarioError(f"{path}.mode = 'disaggregated' needs both pools: give [{path}.prefill] and "
+                                    f"[{path}.decode], each with its replicas")
+            if self.groups:
+                raise ScenarioError(f"{path}.groups cannot be combined with mode = 'disaggregated' (each pool is "
+                                    f"one kind of server); remove them")
+            object.__setattr__(self, "replicas", self.prefill.replicas + self.decode.replicas)
+        elif pools != (None, None):
+            raise ScenarioError(f"{path}.{'prefill' if self.prefill else 'decode'} is a pool of a disaggregated "
+                                f"fleet: set {path}.mode = 'disaggregated', or remove it")
         if self.groups:  # the groups' sum, whatever was given (a preset's replicas may meet groups set over it)
             object.__setattr__(self, "replicas", sum(g.replicas for g in self.groups))
+
+    def tables(self) -> tuple[tuple[str, FleetGroup], ...]:
+        """(key path, table) of every group or pool, in replica order."""
+        if self.mode == "disaggregated":
+            return (("fleet.prefill", self.prefill), ("fleet.decode", self.decode))
+        return tuple((f"fleet.groups[{i}]", g) for i, g in enumerate(self.groups))
 
 
 @dataclass(frozen=True)
@@ -456,13 +495,14 @@ class Scenario:
 
     def _check(self, path: str) -> None:
         fixed = self.server.step_model == "fixed"
-        for i, group in enumerate(self.fleet.groups):
+        for where, group in self.fleet.tables():
             own = ("step_time_ms", "kv_capacity_tokens") if not fixed else ("gpu", "quant", "calibration")
             given = [k for k in own if getattr(group, k) not in (None, "")]
             if given:
-                raise ScenarioError(f"fleet.groups[{i}].{given[0]} is not used with server.step_model = "
+                raise ScenarioError(f"{where}.{given[0]} is not used with server.step_model = "
                                     f"{self.server.step_model!r}; remove it (a roofline group sets gpu, quant, "
                                     f"tensor_parallel; a fixed one step_time_ms, kv_capacity_tokens)")
+            group.server(self.server)._check(where)  # its batch limits against each other and the decodes
         weights = self.policy.weights
         if weights is None:
             return
@@ -512,15 +552,28 @@ FIELD_LABELS = {
     "FleetGroup.gpu": "GPU", "FleetGroup.replicas": "Replicas", "FleetGroup.quant": "Weights",
     "FleetGroup.tensor_parallel": "Tensor parallel", "FleetGroup.calibration": "Step-time calibration",
     "FleetGroup.step_time_ms": "Iteration time", "FleetGroup.kv_capacity_tokens": "KV cache capacity",
+    "FleetGroup.max_batch_size": "Batch limit", "FleetGroup.max_batched_tokens": "Token budget per iteration",
+    "Fleet.mode": "Fleet layout", "Fleet.prefill": "Prefill pool", "Fleet.decode": "Decode pool",
+    "Fleet.kv_link_gb_s": "KV link bandwidth",
 }
 
 
+def fleet_pools(scenario: Scenario) -> tuple[tuple[Server, int, str], ...]:
+    """(server, replicas, role) of each group of the fleet, in replica order (replica 0 is the first group's first),
+    the role one of ``POOL_ROLES``: the prefill then the decode pool of a disaggregated fleet, the groups of a mixed
+    one, or one group of ``fleet.replicas`` x ``server``."""
+    fleet = scenario.fleet
+    if fleet.mode == "disaggregated":
+        return tuple((g.server(scenario.server), g.replicas, role)
+                     for (_, g), role in zip(fleet.tables(), POOL_ROLES[1:]))
+    if not fleet.groups:
+        return ((scenario.server, fleet.replicas, POOL_ROLES[0]),)
+    return tuple((g.server(scenario.server), g.replicas, POOL_ROLES[0]) for g in fleet.groups)
+
+
 def fleet_servers(scenario: Scenario) -> tuple[tuple[Server, int], ...]:
-    """(server, replicas) of each group of the fleet, in replica order (replica 0 is the first group's first);
-    one group of ``fleet.replicas`` x ``server`` without [[fleet.groups]]."""
-    if not scenario.fleet.groups:
-        return ((scenario.server, scenario.fleet.replicas),)
-    return tuple((g.server(scenario.server), g.replicas) for g in scenario.fleet.groups)
+    """(server, replicas) of each group or pool of the fleet, in replica order (``fleet_pools``)."""
+    return tuple((server, replicas) for server, replicas, _ in fleet_pools(scenario))
 
 
 def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:

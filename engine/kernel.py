@@ -54,15 +54,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY, I_BLOCKS,
-                    I_CACHED_UNITS, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS, I_OUTPUT,
-                    I_PAUSED, I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PREFIX_BLOCKS, I_PREFIX_HIT, I_PREFIX_START,
-                    I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE, K_WINDOW_TOKENS, RUNNING, TIMED_OUT,
-                    WAITING)
+from .layout import (COMPLETED, F_ARRIVAL, F_DEADLINE, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_HANDED_OFF, F_KEY,
+                    I_BLOCKS, I_CACHED_UNITS, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS,
+                    I_OUTPUT, I_PAUSED, I_PENDING, I_PREDICTED, I_PREEMPTIONS, I_PREFILL_REPLICA, I_PREFIX_BLOCKS,
+                    I_PREFIX_HIT, I_PREFIX_START, I_PROMPT, I_RECOMPUTE_LEFT, I_REPLICA, I_STATE, K_ACTIVE,
+                    K_WINDOW_TOKENS, RUNNING, TIMED_OUT, TRANSFERRING, WAITING)
 from .monotonic import monotonic_ns_nb
 from .policies import (KEEP, LPM, P_CODE, P_MARGIN, P_MODE, P_OVERHEAD_S, P_PREEMPTIVE, RECOMPUTE, SWAP,
                        policy_charge_nb, policy_key_changes_nb, policy_key_nb, policy_on_arrival_nb)
-from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
+from .registry import ADMISSION_CODES, BATCHING_CODES, POOL_ROLES, ROUTER_CODES
 from .steptime import step_time_terms_nb
 
 # Why a run stopped (PAUSED: ``run_nb`` reached its deadline for this call; call it again to go on).
@@ -73,11 +73,14 @@ CLOCK_EVERY_EVENTS = 16
 # Routers.
 ROUND_ROBIN, LEAST_TOKENS, SHORTEST_QUEUE, PREFIX_AFFINITY = ROUTER_CODES.values()
 
-# Counter columns (one row per replica); ``C_CAPACITY_BLOCKS`` is the replica's KV cache, set once (the replicas of
-# a mixed fleet hold different caches).
+# Counter columns (one row per replica); the last four are the replica's own limits and role, set once (the replicas
+# of a mixed or disaggregated fleet differ): its KV cache, batch limit, token budget per iteration, and role.
 (C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS,
- C_CAPACITY_BLOCKS) = range(8)
-N_COUNTERS = 8
+ C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE) = range(11)
+N_COUNTERS = 11
+# What a replica serves: whole requests, or (disaggregated) prompts only, handing each request's KV over the link
+# after its first token, or decodes only, of requests whose KV came over the link.
+COLOCATED, PREFILL_ROLE, DECODE_ROLE = range(len(POOL_ROLES))
 
 # Router columns (one row per replica): its speed on the workload (the fastest replica's is 1) and its credit
 # in the weighted round robin.
@@ -90,10 +93,10 @@ N_ROUTE = 2
 PC_REF, PC_CACHED, PC_PREV, PC_NEXT = range(4)
 N_PC_ROWS = 4
 
-# Clock columns (one row per replica): time of its next decision (inf while idle), its mode, and
-# when its current wait began.
-CK_NEXT_S, CK_MODE, CK_WAIT_START_S = range(3)
-N_CLOCK = 3
+# Clock columns (one row per replica): time of its next decision (inf while idle), its mode, when its current wait
+# began, and (a prefill replica) when its link to the decode pool is free again.
+CK_NEXT_S, CK_MODE, CK_WAIT_START_S, CK_LINK_FREE_S = range(4)
+N_CLOCK = 4
 IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 
 # Statistics columns (one row per replica, filled during the run). The roofline terms (compute and memory
@@ -105,6 +108,8 @@ IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
  S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S, S_PREFIX_QUERY_TOKENS,
  S_PREFIX_HIT_TOKENS) = range(20)
 N_STATS = 20
+# The KV transfers under way (``handoff``, int64, one more entry than requests): how many, then their requests.
+HO_COUNT = 0
 # Outcome of the whole run, and where a paused run goes on: the next arrival to route.
 O_END_S, O_STOP_REASON, O_NEXT_ARRIVAL = range(3)
 N_OUTCOME = 3
@@ -122,10 +127,11 @@ N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
 
 # The server tuple of ``run_nb`` (a plain tuple indexed by these constants: Numba's on-disk
 # cache stays valid across code changes only for built-in types).
-(SV_MAX_BATCH_SIZE, SV_MAX_BATCHED_TOKENS, SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S,
+(SV_MIN_BATCH_SIZE, SV_WAIT_TIMEOUT_S,
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
  SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S,
- SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST, SV_PREFIX_UNIT_TOKENS, SV_PREFIX_ROUTE_SLACK_TOKENS) = range(20)
+ SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST, SV_PREFIX_UNIT_TOKENS, SV_PREFIX_ROUTE_SLACK_TOKENS,
+ SV_KV_LINK_S_PER_TOKEN) = range(19)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -134,12 +140,15 @@ OPTIMISTIC, RESERVE_FULL = ADMISSION_CODES.values()
 ADMIT_ANY, ADMIT_PROMPTS, ADMIT_DECODES = range(3)
 
 
-def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeout_s,
+def server_params(route_slack_tokens, min_batch_size, wait_timeout_s,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
                   batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0),
-                  speculation=(0, 1.0, 0.0), prefix_unit_tokens=0):
+                  speculation=(0, 1.0, 0.0), prefix_unit_tokens=0, kv_link_s_per_token=0.0):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes), shared by every
-    replica (each replica's KV cache is its counter ``C_CAPACITY_BLOCKS``, its step time its row of ``steps``).
+    replica (each replica's KV cache, batch limit, token budget and role are its counters ``C_CAPACITY_BLOCKS`` ..
+    ``C_ROLE``, its step time its row of ``steps``). ``route_slack_tokens``: how far above the least loaded replica
+    prefix affinity may route (one iteration's token budget). ``kv_link_s_per_token``: seconds one prompt token's
+    KV takes on a prefill replica's link to the decode pool.
     ``event_skipping``: run stretches of decode-only iterations in one step (``_skip_decodes_nb``); False
     decides every iteration in full (the same results, slower: the reference the tests compare with).
     ``window_s``: (start, end) of the steady-state window (``simulate.steady_window_s``), [start, end).
@@ -148,11 +157,11 @@ def server_params(max_batch_size, max_batched_tokens, min_batch_size, wait_timeo
     unit (a whole number of KV blocks; 0: no prefix caching)."""
     i = np.int64
     draft_tokens, tokens_per_decode, draft_cost = speculation
-    return (i(max_batch_size), i(max_batched_tokens), i(min_batch_size), float(wait_timeout_s),
+    return (i(min_batch_size), float(wait_timeout_s),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
             float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)), float(window_s[0]),
             float(window_s[1]), i(draft_tokens), float(tokens_per_decode), float(draft_cost), i(prefix_unit_tokens),
-            i(max_batched_tokens))
+            i(route_slack_tokens), float(kv_link_s_per_token))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -492,24 +501,35 @@ def _replica_load_nb(router, route, ints, waiting, running, cnt, k):
 
 
 @njit(cache=True, inline="always")
-def _weighted_turn_nb(route):
-    """Round robin in proportion to speed (smooth weighted round robin, as nginx): every replica gains its speed
-    in credit, the one with the most (ties: lowest index) is chosen and pays the fleet's total speed. With equal
-    speeds it is the plain turn 0, 1, ..., R - 1, 0, ... (the credits are whole numbers: exact)."""
+def _takes_nb(cnt, k, decodes):
+    """True when replica ``k`` takes arrivals (``decodes`` False: colocated and prefill replicas) or requests handed
+    over from the prefill pool (``decodes`` True: decode replicas)."""
+    return (cnt[k, C_ROLE] == DECODE_ROLE) == decodes
+
+
+@njit(cache=True, inline="always")
+def _weighted_turn_nb(route, cnt, decodes):
+    """Round robin in proportion to speed (smooth weighted round robin, as nginx) over the replicas that take the
+    request (``_takes_nb``): each gains its speed in credit, the one with the most (ties: lowest index) is chosen
+    and pays their total speed. With equal speeds it is the plain turn 0, 1, ..., R - 1, 0, ... (the credits are
+    whole numbers: exact)."""
     total = 0.0
-    chosen = 0
+    chosen = -1
     for k in range(route.shape[0]):
+        if not _takes_nb(cnt, k, decodes):
+            continue
         route[k, RT_CREDIT] += route[k, RT_SPEED]
         total += route[k, RT_SPEED]
-        if route[k, RT_CREDIT] > route[chosen, RT_CREDIT]:
+        if chosen < 0 or route[k, RT_CREDIT] > route[chosen, RT_CREDIT]:
             chosen = k
     route[chosen, RT_CREDIT] -= total
     return chosen
 
 
 @njit(cache=True)
-def _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r):
-    """The replica arrival ``r`` goes to (ties: lowest index), each replica's load weighed by its speed
+def _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, decodes):
+    """The replica request ``r`` goes to among those that take it (``_takes_nb``: an arrival, or with ``decodes`` a
+    request handed over from the prefill pool; ties: lowest index), each replica's load weighed by its speed
     (``_replica_load_nb``). Prefix affinity: the replica whose cache holds the longest prefix of its prompt, among
     those whose weighed load is within one iteration's token budget of the least loaded (ties: the less
     loaded)."""
@@ -517,17 +537,21 @@ def _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r):
     if replicas == 1:
         return 0
     if router == ROUND_ROBIN:
-        return _weighted_turn_nb(route)
-    best, best_load = 0, 0.0
+        return _weighted_turn_nb(route, cnt, decodes)
+    best, best_load = -1, 0.0
     for k in range(replicas):
+        if not _takes_nb(cnt, k, decodes):
+            continue
         load = _replica_load_nb(router, route, ints, waiting, running, cnt, k)
-        if k == 0 or load < best_load:
+        if best < 0 or load < best_load:
             best, best_load = k, load
-    if router != PREFIX_AFFINITY:
+    if router != PREFIX_AFFINITY or decodes:
         return best
     bound = best_load + srv[SV_PREFIX_ROUTE_SLACK_TOKENS]
     chosen, chosen_hit, chosen_load = best, prefix_hit_units_nb(srv, ints, ids, pc[best], r), best_load
     for k in range(replicas):
+        if not _takes_nb(cnt, k, decodes):
+            continue
         load = _replica_load_nb(router, route, ints, waiting, running, cnt, k)
         if load > bound:
             continue
@@ -710,14 +734,14 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running,
             _undo_take_nb(srv, ints, ids, pc, best, took, left)
             break
         need = _blocks_needed_nb(srv, ints, best, chunk)
-        if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE]:
+        if cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE]:
             while need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and _evict_cached_nb(srv, pc, cnt):
                 pass
-        if cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] and need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
+        if cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] and need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
                 _reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, best):
             _undo_take_nb(srv, ints, ids, pc, best, took, left)
             continue
-        if cnt[C_RUNNING] >= srv[SV_MAX_BATCH_SIZE] or need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+        if cnt[C_RUNNING] >= cnt[C_MAX_BATCH_SIZE] or need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
             _undo_take_nb(srv, ints, ids, pc, best, took, left)
             if not policy[P_PREEMPTIVE] or cnt[C_RUNNING] == 0:
                 break
@@ -779,9 +803,29 @@ def _step_s_nb(srv, step, ints, batch, cnt):
 
 
 @njit(cache=True, inline="always")
-def _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, t_end):
+def _start_transfer_nb(srv, classes, ints, fl, clock, handoff, r, t):
+    """``r``'s prompt is computed on a prefill replica at ``t``: its KV goes over the replica's link (after the
+    transfers before it: the link is first come, first served), its blocks held here until it has arrived. It
+    leaves this replica's batch and class state and joins the fleet's list of transfers (``handoff``)."""
+    start_s = max(t, clock[CK_LINK_FREE_S])
+    end_s = start_s + ints[r, I_KV_TOKENS] * srv[SV_KV_LINK_S_PER_TOKEN]
+    clock[CK_LINK_FREE_S] = end_s
+    fl[r, F_HANDED_OFF] = end_s
+    ints[r, I_STATE] = TRANSFERRING
+    ints[r, I_PREFILL_REPLICA] = ints[r, I_REPLICA]
+    classes[ints[r, I_CLASS], K_ACTIVE] -= 1
+    count = handoff[HO_COUNT]
+    if count + 1 >= handoff.shape[0]:
+        raise RuntimeError("internal error: the list of KV transfers is full")
+    handoff[1 + count] = r
+    handoff[HO_COUNT] = count + 1
+
+
+@njit(cache=True, inline="always")
+def _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, clock, handoff, t_end):
     """Apply the iteration's work at ``t_end``: charge service, emit tokens (counted per class when ``t_end`` is
-    inside the steady-state window), finish or time out requests."""
+    inside the steady-state window), finish or time out requests; on a prefill replica a request whose first token
+    this was starts its KV transfer to the decode pool."""
     in_window = srv[SV_WINDOW_START_S] <= t_end < srv[SV_WINDOW_END_S]
     for i in range(cnt[C_BATCH]):
         r = batch[i]
@@ -814,6 +858,8 @@ def _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, t_
             _leave_nb(ints, fl, classes, ids, pc, cnt, r, COMPLETED, t_end)
         else:
             ints[r, I_PENDING] = 1
+            if cnt[C_ROLE] == PREFILL_ROLE:
+                _start_transfer_nb(srv, classes, ints, fl, clock, handoff, r, t_end)
     cnt[C_RUNNING] = _keep_state_nb(ints, running, cnt[C_RUNNING], RUNNING)
     cnt[C_BATCH] = 0
 
@@ -858,21 +904,22 @@ def waiting_capacity(n_requests: int, max_waiting_requests: int, max_batch_size:
     return min(n_requests, max_waiting_requests + max_batch_size + 1)
 
 
-def work_arrays(n_requests: int, max_waiting_requests: int, max_batch_size: int, capacity_blocks: np.ndarray,
-                block_size_tokens: int) -> tuple:
-    """Scratch arrays of ``run_nb``, one row per replica (``capacity_blocks``: each replica's KV cache in blocks):
-    waiting, running and batch lists, counters, clock, per-iteration sums, block crossings of a skip; set to the
-    state before the first event."""
-    replicas = len(capacity_blocks)
+def work_arrays(n_requests: int, max_waiting_requests: int, limits: np.ndarray, block_size_tokens: int) -> tuple:
+    """Scratch arrays of ``run_nb``, one row per replica (``limits``: per replica, its KV cache in blocks, batch
+    limit, token budget and role, the counters ``C_CAPACITY_BLOCKS`` .. ``C_ROLE``): waiting, running and batch
+    lists, counters, clock, per-iteration sums, block crossings of a skip, the KV transfer list; set to the state
+    before the first event."""
+    replicas = len(limits)
     counters = np.zeros((replicas, N_COUNTERS), np.int64)
-    counters[:, C_CAPACITY_BLOCKS] = capacity_blocks
+    counters[:, C_CAPACITY_BLOCKS:C_ROLE + 1] = limits
+    max_batch_size = int(counters[:, C_MAX_BATCH_SIZE].max())
     waiting = np.empty((replicas, waiting_capacity(n_requests, max_waiting_requests, max_batch_size)), np.int64)
     clock = np.zeros((replicas, N_CLOCK))
     clock[:, CK_NEXT_S] = np.inf
     clock[:, CK_MODE] = IDLE
     return (waiting, np.empty((replicas, max_batch_size), np.int64), np.empty((replicas, max_batch_size), np.int64),
             counters, clock, np.zeros((replicas, 2)),
-            np.zeros((replicas, block_size_tokens), np.int64))
+            np.zeros((replicas, block_size_tokens), np.int64), np.zeros(n_requests + 1, np.int64))
 
 
 def route_rows(speeds: np.ndarray) -> np.ndarray:
@@ -1039,7 +1086,7 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
 
 @njit(cache=True, inline="always")
 def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, waiting, running, batch, cnt, clock,
-               acc, cross, t, queued_elsewhere, t_stop, may_skip):
+               acc, cross, handoff, t, queued_elsewhere, t_stop, may_skip):
     """One replica's decision at ``t``: finish its iteration, then start the next one, wait or go idle.
 
     ``queued_elsewhere``: requests waiting at the other replicas (for the queue bound, on the fleet).
@@ -1047,7 +1094,7 @@ def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wai
     (for event skipping). Returns the stop reason (``DRAINED`` = carry on).
     """
     if clock[CK_MODE] == BUSY:
-        _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, t)
+        _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, clock, handoff, t)
     elif clock[CK_MODE] == WAITING_FOR_GATE:
         stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
     cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, ids, pc, waiting, cnt[C_WAITING], cnt, t)
@@ -1069,18 +1116,24 @@ def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wai
 
     preemptions_before = cnt[C_PREEMPTIONS]
     _order_running_nb(policy, classes, ints, fl, running, cnt, t)
-    may_admit = cnt[C_RUNNING] < srv[SV_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]
+    may_admit = cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]
     prefill_first = srv[SV_BATCHING] == PREFILL_FIRST
     if prefill_first and may_admit and cnt[C_WAITING] > 0:
         # Whole prompts whenever one can be admitted: the iteration is theirs, every decode waits.
         _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t,
-                          srv[SV_MAX_BATCHED_TOKENS], ADMIT_PROMPTS)
+                          cnt[C_MAX_BATCHED_TOKENS], ADMIT_PROMPTS)
     if cnt[C_BATCH] == 0:
         budget, memory_preempted = _schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt,
-                                                        acc, srv[SV_MAX_BATCHED_TOKENS])
+                                                        acc, cnt[C_MAX_BATCHED_TOKENS])
         if not memory_preempted and may_admit:
             _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget,
                               ADMIT_DECODES if prefill_first else ADMIT_ANY)
+    if cnt[C_BATCH] == 0 and cnt[C_ROLE] == PREFILL_ROLE and cnt[C_RUNNING] == 0 and cnt[C_USED_BLOCKS] > 0:
+        # its memory is held by KV on the link: wait for a transfer to end (``_hand_over_nb`` wakes it)
+        clock[CK_MODE] = WAITING_FOR_GATE
+        clock[CK_WAIT_START_S] = t
+        clock[CK_NEXT_S] = np.inf
+        return DRAINED
     if cnt[C_BATCH] == 0:
         raise RuntimeError("internal error: requests are ready but none could be scheduled")
 
@@ -1100,6 +1153,45 @@ def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wai
     return DRAINED
 
 
+@njit(cache=True, _nrt=False)
+def _next_handoff_nb(fl, handoff):
+    """(position in ``handoff``, time) of the transfer that ends first (ties: the one started first); (-1, inf)
+    when none is under way."""
+    first, first_s = -1, np.inf
+    for i in range(handoff[HO_COUNT]):
+        end_s = fl[handoff[1 + i], F_HANDED_OFF]
+        if end_s < first_s:
+            first, first_s = i, end_s
+    return first, first_s
+
+
+@njit(cache=True, _nrt=False)
+def _hand_over_nb(srv, router, route, classes, ints, fl, ids, pc, stats, waiting, running, cnt, clock, handoff, i,
+                  t):
+    """Transfer ``i`` of the list ends at ``t``: the prefill replica frees its blocks (and wakes, should it wait for
+    memory), the router sends the request to a decode replica, where it waits to decode with its KV in hand."""
+    r = handoff[1 + i]
+    count = handoff[HO_COUNT]
+    for j in range(i, count - 1):
+        handoff[1 + j] = handoff[2 + j]
+    handoff[HO_COUNT] = count - 1
+    p = ints[r, I_PREFILL_REPLICA]
+    freed = ints[r, I_BLOCKS]
+    if clock[p, CK_MODE] == BUSY:  # its iteration counted these blocks to its end: only until now
+        stats[p, S_KV_BLOCK_SECONDS] -= freed * max(clock[p, CK_NEXT_S] - t, 0.0)
+    elif clock[p, CK_MODE] == WAITING_FOR_GATE:  # the wait counts the blocks left at its end: these until now
+        stats[p, S_KV_BLOCK_SECONDS] += freed * (t - clock[p, CK_WAIT_START_S])
+        clock[p, CK_NEXT_S] = min(clock[p, CK_NEXT_S], t)
+    _free_blocks_nb(ints, cnt[p], r)
+    _release_prefix_nb(ints, ids, pc[p], r)
+    j = _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, True)
+    ints[r, I_REPLICA] = j
+    stats[j, S_ROUTED] += 1.0
+    _arrive_nb(ints, classes[j], waiting[j], cnt[j], r)
+    if clock[j, CK_MODE] != BUSY:
+        clock[j, CK_NEXT_S] = min(clock[j, CK_NEXT_S], t)
+
+
 # Compiled without reference counting (``_nrt=False``): the loop allocates nothing (its scratch arrays
 # come from ``work_arrays``), and every array it touches outlives the call, so the counting Numba would
 # otherwise do around each inlined helper is pure overhead (about a third of the run time). The largest
@@ -1108,7 +1200,7 @@ def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wai
 # while one run is in the loop, other threads (other sessions of the app) keep the interpreter.
 @njit(cache=True, _nrt=False, nogil=True)
 def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series, stats, outcome, waiting, running,
-           batch, cnt, clock, acc, cross, deadline_ns):
+           batch, cnt, clock, acc, cross, handoff, deadline_ns):
     """Simulate the fleet from where ``outcome`` says the last call stopped until the run ends or the
     monotonic clock (``time.monotonic_ns``) passes ``deadline_ns``; fills ``ints``/``fl``, and per replica
     (first axis of ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated)
@@ -1118,7 +1210,9 @@ def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series
     ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the deadline came first (call again to go on), else why
     the run ended. Start from ``work_arrays`` and ``start_outputs``. ``ids``: the run's prefix unit ids (dense);
     ``pc``: each replica's prefix cache (``PC_*``); ``steps``: each replica's step-time row (``steptime.ST_*``);
-    ``route``: each replica's router row (``RT_*``, ``route_rows``).
+    ``route``: each replica's router row (``RT_*``, ``route_rows``); ``handoff``: the KV transfers under way
+    (``HO_COUNT`` of them, from position 1), from prefill to decode replicas. Events at the same time: arrivals,
+    then transfers ending, then decisions.
     """
     n = ints.shape[0]
     replicas = cnt.shape[0]
@@ -1136,10 +1230,11 @@ def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series
             if clock[j, CK_NEXT_S] < t_decide:
                 t_decide = clock[j, CK_NEXT_S]
                 k = j
-        if next_arrival < n and fl[next_arrival, F_ARRIVAL] <= t_decide:
+        h, t_hand = _next_handoff_nb(fl, handoff)
+        if next_arrival < n and fl[next_arrival, F_ARRIVAL] <= min(t_decide, t_hand):
             r = next_arrival
             next_arrival += 1
-            j = _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r)
+            j = _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, False)
             ints[r, I_REPLICA] = j
             stats[j, S_ROUTED] += 1.0
             _arrive_nb(ints, classes[j], waiting[j], cnt[j], r)
@@ -1153,19 +1248,35 @@ def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series
                 stop = QUEUE_BOUND
                 break
             continue
+        if h >= 0 and t_hand <= t_decide:
+            t = max(t, t_hand)
+            _hand_over_nb(srv, router, route, classes, ints, fl, ids, pc, stats, waiting, running, cnt, clock,
+                          handoff, h, t_hand)
+            queued = 0
+            for i in range(replicas):
+                queued += cnt[i, C_WAITING]
+            if queued > srv[SV_MAX_WAITING_REQUESTS]:
+                stop = QUEUE_BOUND
+                break
+            continue
         if k < 0:
             stop = DRAINED
             break
         t = t_decide
         queued_elsewhere = 0
-        held = 0  # requests in the fleet: more can never wait before the next arrival
+        held = handoff[HO_COUNT]  # requests in the fleet: more can never wait before the next arrival
+        # A decode replica's queue grows only by transfers: those under way, and those a prefill replica may start
+        # at its next decision (each ends after it), so skipping stops at the earliest of these too.
+        t_stop = min(fl[next_arrival, F_ARRIVAL] if next_arrival < n else np.inf, t_hand)
         for j in range(replicas):
             held += cnt[j, C_WAITING] + cnt[j, C_RUNNING]
             if j != k:
                 queued_elsewhere += cnt[j, C_WAITING]
-        t_stop = fl[next_arrival, F_ARRIVAL] if next_arrival < n else np.inf
+                if cnt[j, C_ROLE] == PREFILL_ROLE:
+                    t_stop = min(t_stop, clock[j, CK_NEXT_S])
         reason = _decide_nb(srv, steps[k], policy, classes[k], ints, fl, ids, pc[k], series[k], stats[k], waiting[k],
-                            running[k], batch[k], cnt[k], clock[k], acc[k], cross[k], t, queued_elsewhere, t_stop,
+                            running[k], batch[k], cnt[k], clock[k], acc[k], cross[k], handoff, t, queued_elsewhere,
+                            t_stop,
                             held <= srv[SV_MAX_WAITING_REQUESTS])
         if reason != DRAINED:
             stop = reason

@@ -8,7 +8,8 @@ one ``(n, N_FLOAT_FIELDS)`` float64 array, addressed by the named columns below
 import numpy as np
 
 # Request states.
-NOT_ARRIVED, WAITING, RUNNING, COMPLETED, TIMED_OUT = 0, 1, 2, 3, 4
+NOT_ARRIVED, WAITING, RUNNING, COMPLETED, TIMED_OUT, TRANSFERRING = 0, 1, 2, 3, 4, 5  # transferring: its KV is
+# on the link from the prefill pool to the decode pool (a disaggregated fleet)
 # Per-request integer columns. I_PREDICTED: the output length a predictor would announce;
 # I_RECOMPUTE_LEFT: tokens of the next re-prefill that had been computed before (wasted work);
 # I_HOST_TOKENS: KV tokens swapped out to host memory; I_PAUSED: 1 while paused with its KV kept;
@@ -16,14 +17,15 @@ NOT_ARRIVED, WAITING, RUNNING, COMPLETED, TIMED_OUT = 0, 1, 2, 3, 4
 # decoding, the j-th emits ``kernel._emitted_nb(j)`` tokens). Prefix caching: its prompt's prefix blocks are
 # ``prefix ids[I_PREFIX_START : I_PREFIX_START + I_PREFIX_BLOCKS]``; I_CACHED_UNITS of them it holds in its
 # replica's prefix cache (shared, counted there, not in I_BLOCKS); I_PREFIX_HIT: tokens of its prompt the cache held
-# when last looked up (for the lpm policy).
+# when last looked up (for the lpm policy). I_PREFILL_REPLICA: on a disaggregated fleet, the prefill replica that
+# computed its prompt (I_REPLICA is then the decode replica); -1 otherwise.
 (I_PROMPT, I_OUTPUT, I_CLASS, I_STATE, I_KV_TOKENS, I_PENDING, I_GENERATED, I_BLOCKS, I_CHUNK,
  I_PREEMPTIONS, I_PREDICTED, I_RECOMPUTE_LEFT, I_HOST_TOKENS, I_PAUSED, I_REPLICA, I_DECODES, I_PREFIX_START,
- I_PREFIX_BLOCKS, I_CACHED_UNITS, I_PREFIX_HIT) = range(20)
-N_INT_FIELDS = 20
-# Per-request float columns (seconds, except the policy key).
-F_ARRIVAL, F_DEADLINE, F_KEY, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_FINISH = range(6)
-N_FLOAT_FIELDS = 6
+ I_PREFIX_BLOCKS, I_CACHED_UNITS, I_PREFIX_HIT, I_PREFILL_REPLICA) = range(21)
+N_INT_FIELDS = 21
+# Per-request float columns (seconds, except the policy key). F_HANDED_OFF: when its KV reached the decode pool.
+F_ARRIVAL, F_DEADLINE, F_KEY, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_FINISH, F_HANDED_OFF = range(7)
+N_FLOAT_FIELDS = 7
 
 
 # Per-class columns of the float ``classes`` array: parameters set before the run, then state the
@@ -49,6 +51,7 @@ def pack_requests(arrival_s, prompt_tokens, output_tokens, class_id, deadline_s,
     ints[:, I_PREDICTED] = predicted_tokens
     ints[:, I_PENDING] = prompt_tokens
     ints[:, I_REPLICA] = -1
+    ints[:, I_PREFILL_REPLICA] = -1
     floats = np.full((n, N_FLOAT_FIELDS), np.nan)
     floats[:, F_ARRIVAL] = arrival_s
     floats[:, F_DEADLINE] = deadline_s

@@ -28,12 +28,12 @@ import pandas as pd
 from .config import OVERALL, Scenario
 from .metric_table import CLASS_METRICS
 from .summary import ClassMetrics, Summary
-from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_CLASS, I_GENERATED,
-                     I_OUTPUT, I_PREEMPTIONS, I_PROMPT, I_REPLICA, I_STATE, K_DECODE_SERVED, K_PREFILL_SERVED,
-                     NOT_ARRIVED, RUNNING, TIMED_OUT, WAITING)
+from .layout import (COMPLETED, F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_HANDED_OFF, I_CLASS,
+                     I_GENERATED, I_OUTPUT, I_PREEMPTIONS, I_PREFILL_REPLICA, I_PROMPT, I_REPLICA, I_STATE,
+                     K_DECODE_SERVED, K_PREFILL_SERVED, NOT_ARRIVED, RUNNING, TIMED_OUT, TRANSFERRING, WAITING)
 
 STATE_NAMES = {NOT_ARRIVED: "not_arrived", WAITING: "waiting", RUNNING: "running",
-               COMPLETED: "completed", TIMED_OUT: "timed_out"}
+               COMPLETED: "completed", TIMED_OUT: "timed_out", TRANSFERRING: "transferring"}
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
 RATE_KEYS = ("output_tokens_per_s", "prompt_tokens_per_s", "sla_met_per_s")  # each also as ``KEY_run``
 
@@ -73,6 +73,10 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
         "e2e_ms": np.where(completed, (finish_s - arrival_s) * 1e3, np.nan),
         "tpot_ms": tpot_ms,
     })
+    if scenario.fleet.mode == "disaggregated":  # where its prompt was computed, and when its KV reached decode
+        frame.insert(frame.columns.get_loc("replica"), "prefill_replica", ints[:, I_PREFILL_REPLICA])
+        frame["handed_off_s"] = floats[:, F_HANDED_OFF]
+        frame["kv_transfer_ms"] = (frame["handed_off_s"] - first_token_s) * 1e3
     ttft_target_ms = np.array([c.sla_ttft_ms or math.inf for c in scenario.workload.classes])[ints[:, I_CLASS]]
     e2e_target_ms = np.array([c.sla_e2e_ms or math.inf for c in scenario.workload.classes])[ints[:, I_CLASS]]
     with np.errstate(invalid="ignore"):

@@ -17,5 +17,7 @@ TP_DEGREES = (1, 2, 4, 8)
 KV_ALLOCATIONS = ("paged", "static")
 BATCHING_CODES = {"mixed": 0, "prefill-first": 1}
 ADMISSION_CODES = {"optimistic": 0, "reserve-full": 1}
+FLEET_MODES = ("colocated", "disaggregated")
+POOL_ROLES = ("colocated", "prefill", "decode")  # what a replica serves, in the order of the kernel's role codes
 ARRIVAL_PROCESSES = ("poisson", "gamma")
 LENGTH_DISTRIBUTIONS = ("constant", "uniform", "geometric", "lognormal")

@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import kernel
 from .caps import Caps
-from .config import Scenario, Server, fleet_servers, load_scenario
+from .config import Scenario, Server, fleet_pools, load_scenario
 from .errors import ScenarioError
 from .hardware import (Efficiency, RooflineProfile, kv_capacity_tokens, peak_profile, roofline_profile,
                        roofline_step_params)
@@ -29,8 +29,8 @@ from .metric_table import WARMUP_SHARE
 from .metrics import add_service_shares, request_records, summarize
 from .origin import Origin
 from .policies import policy_inputs, predicted_tokens
-from .registry import ADMISSION_CODES, BATCHING_CODES, ROUTER_CODES
-from .steptime import FIXED, request_work_s_nb, step_params, step_rows
+from .registry import ADMISSION_CODES, BATCHING_CODES, POOL_ROLES, ROUTER_CODES
+from .steptime import ALL_PHASES, DECODE_PHASE, FIXED, PREFILL_PHASE, request_work_s_nb, step_params, step_rows
 from .summary import Summary, SystemMetrics
 from .workload import RequestArrays, build_requests
 
@@ -62,10 +62,13 @@ def _step_params(server: Server, profile: RooflineProfile) -> tuple[tuple, int]:
     return step, kv_capacity_tokens(server, profile)
 
 
-def _check_fits(server: Server, requests: RequestArrays, capacity_tokens: int, where: str = "") -> None:
+def _check_fits(server: Server, requests: RequestArrays, capacity_tokens: int, where: str = "",
+                prompt_only: bool = False) -> None:
     """Every request must fit alone on every replica, or the loop could never serve it (``where``: the group the
-    capacity belongs to, named in the message)."""
-    seq_tokens = requests.prompt_tokens + requests.output_tokens
+    capacity belongs to, named in the message; ``prompt_only``: a prefill pool's replica, which holds a prompt's KV
+    only, unless it reserves the whole output at admission)."""
+    prompt_only = prompt_only and server.admission != "reserve-full"
+    seq_tokens = requests.prompt_tokens + (1 if prompt_only else requests.output_tokens)
     if server.max_seq_len > 0 and len(seq_tokens) and seq_tokens.max() > server.max_seq_len:
         r = int(np.argmax(seq_tokens))
         raise ScenarioError(f"server.max_seq_len = {server.max_seq_len} is below request {r}'s prompt + output = "
@@ -84,8 +87,9 @@ def _check_fits(server: Server, requests: RequestArrays, capacity_tokens: int, w
     if len(peak_blocks) and peak_blocks.max() > capacity_blocks:
         r = int(np.argmax(peak_blocks))
         raise ScenarioError(
-            f"request {r} needs {peak_blocks[r] * bs} KV tokens (prompt {requests.prompt_tokens[r]} + output "
-            f"{requests.output_tokens[r]}) but the KV cache{where} holds {capacity_blocks * bs} "
+            f"request {r} needs {peak_blocks[r] * bs} KV tokens (prompt {requests.prompt_tokens[r]}"
+            f"{'' if prompt_only else f' + output {requests.output_tokens[r]}'}) but the KV cache{where} holds "
+            f"{capacity_blocks * bs} "
             f"(server.kv_capacity_tokens or GPU memory); enlarge the cache or cap prompt/output max")
 
 
@@ -141,21 +145,24 @@ def cached_prompt_tokens(requests: RequestArrays, unit_tokens: int) -> np.ndarra
 def group_work_s(scenario: Scenario, group: "GroupInputs", requests: RequestArrays,
                  cached_tokens: np.ndarray | None = None) -> float:
     """Estimated GPU seconds one replica of ``group`` spends per request of the workload
-    (``steptime.request_work_s_nb``), with slots = min(max_batch_size, its KV cache / mean KV per request)."""
+    (``steptime.request_work_s_nb``), with slots = min(max_batch_size, its KV cache / mean KV per request): on its
+    part of the request, for a pool of a disaggregated fleet."""
     server = group.server
     mean_context_tokens = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2.0))
     slots = float(server.max_batch_size)
     if group.capacity_tokens > 0:
         slots = max(1.0, min(slots, group.capacity_tokens / mean_context_tokens))
+    phase = {"prefill": PREFILL_PHASE, "decode": DECODE_PHASE}.get(group.role, ALL_PHASES)
     return request_work_s_nb(group.step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
-                             slots, mean_context_tokens, *group.speculation, cached_tokens)
+                             slots, mean_context_tokens, *group.speculation, cached_tokens, phase)
 
 
 def offered_load(scenario: Scenario, requests: RequestArrays, groups: tuple, cached_tokens: np.ndarray | None = None
                  ) -> float:
     """Estimated utilisation rho = arrival rate / the fleet's service rate, the sum over ``groups``
     (``GroupInputs``) of replicas / GPU seconds per request (``group_work_s``): arrival rate x seconds per request
-    / replicas for identical replicas.
+    / replicas for identical replicas. A disaggregated fleet is as loaded as its busiest stage: the prefill pool,
+    the decode pool, or the prefill servers' links (mean transfer seconds per request / prefill replicas).
 
     Exact for the fixed model with max_batch_size = 1 on one replica (rho = lambda E[S] of M/G/1); an
     estimate otherwise. ``cached_tokens``: ``cached_prompt_tokens``.
@@ -164,8 +171,24 @@ def offered_load(scenario: Scenario, requests: RequestArrays, groups: tuple, cac
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
     if span_s <= 0:
         return 0.0
-    service_per_s = sum(g.replicas / group_work_s(scenario, g, requests, cached_tokens) for g in groups)
-    return (n - 1) / span_s / service_per_s
+    rate_per_s = (n - 1) / span_s
+    loads = []
+    for role in dict.fromkeys(g.role for g in groups):
+        pool = [g for g in groups if g.role == role]
+        work_s = [group_work_s(scenario, g, requests, cached_tokens) for g in pool]
+        idle = 0.0 in work_s  # the pool has nothing to do (a decode pool when every output is one token)
+        loads.append(0.0 if idle else rate_per_s / sum(g.replicas / w for g, w in zip(pool, work_s)))
+        if role == POOL_ROLES[1]:  # the prefill servers' links carry every prompt's KV
+            link_s = float(np.mean(requests.prompt_tokens)) * kv_link_s_per_token(scenario, groups)
+            loads.append(rate_per_s * link_s / sum(g.replicas for g in pool))
+    return max(loads)
+
+
+def kv_link_s_per_token(scenario: Scenario, groups: tuple) -> float:
+    """Seconds one prompt token's KV takes on a prefill server's link to the decode pool (0 when colocated)."""
+    if scenario.fleet.mode != "disaggregated":
+        return 0.0
+    return groups[0].kv_bytes_per_token / (scenario.fleet.kv_link_gb_s * 1e9)
 
 
 def estimated_offered_load(scenario: Scenario) -> float:
@@ -260,9 +283,10 @@ def _replica_stats(frame: pd.DataFrame, stats: np.ndarray, sim_time_s: float, pr
     completed = np.bincount(done["replica"], minlength=replicas)
     tokens = np.bincount(done["replica"], weights=done["output_tokens"], minlength=replicas)
     hardware = [hardware_label(g.server) for g in prepared.groups for _ in range(g.replicas)]
+    roles = [g.role for g in prepared.groups for _ in range(g.replicas)]
     bs = prepared.scenario.server.block_size_tokens
     capacity = prepared.capacity_tokens // bs * bs  # whole blocks, as the run uses them
-    return [{"replica": k, "hardware": hardware[k], "speed": float(prepared.speeds[k]),
+    return [{"replica": k, "role": roles[k], "hardware": hardware[k], "speed": float(prepared.speeds[k]),
              "kv_capacity_tokens": int(capacity[k]) if capacity[k] else None,
              "routed": int(stats[k, kernel.S_ROUTED]), "completed": int(completed[k]),
              "output_tokens": int(tokens[k]),
@@ -331,6 +355,7 @@ class GroupInputs:
     speculation: tuple[int, float, float]
     peak_ratios: tuple[float, float] | None
     kv_bytes_per_token: float  # on all its cards together
+    role: str = POOL_ROLES[0]  # what its replicas serve (``registry.POOL_ROLES``)
 
 
 def hardware_label(server: Server) -> str:
@@ -340,8 +365,9 @@ def hardware_label(server: Server) -> str:
     return f"TP{server.tensor_parallel} {server.gpu} {server.quant}"
 
 
-def group_inputs(server: Server, replicas: int, efficiency: Efficiency | None = None) -> GroupInputs:
-    """``GroupInputs`` of ``replicas`` x ``server`` (``efficiency`` as in ``simulate``)."""
+def group_inputs(server: Server, replicas: int, efficiency: Efficiency | None = None,
+                 role: str = POOL_ROLES[0]) -> GroupInputs:
+    """``GroupInputs`` of ``replicas`` x ``server`` serving as ``role`` (``efficiency`` as in ``simulate``)."""
     profile = roofline_profile(server, efficiency=efficiency)  # also sizes swapped KV (fixed model)
     step, capacity_tokens = _step_params(server, profile)
     peak_ratios = None
@@ -350,24 +376,25 @@ def group_inputs(server: Server, replicas: int, efficiency: Efficiency | None = 
         peak_ratios = (profile.effective_flops_per_s / peak.effective_flops_per_s,
                        profile.effective_bytes_per_s / peak.effective_bytes_per_s)
     return GroupInputs(server, replicas, step, capacity_tokens, speculative_params(server, profile), peak_ratios,
-                       profile.kv_bytes_per_token)
+                       profile.kv_bytes_per_token, role)
 
 
 GROUP_KEYS = ("gpu", "quant", "tensor_parallel", "calibration")  # a group's own keys (``config.FleetGroup``)
 
 
 def fleet_inputs(scenario: Scenario, efficiency: Efficiency | None = None) -> tuple[GroupInputs, ...]:
-    """``GroupInputs`` of every group of the fleet, an error about a group's hardware naming the group's key."""
+    """``GroupInputs`` of every group or pool of the fleet, an error about its hardware naming its key."""
     groups = []
-    for i, (server, replicas) in enumerate(fleet_servers(scenario)):
+    paths = [where for where, _ in scenario.fleet.tables()]
+    for i, (server, replicas, role) in enumerate(fleet_pools(scenario)):
         try:
-            groups.append(group_inputs(server, replicas, efficiency))
+            groups.append(group_inputs(server, replicas, efficiency, role))
         except ScenarioError as exc:
             text = str(exc)
             key = next((k for k in GROUP_KEYS if text.startswith(f"server.{k}")), None)
-            if not scenario.fleet.groups or key is None:
+            if not paths or key is None:
                 raise
-            raise ScenarioError(f"fleet.groups[{i}].{text.removeprefix('server.')}") from None
+            raise ScenarioError(f"{paths[i]}.{text.removeprefix('server.')}") from None
     costs = {g.speculation[2] for g in groups}
     if len(costs) > 1:
         raise ScenarioError("server.speculative.draft_model costs a different share of a decode iteration on the "
@@ -377,12 +404,16 @@ def fleet_inputs(scenario: Scenario, efficiency: Efficiency | None = None) -> tu
 
 def replica_speeds(scenario: Scenario, groups: tuple[GroupInputs, ...], requests: RequestArrays,
                    cached_tokens: np.ndarray | None) -> np.ndarray:
-    """Each replica's speed on the workload: the fewest GPU seconds per request of any group over its own
-    (``group_work_s``), so the fastest replica's is 1 and identical replicas' are all exactly 1."""
-    if len(groups) == 1:
-        return np.ones(groups[0].replicas)
+    """Each replica's speed on the workload: the fewest GPU seconds per request of any group of its role over its
+    own (``group_work_s``), so the fastest replica of each role's is 1 and identical replicas' are all exactly 1
+    (a disaggregated fleet's pools are one group each)."""
+    roles = [g.role for g in groups]
+    if len(set(roles)) == len(roles):
+        return np.ones(sum(g.replicas for g in groups))
     work_s = np.array([group_work_s(scenario, g, requests, cached_tokens) for g in groups])
-    return np.repeat(work_s.min() / work_s, [g.replicas for g in groups])
+    fastest = np.array([min(w for w, other in zip(work_s, roles) if other == role) for role in roles])
+    speeds = np.divide(fastest, work_s, out=np.ones_like(work_s), where=work_s > 0)  # no work: any speed will do
+    return np.repeat(speeds, [g.replicas for g in groups])
 
 
 @dataclass(frozen=True)
@@ -396,6 +427,7 @@ class Prepared:
     groups: tuple[GroupInputs, ...]
     steps: np.ndarray            # per replica, its group's step tuple (``steptime.step_rows``)
     capacity_tokens: np.ndarray  # per replica, its KV cache (0: unlimited)
+    batch_limits: np.ndarray     # per replica, its batch limit, token budget and role (index in ``POOL_ROLES``)
     speeds: np.ndarray           # per replica (``replica_speeds``)
     srv: tuple
     ints: np.ndarray
@@ -441,21 +473,23 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
     scenario.origin.caps.check("replicas", "fleet.groups (their replicas in all)", scenario.fleet.replicas,
                                " servers")
     groups = fleet_inputs(scenario, efficiency)
+    paths = [where for where, _ in scenario.fleet.tables()]
     for i, g in enumerate(groups):
-        _check_fits(g.server, requests, g.capacity_tokens, f" of fleet.groups[{i}]" if scenario.fleet.groups else "")
+        _check_fits(g.server, requests, g.capacity_tokens, f" of {paths[i]}" if paths else "",
+                    prompt_only=g.role == POOL_ROLES[1])
     server, n_classes = scenario.server, len(scenario.workload.classes)
     bs = server.block_size_tokens
     window_s = steady_window_s(requests.arrival_s)
     unit_tokens, prefix_ids, prefix_units = prefix_units_of(server, requests)
     cached_tokens = cached_prompt_tokens(requests, unit_tokens)
     srv = kernel.server_params(
-        server.max_batch_size, server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0, bs,
+        server.max_batched_tokens, server.min_batch_size, server.wait_timeout_ms / 1000.0, bs,
         math.ceil(server.max_seq_len / bs) if server.kv_allocation == "static" else 0,
         scenario.limits.max_waiting_requests, requests.arrival_s[-1] + scenario.limits.max_drain_s, n_classes,
         # a swapped token's transfer: the first group's KV bytes per token (a mixed fleet serves one model)
         groups[0].kv_bytes_per_token / (server.host_link_gb_s * 1e9),
         BATCHING_CODES[server.batching], ADMISSION_CODES[server.admission], event_skipping, window_s,
-        groups[0].speculation, unit_tokens)
+        groups[0].speculation, unit_tokens, kv_link_s_per_token(scenario, groups))
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
@@ -463,8 +497,10 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
                                  requests.prefix_offsets if prefix_units else None)
     policy, class_params = policy_inputs(scenario)
     counts = [g.replicas for g in groups]
+    limits = [(g.server.max_batch_size, g.server.max_batched_tokens, POOL_ROLES.index(g.role)) for g in groups]
     return Prepared(scenario, requests, groups, np.repeat(step_rows([g.step for g in groups]), counts, axis=0),
                     np.repeat([g.capacity_tokens for g in groups], counts).astype(np.int64),
+                    np.repeat(np.array(limits, np.int64), counts, axis=0),
                     replica_speeds(scenario, groups, requests, cached_tokens), srv, ints, floats, policy,
                     class_params, window_s, prefix_ids, prefix_units, cached_tokens)
 
@@ -482,13 +518,13 @@ def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[f
     ints, floats = prepared.ints.copy(), prepared.floats.copy()
     bs = scenario.server.block_size_tokens
     capacity_blocks = np.where(prepared.capacity_tokens > 0, prepared.capacity_tokens // bs, UNLIMITED_BLOCKS)
-    waiting, running, batch, counters, clock, acc, cross = kernel.work_arrays(
-        n, scenario.limits.max_waiting_requests, scenario.server.max_batch_size, capacity_blocks, bs)
+    waiting, running, batch, counters, clock, acc, cross, handoff = kernel.work_arrays(
+        n, scenario.limits.max_waiting_requests, np.column_stack([capacity_blocks, prepared.batch_limits]), bs)
     caches = kernel.prefix_caches(replicas, prepared.prefix_units)
     steps = prepared.steps if step is None else np.repeat(step_rows([step]), replicas, axis=0)
     _run_sliced((prepared.srv, steps, prepared.policy, ROUTER_CODES[scenario.fleet.router],
                  kernel.route_rows(prepared.speeds), replica_classes, ints, floats, prepared.prefix_ids, caches,
-                 series, stats, outcome, waiting, running, batch, counters, clock, acc, cross),
+                 series, stats, outcome, waiting, running, batch, counters, clock, acc, cross, handoff),
                 outcome, n, scenario.origin.caps.wall_clock_s, progress)
     sim_time_s = float(outcome[kernel.O_END_S])
     kernel.settle_in_flight(stats, counters, clock, sim_time_s, prepared.window_s)

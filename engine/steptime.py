@@ -32,6 +32,7 @@ FIXED, ROOFLINE = STEP_MODEL_CODES.values()
  ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S, ST_COMM_S_PER_TOKEN,
  ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN, ST_SHARPNESS) = range(15)
 HARD_MAX = 0.0  # sharpness meaning max(compute_s, memory_s) itself
+ALL_PHASES, PREFILL_PHASE, DECODE_PHASE = range(3)  # the work ``request_work_s_nb`` counts
 
 
 def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
@@ -113,7 +114,7 @@ def speculative_decode_step_s_nb(step, batch, context_tokens, draft_tokens, draf
 
 @njit(cache=True, nogil=True)  # a third of a second on a million requests: other sessions keep the interpreter
 def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, slots, mean_context_tokens,
-                      draft_tokens=0, tokens_per_decode=1.0, draft_cost=0.0, cached_tokens=None):
+                      draft_tokens=0, tokens_per_decode=1.0, draft_cost=0.0, cached_tokens=None, phase=ALL_PHASES):
     """Estimated GPU seconds per request when ``slots`` requests share each iteration (for the offered load).
 
     fixed: (prefill iterations + output - 1) x step / slots, exact for max_batch_size = 1.
@@ -122,7 +123,8 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
     With speculative decoding (``draft_tokens`` k > 0) the output after the first token takes (output - 1) /
     ``tokens_per_decode`` decode iterations, each with k draft steps of ``draft_cost`` times a plain one.
     ``cached_tokens``: per request, prompt tokens a prefix cache holds (only the rest is prefilled, attending to
-    them); None: none.
+    them); None: none. ``phase``: ``PREFILL_PHASE`` or ``DECODE_PHASE`` counts only that part of the work (the
+    pools of a disaggregated fleet), ``ALL_PHASES`` both.
     """
     total = 0.0
     if draft_tokens > 0:
@@ -135,17 +137,20 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
         cached = 0 if cached_tokens is None else cached_tokens[r]
         p = prompt_tokens[r] - cached
         decodes = (output_tokens[r] - 1) / tokens_per_decode
+        prefill = phase != DECODE_PHASE
+        decode = phase != PREFILL_PHASE
         if step[ST_MODEL] == FIXED:
             if draft_tokens == 0:
-                iterations = (p + max_batched_tokens - 1) // max_batched_tokens + output_tokens[r] - 1
+                iterations = prefill * ((p + max_batched_tokens - 1) // max_batched_tokens) + \
+                    decode * (output_tokens[r] - 1)
                 total += iterations * step[ST_STEP_TIME_S] / slots
             else:
                 prefills = (p + max_batched_tokens - 1) // max_batched_tokens
-                total += (prefills * step[ST_STEP_TIME_S] + decodes * fixed_decode_s) / slots
+                total += (prefill * prefills * step[ST_STEP_TIME_S] + decode * decodes * fixed_decode_s) / slots
         else:
             flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * (
                 p * cached + p * (p + 1) / 2.0)
-            total += flops / step[ST_FLOPS_PER_S] + decodes * decode_step_s / slots
+            total += prefill * flops / step[ST_FLOPS_PER_S] + decode * decodes * decode_step_s / slots
     return total / max(len(prompt_tokens), 1)
 
 

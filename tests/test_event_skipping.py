@@ -30,6 +30,11 @@ def skip_scenarios(draw):
         server.pop("step_time_ms")
         if server["kv_capacity_tokens"] == 0:
             server.pop("kv_capacity_tokens")
+        fleet = data["fleet"]
+        for table in [*fleet.get("groups", []), *(fleet[k] for k in ("prefill", "decode") if k in fleet)]:
+            table.pop("step_time_ms")  # the roofline's groups and pools: other GPUs
+            table.pop("kv_capacity_tokens")
+            table["gpu"] = draw(st.sampled_from(["A100-80G", "H100-80G", "L40S"]))
     limit = draw(st.sampled_from([None, "queue", "horizon"]))
     if limit == "queue":
         data["limits"] = {"max_waiting_requests": draw(st.integers(1, 20))}

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from engine.config import fleet_servers
 from engine.policies import POLICIES
 
 MAX_PROMPT = 200
@@ -65,10 +66,18 @@ def scenarios(draw):
         server["kv_capacity_tokens"] = draw(st.sampled_from(capacities))
     router = draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue", "prefix-affinity"]))
     fleet = {"replicas": draw(st.integers(1, 4)), "router": router}
-    if draw(st.booleans()):  # a mixed fleet: groups with their own iteration times and KV caches
-        fleet = {"router": router, "groups": [
-            {"replicas": draw(st.integers(1, 2)), "step_time_ms": draw(st.floats(1.0, 50.0)),
-             "kv_capacity_tokens": draw(st.sampled_from(capacities))} for _ in range(draw(st.integers(1, 3)))]}
+    def table():  # a group or pool: its own iteration time, KV cache and batch limits
+        batch = draw(st.integers(server["min_batch_size"], 16))
+        return {"replicas": draw(st.integers(1, 2)), "step_time_ms": draw(st.floats(1.0, 50.0)),
+                "kv_capacity_tokens": draw(st.sampled_from(capacities)), "max_batch_size": batch,
+                "max_batched_tokens": draw(st.integers(batch * (draft + 1), 512))}
+
+    layout = draw(st.sampled_from(["plain", "mixed", "disaggregated"]))
+    if layout == "mixed":
+        fleet = {"router": router, "groups": [table() for _ in range(draw(st.integers(1, 3)))]}
+    elif layout == "disaggregated":  # a prefill and a decode pool, the KV over links of 10 MB/s to 50 GB/s
+        fleet = {"router": router, "mode": "disaggregated", "prefill": table(), "decode": table(),
+                 "kv_link_gb_s": draw(st.sampled_from([0.01, 1.0, 50.0]))}
     return {"seed": draw(st.integers(0, 2 ** 31)), "workload": {
         "num_requests": draw(st.integers(1, 150)), "arrival": arrival, "classes": classes},
         "server": server,
@@ -99,7 +108,10 @@ def test_invariants_hold(data):
     # Every arrived request went to one replica; the replicas' counts add up.
     replicas = pd.DataFrame(summary["system"]["replicas"])
     assert frame["replica"].between(0, scenario.fleet.replicas - 1).all()
-    assert replicas["routed"].sum() == len(frame) and replicas["completed"].sum() == summary["overall"]["completed"]
+    # A disaggregated fleet routes twice: arrivals to the prefill pool, finished prompts to the decode pool.
+    handed = int((frame["prefill_replica"] >= 0).sum()) if "prefill_replica" in frame else 0
+    assert replicas["routed"].sum() == len(frame) + handed
+    assert replicas["completed"].sum() == summary["overall"]["completed"]
 
     # Tokens: never more than asked for; a completed request got exactly its output, a timed-out one none.
     assert (frame["generated_tokens"] <= frame["output_tokens"]).all()
@@ -114,8 +126,11 @@ def test_invariants_hold(data):
 
     # Limits hold in every iteration of every replica (small runs record every iteration).
     assert summary["system"]["timeseries_stride"] == 1 and len(series) == summary["system"]["iterations"]
-    assert (series["batch_size"] <= server.max_batch_size).all()
-    over_budget = series["prefill_tokens"] + series["decode_tokens"] > server.max_batched_tokens
+    servers = [s for s, n in fleet_servers(scenario) for _ in range(n)]  # each replica's own limits
+    max_batch = series["replica"].map(lambda k: servers[k].max_batch_size)
+    budget = series["replica"].map(lambda k: servers[k].max_batched_tokens)
+    assert (series["batch_size"] <= max_batch).all()
+    over_budget = series["prefill_tokens"] + series["decode_tokens"] > budget
     if server.batching == "prefill-first":
         # Whole prompts: one longer than the budget runs alone; an iteration never mixes prefill and decode.
         assert (series.loc[over_budget, "batch_size"] == 1).all()

@@ -372,9 +372,9 @@ def test_a_full_request_list_is_an_internal_error_not_a_silent_overwrite():
                                  requests.class_id, np.full(len(requests), np.inf), requests.output_tokens)
     policy, classes = policy_inputs(scenario)
     stats, outcome = kernel.start_outputs(1)
-    scratch = list(kernel.work_arrays(50, 100, 1, np.array([2 ** 62]), 16))
+    scratch = list(kernel.work_arrays(50, 100, np.array([[2 ** 62, 1, 8192, kernel.COLOCATED]]), 16))
     scratch[0] = scratch[0][:, :2]  # a waiting list too short for this load
-    srv = kernel.server_params(1, 8192, 1, 0.0, 16, 0, 100, 1e9, 1, 0.0)
+    srv = kernel.server_params(8192, 1, 0.0, 16, 0, 100, 1e9, 1, 0.0)
     with pytest.raises(RuntimeError, match="a request list is full"):
         kernel.run_nb(srv, step_rows([step_params(FIXED, step_time_s=10.0)]), policy, 0, kernel.route_rows(np.ones(1)),
                       classes[np.newaxis], ints, floats,
