@@ -53,9 +53,11 @@ def mix_scenario(search, base: dict, groups: list[dict], seed_offset: int) -> di
 def cheaper_mix(search, plans: list[dict]) -> tuple[Optional[dict], str]:
     """(the mixed fleet proposed, or None; a sentence on what was tried) for the priced single-GPU ``plans``
     ranked cheapest first."""
-    from .planner import target_entries
+    from .planner import disaggregated, target_entries
     if not plans:
         return None, ""
+    if disaggregated(search.data):
+        return None, "No mixed fleet tried: the fleet is disaggregated (each pool is one kind of server)."
     base = plans[0]
     partner = next((p for p in plans if p["gpu"] != base["gpu"]), None)
     if partner is None:

@@ -22,7 +22,10 @@ def target_text(entry: dict) -> str:
 
 
 def shape(plan: dict) -> str:
-    return f"{plan['replicas']} x TP{plan['tensor_parallel']}"
+    """ "2 x TP4", or for a disaggregated fleet "3 x TP4 (1 prefill + 2 decode)"."""
+    pools = f" ({plan['prefill_replicas']} prefill + {plan['decode_replicas']} decode)" \
+        if "prefill_replicas" in plan else ""
+    return f"{plan['replicas']} x TP{plan['tensor_parallel']}{pools}"
 
 
 def summary_line(plan: dict) -> str:

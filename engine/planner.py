@@ -43,7 +43,7 @@ from .mixes import cheaper_mix
 from .origin import Origin
 from .parallel import run_all, simulate_summary, workers
 from .registry import POLICY_CODES, ROUTER_CODES, TP_DEGREES
-from .simulate import estimated_offered_load
+from .simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
 from .summary import Summary
 from .targets import Target, all_met
 from .tuner import CANDIDATE_RANGE, TUNABLE, Objective, TuneQuestion, tune
@@ -177,6 +177,7 @@ class Search:
     origin: Origin
     policies: dict = field(default_factory=dict)
     runs: dict = field(default_factory=dict)
+    stages: dict = field(default_factory=dict)  # a disaggregated configuration's stage loads (``stage_loads_of_one``)
     count: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -189,6 +190,10 @@ class Search:
             "seed": int(self.data.get("seed", 0)) + seed_offset,
             **({"server.quant": config.quant} if config.quant else {}),
             **({"fleet.router": config.router} if config.router else {})})
+        if disaggregated(data):  # both pools on the configuration's cards, the servers split between them
+            prefill = self.pool_split(config, replicas) if replicas > 1 else 1
+            data = apply_overrides(data, {**pool_keys(config, "prefill", prefill),
+                                          **pool_keys(config, "decode", max(replicas - prefill, 1))})
         if rate_factor != 1.0:
             rate = data["workload"]["arrival"]["rate_per_s"]
             data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
@@ -218,9 +223,32 @@ class Search:
         return evidence
 
     def replica_bound(self, config: Config) -> int:
-        """The fewest replicas whose estimated offered load is under 1."""
+        """The fewest replicas whose estimated offered load is under 1 (a disaggregated fleet: the fewest prefill
+        servers whose pool and links are under 1, plus the fewest decode servers whose pool is)."""
+        if disaggregated(self.data):
+            prefill, links, decode = self.stage_loads_of_one(config)
+            return math.floor(max(prefill, links)) + 1 + math.floor(decode) + 1
         load = estimated_offered_load(load_scenario(self.scenario(config, 1), origin=self.origin))
         return max(1, math.floor(load) + 1)
+
+    def stage_loads_of_one(self, config: Config) -> tuple[float, float, float]:
+        """(prefill, link, decode) loads of one prefill and one decode server of ``config`` (estimated once)."""
+        if config not in self.stages:
+            loads = estimated_stage_loads(load_scenario(self.scenario(config, 1), origin=self.origin))
+            self.stages[config] = (loads["prefill"], loads[LINK_STAGE], loads["decode"])
+        return self.stages[config]
+
+    def pool_split(self, config: Config, replicas: int) -> int:
+        """The prefill servers of a disaggregated fleet of ``replicas``: the share that loads both pools alike
+        (prefill servers in proportion to the prefill pool's work, the links' included), at least as many as keep
+        each pool under a load of 1 where the fleet is large enough, one at least in each."""
+        prefill, links, decode = self.stage_loads_of_one(config)
+        front = max(prefill, links)
+        share = round(replicas * front / (front + decode)) if front + decode > 0 else replicas // 2
+        low, high = math.floor(front) + 1, replicas - math.floor(decode) - 1
+        if low <= high:
+            share = min(max(share, low), high)
+        return min(max(share, 1), replicas - 1)
 
     def fewest(self, config: Config) -> tuple[int, Evidence] | str:
         """The fewest replicas meeting every target on every seed, with their runs; or why there are none."""
@@ -259,6 +287,18 @@ class Search:
             else:
                 high = middle
         return low
+
+
+def disaggregated(data: dict) -> bool:
+    """True when scenario ``data`` splits its fleet into a prefill and a decode pool."""
+    return data.get("fleet", {}).get("mode") == "disaggregated"
+
+
+def pool_keys(config: Config, pool: str, replicas: int) -> dict:
+    """The overrides that put a disaggregated fleet's ``pool`` on ``config``'s cards, ``replicas`` of them."""
+    keys = {f"fleet.{pool}.replicas": replicas, f"fleet.{pool}.gpu": config.gpu,
+            f"fleet.{pool}.tensor_parallel": config.tensor_parallel}
+    return {**keys, **({f"fleet.{pool}.quant": config.quant} if config.quant else {})}
 
 
 def configurations(data: dict, question: Question, origin: Origin) -> tuple[list[Config], list[dict]]:
@@ -420,6 +460,14 @@ def target_entries(question: Question, evidence: Evidence) -> list[dict]:
     return targets
 
 
+def pool_split_entry(search: Search, config: Config, replicas: int) -> dict:
+    """A disaggregated plan's servers in each pool ({} for a colocated one)."""
+    if not disaggregated(search.data):
+        return {}
+    prefill = search.pool_split(config, replicas) if replicas > 1 else 1
+    return {"prefill_replicas": prefill, "decode_replicas": replicas - prefill}
+
+
 def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str, router: str) -> dict:
     """One priced plan: the JSON contract's P (``router``: the scenario's, unless the configuration sets one)."""
     q, data = search.question, search.data
@@ -431,6 +479,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
     return {
         "offer": offer, "gpu": config.gpu, "quant": config.quant or data.get("server", {}).get("quant", Server().quant),
         "tensor_parallel": config.tensor_parallel, "replicas": replicas,
+        **pool_split_entry(search, config, replicas),
         "cards": cards, "router": config.router or router, "decoding": config.decoding or decoding_of(data),
         "policy": search.policies.get(config.policy, {"name": config.policy}),
         "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),

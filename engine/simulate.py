@@ -171,17 +171,29 @@ def offered_load(scenario: Scenario, requests: RequestArrays, groups: tuple, cac
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
     if span_s <= 0:
         return 0.0
-    rate_per_s = (n - 1) / span_s
-    loads = []
+    return max(stage_loads(scenario, requests, groups, cached_tokens).values())
+
+
+LINK_STAGE = "link"  # the prefill servers' links to the decode pool, as a stage of ``stage_loads``
+
+
+def stage_loads(scenario: Scenario, requests: RequestArrays, groups: tuple, cached_tokens: np.ndarray | None = None
+                ) -> dict[str, float]:
+    """The estimated utilisation of each stage of the fleet (``offered_load``'s terms): the replicas of each role
+    (``POOL_ROLES``), and on a disaggregated fleet the prefill servers' links (``LINK_STAGE``)."""
+    n = len(requests)
+    span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
+    rate_per_s = (n - 1) / span_s if span_s > 0 else 0.0
+    loads = {}
     for role in dict.fromkeys(g.role for g in groups):
         pool = [g for g in groups if g.role == role]
         work_s = [group_work_s(scenario, g, requests, cached_tokens) for g in pool]
-        idle = 0.0 in work_s  # the pool has nothing to do (a decode pool when every output is one token)
-        loads.append(0.0 if idle else rate_per_s / sum(g.replicas / w for g, w in zip(pool, work_s)))
+        idle = 0.0 in work_s or rate_per_s == 0.0  # nothing to do (a decode pool when every output is one token)
+        loads[role] = 0.0 if idle else rate_per_s / sum(g.replicas / w for g, w in zip(pool, work_s))
         if role == POOL_ROLES[1]:  # the prefill servers' links carry every prompt's KV
             link_s = float(np.mean(requests.prompt_tokens)) * kv_link_s_per_token(scenario, groups)
-            loads.append(rate_per_s * link_s / sum(g.replicas for g in pool))
-    return max(loads)
+            loads[LINK_STAGE] = rate_per_s * link_s / sum(g.replicas for g in pool)
+    return loads
 
 
 def kv_link_s_per_token(scenario: Scenario, groups: tuple) -> float:
@@ -189,6 +201,13 @@ def kv_link_s_per_token(scenario: Scenario, groups: tuple) -> float:
     if scenario.fleet.mode != "disaggregated":
         return 0.0
     return groups[0].kv_bytes_per_token / (scenario.fleet.kv_link_gb_s * 1e9)
+
+
+def estimated_stage_loads(scenario: Scenario) -> dict[str, float]:
+    """``stage_loads`` of the scenario's workload, without simulating it (the planner splits a disaggregated
+    fleet's servers between its pools by them)."""
+    prepared = prepare(scenario)
+    return stage_loads(scenario, prepared.requests, prepared.groups, prepared.cached_tokens)
 
 
 def estimated_offered_load(scenario: Scenario) -> float:

@@ -45,6 +45,8 @@ LOAD_STEP = 0.02  # a raise of the offered load smaller than this is not worth o
 GROUP_KEYS = {"fixed": ("replicas", "step_time_ms", "kv_capacity_tokens"),  # a mixed fleet's group, per step model
               "roofline": ("replicas", "gpu", "quant", "tensor_parallel")}
 MAX_LAB_GROUPS = 4
+POOL_LIMIT_KEYS = ("max_batch_size", "max_batched_tokens")  # a pool's own batch limits (empty: the server's)
+INHERITED_KEYS = ("gpu", "quant", "tensor_parallel")  # a group's or pool's inputs start from the server's
 MIXED_SECOND_GPU = "H100-80G"  # the second group a mixed fleet starts with (roofline)
 DEFAULT_DRAFT_COST = 0.15  # the Lab's first draft step cost: Llama-3.2-1B's weights over Llama-3-8B's
 LOG = logging.getLogger(__name__)
@@ -203,23 +205,46 @@ def group_controls(fleet: dict, server: dict, v: int) -> None:
                             key=f"fleet_groups_{v}", help="Kinds of replica in the fleet, each on its own hardware.")
     while len(groups) < count:
         groups.append(dict(groups[-1], replicas=1))
-    keys = GROUP_KEYS[server["step_model"]]
     chosen = []
     for i, group in enumerate(groups[:count]):
         st.markdown(f"**Group {i + 1}**")
-        entry = {}
-        for key in keys:
-            choices = hardware_choices.TABLE_CHOICES.get(key)
-            value = group.get(key) or (server.get(key) if key in ("gpu", "quant") else None)
-            entry[key] = field_input(FleetGroup, key, value, key=f"group_{i}_{key}_{v}",
-                                     options=choices() if choices else None)
-        chosen.append(entry)
+        chosen.append(table_inputs(group, server, GROUP_KEYS[server["step_model"]], f"group_{i}", v))
     fleet["groups"] = chosen
+
+
+def table_inputs(table: dict, server: dict, keys: tuple[str, ...], prefix: str, v: int) -> dict:
+    """The inputs of one group or pool (``FleetGroup`` keys); its hardware starts as the server's."""
+    entry = {}
+    for key in keys:
+        choices = hardware_choices.TABLE_CHOICES.get(key)
+        value = table.get(key) or (server.get(key) if key in INHERITED_KEYS else None)
+        entry[key] = field_input(FleetGroup, key, value, key=f"{prefix}_{key}_{v}",
+                                 options=choices() if choices else None)
+    return {k: value for k, value in entry.items() if value is not None}  # empty: the server's
+
+
+def pool_controls(fleet: dict, server: dict, v: int) -> None:
+    """The two pools of a disaggregated fleet (each's replicas, hardware and batch limits) and the KV link."""
+    replicas = fleet.pop("replicas", None) or 2
+    keys = GROUP_KEYS[server["step_model"]] + POOL_LIMIT_KEYS
+    for name, share in (("prefill", replicas // 2), ("decode", replicas - replicas // 2)):
+        st.markdown(f"**{field_label(Fleet, name)}**")
+        fleet[name] = table_inputs(fleet.get(name) or {"replicas": max(share, 1)}, server, keys, f"pool_{name}", v)
+    fleet["kv_link_gb_s"] = field_input(Fleet, "kv_link_gb_s", fleet.get("kv_link_gb_s"), key=f"fleet_link_{v}")
 
 
 def fleet_controls(data: dict, v: int) -> None:
     fleet = data.setdefault("fleet", {})
-    group_controls(fleet, data["server"], v)
+    fleet["mode"] = field_input(Fleet, "mode", fleet.get("mode"), key=f"fleet_mode_{v}")
+    if fleet["mode"] == "disaggregated":
+        fleet.pop("groups", None)
+        pool_controls(fleet, data["server"], v)
+    else:
+        pools = [fleet.pop(key) for key in ("prefill", "decode") if key in fleet]
+        fleet.pop("kv_link_gb_s", None)
+        if pools:  # back from a disaggregated fleet: as many servers as its pools held
+            fleet["replicas"] = sum(pool.get("replicas", 1) for pool in pools)
+        group_controls(fleet, data["server"], v)
     fleet["router"] = field_input(Fleet, "router", fleet.get("router"), key=f"fleet_router_{v}")
 
 
@@ -236,7 +261,7 @@ def edited_scenario(base: dict) -> dict:
             policy_controls(data, typed, v)
         with st.expander("Server: batching, memory, step time"):
             server_controls(data, v)
-        with st.expander("Fleet: replicas, GPU groups and router"):
+        with st.expander("Fleet: replicas, GPU groups, prefill and decode pools, router"):
             fleet_controls(data, v)
     return data
 
@@ -498,8 +523,15 @@ with timeline_tab:
         replicas["speed"] = replicas["speed"].round(2)
         # a mixed fleet's table names each replica's hardware and speed in place of its output tokens (room)
         counts = ["hardware", "speed", "routed", "completed"] if typed.fleet.groups else \
+            ["role", "hardware", "routed", "completed"] if typed.fleet.mode == "disaggregated" else \
             ["routed", "completed", "output_tokens"]
         tables.show(replicas, ["replica", *counts, "gpu_busy_frac_run", "mean_batch_size"])
+        if "kv_transfer_ms" in run.requests:
+            moved = run.requests["kv_transfer_ms"].dropna()
+            if len(moved):
+                st.caption(f"KV transfer from the prefill to the decode pool (waiting for the link included), "
+                           f"{len(moved):,} requests: mean {moved.mean():,.1f} ms, p99 {moved.quantile(0.99):,.1f} "
+                           f"ms. A request's time per output token includes it.")
     st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"], system["window_s"]),
                     width="stretch")
     if system["timeseries_stride"] > 1:

@@ -130,6 +130,19 @@ tokens and shortest queue compare outstanding work over s_k (the time to clear i
 the sum of its groups', so offered load = arrival rate / sum of replicas_g / W_g. Cost: each group rented through
 its cheapest offer. Not modelled: a request moving between replicas, and different batch limits per group.
 
+**Prefill/decode disaggregation** (`[fleet] mode = "disaggregated"`). A prefill pool (`[fleet.prefill]`) and a
+decode pool (`[fleet.decode]`), each with its replicas, hardware and batch limits. An arrival goes to a prefill
+server, which computes its prompt and emits the first token (TTFT ends there); its KV then crosses that server's
+link to the decode pool, first come first served: transfer = prompt tokens x KV bytes per token /
+`kv_link_gb_s`, after the transfers before it. The prompt's blocks stay on the prefill server until the transfer
+ends. The router sends the request to a decode server, where it waits for a slot and memory with its KV in hand
+and generates the rest (its time per output token includes the transfer). Offered load = the busiest of the
+prefill pool (prompt work / its replicas), the decode pool (decode work / its replicas) and the links (transfer
+seconds / prefill replicas). Decodes never wait behind a prompt, so time per token falls; every prompt queues at
+the prefill pool, so the first token may come later (sources: Zhong et al., "DistServe", OSDI 2024; Patel et al.,
+"Splitwise", ISCA 2024). Not modelled: the KV sent layer by layer while the prefill still runs, and a decode
+server pulling the KV only once it has room.
+
 **Your own measurements** (Hardware page, `python -m engine calibrate`). A `vllm bench serve` result
 (per-request lengths with `--save-detailed`, else the means) or a GenAI-Perf / AIPerf export (mean
 lengths) is replayed on the server you describe: its requests, sent all at once or at its Poisson rate

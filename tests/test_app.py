@@ -378,3 +378,24 @@ def test_the_scenario_line_names_a_mixed_fleets_groups():
                                 {"replicas": 1, "gpu": "H100-80G", "quant": "fp8", "tensor_parallel": 4}]}
     assert state.describe(engine.load_scenario(data)).startswith(
         "a mixed fleet of 2 x TP4 A100-80G int4, 1 x TP4 H100-80G fp8 serving Llama-3-70B; policy:")
+
+
+def test_a_disaggregated_fleet_in_the_lab_trades_first_token_time_for_time_per_token():
+    """The article's two A100 servers split into a prefill and a decode server: decodes no longer wait for prompts,
+    so interactive time per token falls; one server computes every prompt, so the first token comes later."""
+    data = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+    data["workload"]["num_requests"] = 3000
+    at = lab(data).run()
+    as_ms = lambda text: float(text.split()[0]) * (1000 if text.split()[1] == "s" else 1)  # noqa: E731
+    tpot, ttft = as_ms(metric(at, 0, "TPOT mean")), as_ms(metric(at, 0, "TTFT p99"))
+    at.selectbox(key="fleet_mode_1").set_value("disaggregated").run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="pool_prefill_replicas_1").value == 1
+    assert at.number_input(key="pool_decode_replicas_1").value == 1
+    assert as_ms(metric(at, 0, "TPOT mean")) < 0.8 * tpot
+    assert as_ms(metric(at, 0, "TTFT p99")) > ttft
+    table = next(d.value for d in at.dataframe if "role" in d.value.columns)
+    assert list(table["role"]) == ["prefill", "decode"]
+    at.selectbox(key="fleet_mode_1").set_value("colocated").run()
+    assert at.number_input(key="fleet_replicas_1").value == 2
+    assert as_ms(metric(at, 0, "TPOT mean")) == tpot

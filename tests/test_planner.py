@@ -343,3 +343,38 @@ def test_a_mixed_fleet_is_proposed_only_when_it_meets_every_target_for_less():
 def test_no_mix_is_tried_with_one_gpu():
     answer = plan(article(70.0), small(gpus=("H100-80G",)))
     assert answer["mix"] is None and answer["mix_note"] == "No mixed fleet tried: only H100-80G meets the targets."
+
+
+def disaggregated_article(rate: float = 50.0) -> dict:
+    return apply_overrides(article(rate), {"fleet.mode": "disaggregated", "fleet.prefill": {"replicas": 1},
+                                           "fleet.decode": {"replicas": 1}})
+
+
+def test_a_disaggregated_fleets_servers_are_split_by_the_load_of_each_pool():
+    """With one prefill server 1.2 loaded (its link 0.1) and one decode server 2.4: at least 2 prefill and 3
+    decode servers are needed (the bound: 5); 6 servers split 2 + 4 (a third for the prefill pool, as its share of
+    the work); 4 cannot keep both under 1, so they split by the shares: 1 + 3."""
+    search = Search(disaggregated_article(), small(), Origin())
+    config = Config("H100-80G", 1, "fifo")
+    search.stages[config] = (1.2, 0.1, 2.4)
+    assert search.replica_bound(config) == 5
+    assert search.pool_split(config, 6) == 2
+    assert search.pool_split(config, 4) == 1
+    data = search.scenario(config, 6)
+    assert (data["fleet"]["prefill"]["replicas"], data["fleet"]["decode"]["replicas"]) == (2, 4)
+    assert data["fleet"]["prefill"]["gpu"] == data["fleet"]["decode"]["gpu"] == "H100-80G"
+
+
+def test_a_disaggregated_plan_names_its_pools_and_meets_the_targets_on_fresh_seeds():
+    answer = plan(disaggregated_article(), small(gpus=("H100-80G",)))
+    best = answer["recommendation"]
+    assert best["prefill_replicas"] + best["decode_replicas"] == best["replicas"]
+    assert min(best["prefill_replicas"], best["decode_replicas"]) >= 1
+    assert f"{best['replicas']} x TP{best['tensor_parallel']} ({best['prefill_replicas']} prefill + " \
+           f"{best['decode_replicas']} decode)" in plan_text(answer, "plan")
+    assert answer["mix"] is None and "disaggregated" in answer["mix_note"]
+    pools = {f"fleet.{pool}": {"replicas": best[f"{pool}_replicas"], "gpu": "H100-80G",
+                               "tensor_parallel": best["tensor_parallel"]} for pool in ("prefill", "decode")}
+    for seed in (21, 22):
+        data = apply_overrides(disaggregated_article(), {**pools, "workload.num_requests": 800, "seed": seed})
+        assert all_met(TTFT_1S, simulate(load_scenario(data)).summary)

@@ -25,6 +25,7 @@ PLAIN_COLUMNS = {
     "replica": ("Replica", "server number"),
     "routed": ("Requests routed", "arrivals the router sent to this replica"),
     "output_tokens": ("Output tokens", "output tokens of the requests completed on this replica"),
+    "role": ("Serves", "colocated: whole requests; prefill: prompts and first tokens; decode: the tokens after"),
     "hardware": ("Hardware", "the replica's cards: tensor-parallel degree, GPU and weight format"),
     "speed": ("Relative speed", "the replica's speed on this workload, the fastest replica's 1; the router weighs "
                                 "turns and loads by it"),
