@@ -9,7 +9,12 @@ one replica -- round robin, least outstanding tokens (the tokens its requests
 still have to process: pending prefill plus the predicted output not yet
 generated) or join the shortest queue (fewest requests it holds), each replica's
 turns or load weighed by its speed; ties go to the lowest replica index -- and
-wakes it if it is idle. A
+wakes it if it is idle. On a disaggregated fleet arrivals go to the prefill
+replicas; the iteration that emits a request's first token there puts its KV on
+that replica's link (first come first served), the request leaves the batch and
+its blocks stay until the transfer ends (an event of its own, after arrivals and
+before decisions at the same time); then the router sends it to a decode replica,
+where it waits with its KV in hand. A
 replica's decision, at the end of its iteration or when it wakes, is:
 
 1. apply the finished iteration; drop requests whose time-out passed before a first token;

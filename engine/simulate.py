@@ -398,7 +398,7 @@ def group_inputs(server: Server, replicas: int, efficiency: Efficiency | None = 
                        profile.kv_bytes_per_token, role)
 
 
-GROUP_KEYS = ("gpu", "quant", "tensor_parallel", "calibration")  # a group's own keys (``config.FleetGroup``)
+GROUP_HARDWARE_KEYS = ("gpu", "quant", "tensor_parallel", "calibration")  # a group's own keys (``config.FleetGroup``)
 
 
 def fleet_inputs(scenario: Scenario, efficiency: Efficiency | None = None) -> tuple[GroupInputs, ...]:
@@ -410,7 +410,7 @@ def fleet_inputs(scenario: Scenario, efficiency: Efficiency | None = None) -> tu
             groups.append(group_inputs(server, replicas, efficiency, role))
         except ScenarioError as exc:
             text = str(exc)
-            key = next((k for k in GROUP_KEYS if text.startswith(f"server.{k}")), None)
+            key = next((k for k in GROUP_HARDWARE_KEYS if text.startswith(f"server.{k}")), None)
             if not paths or key is None:
                 raise
             raise ScenarioError(f"{paths[i]}.{text.removeprefix('server.')}") from None

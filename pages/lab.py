@@ -9,8 +9,8 @@ import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy, RequestClass, Server, Speculative, Workload,
-                           expected_tokens_per_decode, field_bounds, field_label, field_meta)
+from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy, RequestClass, Server, Speculative,
+                           Workload, expected_tokens_per_decode, field_bounds, field_label, field_meta)
 from engine.cost import cost_columns
 from engine.diagnosis import diagnose
 from engine.metric_table import COSTS, STEADY_STATE, SYSTEM_METRICS, metric
@@ -42,8 +42,8 @@ TABLE_COLUMNS = ("policy", "class", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", 
                  *(m.key for m in COSTS), "gpu_busy_frac", "preemptions", "unstable")
 CURVE_DEFAULTS = ("fifo", "priority")
 LOAD_STEP = 0.02  # a raise of the offered load smaller than this is not worth offering
-GROUP_KEYS = {"fixed": ("replicas", "step_time_ms", "kv_capacity_tokens"),  # a mixed fleet's group, per step model
-              "roofline": ("replicas", "gpu", "quant", "tensor_parallel")}
+GROUP_INPUTS = {"fixed": ("replicas", "step_time_ms", "kv_capacity_tokens"),  # a group's inputs, per step model
+                "roofline": ("replicas", "gpu", "quant", "tensor_parallel")}
 MAX_LAB_GROUPS = 4
 POOL_LIMIT_KEYS = ("max_batch_size", "max_batched_tokens")  # a pool's own batch limits (empty: the server's)
 INHERITED_KEYS = ("gpu", "quant", "tensor_parallel")  # a group's or pool's inputs start from the server's
@@ -208,7 +208,7 @@ def group_controls(fleet: dict, server: dict, v: int) -> None:
     chosen = []
     for i, group in enumerate(groups[:count]):
         st.markdown(f"**Group {i + 1}**")
-        chosen.append(table_inputs(group, server, GROUP_KEYS[server["step_model"]], f"group_{i}", v))
+        chosen.append(table_inputs(group, server, GROUP_INPUTS[server["step_model"]], f"group_{i}", v))
     fleet["groups"] = chosen
 
 
@@ -226,7 +226,7 @@ def table_inputs(table: dict, server: dict, keys: tuple[str, ...], prefix: str, 
 def pool_controls(fleet: dict, server: dict, v: int) -> None:
     """The two pools of a disaggregated fleet (each's replicas, hardware and batch limits) and the KV link."""
     replicas = fleet.pop("replicas", None) or 2
-    keys = GROUP_KEYS[server["step_model"]] + POOL_LIMIT_KEYS
+    keys = GROUP_INPUTS[server["step_model"]] + POOL_LIMIT_KEYS
     for name, share in (("prefill", replicas // 2), ("decode", replicas - replicas // 2)):
         st.markdown(f"**{field_label(Fleet, name)}**")
         fleet[name] = table_inputs(fleet.get(name) or {"replicas": max(share, 1)}, server, keys, f"pool_{name}", v)

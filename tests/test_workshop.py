@@ -16,7 +16,8 @@ from engine import workshop
 
 CHAPTERS = {c.id: c for c in workshop.load_chapters()}
 TOPICS = ("continuous-batching", "prefill", "head-of-line", "priority", "aging", "wfq", "dynamic", "sjf",
-          "min-batch", "kv", "preemption", "tp-vs-dp", "mig", "rental", "speculative")
+          "min-batch", "kv", "preemption", "tp-vs-dp", "mig", "rental", "speculative", "mixed-fleets",
+          "disaggregation", "prefix-caching")
 
 
 def test_there_are_at_least_ten_chapters_covering_every_topic():
