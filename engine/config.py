@@ -146,6 +146,13 @@ class RequestClass:
                                        "prompt, few-shot examples): with server.prefix_caching they are computed "
                                        "once and reused (unless a trace brings its own block ids)",
                                     "tokens", ge=0, cap="tokens_per_request")
+    conversation_turns: int = opt(1, "requests per conversation (synthetic arrivals): each after the first is a "
+                                     "follow-up whose prompt is the previous turn's prompt and output plus new "
+                                     "tokens (prompt_tokens draws the new ones), so with server.prefix_caching the "
+                                     "previous prompt's blocks can be reused", "requests", ge=1, le=1000)
+    turn_gap_s: float = opt(30.0, "time between two turns of a conversation (the reply and the user's think "
+                                  "time): conversations in flight = this x the class's arrival rate, their turns "
+                                  "interleaved (conversation_turns > 1)", "s", gt=0.0, le=86_400.0)
 
     def _check(self, path: str) -> None:
         if self.name == OVERALL:
@@ -178,6 +185,11 @@ class Workload:
         if abs(total - 1.0) > 1e-9:  # one rule for the file, the command line and the pages: shares are relative
             object.__setattr__(self, "classes", tuple(dataclasses.replace(c, share=c.share / total)
                                                       for c in self.classes))
+        if self.trace is not None:
+            turns = next((i for i, c in enumerate(self.classes) if c.conversation_turns > 1), None)
+            if turns is not None:
+                raise ScenarioError(f"{path}.classes[{turns}].conversation_turns builds conversations from synthetic "
+                                    f"arrivals; a replayed trace brings its own (a Mooncake trace's block ids)")
         if self.trace is None:
             if self.arrival is None:
                 raise ScenarioError(f"{path}.arrival is required unless {path}.trace is given")
@@ -522,6 +534,7 @@ FIELD_LABELS = {
     "TokenDist.dist": "Distribution", "TokenDist.value": "Length", "TokenDist.low": "Shortest",
     "TokenDist.high": "Longest", "TokenDist.mean": "Mean", "TokenDist.cv": "Coefficient of variation",
     "TokenDist.max": "Cap", "RequestClass.shared_prefix_tokens": "Shared prompt prefix",
+    "RequestClass.conversation_turns": "Turns per conversation", "RequestClass.turn_gap_s": "Time between turns",
     "Arrival.process": "Arrival process", "Arrival.rate_per_s": "Arrival rate",
     "Arrival.cv": "Burstiness (coefficient of variation)",
     "Trace.format": "Format", "Trace.rate_scale": "Speed-up", "Trace.jitter_ms": "Jitter",

@@ -99,6 +99,53 @@ def shared_prefix_blocks(workload: Workload, prompt: np.ndarray, class_id: np.nd
     return offsets, (np.repeat(class_id, counts) << 32) + within, block_tokens
 
 
+FRESH_ID_BASE = 1 << 62  # a conversation's own blocks take ids from here (a class's shared ones are k x 2^32 + j)
+
+
+def conversation_slots(workload: Workload, k: int) -> int:
+    """Conversations of class ``k`` in flight at once: its turn gap x its arrival rate, at least one."""
+    cls = workload.classes[k]
+    return max(1, round(cls.turn_gap_s * cls.share * workload.arrival.rate_per_s))
+
+
+def conversations(workload: Workload, prompt: np.ndarray, output: np.ndarray, class_id: np.ndarray,
+                  block_tokens: int, max_tokens: int) -> tuple[np.ndarray, tuple]:
+    """Prompts and prefix blocks (``RequestArrays``) when some class holds conversations (``conversation_turns``
+    > 1). Class k's arrivals are dealt in turn to its ``conversation_slots`` conversations in flight; a slot's
+    conversation has ``conversation_turns`` turns, then a new one starts there. A follow-up's prompt is the previous
+    turn's prompt and output plus its own drawn tokens (at most ``max_tokens``); its blocks are the previous prompt's
+    whole blocks (same ids: the same content), then blocks of its own (fresh ids: the previous output, its new
+    tokens). A first turn starts with its class's shared blocks (``shared_prefix_tokens``), then its own. Classes
+    without conversations keep their shared blocks only."""
+    prompt = prompt.copy()
+    blocks: list[np.ndarray] = [np.zeros(0, np.int64)] * len(prompt)
+    fresh = FRESH_ID_BASE
+    for k, cls in enumerate(workload.classes):
+        members = np.flatnonzero(class_id == k)
+        shared = cls.shared_prefix_tokens
+        if cls.conversation_turns == 1:
+            for r in members:
+                blocks[r] = (np.int64(k) << 32) + np.arange(min(prompt[r], shared) // block_tokens, dtype=np.int64)
+            continue
+        slots = conversation_slots(workload, k)
+        last: dict[int, int] = {}  # slot -> the request of its previous turn
+        for i, r in enumerate(members):
+            slot, turn = i % slots, (i // slots) % cls.conversation_turns
+            if turn == 0:
+                kept = (np.int64(k) << 32) + np.arange(min(prompt[r], shared) // block_tokens, dtype=np.int64)
+            else:
+                before = last[slot]
+                prompt[r] = min(prompt[before] + output[before] + prompt[r], max_tokens)
+                kept = blocks[before][: prompt[r] // block_tokens]
+            own = prompt[r] // block_tokens - len(kept)
+            blocks[r] = np.concatenate((kept, np.arange(fresh, fresh + own, dtype=np.int64)))
+            fresh += own
+            last[slot] = r
+    counts = np.array([len(b) for b in blocks], dtype=np.int64)
+    ids = np.concatenate(blocks) if len(blocks) else np.zeros(0, np.int64)
+    return prompt, (np.concatenate(([0], np.cumsum(counts))), ids, block_tokens)
+
+
 def trace_requests(scenario: Scenario) -> int:
     """Requests in the scenario's whole trace file (read once and cached; at most ``caps.requests_per_run``):
     what a replay without ``num_requests`` simulates."""
@@ -162,7 +209,11 @@ def build_requests(scenario: Scenario) -> RequestArrays:
         arrival_s, prompt, output, class_id, prefix = _replayed(workload, scenario.origin, rng)
     else:
         arrival_s, prompt, output, class_id, prefix = _synthetic(workload, rng, scenario.origin.caps)
-    if prefix is None:  # a trace's own block ids come first
-        prefix = shared_prefix_blocks(workload, prompt, class_id, scenario.server.block_size_tokens)
+    block_tokens = scenario.server.block_size_tokens
+    if any(c.conversation_turns > 1 for c in workload.classes):  # synthetic only (config refuses it with a trace)
+        prompt, prefix = conversations(workload, prompt, output, class_id, block_tokens,
+                                       scenario.origin.caps.tokens_per_request)
+    elif prefix is None:  # a trace's own block ids come first
+        prefix = shared_prefix_blocks(workload, prompt, class_id, block_tokens)
     unrelated = _unrelated_outputs(output, class_id, len(workload.classes), rng)
     return RequestArrays(arrival_s, prompt, output, class_id, unrelated, *(prefix or ()))

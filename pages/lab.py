@@ -29,7 +29,9 @@ BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens"
 FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_caching")
-CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens")
+CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens",
+              "conversation_turns", "turn_gap_s")
+CONVERSATION_KEYS = ("conversation_turns", "turn_gap_s")  # synthetic arrivals only (a trace brings its own)
 KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms", "queue_p99_ms",
             "sla_attainment", "timed_out", "output_tokens_per_s")
 COMPARISON_KEYS = ("ttft_p99_ms", "ttft_p50_ms", "e2e_p99_ms", "e2e_p50_ms", "queue_p99_ms", "tpot_mean_ms",
@@ -87,9 +89,10 @@ def load_controls(data: dict, typed: engine.Scenario, v: int) -> None:
         workload["num_requests"] = None if whole else st.number_input(
             "Requests replayed (first rows of the trace)", int(low), max(rows, 1),
             min(typed.workload.num_requests or rows, rows), step=1000, key=f"requests_{v}")
+    keys = CLASS_KEYS if typed.workload.trace is None else [k for k in CLASS_KEYS if k not in CONVERSATION_KEYS]
     for i, cls in enumerate(workload["classes"]):
         with st.popover(f"Class {text.plain(cls['name'])}", width="stretch"):
-            for key in CLASS_KEYS:
+            for key in keys:
                 cls[key] = field_input(RequestClass, key, cls.get(key), key=f"class_{i}_{key}_{v}")
     total = sum(c["share"] or 0.0 for c in workload["classes"])
     if total > 0 and abs(total - 1.0) > 1e-9:

@@ -108,7 +108,11 @@ spread of acceptance between requests and positions (source of the formula: Levi
 Inference from Transformers via Speculative Decoding", 2023).
 
 **Prefix caching** (`server.prefix_caching`). Prompts are chains of blocks with ids: a Mooncake trace's
-`hash_ids` (512 tokens each), else the first `shared_prefix_tokens` of every prompt of a class. A request that
+`hash_ids` (512 tokens each), else the first `shared_prefix_tokens` of every prompt of a class, and the
+conversations of a class with `conversation_turns` > 1: its arrivals are dealt in turn to `turn_gap_s` x its
+arrival rate conversations in flight; a follow-up's prompt is the previous turn's prompt and output plus its own
+drawn tokens, and it shares the previous prompt's blocks (the output's blocks are not cached, so a follow-up
+computes them again). A request that
 holds no KV starts from the longest chain of leading blocks its replica's cache holds (all but its last prompt
 token at most) and prefills only the rest. Cached blocks are shared and counted once; a finished prefill's blocks
 join the cache; blocks nobody holds are evicted least recently released first, before anything is preempted.

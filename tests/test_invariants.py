@@ -33,7 +33,8 @@ def scenarios(draw):
     for k, w in enumerate(weights):
         cls = {"name": f"c{k}", "share": w / sum(weights), "priority": draw(st.integers(0, 2)),
                "prompt_tokens": draw(token_dist(MAX_PROMPT)), "output_tokens": draw(token_dist(MAX_OUTPUT)),
-               "shared_prefix_tokens": draw(st.sampled_from([0, 0, 8, 64, 150]))}
+               "shared_prefix_tokens": draw(st.sampled_from([0, 0, 8, 64, 150])),
+               "conversation_turns": draw(st.sampled_from([1, 1, 2, 5])), "turn_gap_s": draw(st.floats(0.01, 2.0))}
         timeout = draw(st.one_of(st.none(), st.floats(5.0, 500.0)))
         if timeout is not None:
             cls["timeout_ms"] = timeout
@@ -45,13 +46,14 @@ def scenarios(draw):
                   st.floats(0.3, 4.0))))
     max_batch = draw(st.integers(1, 16))
     block = draw(st.sampled_from([1, 4, 16, 32]))
-    static = draw(st.booleans())
+    talks = any(c["conversation_turns"] > 1 for c in classes)  # prompts grow with the turns: up to 5 x 250 tokens
+    static = not talks and draw(st.booleans())
     draft = draw(st.integers(0, 4))  # speculative decoding's draft tokens (0: off)
     server = {"step_model": "fixed", "step_time_ms": draw(st.floats(1.0, 50.0)), "max_batch_size": max_batch,
               "max_batched_tokens": draw(st.integers(max_batch * (draft + 1), 512)),
               "min_batch_size": draw(st.integers(1, max_batch)), "wait_timeout_ms": draw(st.floats(0.0, 50.0)),
               "block_size_tokens": block,
-              "kv_capacity_tokens": draw(st.sampled_from([0, 320, 600, 1000, 4096])),
+              "kv_capacity_tokens": draw(st.sampled_from([0, 4096] if talks else [0, 320, 600, 1000, 4096])),
               "kv_allocation": "static" if static else "paged",
               "batching": draw(st.sampled_from(["mixed", "prefill-first"])),
               "admission": draw(st.sampled_from(["optimistic", "reserve-full"]))}
@@ -60,7 +62,7 @@ def scenarios(draw):
                                  "draft_cost": draw(st.floats(0.0, 1.0))}
     if not static:
         server["prefix_caching"] = draw(st.booleans())
-    capacities = [0, 600, 1000, 4096] if static else [0, 320, 600, 1000, 4096]
+    capacities = [0, 4096] if talks else [0, 600, 1000, 4096] if static else [0, 320, 600, 1000, 4096]
     if static:
         server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
         server["kv_capacity_tokens"] = draw(st.sampled_from(capacities))
