@@ -222,7 +222,7 @@ def table_inputs(table: dict, server: dict, keys: tuple[str, ...], prefix: str, 
         choices = hardware_choices.TABLE_CHOICES.get(key)
         value = table.get(key) or (server.get(key) if key in INHERITED_KEYS else None)
         entry[key] = field_input(FleetGroup, key, value, key=f"{prefix}_{key}_{v}",
-                                 options=choices() if choices else None)
+                                 options=choices() if choices else None, placeholder="as the server")
     return {k: value for k, value in entry.items() if value is not None}  # empty: the server's
 
 
@@ -517,11 +517,13 @@ with cdf_tab:
 with timeline_tab:
     classes = [c.name for c in typed.workload.classes]
     series = run.timeseries
+    capacity = system["kv_capacity_tokens"]
     if len(system["replicas"]) > 1:
         view.choice("timeline_replica", list(range(len(system["replicas"]))), 0)
         replica = st.selectbox("Replica", range(len(system["replicas"])), key="timeline_replica",
                                help="Each replica runs its own iterations; the router's split is in the table.")
         series = series[series["replica"] == replica]
+        capacity = system["replicas"][replica]["kv_capacity_tokens"]  # a mixed fleet's replicas differ
         replicas = pd.DataFrame(system["replicas"]).rename(columns={"busy_frac": "gpu_busy_frac_run"})
         replicas["speed"] = replicas["speed"].round(2)
         # a mixed fleet's table names each replica's hardware and speed in place of its output tokens (room)
@@ -535,7 +537,7 @@ with timeline_tab:
                 st.caption(f"KV transfer from the prefill to the decode pool (waiting for the link included), "
                            f"{len(moved):,} requests: mean {moved.mean():,.1f} ms, p99 {moved.quantile(0.99):,.1f} "
                            f"ms. A request's time per output token includes it.")
-    st.plotly_chart(charts.timeline(series, classes, system["kv_capacity_tokens"], system["window_s"]),
+    st.plotly_chart(charts.timeline(series, classes, capacity, system["window_s"]),
                     width="stretch")
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")

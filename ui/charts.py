@@ -144,8 +144,9 @@ def timeline(series: pd.DataFrame, classes: list[str], kv_capacity_tokens: int |
         fig.add_vrect(x0=window_s[0], x1=window_s[1], fillcolor="#2ca02c", opacity=0.07, line_width=0, row="all",
                       col=1)
         fig.add_annotation(x=(window_s[0] + window_s[1]) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+                           yshift=22,  # above the first panel's title
                            text="steady state: rates and utilisation are measured here", font=dict(color="#2ca02c"))
-    fig.update_layout(height=620, margin=dict(t=40, b=10))
+    fig.update_layout(height=640, margin=dict(t=60, b=10))
     return fig
 
 

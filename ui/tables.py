@@ -45,7 +45,10 @@ def show(frame: pd.DataFrame, columns: list[str], currency: str = "", key: str |
                                                            format="localized")
         elif column in PLAIN_COLUMNS:
             header, help_text = PLAIN_COLUMNS[column]
-            config[column] = st.column_config.Column(header, help=sentence(help_text) if help_text else None)
+            kind = st.column_config.NumberColumn if pd.api.types.is_integer_dtype(shown[column]) else \
+                st.column_config.Column  # counts with thousands separators, as the metrics' columns
+            config[column] = kind(header, help=sentence(help_text) if help_text else None,
+                                  **({"format": "localized"} if kind is st.column_config.NumberColumn else {}))
     if "policy" in shown.columns:
         shown["policy"] = shown["policy"].map(lambda p: POLICY_LABELS.get(p, p))
     st.dataframe(shown, hide_index=True, width="stretch", column_config=config, key=key, placeholder=MISSING)

@@ -16,8 +16,9 @@ from ui.text import sentence
 
 
 def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str] = None,
-                options: Optional[list] = None) -> Any:
-    """One input for ``cls.name`` showing ``value`` (the field's default when None is not allowed)."""
+                options: Optional[list] = None, placeholder: Optional[str] = None) -> Any:
+    """One input for ``cls.name`` showing ``value`` (the field's default when None is not allowed); an empty
+    number input shows ``placeholder`` (what leaving it empty means)."""
     tp, meta, default = field_meta(cls, name)
     unit = meta.get("unit", "")
     text = (label or field_label(cls, name)) + (f" ({unit})" if unit else "")
@@ -37,7 +38,7 @@ def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str]
     if tp is int:
         return st.number_input(text, value=None if value is None else int(value), step=1, key=key, help=help_text,
                                min_value=None if low is None else int(low),
-                               max_value=None if high is None else int(high))
+                               max_value=None if high is None else int(high), placeholder=placeholder)
     return st.number_input(text, value=None if value is None else float(value), key=key, help=help_text,
                            min_value=None if low is None else float(low),
-                           max_value=None if high is None else float(high), format="%g")
+                           max_value=None if high is None else float(high), format="%g", placeholder=placeholder)
