@@ -237,6 +237,20 @@ def format_table(result: Result) -> str:
     lines.append(f"system: {s['sim_time_s']:,.1f} s simulated, {s['iterations']:,} iterations, mean batch "
                  f"{s['mean_batch_size']:.2f}, GPU busy {100 * s['gpu_busy_frac']:.1f}%, KV {kv}, "
                  f"{s['preemptions']:,} preemptions, offered load {load_text(s['offered_load'])} (estimate)")
+    fleet = result.scenario.fleet
+    if fleet.groups or fleet.mode == "disaggregated":  # each kind of replica, and what the router sent it
+        kinds: dict[tuple[str, str], list[dict]] = {}
+        for replica in s["replicas"]:
+            kinds.setdefault((replica["role"], replica["hardware"]), []).append(replica)
+        lines.append("fleet: " + "; ".join(
+            f"{len(group)} x {hardware}" + ("" if role == "colocated" else f" for {role}") +
+            f" (speed {group[0]['speed']:.2f}, {sum(r['routed'] for r in group):,} routed, busy "
+            f"{100 * sum(r['busy_frac'] for r in group) / len(group):.1f}%)" for (role, hardware), group in kinds.items()))
+    if "kv_transfer_ms" in result.requests:
+        moved = result.requests["kv_transfer_ms"].dropna()
+        if len(moved):
+            lines.append(f"KV transfers to the decode pool (link queue included): mean {moved.mean():,.1f} ms, "
+                         f"p99 {moved.quantile(0.99):,.1f} ms over {len(moved):,} requests")
     if s["unstable"]:
         lines.append(stop_explanation(s, result.scenario.origin.caps).replace("Unstable", "UNSTABLE", 1)
                      .replace("Cut", "CUT", 1))

@@ -378,9 +378,9 @@ class GroupInputs:
 
 
 def hardware_label(server: Server) -> str:
-    """The cards of one replica as words: "TP2 H100-80G fp8" (a fixed step time: "fixed step time")."""
+    """The cards of one replica as words: "TP2 H100-80G fp8" (a fixed step time: "fixed 20 ms iterations")."""
     if server.step_model == "fixed":
-        return "fixed step time"
+        return f"fixed {server.step_time_ms:g} ms iterations"
     return f"TP{server.tensor_parallel} {server.gpu} {server.quant}"
 
 

@@ -139,3 +139,13 @@ def test_a_prefill_pool_only_needs_room_for_prompts(tmp_path):
     with pytest.raises(engine.ScenarioError, match=r"needs 32 KV tokens \(prompt 20\) but the KV cache of "
                                                    r"fleet\.prefill holds 16"):
         engine.simulate(trace_scenario(tmp_path, [(0.0, 20, 2)], {"block_size_tokens": 16}, fleet=fleet))
+
+
+def test_the_command_lines_table_names_each_pool_and_the_transfers(tmp_path):
+    from engine.cli import format_table
+    rows = [(0.0, 4, 3), (0.002, 8, 2), (1.0, 5, 1)]
+    text = format_table(engine.simulate(trace_scenario(tmp_path, rows, {}, fleet=pools(link_s_per_token=0.00125))))
+    assert "fleet: 1 x fixed 10 ms iterations for prefill (speed 1.00, 3 routed, busy " in text
+    assert "; 1 x fixed 10 ms iterations for decode (speed 1.00, 2 routed, busy " in text
+    # 5 and 10 ms: p99 interpolated between them
+    assert "KV transfers to the decode pool (link queue included): mean 7.5 ms, p99 9.9 ms over 2 requests" in text

@@ -163,3 +163,12 @@ def test_a_draft_model_on_groups_of_different_weight_formats_asks_for_a_draft_co
         engine.simulate(engine.load_scenario(data))
     data["server"]["speculative"] = {"draft_tokens": 4, "acceptance": 0.7, "draft_cost": 0.1}
     assert engine.simulate(engine.load_scenario(copy.deepcopy(data))).summary["overall"]["completed"] == 600
+
+
+def test_the_command_lines_table_names_each_group(tmp_path):
+    from engine.cli import format_table
+    result = engine.simulate(trace_scenario(tmp_path, [(float(t), 4, 3) for t in range(4)], {}, fleet=fixed_groups(
+        {"step_time_ms": 10.0}, {"step_time_ms": 20.0})))
+    text = format_table(result)
+    assert "fleet: 1 x fixed 10 ms iterations (speed 1.00, 3 routed, busy " in text
+    assert "; 1 x fixed 20 ms iterations (speed 0.50, 1 routed, busy " in text
