@@ -19,4 +19,5 @@ def test_the_header_states_the_offered_load(path):
 
 
 def test_the_picker_shows_the_stated_load():
-    assert preset_title("article_mixed_8xa100.toml").endswith(f"(offered load {stated_load(PRESETS[0]):.2f})")
+    article = SCENARIOS / "article_mixed_8xa100.toml"
+    assert preset_title(article.name).endswith(f"(offered load {stated_load(article):.2f})")
