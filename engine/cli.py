@@ -7,6 +7,7 @@ Invalid input ends with exit code 2 and one line naming the problem, never a tra
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -18,13 +19,13 @@ from .bench_results import read_result
 from .calibration import badge
 from .calibration_store import save
 from .caps import DEFAULT_CAPS, caps_with, limits_fields
-from .config import OVERALL, Scenario, keys_markdown, load_scenario, scenario_to_dict, to_toml
-from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards,
-                   offer_hosting_problem, offers_for, unit_costs)
+from .config import OVERALL, Scenario, fleet_servers, keys_markdown, load_scenario, scenario_to_dict, to_toml
+from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost, deployment_cost, fleet_cards,
+                   group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .errors import ScenarioError, printable
 from .metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .registry import TRACE_FORMATS
-from .hardware import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
+from .hardware import kv_capacity_tokens, load_table, memory_breakdown_gib, roofline_profile, roofline_step_params
 from .origin import Origin
 from .parallel import dask_cluster
 from .simulate import Result, load_text, simulate, stop_explanation, warm_up
@@ -42,6 +43,7 @@ from .summary import Summary
 from .traces import guess_trace_format
 from .user_calibration import benchmarked_server, calibrate, model_for
 
+CHEAPEST_OFFER = "cheapest"  # --offer for a mixed or disaggregated fleet: each group through its cheapest offer
 EXIT_INVALID = 2
 EXIT_INTERNAL = 1
 EXIT_INTERRUPTED = 130
@@ -187,7 +189,9 @@ def _trace_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _offer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--offer", help="price the fleet with this offer of data/hardware/offers.csv")
+    parser.add_argument("--offer", help="price the fleet with this offer of data/hardware/offers.csv (a mixed or "
+                                        f"disaggregated fleet: '{CHEAPEST_OFFER}' rents each group through its "
+                                        "cheapest offer)")
     parser.add_argument("--billing", choices=BILLING_MODES, default=BILLING_MODES[0])
     parser.add_argument("--currency", choices=CURRENCIES, default="USD")
     parser.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
@@ -273,12 +277,38 @@ def _rental(args: argparse.Namespace, server, cards: int, tensor_parallel: int):
     return deployment_cost(args.offer, cards, args.billing, args.currency, args.cny_per_usd)
 
 
+def _group_rental(args: argparse.Namespace, scenario) -> tuple:
+    """(cost, cards) of the fleet's groups (``config.fleet_servers``): ``--offer cheapest`` rents each group through
+    its cheapest offer; a named offer rents every group, which must then all be on its GPU."""
+    groups = [(s.gpu, s.tensor_parallel, n) for s, n in fleet_servers(scenario)]
+    cards = sum(fleet_cards(*g) for g in groups)
+    if scenario.server.step_model != "roofline":
+        raise ScenarioError("--offer prices a real GPU: set server.step_model = roofline")
+    if args.offer == CHEAPEST_OFFER:
+        rentals = group_rentals(groups, args.billing, args.currency, args.cny_per_usd)
+        missing = next((gpu for gpu, _, cost in rentals if cost is None), None)
+        if missing:
+            raise ScenarioError(f"--offer cheapest: no offer in data/hardware/offers.csv rents {missing}")
+        return combined_cost([cost for _, _, cost in rentals]), cards
+    other = sorted({gpu for gpu, _, _ in groups} - {load_table("offers").loc[args.offer, "gpu"]}
+                   if args.offer in load_table("offers").index else set())
+    if other:
+        raise ScenarioError(f"--offer {args.offer!r} does not rent {other[0]}, which this fleet also uses; give "
+                            f"--offer {CHEAPEST_OFFER} to rent each group through its cheapest offer")
+    for gpu, tensor_parallel, _ in groups:  # the offer rents this GPU and hosts the group's tensor-parallel degree
+        _rental(args, dataclasses.replace(scenario.server, gpu=gpu), 1, tensor_parallel)
+    return _rental(args, dataclasses.replace(scenario.server, gpu=groups[0][0]), cards, 1), cards
+
+
 def _cost_block(args: argparse.Namespace, scenario, summary: Summary) -> dict | None:
     """The fleet's rental cost and unit costs at the simulated load (low and high end of the offer)."""
-    cards = fleet_cards(scenario.server.gpu, scenario.server.tensor_parallel, scenario.fleet.replicas)
-    cost = _rental(args, scenario.server, cards, scenario.server.tensor_parallel)
-    if cost is None:
+    if not args.offer:
         return None
+    if args.offer == CHEAPEST_OFFER or scenario.fleet.groups or scenario.fleet.mode == "disaggregated":
+        cost, cards = _group_rental(args, scenario)
+    else:
+        cards = fleet_cards(scenario.server.gpu, scenario.server.tensor_parallel, scenario.fleet.replicas)
+        cost = _rental(args, scenario.server, cards, scenario.server.tensor_parallel)
     low, high = (unit_costs(p, summary["overall"]) for p in cost.per_hour)
     return {"offer": cost.offer, "units": cost.units, "cards": cards, "billing": args.billing,
             "currency": cost.currency, "estimate": cost.estimate, "per_hour": list(cost.per_hour),

@@ -467,14 +467,19 @@ if capacity is not None:
     st.subheader("Cost of this fleet")
 fits = capacity is not None and workload_fits(data)  # the first simulation of the page: after the figures above
 cards = fleet_cards(server.gpu, server.tensor_parallel, typed.fleet.replicas)
-rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel) if capacity is not None else None
+several = bool(typed.fleet.groups) or typed.fleet.mode == "disaggregated"  # this page shows [server]'s GPU only
+if several and capacity is not None:
+    st.info("This fleet has groups or pools of its own hardware: this page describes the [server] table's GPU; "
+            "the Lab prices each group through its cheapest offer.")
+rental = cost_panel.pick_offer(server.gpu, cards, server.tensor_parallel) if capacity is not None and not several \
+    else None
 if rental is not None:
     st.metric(f"Fleet per month ({rental.currency})", money_range(rental.per_month))
     if fits:
         cost_vs_load(data, typed, rental)
 st.subheader("Rental offers")
 offers_section()
-if fits:
+if fits and not several:
     st.subheader("Same cards, other shapes")
     shapes_section(data, server, cards, rental)
 st.subheader("Cheapest rental that meets a target")

@@ -399,3 +399,14 @@ def test_a_disaggregated_fleet_in_the_lab_trades_first_token_time_for_time_per_t
     at.selectbox(key="fleet_mode_1").set_value("colocated").run()
     assert at.number_input(key="fleet_replicas_1").value == 2
     assert as_ms(metric(at, 0, "TPOT mean")) == tpot
+
+
+def test_the_hardware_page_does_not_price_a_mixed_fleet_as_one_gpu():
+    data = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+    data["workload"]["num_requests"] = 300
+    data["fleet"] = {"groups": [{"replicas": 2, "gpu": "A100-80G", "tensor_parallel": 4},
+                                {"replicas": 1, "gpu": "H100-80G", "quant": "fp8", "tensor_parallel": 4}]}
+    at = lab(data).run().switch_page("pages/hardware.py").run()
+    assert not at.exception and not at.error
+    assert any("This fleet has groups or pools of its own hardware" in i.value for i in at.info)
+    assert not [m for m in at.metric if m.label.startswith("Fleet per month")]

@@ -3,6 +3,7 @@ hand, the exact equivalence of identical groups with a plain fleet, routers weig
 service rates of the offered load adding up, and errors that name the group."""
 
 import copy
+import json
 import tomllib
 
 import pandas as pd
@@ -172,3 +173,23 @@ def test_the_command_lines_table_names_each_group(tmp_path):
     text = format_table(result)
     assert "fleet: 1 x fixed 10 ms iterations (speed 1.00, 3 routed, busy " in text
     assert "; 1 x fixed 20 ms iterations (speed 0.50, 1 routed, busy " in text
+
+
+def test_the_command_line_prices_each_group_or_says_which_offer_to_give():
+    """--offer cheapest rents each group through its cheapest offer, the sum of the two rentals; an offer that
+    rents one GPU only is one line naming the other GPU and the fix."""
+    from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, cheapest_offer, deployment_cost
+    from test_safety import cli, one_line_error
+    groups = '[{replicas = 2, gpu = "A100-80G", tensor_parallel = 4}, {replicas = 1, gpu = "H100-80G", ' \
+             'quant = "fp8", tensor_parallel = 4}]'
+    args = ("run", str(ARTICLE), "--set", "workload.num_requests=300", "--set", f"fleet.groups={groups}",
+            "--currency", "USD")
+    code, out, err, _ = cli(*args, "--offer", "cheapest", "--json", "-")
+    assert code == 0, err
+    cost = json.loads(out)["cost"]
+    parts = [deployment_cost(cheapest_offer(gpu, cards, 4), cards, BILLING_MODES[0], "USD", CNY_PER_USD_DEFAULT)
+             for gpu, cards in (("A100-80G", 8), ("H100-80G", 4))]
+    assert cost["cards"] == 12 and cost["offer"] == " + ".join(p.offer for p in parts)
+    assert cost["per_month"] == pytest.approx([sum(p.per_month[i] for p in parts) for i in range(2)])
+    one_line_error(*cli(*args, "--offer", "vast-h100-spot"), "--offer 'vast-h100-spot' does not rent A100-80G",
+                   "give --offer cheapest")
