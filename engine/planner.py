@@ -543,6 +543,9 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``."""
     started = time.perf_counter()
     scenario = load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
+    if scenario.fleet.groups:  # the planner sizes fleets of one GPU at a time, and proposes a mix itself
+        data = apply_overrides(data, {})
+        del data["fleet"]["groups"]
     for target in question.targets:  # and a target naming no class, before any run
         target.check_class(c.name for c in scenario.workload.classes)
     configs, not_possible = configurations(data, question, origin)

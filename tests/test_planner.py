@@ -378,3 +378,14 @@ def test_a_disaggregated_plan_names_its_pools_and_meets_the_targets_on_fresh_see
     for seed in (21, 22):
         data = apply_overrides(disaggregated_article(), {**pools, "workload.num_requests": 800, "seed": seed})
         assert all_met(TTFT_1S, simulate(load_scenario(data)).summary)
+
+
+def test_a_mixed_fleet_scenario_is_planned_one_gpu_at_a_time():
+    """The scenario's own groups are left aside: each configuration is sized as a fleet of its GPU, the same
+    answer as for the scenario without them."""
+    grouped = apply_overrides(article(), {"fleet.groups": [{"replicas": 1, "gpu": "A100-80G", "tensor_parallel": 4},
+                                                           {"replicas": 1, "gpu": "H100-80G", "tensor_parallel": 4}]})
+    question = small(gpus=("H100-80G",))
+    with_groups, without = plan(grouped, question), plan(article(), question)
+    assert with_groups["recommendation"]["replicas"] == without["recommendation"]["replicas"]
+    assert with_groups["recommendation"]["monthly_cost"] == without["recommendation"]["monthly_cost"]
