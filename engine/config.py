@@ -408,8 +408,8 @@ class FleetGroup:
     quant: str = opt("", "weight format from data/hardware/quant.csv (empty: server.quant)", cap="name_chars")
     tensor_parallel: Optional[int] = opt(None, "GPUs one server of this kind splits the model over (none: "
                                                "server.tensor_parallel)", "GPUs", choices=TP_DEGREES)
-    calibration: str = opt("", "saved step-time calibration of this GPU (roofline; empty: the shipped calibration "
-                                "of its family)", cap="name_chars")
+    calibration: str = opt("", "saved step-time calibration of this GPU (roofline; empty: server.calibration on "
+                                "the server's GPU, else the shipped calibration of its family)", cap="name_chars")
     step_time_ms: Optional[float] = opt(None, "iteration time of these servers (step_model = fixed; none: "
                                               "server.step_time_ms)", "ms", ge=0.001, le=60_000.0)
     kv_capacity_tokens: Optional[int] = opt(None, "KV-cache capacity of these servers (step_model = fixed; none: "
@@ -427,9 +427,11 @@ class FleetGroup:
     def server(self, base: Server) -> Server:
         """``base`` (the [server] table) on this group's hardware and batch limits."""
         pick = lambda own, shared: shared if own is None else own  # noqa: E731
-        return dataclasses.replace(base, gpu=self.gpu or base.gpu, quant=self.quant or base.quant,
+        gpu = self.gpu or base.gpu
+        return dataclasses.replace(base, gpu=gpu, quant=self.quant or base.quant,
                                    tensor_parallel=pick(self.tensor_parallel, base.tensor_parallel),
-                                   calibration=self.calibration,
+                                   # the server's calibration times its own GPU only
+                                   calibration=self.calibration or (base.calibration if gpu == base.gpu else ""),
                                    step_time_ms=pick(self.step_time_ms, base.step_time_ms),
                                    kv_capacity_tokens=pick(self.kv_capacity_tokens, base.kv_capacity_tokens),
                                    max_batch_size=pick(self.max_batch_size, base.max_batch_size),

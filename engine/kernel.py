@@ -14,7 +14,8 @@ replicas; the iteration that emits a request's first token there puts its KV on
 that replica's link (first come first served), the request leaves the batch and
 its blocks stay until the transfer ends (an event of its own, after arrivals and
 before decisions at the same time); then the router sends it to a decode replica,
-where it waits with its KV in hand. A
+where it waits for a slot and memory (its KV, already sent, takes blocks only once
+it is admitted: the decode pool's buffer for it is not modelled). A
 replica's decision, at the end of its iteration or when it wakes, is:
 
 1. apply the finished iteration; drop requests whose time-out passed before a first token;
@@ -456,15 +457,17 @@ def _emitted_nb(srv, ints, r, chunk):
 
 
 @njit(cache=True, inline="always")
-def _blocks_needed_nb(srv, ints, r, chunk):
+def _blocks_needed_nb(srv, ints, cnt, r, chunk):
     """Extra KV blocks ``r`` needs to hold ``chunk`` more tokens; under reserve-full admission, enough for its
-    longest KV (prompt + output - 1 tokens: the last token is never cached), so it never needs more."""
+    longest KV on this replica (prompt + output - 1 tokens: the last token is never cached; a prefill replica
+    holds the prompt only), so it never needs more."""
     if srv[SV_STATIC_BLOCKS] > 0:
         return srv[SV_STATIC_BLOCKS] - ints[r, I_BLOCKS]
     bs = srv[SV_BLOCK_SIZE_TOKENS]
     tokens = ints[r, I_KV_TOKENS] + chunk
     if srv[SV_ADMISSION] == RESERVE_FULL:
-        tokens = max(tokens, ints[r, I_PROMPT] + ints[r, I_OUTPUT] - 1)
+        longest = ints[r, I_PROMPT] if cnt[C_ROLE] == PREFILL_ROLE else ints[r, I_PROMPT] + ints[r, I_OUTPUT] - 1
+        tokens = max(tokens, longest)
     shared = ints[r, I_CACHED_UNITS] * srv[SV_PREFIX_UNIT_TOKENS] // bs if ints[r, I_CACHED_UNITS] else 0
     return max((tokens + bs - 1) // bs - shared - ints[r, I_BLOCKS], 0)
 
@@ -648,7 +651,7 @@ def _schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch
         if chunk == 0:
             i += 1
             continue
-        need = _blocks_needed_nb(srv, ints, r, chunk)
+        need = _blocks_needed_nb(srv, ints, cnt, r, chunk)
         while need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
             if _evict_cached_nb(srv, pc, cnt) or _reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, -1):
                 continue
@@ -738,7 +741,7 @@ def _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running,
         if chunk > budget and cnt[C_BATCH] > 0:
             _undo_take_nb(srv, ints, ids, pc, best, took, left)
             break
-        need = _blocks_needed_nb(srv, ints, best, chunk)
+        need = _blocks_needed_nb(srv, ints, cnt, best, chunk)
         if cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE]:
             while need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and _evict_cached_nb(srv, pc, cnt):
                 pass
@@ -948,12 +951,15 @@ def settle_in_flight(stats: np.ndarray, cnt: np.ndarray, clock: np.ndarray, end_
     """A run stopped by a limit ends while iterations are under way, whose whole duration the statistics
     already hold: keep only the part before ``end_s`` (busy time, in the run and in the steady-state window
     ``window_s``, and KV block-seconds; a replica's blocks do not change during its iteration). A drained run
-    has none in flight."""
+    has none in flight. The blocks of a replica waiting or idle at the end count until ``end_s``."""
     busy = clock[:, CK_MODE] == BUSY
     next_s = clock[:, CK_NEXT_S]
     ahead_s = np.where(busy, np.maximum(next_s - end_s, 0.0), 0.0)
     stats[:, S_BUSY_S] -= ahead_s
     stats[:, S_KV_BLOCK_SECONDS] -= cnt[:, C_USED_BLOCKS] * ahead_s
+    # a replica waiting or idle at the end holds its blocks (cached prefixes, KV on the link) until then
+    held_s = np.where(busy, 0.0, np.maximum(end_s - clock[:, CK_WAIT_START_S], 0.0))
+    stats[:, S_KV_BLOCK_SECONDS] += cnt[:, C_USED_BLOCKS] * held_s
     start_s, stop_s = window_s
     stats[:, S_WINDOW_BUSY_S] -= np.where(busy, np.maximum(np.minimum(next_s, stop_s) - max(end_s, start_s), 0.0), 0.0)
 
@@ -1015,7 +1021,8 @@ def _skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, b
     nothing waits. Until the next event, each following decision would do the same (every request emits a
     token and decodes again), so run those decisions here without the full decision: no request completes
     (bounded by the output left), no time-out (all are past their first token), no admission (nothing waits
-    and the router sends nothing before ``t_stop``, the next arrival), no memory preemption (the blocks the
+    and the router sends nothing before ``t_stop``: the next arrival, end of a KV transfer or decision of a
+    prefill replica, which may start one), no memory preemption (the blocks the
     requests grow into are free), the min-batch gate stays open (same requests, later), the horizon is not
     passed. Each skipped iteration gets the step time the full decision computes, from the same integer
     context sums (batch B, KV read = sum of cached tokens, attention pairs = that + B), and the same
@@ -1100,13 +1107,14 @@ def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wai
     """
     if clock[CK_MODE] == BUSY:
         _advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, clock, handoff, t)
-    elif clock[CK_MODE] == WAITING_FOR_GATE:
+    else:  # waiting or idle since CK_WAIT_START_S, its blocks held (cached prefixes, KV on the link)
         stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
     cnt[C_WAITING] = _drop_timeouts_nb(ints, fl, classes, ids, pc, waiting, cnt[C_WAITING], cnt, t)
     cnt[C_RUNNING] = _drop_timeouts_nb(ints, fl, classes, ids, pc, running, cnt[C_RUNNING], cnt, t)
     if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
         clock[CK_MODE] = IDLE
         clock[CK_NEXT_S] = np.inf
+        clock[CK_WAIT_START_S] = t
         return DRAINED
     if queued_elsewhere + cnt[C_WAITING] > srv[SV_MAX_WAITING_REQUESTS]:
         return QUEUE_BOUND
@@ -1134,10 +1142,11 @@ def _decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wai
             _admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget,
                               ADMIT_DECODES if prefill_first else ADMIT_ANY)
     if cnt[C_BATCH] == 0 and cnt[C_ROLE] == PREFILL_ROLE and cnt[C_RUNNING] == 0 and cnt[C_USED_BLOCKS] > 0:
-        # its memory is held by KV on the link: wait for a transfer to end (``_hand_over_nb`` wakes it)
+        # its memory is held by KV on the link: wait for a transfer to end (``_hand_over_nb`` wakes it), or for the
+        # next time-out of a waiting request
         clock[CK_MODE] = WAITING_FOR_GATE
         clock[CK_WAIT_START_S] = t
-        clock[CK_NEXT_S] = np.inf
+        clock[CK_NEXT_S] = _next_event_s_nb(ints, fl, waiting, cnt, np.inf)
         return DRAINED
     if cnt[C_BATCH] == 0:
         raise RuntimeError("internal error: requests are ready but none could be scheduled")
@@ -1184,9 +1193,10 @@ def _hand_over_nb(srv, router, route, classes, ints, fl, ids, pc, stats, waiting
     freed = ints[r, I_BLOCKS]
     if clock[p, CK_MODE] == BUSY:  # its iteration counted these blocks to its end: only until now
         stats[p, S_KV_BLOCK_SECONDS] -= freed * max(clock[p, CK_NEXT_S] - t, 0.0)
-    elif clock[p, CK_MODE] == WAITING_FOR_GATE:  # the wait counts the blocks left at its end: these until now
+    else:  # a wait or an idle spell counts the blocks left at its end: these until now
         stats[p, S_KV_BLOCK_SECONDS] += freed * (t - clock[p, CK_WAIT_START_S])
-        clock[p, CK_NEXT_S] = min(clock[p, CK_NEXT_S], t)
+        if clock[p, CK_MODE] == WAITING_FOR_GATE:
+            clock[p, CK_NEXT_S] = min(clock[p, CK_NEXT_S], t)
     _free_blocks_nb(ints, cnt[p], r)
     _release_prefix_nb(ints, ids, pc[p], r)
     j = _route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, True)
@@ -1210,7 +1220,8 @@ def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series
     monotonic clock (``time.monotonic_ns``) passes ``deadline_ns``; fills ``ints``/``fl``, and per replica
     (first axis of ``classes``, ``series``, ``stats`` and the scratch arrays) its time series (decimated)
     and statistics. The clock is read every ``CLOCK_EVERY_EVENTS`` events (arrivals and replica
-    decisions), so a call overruns its deadline by at most that many events, and always makes progress.
+    decisions, ends of KV transfers), so a call overruns its deadline by at most that many events, and always makes
+    progress.
 
     ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the deadline came first (call again to go on), else why
     the run ended. Start from ``work_arrays`` and ``start_outputs``. ``ids``: the run's prefix unit ids (dense);

@@ -66,8 +66,7 @@ def _check_fits(server: Server, requests: RequestArrays, capacity_tokens: int, w
                 prompt_only: bool = False) -> None:
     """Every request must fit alone on every replica, or the loop could never serve it (``where``: the group the
     capacity belongs to, named in the message; ``prompt_only``: a prefill pool's replica, which holds a prompt's KV
-    only, unless it reserves the whole output at admission)."""
-    prompt_only = prompt_only and server.admission != "reserve-full"
+    only)."""
     seq_tokens = requests.prompt_tokens + (1 if prompt_only else requests.output_tokens)
     if server.max_seq_len > 0 and len(seq_tokens) and seq_tokens.max() > server.max_seq_len:
         r = int(np.argmax(seq_tokens))

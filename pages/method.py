@@ -144,8 +144,9 @@ and generates the rest (its time per output token includes the transfer). Offere
 prefill pool (prompt work / its replicas), the decode pool (decode work / its replicas) and the links (transfer
 seconds / prefill replicas). Decodes never wait behind a prompt, so time per token falls; every prompt queues at
 the prefill pool, so the first token may come later (sources: Zhong et al., "DistServe", OSDI 2024; Patel et al.,
-"Splitwise", ISCA 2024). Not modelled: the KV sent layer by layer while the prefill still runs, and a decode
-server pulling the KV only once it has room.
+"Splitwise", ISCA 2024). Not modelled: the KV sent layer by layer while the prefill still runs, a decode
+server pulling the KV only once it has room, and the memory of KV that has arrived but waits to be admitted (it
+takes the decode server's blocks only from its admission).
 
 **Your own measurements** (Hardware page, `python -m engine calibrate`). A `vllm bench serve` result
 (per-request lengths with `--save-detailed`, else the means) or a GenAI-Perf / AIPerf export (mean

@@ -149,3 +149,38 @@ def test_the_command_lines_table_names_each_pool_and_the_transfers(tmp_path):
     assert "; 1 x fixed 10 ms iterations for decode (speed 1.00, 2 routed, busy " in text
     # 5 and 10 ms: p99 interpolated between them
     assert "KV transfers to the decode pool (link queue included): mean 7.5 ms, p99 9.9 ms over 2 requests" in text
+
+
+def test_kv_held_for_the_link_counts_while_the_prefill_server_is_idle(tmp_path):
+    """A 16-token prompt (one block) and 2 output tokens; the link takes 1 s. The prefill replica holds the block
+    from 0 to 10 ms (its prefill) and, idle, for the 1 s transfer; the decode replica holds 2 blocks during its one
+    10 ms decode. Both caches hold 4 blocks, the run lasts 1.02 s: mean KV use (1.01 + 0.02) / (1.02 x 8)."""
+    result = engine.simulate(trace_scenario(tmp_path, [(0.0, 16, 2)], {"kv_capacity_tokens": 64},
+                                            fleet=pools(link_s_per_token=1.0 / 16)))
+    system = result.summary["system"]
+    assert system["sim_time_s"] == pytest.approx(1.02)
+    assert system["kv_mean_frac"] == pytest.approx((1.01 + 0.02) / (1.02 * 8), rel=1e-9)
+
+
+def test_a_request_waiting_for_memory_on_the_link_times_out_on_time(tmp_path):
+    """r0 fills the prefill replica's 16 KV tokens for the 1 s its KV is on the link; r1 waits behind it and gives
+    up at 100 ms. At most one request may wait: r2, arriving at 0.5 s, finds r1 gone and the run goes on (a wait
+    blind to time-outs would still hold r1 and stop at the queue bound)."""
+    rows = [(0.0, 12, 2), (0.001, 12, 2), (0.5, 12, 2)]
+    scenario = trace_scenario(tmp_path, rows, {"block_size_tokens": 4},
+                              classes=[{"name": "only", "share": 1.0, "timeout_ms": 99.0}],
+                              fleet=pools({"kv_capacity_tokens": 16}, link_s_per_token=1.0 / 12))
+    data = engine.config.scenario_to_dict(scenario)
+    data["limits"] = {"max_waiting_requests": 1}
+    result = engine.simulate(engine.load_scenario(data))
+    assert result.summary["system"]["stop_reason"] == "drained"
+    assert list(result.requests["state"]) == ["completed", "timed_out", "timed_out"]
+    assert result.requests["finish_s"][1] == pytest.approx(0.1)
+
+
+def test_reserve_full_admission_on_a_prefill_server_reserves_the_prompt_only(tmp_path):
+    """The prefill replica's 16 KV tokens hold a 12-token prompt but not its 30 output tokens, which it never
+    stores: under reserve-full admission the request is still admitted there, and completes on the decode pool."""
+    result = engine.simulate(trace_scenario(tmp_path, [(0.0, 12, 30)], {"admission": "reserve-full"},
+                                            fleet=pools({"kv_capacity_tokens": 16})))
+    assert result.summary["overall"]["completed"] == 1

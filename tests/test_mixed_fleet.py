@@ -193,3 +193,10 @@ def test_the_command_line_prices_each_group_or_says_which_offer_to_give():
     assert cost["per_month"] == pytest.approx([sum(p.per_month[i] for p in parts) for i in range(2)])
     one_line_error(*cli(*args, "--offer", "vast-h100-spot"), "--offer 'vast-h100-spot' does not rent A100-80G",
                    "give --offer cheapest")
+
+
+def test_a_group_on_the_servers_gpu_keeps_the_servers_calibration():
+    data = article(groups=[{**A100, "replicas": 1}, {**H100, "replicas": 1}])
+    data["server"]["calibration"] = "measured-a100"
+    servers = [s for s, _ in engine.config.fleet_servers(engine.load_scenario(data))]
+    assert [s.calibration for s in servers] == ["measured-a100", ""]  # another GPU: its family's shipped one
