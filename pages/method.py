@@ -125,14 +125,15 @@ prompts).
 
 **Mixed fleets** (`[[fleet.groups]]`). A fleet may hold groups of replicas on other GPUs, weight formats or
 tensor-parallel degrees (under the fixed step model: other iteration times and KV caches), all serving the
-`[server]` model with its batch limits behind one router. Each replica has its own step time and KV cache. Its
+`[server]` model behind one router, each group with the server's batch limits unless it sets its own. Each
+replica has its own step time and KV cache. Its
 **speed** is the fewest GPU seconds per request of any group over its own, on this workload (the offered load's
 estimate at a full batch: s_k = min_j W_j / W_k, so the fastest replica's is 1 and identical replicas' are all
 exactly 1). The routers weigh by it: round robin becomes smooth weighted round robin (each replica gains s_k in
 credit per arrival, the richest is chosen and pays the total: turns in proportion to speed, evenly spread), least
 tokens and shortest queue compare outstanding work over s_k (the time to clear it). The fleet's service rate is
 the sum of its groups', so offered load = arrival rate / sum of replicas_g / W_g. Cost: each group rented through
-its cheapest offer. Not modelled: a request moving between replicas, and different batch limits per group.
+its cheapest offer. Not modelled: a request moving between replicas.
 
 **Prefill/decode disaggregation** (`[fleet] mode = "disaggregated"`). A prefill pool (`[fleet.prefill]`) and a
 decode pool (`[fleet.decode]`), each with its replicas, hardware and batch limits. An arrival goes to a prefill
