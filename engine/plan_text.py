@@ -97,7 +97,8 @@ def mix_text(answer: dict) -> str | None:
     estimate = "" if mix["calibrated"] else "; step times of a group rest on an estimate"
     return (f"Cheaper as a mixed fleet: {groups} ({mix['cards']} cards, router {mix['router']} weighing each "
             f"server by its speed), {money_range((cost['low'], cost['high']), cost['currency'])} per month, "
-            f"{money_text(mix['saving_per_month'])} less than {was['replicas']} x TP{was['tensor_parallel']} "
+            f"{money_text(mix['saving_per_month'])} {cost['currency']} less than {was['replicas']} x "
+            f"TP{was['tensor_parallel']} "
             f"{was['gpu']} through {was['offer']}; {targets}{estimate}")
 
 

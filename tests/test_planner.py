@@ -337,7 +337,10 @@ def test_a_mixed_fleet_is_proposed_only_when_it_meets_every_target_for_less():
         data = apply_overrides(article(70.0), {"fleet.groups": groups, "workload.num_requests": 800, "seed": seed,
                                                "policy.name": mix["policy"]["name"], "fleet.router": mix["router"]})
         assert all_met(TTFT_1S, simulate(load_scenario(data)).summary)
-    assert "Cheaper as a mixed fleet:" in plan_text(answer, "plan")
+    text = plan_text(answer, "plan").replace("\n  ", " ")  # the terminal folds its paragraphs
+    assert "Cheaper as a mixed fleet:" in text
+    assert f" {cheapest['monthly_cost']['currency']} less than {cheapest['replicas']} x TP{cheapest['tensor_parallel']} " \
+           f"{cheapest['gpu']} through {cheapest['offer']}" in text
 
 
 def test_no_mix_is_tried_with_one_gpu():
