@@ -339,8 +339,8 @@ def test_a_mixed_fleet_is_proposed_only_when_it_meets_every_target_for_less():
         assert all_met(TTFT_1S, simulate(load_scenario(data)).summary)
     text = plan_text(answer, "plan").replace("\n  ", " ")  # the terminal folds its paragraphs
     assert "Cheaper as a mixed fleet:" in text
-    assert f" {cheapest['monthly_cost']['currency']} less than {cheapest['replicas']} x TP{cheapest['tensor_parallel']} " \
-           f"{cheapest['gpu']} through {cheapest['offer']}" in text
+    was = f"{cheapest['replicas']} x TP{cheapest['tensor_parallel']} {cheapest['gpu']} through {cheapest['offer']}"
+    assert f" {cheapest['monthly_cost']['currency']} less than {was}" in text
 
 
 def test_no_mix_is_tried_with_one_gpu():
