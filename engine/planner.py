@@ -191,9 +191,9 @@ class Search:
             **({"server.quant": config.quant} if config.quant else {}),
             **({"fleet.router": config.router} if config.router else {})})
         if disaggregated(data):  # both pools on the configuration's cards, the servers split between them
-            prefill = self.pool_split(config, replicas) if replicas > 1 else 1
+            prefill, decode = self.pool_sizes(config, replicas)
             data = apply_overrides(data, {**pool_keys(config, "prefill", prefill),
-                                          **pool_keys(config, "decode", max(replicas - prefill, 1))})
+                                          **pool_keys(config, "decode", decode)})
         if rate_factor != 1.0:
             rate = data["workload"]["arrival"]["rate_per_s"]
             data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
@@ -238,17 +238,21 @@ class Search:
             self.stages[config] = (loads["prefill"], loads[LINK_STAGE], loads["decode"])
         return self.stages[config]
 
-    def pool_split(self, config: Config, replicas: int) -> int:
-        """The prefill servers of a disaggregated fleet of ``replicas``: the share that loads both pools alike
-        (prefill servers in proportion to the prefill pool's work, the links' included), at least as many as keep
-        each pool under a load of 1 where the fleet is large enough, one at least in each."""
+    def pool_sizes(self, config: Config, replicas: int) -> tuple[int, int]:
+        """(prefill, decode) servers of a disaggregated fleet of ``replicas``: the prefill pool's share loads both
+        pools alike (in proportion to each pool's work, the links' included), at least as many in each as keep it
+        under a load of 1 where the fleet is large enough, one at least in each; (1, 1) below two servers, the
+        smallest such fleet."""
+        if replicas < 2:
+            return 1, 1
         prefill, links, decode = self.stage_loads_of_one(config)
         front = max(prefill, links)
         share = round(replicas * front / (front + decode)) if front + decode > 0 else replicas // 2
         low, high = math.floor(front) + 1, replicas - math.floor(decode) - 1
         if low <= high:
             share = min(max(share, low), high)
-        return min(max(share, 1), replicas - 1)
+        share = min(max(share, 1), replicas - 1)
+        return share, replicas - share
 
     def fewest(self, config: Config) -> tuple[int, Evidence] | str:
         """The fewest replicas meeting every target on every seed, with their runs; or why there are none."""
@@ -464,8 +468,8 @@ def pool_split_entry(search: Search, config: Config, replicas: int) -> dict:
     """A disaggregated plan's servers in each pool ({} for a colocated one)."""
     if not disaggregated(search.data):
         return {}
-    prefill = search.pool_split(config, replicas) if replicas > 1 else 1
-    return {"prefill_replicas": prefill, "decode_replicas": replicas - prefill}
+    prefill, decode = search.pool_sizes(config, replicas)
+    return {"prefill_replicas": prefill, "decode_replicas": decode}
 
 
 def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str, router: str) -> dict:

@@ -141,8 +141,7 @@ def cached_prompt_tokens(requests: RequestArrays, unit_tokens: int) -> np.ndarra
     return np.maximum(usable, 0) * unit_tokens
 
 
-def group_work_s(scenario: Scenario, group: "GroupInputs", requests: RequestArrays,
-                 cached_tokens: np.ndarray | None = None) -> float:
+def group_work_s(group: "GroupInputs", requests: RequestArrays, cached_tokens: np.ndarray | None = None) -> float:
     """Estimated GPU seconds one replica of ``group`` spends per request of the workload
     (``steptime.request_work_s_nb``), with slots = min(max_batch_size, its KV cache / mean KV per request): on its
     part of the request, for a pool of a disaggregated fleet."""
@@ -156,42 +155,37 @@ def group_work_s(scenario: Scenario, group: "GroupInputs", requests: RequestArra
                              slots, mean_context_tokens, *group.speculation, cached_tokens, phase)
 
 
-def offered_load(scenario: Scenario, requests: RequestArrays, groups: tuple, cached_tokens: np.ndarray | None = None
-                 ) -> float:
-    """Estimated utilisation rho = arrival rate / the fleet's service rate, the sum over ``groups``
-    (``GroupInputs``) of replicas / GPU seconds per request (``group_work_s``): arrival rate x seconds per request
-    / replicas for identical replicas. A disaggregated fleet is as loaded as its busiest stage: the prefill pool,
-    the decode pool, or the prefill servers' links (mean transfer seconds per request / prefill replicas).
+def offered_load(prepared: "Prepared") -> float:
+    """Estimated utilisation rho = arrival rate / the fleet's service rate, the sum over its groups of replicas /
+    GPU seconds per request (``Prepared.work_s``): arrival rate x seconds per request / replicas for identical
+    replicas. A disaggregated fleet is as loaded as its busiest stage (``stage_loads``): the prefill pool, the
+    decode pool, or the prefill servers' links (mean transfer seconds per request / prefill replicas).
 
     Exact for the fixed model with max_batch_size = 1 on one replica (rho = lambda E[S] of M/G/1); an
-    estimate otherwise. ``cached_tokens``: ``cached_prompt_tokens``.
+    estimate otherwise (with prefix caching it counts ``cached_prompt_tokens`` as cached).
     """
-    n = len(requests)
-    span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
-    if span_s <= 0:
-        return 0.0
-    return max(stage_loads(scenario, requests, groups, cached_tokens).values())
+    return max(stage_loads(prepared).values())
 
 
 LINK_STAGE = "link"  # the prefill servers' links to the decode pool, as a stage of ``stage_loads``
 
 
-def stage_loads(scenario: Scenario, requests: RequestArrays, groups: tuple, cached_tokens: np.ndarray | None = None
-                ) -> dict[str, float]:
+def stage_loads(prepared: "Prepared") -> dict[str, float]:
     """The estimated utilisation of each stage of the fleet (``offered_load``'s terms): the replicas of each role
-    (``POOL_ROLES``), and on a disaggregated fleet the prefill servers' links (``LINK_STAGE``)."""
+    (``POOL_ROLES``), and on a disaggregated fleet the prefill servers' links (``LINK_STAGE``); all 0 when the
+    requests arrive at once (no rate to speak of)."""
+    requests, groups = prepared.requests, prepared.groups
     n = len(requests)
     span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
     rate_per_s = (n - 1) / span_s if span_s > 0 else 0.0
     loads = {}
     for role in dict.fromkeys(g.role for g in groups):
-        pool = [g for g in groups if g.role == role]
-        work_s = [group_work_s(scenario, g, requests, cached_tokens) for g in pool]
-        idle = 0.0 in work_s or rate_per_s == 0.0  # nothing to do (a decode pool when every output is one token)
-        loads[role] = 0.0 if idle else rate_per_s / sum(g.replicas / w for g, w in zip(pool, work_s))
+        pool = [(g, w) for g, w in zip(groups, prepared.work_s) if g.role == role]
+        idle = rate_per_s == 0.0 or any(w == 0.0 for _, w in pool)  # nothing to do (a decode pool, one-token outputs)
+        loads[role] = 0.0 if idle else rate_per_s / sum(g.replicas / w for g, w in pool)
         if role == POOL_ROLES[1]:  # the prefill servers' links carry every prompt's KV
-            link_s = float(np.mean(requests.prompt_tokens)) * kv_link_s_per_token(scenario, groups)
-            loads[LINK_STAGE] = rate_per_s * link_s / sum(g.replicas for g in pool)
+            link_s = float(np.mean(requests.prompt_tokens)) * kv_link_s_per_token(prepared.scenario, groups)
+            loads[LINK_STAGE] = rate_per_s * link_s / sum(g.replicas for g, _ in pool)
     return loads
 
 
@@ -205,15 +199,13 @@ def kv_link_s_per_token(scenario: Scenario, groups: tuple) -> float:
 def estimated_stage_loads(scenario: Scenario) -> dict[str, float]:
     """``stage_loads`` of the scenario's workload, without simulating it (the planner splits a disaggregated
     fleet's servers between its pools by them)."""
-    prepared = prepare(scenario)
-    return stage_loads(scenario, prepared.requests, prepared.groups, prepared.cached_tokens)
+    return stage_loads(prepare(scenario))
 
 
 def estimated_offered_load(scenario: Scenario) -> float:
     """``offered_load`` of the scenario's workload, without simulating it (the planner prunes fleets with it:
     replicas whose estimate is 1 or more are unstable by definition)."""
-    prepared = prepare(scenario)
-    return offered_load(scenario, prepared.requests, prepared.groups, prepared.cached_tokens)
+    return offered_load(prepare(scenario))
 
 
 def steady_window_s(arrival_s: np.ndarray) -> tuple[float, float]:
@@ -362,7 +354,7 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
 
 @dataclass(frozen=True)
 class GroupInputs:
-    """One group of identical replicas (the whole fleet unless it is mixed): its server, how many, its step tuple,
+    """One group of identical replicas (the whole fleet, unless it is mixed or disaggregated): its server, how many, its step tuple,
     KV capacity in tokens (0: unlimited), speculative decoding parameters (``speculative_params``) and effective
     FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model)."""
 
@@ -420,15 +412,14 @@ def fleet_inputs(scenario: Scenario, efficiency: Efficiency | None = None) -> tu
     return tuple(groups)
 
 
-def replica_speeds(scenario: Scenario, groups: tuple[GroupInputs, ...], requests: RequestArrays,
-                   cached_tokens: np.ndarray | None) -> np.ndarray:
-    """Each replica's speed on the workload: the fewest GPU seconds per request of any group of its role over its
-    own (``group_work_s``), so the fastest replica of each role's is 1 and identical replicas' are all exactly 1
+def replica_speeds(groups: tuple[GroupInputs, ...], work_s: tuple[float, ...]) -> np.ndarray:
+    """Each replica's speed on the workload: the fewest GPU seconds per request (``work_s``, per group) of any group
+    of its role over its own, so the fastest replica of each role's is 1 and identical replicas' are all exactly 1
     (a disaggregated fleet's pools are one group each)."""
     roles = [g.role for g in groups]
     if len(set(roles)) == len(roles):
         return np.ones(sum(g.replicas for g in groups))
-    work_s = np.array([group_work_s(scenario, g, requests, cached_tokens) for g in groups])
+    work_s = np.array(work_s)
     fastest = np.array([min(w for w, other in zip(work_s, roles) if other == role) for role in roles])
     speeds = np.divide(fastest, work_s, out=np.ones_like(work_s), where=work_s > 0)  # no work: any speed will do
     return np.repeat(speeds, [g.replicas for g in groups])
@@ -447,6 +438,8 @@ class Prepared:
     capacity_tokens: np.ndarray  # per replica, its KV cache (0: unlimited)
     batch_limits: np.ndarray     # per replica, its batch limit, token budget and role (index in ``POOL_ROLES``)
     speeds: np.ndarray           # per replica (``replica_speeds``)
+    work_s: tuple[float, ...]    # per group, its estimated GPU seconds per request (``group_work_s``, counting
+    #                              what an unlimited shared prefix cache would hold: ``cached_prompt_tokens``)
     srv: tuple
     ints: np.ndarray
     floats: np.ndarray
@@ -455,7 +448,6 @@ class Prepared:
     window_s: tuple[float, float]
     prefix_ids: np.ndarray     # the run's prefix unit ids, dense (0 .. prefix_units - 1); empty without caching
     prefix_units: int
-    cached_tokens: np.ndarray | None  # ``cached_prompt_tokens``, for the offered load
 
     @property
     def peak_ratios(self) -> np.ndarray | None:
@@ -515,12 +507,13 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
                                  requests.prefix_offsets if prefix_units else None)
     policy, class_params = policy_inputs(scenario)
     counts = [g.replicas for g in groups]
+    work_s = tuple(group_work_s(g, requests, cached_tokens) for g in groups)
     limits = [(g.server.max_batch_size, g.server.max_batched_tokens, POOL_ROLES.index(g.role)) for g in groups]
     return Prepared(scenario, requests, groups, np.repeat(step_rows([g.step for g in groups]), counts, axis=0),
                     np.repeat([g.capacity_tokens for g in groups], counts).astype(np.int64),
                     np.repeat(np.array(limits, np.int64), counts, axis=0),
-                    replica_speeds(scenario, groups, requests, cached_tokens), srv, ints, floats, policy,
-                    class_params, window_s, prefix_ids, prefix_units, cached_tokens)
+                    replica_speeds(groups, work_s), work_s, srv, ints, floats, policy, class_params, window_s,
+                    prefix_ids, prefix_units)
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
@@ -573,7 +566,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     classes, overall = summarize(scenario, frame, sim_time_s, window, served[:, K_WINDOW_TOKENS])
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
-    load = offered_load(scenario, requests, prepared.groups, prepared.cached_tokens)
+    load = offered_load(prepared)
     system = {**_system_stats(stats, sim_time_s, prepared.capacity_tokens, bs, window, prepared.peak_ratios),
               "offered_load": load,
               "stop_reason": run.stop_reason,

@@ -361,8 +361,8 @@ def test_a_disaggregated_fleets_servers_are_split_by_the_load_of_each_pool():
     config = Config("H100-80G", 1, "fifo")
     search.stages[config] = (1.2, 0.1, 2.4)
     assert search.replica_bound(config) == 5
-    assert search.pool_split(config, 6) == 2
-    assert search.pool_split(config, 4) == 1
+    assert search.pool_sizes(config, 6) == (2, 4)
+    assert search.pool_sizes(config, 4) == (1, 3)
     data = search.scenario(config, 6)
     assert (data["fleet"]["prefill"]["replicas"], data["fleet"]["decode"]["replicas"]) == (2, 4)
     assert data["fleet"]["prefill"]["gpu"] == data["fleet"]["decode"]["gpu"] == "H100-80G"

@@ -35,15 +35,9 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
 
     cols = st.columns([3, 1, 1, 1])
     view.choice("cost_offer", list(offers.index), cheapest_offer(gpu, cards, tensor_parallel))
-    view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
-    view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
     offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label,
                               help="The cheapest offer that hosts this fleet, until you choose another.")
-    view.choice("cost_currency", CURRENCIES, offers.loc[offer, "currency"])  # the offer's own, until chosen
-    billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
-    currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
-    cny_per_usd = cols[3].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
-                                       help="Exchange rate: your setting, not a market quote.")
+    billing, currency, cny_per_usd = pricing_inputs(cols[1:], offers.loc[offer, "currency"])  # the offer's own
     cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
     row = offers.loc[offer]
     idle = idle_cards(offer, cards)
@@ -56,18 +50,25 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     return cost
 
 
+def pricing_inputs(cols: list, currency_default: str) -> tuple[str, str, float]:
+    """Billing, currency (``currency_default`` until chosen) and exchange-rate pickers in three columns, under the
+    keys every page shares: (billing, currency, CNY per USD)."""
+    view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
+    view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
+    view.choice("cost_currency", CURRENCIES, currency_default)
+    billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing")
+    currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
+    cny_per_usd = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
+                                       help="Exchange rate: your setting, not a market quote.")
+    return billing, currency, cny_per_usd
+
+
 def pick_group_offers(scenario: engine.Scenario) -> DeploymentCost | None:
     """A mixed fleet's rent: each group through its cheapest offer, in the billing, currency and exchange rate
     chosen here (the pages' shared keys); None when some group's GPU has no offer."""
     cols = st.columns([3, 1, 1, 1])
-    view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
-    view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
-    view.choice("cost_currency", CURRENCIES, CURRENCIES[0])
     cols[0].markdown("**Offers:** each group's cheapest")
-    billing = cols[1].selectbox("Billing", BILLING_MODES, key="cost_billing")
-    currency = cols[2].selectbox("Currency", CURRENCIES, key="cost_currency")
-    cny_per_usd = cols[3].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
-                                       help="Exchange rate: your setting, not a market quote.")
+    billing, currency, cny_per_usd = pricing_inputs(cols[1:], CURRENCIES[0])
     groups = [(s.gpu, s.tensor_parallel, n) for s, n in fleet_servers(scenario)]
     rentals = group_rentals(groups, billing, currency, cny_per_usd)
     missing = [gpu for gpu, _, cost in rentals if cost is None]

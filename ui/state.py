@@ -13,7 +13,7 @@ import streamlit as st
 
 import engine
 from engine.calibration_store import holds_for
-from engine.config import Server, fleet_pools, fleet_servers, read_toml
+from engine.config import Server, fleet_pools, read_toml
 from engine.link import SCENARIO_KEY, decode, encode  # noqa: F401 - the pages' names for them
 from engine.policies import POLICY_LABELS
 from engine.simulate import PRESET_DIR, hardware_label, stated_load
@@ -156,17 +156,14 @@ def describe(scenario: engine.Scenario) -> str:
     else:
         cards = f"{server.tensor_parallel} x {server.gpu}" if server.tensor_parallel > 1 else server.gpu
         fleet = f"{server.model} ({server.quant}) on {cards}"
-    if scenario.fleet.mode == "disaggregated":  # each pool's replicas and hardware
+    split = scenario.fleet.mode == "disaggregated"
+    if split or scenario.fleet.groups:  # each pool's or group's replicas and hardware
         fixed = server.step_model == "fixed"
-        kinds = " and ".join(f"{n} x " + (f"{s.step_time_ms:g} ms iterations" if fixed else hardware_label(s))
-                             + f" for {role}" for s, n, role in fleet_pools(scenario))
-        fleet = f"a disaggregated fleet of {kinds}" + ("" if fixed else f" serving {server.model}")
-        replicas = 1
-    elif scenario.fleet.groups:  # a mixed fleet: each group's replicas and hardware
-        fixed = server.step_model == "fixed"
-        kinds = ", ".join(f"{n} x " + (f"{s.step_time_ms:g} ms iterations" if fixed else hardware_label(s))
-                          for s, n in fleet_servers(scenario))
-        fleet = f"a mixed fleet of {kinds}" + ("" if fixed else f" serving {server.model}")
+        kinds = (" and " if split else ", ").join(
+            f"{n} x " + (f"{s.step_time_ms:g} ms iterations" if fixed else hardware_label(s))
+            + (f" for {role}" if split else "") for s, n, role in fleet_pools(scenario))
+        model = "" if fixed else f" serving {server.model}"
+        fleet = f"a {'disaggregated' if split else 'mixed'} fleet of {kinds}{model}"
         replicas = 1
     servers = f"{replicas} servers of " if replicas > 1 else ""
     spec = server.speculative
