@@ -1183,7 +1183,7 @@ def _next_handoff_nb(fl, handoff):
 def _hand_over_nb(srv, router, route, classes, ints, fl, ids, pc, stats, waiting, running, cnt, clock, handoff, i,
                   t):
     """Transfer ``i`` of the list ends at ``t``: the prefill replica frees its blocks (and wakes, should it wait for
-    memory), the router sends the request to a decode replica, where it waits to decode with its KV in hand."""
+    memory), the router sends the request to a decode replica, where it waits for a slot and memory to decode."""
     r = handoff[1 + i]
     count = handoff[HO_COUNT]
     for j in range(i, count - 1):

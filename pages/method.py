@@ -140,7 +140,7 @@ decode pool (`[fleet.decode]`), each with its replicas, hardware and batch limit
 server, which computes its prompt and emits the first token (TTFT ends there); its KV then crosses that server's
 link to the decode pool, first come first served: transfer = prompt tokens x KV bytes per token /
 `kv_link_gb_s`, after the transfers before it. The prompt's blocks stay on the prefill server until the transfer
-ends. The router sends the request to a decode server, where it waits for a slot and memory with its KV in hand
+ends. The router sends the request to a decode server, where it waits for a slot and memory (its KV has arrived)
 and generates the rest (its time per output token includes the transfer). Offered load = the busiest of the
 prefill pool (prompt work / its replicas), the decode pool (decode work / its replicas) and the links (transfer
 seconds / prefill replicas). Decodes never wait behind a prompt, so time per token falls; every prompt queues at
