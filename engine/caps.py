@@ -48,25 +48,37 @@ class Caps:
     drain_s: float = _limit(86_400.0, "s", "limits.max_drain_s")
     simulated_s: float = _limit(2_592_000.0, "s", "time of the last arrival (30 days): workload.duration_s, "
                                 "synthetic and replayed arrivals")
+    run_memory_mib: int = _limit(2048, "MiB", "memory one run may take, estimated from the scenario before it runs "
+                                 "(engine/memory.py: requests, prefix blocks, prefix caches, replica lists, time "
+                                 "series, trace); a run estimated above it is refused, naming its largest part")
     wall_clock_s: float = _limit(60.0, "s", "wall-clock time of one simulation; a run that reaches it stops and "
                                  "is reported as cut (stop reason wall_clock)")
     section_s: float = _limit(90.0, "s", "wall-clock time one section of an app page (policy comparison, load "
                               "curves, alpha-gamma map, shapes, sizing search) may spend on runs not yet cached; the "
                               "runs left are skipped and the page says so")
+    plan_s: float = _limit(300.0, "s", "wall-clock time of one plan (the planner): when it runs out, the "
+                           "configurations not sized yet are listed as such and the answer says it was cut")
+    tune_s: float = _limit(300.0, "s", "wall-clock time of one tuning: when it runs out, the best candidate found "
+                           "so far is the answer and it says it was cut")
     trace_bytes: int = _limit(256 * MIB, "bytes", "bytes read from one trace file (reading stops at the "
                               "requests cut)")
-    trace_line_bytes: int = _limit(1 * MIB, "bytes", "one line of a JSONL trace, or a CSV trace's header")
+    trace_line_bytes: int = _limit(1 * MIB, "bytes", "one line of a trace (a JSONL record, a CSV header or row)")
     scenario_bytes: int = _limit(1 * MIB, "bytes", "a scenario file or uploaded scenario")
     link_chars: int = _limit(65_536, "characters", "the scenario in a shared link (?s=...)")
     link_bytes: int = _limit(1 * MIB, "bytes", "the link's scenario once decompressed")
     upload_mib: int = _limit(64, "MiB", "an uploaded trace (server.maxUploadSize in .streamlit/config.toml)")
+    result_file_mib: int = _limit(32, "MiB", "a benchmark result file (python -m engine calibrate, the Hardware & Cost "
+                                  "page; a detailed vllm result of 100,000 requests is about 20 MiB): reading JSON "
+                                  "takes up to 30 times its size in memory")
+    app_calibrations: int = _limit(100, "calibrations", "saved calibrations the app may hold to save one more "
+                                   "(Hardware & Cost); the command line is not bounded by it")
     upload_store_mib: int = _limit(1024, "MiB", "uploaded traces kept on the server (least recently used "
                                    "removed first)")
     upload_store_s: float = _limit(7 * 86_400.0, "s", "time after its last use at which an uploaded trace is "
                                    "removed")
-    large_run_requests: int = _limit(20_000, "requests", "in the app, runs of more requests than this take turns "
-                                     "(large_runs_at_once at a time), so that many sessions asking for the largest "
-                                     "scenario cannot exhaust the server's memory")
+    large_run_mib: int = _limit(64, "MiB", "in the app, runs whose estimated memory (run_memory_mib's estimate) is "
+                                "above this take turns (large_runs_at_once at a time), so that many sessions asking "
+                                "for the largest scenario cannot exhaust the server's memory")
     large_runs_at_once: int = _limit(1, "runs", "large runs the app simulates at the same time")
     result_cache_mib: int = _limit(2048, "MiB", "simulation results the app keeps in memory for all sessions")
     result_cache_s: float = _limit(3600.0, "s", "age after which a kept result is dropped")

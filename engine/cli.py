@@ -9,20 +9,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from .bench_results import read_result
+from .bench_results import MAX_FILE_MIB, read_result
 from .calibration import badge
 from .calibration_store import save
-from .caps import DEFAULT_CAPS, caps_with, limits_fields
+from .caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
 from .config import OVERALL, Scenario, fleet_servers, keys_markdown, load_scenario, scenario_to_dict, to_toml
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost, deployment_cost, fleet_cards,
                    group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .errors import ScenarioError, printable
+from .files import read_regular
+from .json_out import strict_json
 from .metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .registry import TRACE_FORMATS
 from .hardware import kv_capacity_tokens, load_table, memory_breakdown_gib, roofline_profile, roofline_step_params
@@ -203,7 +206,7 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     if getattr(args, "seed", None) is not None:
         overrides.append(f"seed={args.seed}")
     if getattr(args, "trace", None):
-        path = Path(args.trace).resolve()
+        path = Path(os.path.realpath(args.trace))  # never raises (resolve does on a loop of links)
         fmt = args.trace_format or guess_trace_format(path)
         overrides.append(f'workload.trace={{path = {json.dumps(str(path))}, format = "{fmt}"}}')
     return overrides
@@ -327,13 +330,13 @@ def _run(args: argparse.Namespace) -> int:
     if cost is not None:
         result.summary["cost"] = cost
     if args.json:
-        text = json.dumps(result.summary, indent=2)
+        text = strict_json(result.summary)
         if args.json == "-":
             print(text)
         else:
-            Path(args.json).write_text(text + "\n")
+            _write(args.json, text + "\n", "--json")
     if args.requests_csv:
-        result.requests.to_csv(args.requests_csv, index=False)
+        _write(args.requests_csv, result.requests.to_csv(index=False), "--requests-csv")
     if args.json != "-":
         print(format_table(result))
         if cost is not None:
@@ -422,11 +425,11 @@ def _wrote_json_to_stdout(answer: dict, destination: str | None) -> bool:
     nothing else may be printed there)."""
     if not destination:
         return False
-    text = json.dumps(answer, indent=2)
+    text = strict_json(answer)
     if destination == "-":
         print(text)
         return True
-    Path(destination).write_text(text)
+    _write(destination, text, "--json")
     return False
 
 
@@ -451,7 +454,7 @@ def _report(args: argparse.Namespace) -> int:
         answer = plan(data, question, scenario.origin, _sizing_progress)
     started = time.perf_counter()
     text = report_html(data, question, answer, args.app_url, time.strftime("%Y-%m-%d %H:%M %Z"), scenario.origin)
-    Path(args.html).write_text(text, encoding="utf-8")
+    _write(args.html, text, "--html")
     if args.pdf:
         write_pdf(text, Path(args.pdf))
     best = answer["recommendation"]
@@ -477,7 +480,7 @@ def _tune(args: argparse.Namespace) -> int:
     if args.write:
         tuned = tuned_scenario(data, answer["best"])
         load_scenario(tuned, origin=scenario.origin)  # what is written loads
-        Path(args.write).write_text(to_toml(tuned))
+        _write(args.write, to_toml(tuned), "--write")
     if _wrote_json_to_stdout(answer, args.json):
         return 0
     print(tune_text(answer, scenario.name))
@@ -506,7 +509,8 @@ def _hardware(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    results = [read_result(Path(f).read_bytes(), Path(f).name) for f in args.files]
+    results = [read_result(read_regular(f, "result file", MAX_FILE_MIB * MIB, "result_file_mib"), Path(f).name)
+               for f in args.files]
     model = args.model or model_for(results[0].model_id)
     server = benchmarked_server({"gpu": args.gpu, "model": model, "tensor_parallel": args.tensor_parallel,
                                  "quant": args.quant, "kv_quant": args.kv_quant}, args.overrides)
@@ -535,6 +539,21 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def os_error_text(exc: OSError) -> str:
+    """An operating-system error in words: what went wrong, and the file when it names one."""
+    what = exc.strerror or type(exc).__name__
+    return f"{what}: {printable(str(exc.filename), 120)}" if exc.filename else what
+
+
+def _write(path: str, text: str, option: str) -> None:
+    """Write ``text`` to ``path`` (UTF-8); ``ScenarioError`` naming ``option`` and why when it cannot be written."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ScenarioError(f"{option} {printable(path, 120)!r} could not be written ({why})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every failure is one line on stderr: exit 2 for bad input, 1 for an internal error."""
     args = _parser().parse_args(argv)
@@ -553,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except OSError as exc:
-        print(f"error: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
+        print(f"error: {os_error_text(exc)}", file=sys.stderr)
         return EXIT_INVALID
     except MemoryError:
         print("error: out of memory; simulate fewer requests or lower the limits", file=sys.stderr)

@@ -1,0 +1,96 @@
+"""Opening the files a user names (a scenario, a trace, a benchmark result): regular files only, their size
+checked before a byte is read.
+
+A path on the command line may name anything: a FIFO (reading it waits for a writer forever), a device
+(``/dev/zero`` never ends), a socket or a folder. ``open_regular`` opens without blocking, asks the open file
+what it is, and refuses anything but a regular file, or one larger than the caller's limit, with one line
+naming the file and what it is; nothing is read before. Every error is a ``ScenarioError``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import ScenarioError, printable
+
+NAME_CHARS = 120  # of a path quoted in an error line
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words ("a FIFO (named pipe)"); "a regular file" for one."""
+    return next((words for test, words in _KINDS if test(mode)), "a regular file" if stat.S_ISREG(mode)
+                else "not a regular file")
+
+
+def quoted(path: str | Path) -> str:
+    """A path for an error line: printable, at most ``NAME_CHARS`` characters, in quotes."""
+    return repr(printable(str(path), NAME_CHARS))
+
+
+def open_regular(path: str | Path, what: str, max_bytes: int | None = None, limit_name: str = "",
+                 hint: str = "", shown_as: str | None = None) -> BinaryIO:
+    """``path`` opened for reading in binary mode, unbuffered, when it is a regular file of at most ``max_bytes``
+    bytes (any size when None); else ``ScenarioError`` naming it as ``what`` ("trace file") and ``shown_as`` (default:
+    its path), saying what it is or how large, and ``limit_name`` (the safety limit it passed; ``hint``: how to raise
+    it), before anything is read."""
+    name = f"{what} {quoted(path if shown_as is None else shown_as)}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ScenarioError(f"{name} does not exist") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{name} is a folder; give a file") from None
+    except PermissionError:
+        raise ScenarioError(f"{name} cannot be read (permission denied)") from None
+    except OSError as exc:
+        raise ScenarioError(f"{name} cannot be opened ({exc.strerror or errno.errorcode.get(exc.errno, 'error')})") \
+            from None
+    except ValueError:  # os.open refuses a NUL character in a path
+        raise ScenarioError(f"{name} cannot be opened (its path holds a NUL character)") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ScenarioError(f"{name} is {kind_of(info.st_mode)}, not a regular file; give a file")
+        if max_bytes is not None and info.st_size > max_bytes:
+            limit = f" ({limit_name})" if limit_name else ""
+            raise ScenarioError(f"{name} has {info.st_size:,} bytes, more than the limit of {max_bytes:,} bytes{limit}"
+                                f"{hint}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | Path, what: str, max_bytes: int, limit_name: str = "", hint: str = "") -> bytes:
+    """The whole content of regular file ``path`` of at most ``max_bytes`` bytes (``open_regular``); a file that
+    grows past the limit while it is read is refused too."""
+    with open_regular(path, what, max_bytes, limit_name, hint) as fh:
+        try:
+            content = _read_up_to(fh, max_bytes + 1)
+        except OSError as exc:
+            raise ScenarioError(f"{what} {quoted(path)} cannot be read ({exc.strerror or type(exc).__name__})") \
+                from None
+    if len(content) > max_bytes:
+        limit = f" ({limit_name})" if limit_name else ""
+        raise ScenarioError(f"{what} {quoted(path)} has more than {max_bytes:,} bytes, the limit{limit}{hint}")
+    return content
+
+
+def _read_up_to(fh: BinaryIO, count: int) -> bytes:
+    """At most ``count`` bytes of ``fh`` (an unbuffered file returns short reads)."""
+    chunks, left = [], count
+    while left > 0:
+        chunk = fh.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
