@@ -26,19 +26,24 @@ import tomli_w
 
 from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
 from .errors import ScenarioError, excerpt, key_text
+from .files import quoted, read_regular
 from .origin import Origin
 from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
                        LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES,
                        STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
+from .table_names import check_name, where
 
 _MISSING = dataclasses.MISSING
+WEIGHT_MAX = 1e6  # a weight, a tier, a rate of aging: beyond it the policies' costs overflow to infinity
+TIME_MS_MAX = 1e10  # an SLA target, a time-out or a wait (ms): about 116 days, past the longest simulated time
 
 
 def opt(default: Any = _MISSING, help: str = "", unit: str = "", **checks: Any) -> Any:
     """A dataclass field with documentation and validation metadata.
 
-    ``checks``: ``ge``, ``gt``, ``le`` (fixed bounds), ``choices``, and ``cap``: the name of the safety limit
-    (``caps.Caps``) the value, or a text's or list's length, must not exceed.
+    ``checks``: ``ge``, ``gt``, ``le`` (fixed bounds), ``choices``, ``cap``: the name of the safety limit
+    (``caps.Caps``) the value, or a text's or list's length, must not exceed, and ``table``: the hardware table
+    (``table_names.TABLES``) whose row a text names (an empty text too, unless the default is empty).
     """
     meta = {"help": help, "unit": unit, **checks}
     return field(default=default, metadata=meta)
@@ -135,11 +140,13 @@ class RequestClass:
                             "arrivals 64% / 36%)", gt=0.0, le=1.0)
     priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0,
                         le=1_000_000)
-    tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0)
-    sla_ttft_ms: Optional[float] = opt(None, "SLA target on time to first token (none = no target)", "ms", ge=0.001)
-    sla_e2e_ms: Optional[float] = opt(None, "SLA target on end-to-end latency (none = no target)", "ms", ge=0.001)
+    tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0, le=WEIGHT_MAX)
+    sla_ttft_ms: Optional[float] = opt(None, "SLA target on time to first token (none = no target)", "ms", ge=0.001,
+                                       le=TIME_MS_MAX)
+    sla_e2e_ms: Optional[float] = opt(None, "SLA target on end-to-end latency (none = no target)", "ms", ge=0.001,
+                                      le=TIME_MS_MAX)
     timeout_ms: Optional[float] = opt(None, "client gives up if no first token by then (none = never)",
-                                      "ms", ge=0.001)
+                                      "ms", ge=0.001, le=TIME_MS_MAX)
     prompt_tokens: Optional[TokenDist] = opt(None, "prompt length distribution (required without a trace)")
     output_tokens: Optional[TokenDist] = opt(None, "output length distribution (required without a trace)")
     shared_prefix_tokens: int = opt(0, "the first tokens of every prompt of this class are the same (a system "
@@ -218,7 +225,7 @@ class Speculative:
                             ge=0.0, le=1.0)
     draft_model: str = opt("", "draft model from data/hardware/models.csv (roofline): its weights sit beside the "
                                "served model's and one draft step costs their weight ratio of a plain decode "
-                               "iteration; give it or draft_cost", cap="name_chars")
+                               "iteration; give it or draft_cost", cap="name_chars", table="models")
     draft_cost: Optional[float] = opt(None, "one draft step as a share of a plain decode iteration of the served "
                                             "model (without draft_model; 0 for a draft that is almost free, as "
                                             "n-gram lookup)", "", ge=0.0, le=1.0)
@@ -257,7 +264,8 @@ class Server:
                                  "wait_timeout_ms; with a wait of 0 (the default) it never holds an iteration back: "
                                  "set both", "requests", ge=1, cap="batch_size")
     wait_timeout_ms: float = opt(0.0, "how long the oldest ready request may wait for min_batch_size requests "
-                                      "(0: start at once, so the minimum batch does nothing)", "ms", ge=0.0)
+                                      "(0: start at once, so the minimum batch does nothing)", "ms", ge=0.0,
+                                le=TIME_MS_MAX)
     kv_capacity_tokens: int = opt(0, "KV-cache capacity (step_model = fixed; 0 = unlimited)", "tokens", ge=0,
                                   cap="kv_tokens")
     block_size_tokens: int = opt(16, "KV-cache block (page) size", "tokens", ge=1, cap="tokens_per_request")
@@ -275,12 +283,14 @@ class Server:
                                        "whole output fit (the output length stands for the client's max_tokens), "
                                        "never preempt for memory (TensorRT-LLM GUARANTEED_NO_EVICT)",
                          choices=tuple(ADMISSION_CODES))
-    gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv (step_model = roofline)", cap="name_chars")
+    gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (step_model = roofline)",
+                   cap="name_chars", table="gpus")
     model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)",
-                     cap="name_chars")
-    quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)", cap="name_chars")
+                     cap="name_chars", table="models")
+    quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)", cap="name_chars",
+                     table="quant")
     kv_quant: str = opt("fp16", "KV-cache format from data/hardware/kv_quant.csv (sizes the cache and its "
-                                "reads)", cap="name_chars")
+                                "reads)", cap="name_chars", table="kv_quant")
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
                                   "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
                                choices=TP_DEGREES)
@@ -293,7 +303,7 @@ class Server:
                                                         "estimated from the token budget)", "GiB", ge=0.0, le=1e6)
     host_link_gb_s: float = opt(25.0, "GPU-host bandwidth per direction for swapped KV (policy.preempt_mode = "
                                       "swap; PCIe Gen4 x16 peaks at 32); KV bytes per token come from "
-                                      "server.model", "GB/s", ge=0.01)
+                                      "server.model", "GB/s", ge=0.01, le=1e9)
     speculative: Optional[Speculative] = opt(None, "speculative decoding (none: one token per decode iteration)")
     prefix_caching: bool = opt(False, "keep the KV blocks of prompt prefixes after their request leaves and reuse "
                                       "them for a prompt that starts the same way (vLLM's enable_prefix_caching, "
@@ -339,7 +349,7 @@ def check_calibration_name(name: str, path: str = "server.calibration") -> str:
         raise ScenarioError(f"{path} = {excerpt(name)} is not a calibration name: use 1-64 letters, digits, '.', "
                             f"'_' or '-', starting with a letter or digit")
     return name
-WEIGHT_RANGE = (1e-6, 1e6)  # a class's fair-queuing weight (policy.weights)
+WEIGHT_RANGE = (1e-6, WEIGHT_MAX)  # a class's fair-queuing weight (policy.weights)
 
 
 @dataclass(frozen=True)
@@ -354,20 +364,22 @@ class Policy:
     preemptive: bool = opt(False, "a waiting request may evict a running one it outranks when the batch or "
                                   "memory is full (priority, edf, wfq)")
     aging_per_s: float = opt(0.0, "priority levels a waiting request gains per second of waiting (priority)",
-                             "levels/s", ge=0.0)
+                             "levels/s", ge=0.0, le=WEIGHT_MAX)
     max_wait_ms: Optional[float] = opt(None, "after waiting this long a request is promoted to level 0 "
-                                             "(priority; none = never)", "ms", ge=0.001)
+                                             "(priority; none = never)", "ms", ge=0.001,
+                                      le=TIME_MS_MAX)
     weights: Optional[dict] = opt(None, "class name -> share weight, e.g. {interactive = 70, offline = 30} "
                                         "(wfq; none = equal)", "")
     prefill_token_weight: float = opt(1.0, "GPU service of one prefill token counted in decode tokens "
-                                           "(wfq, dynamic)", "", ge=0.0)
-    alpha: float = opt(1.0, "weight of waited / SLA target in the cost (dynamic)", "", ge=0.0)
-    beta: float = opt(1.0, "weight of service consumed / expected service in the cost (dynamic)", "", ge=0.0)
-    gamma: float = opt(1.0, "weight of the class's tier_weight in the cost (dynamic)", "", ge=0.0)
+                                           "(wfq, dynamic)", "", ge=0.0, le=WEIGHT_MAX)
+    alpha: float = opt(1.0, "weight of waited / SLA target in the cost (dynamic)", "", ge=0.0, le=WEIGHT_MAX)
+    beta: float = opt(1.0, "weight of service consumed / expected service in the cost (dynamic)", "", ge=0.0,
+                      le=WEIGHT_MAX)
+    gamma: float = opt(1.0, "weight of the class's tier_weight in the cost (dynamic)", "", ge=0.0, le=WEIGHT_MAX)
     margin: float = opt(0.1, "a waiting request preempts only if its cost exceeds the victim's by this much "
-                             "(dynamic)", "", ge=0.0)
+                             "(dynamic)", "", ge=0.0, le=WEIGHT_MAX)
     default_sla_ms: float = opt(60000.0, "SLA target in the cost for classes that set none (dynamic)", "ms",
-                                ge=0.001)
+                                ge=0.001, le=TIME_MS_MAX)
     preempt_mode: str = opt("recompute", "what a preempted request keeps: keep (KV stays on the GPU), swap (KV "
                                          "to host memory and back) or recompute (KV dropped, prefill redone); "
                                          "the vllm-* presets always recompute",
@@ -404,8 +416,9 @@ class FleetGroup:
 
     replicas: int = opt(1, "servers of this kind", "servers", ge=1, cap="replicas")
     gpu: str = opt("", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (roofline; empty: server.gpu)",
-                   cap="name_chars")
-    quant: str = opt("", "weight format from data/hardware/quant.csv (empty: server.quant)", cap="name_chars")
+                   cap="name_chars", table="gpus")
+    quant: str = opt("", "weight format from data/hardware/quant.csv (empty: server.quant)", cap="name_chars",
+                     table="quant")
     tensor_parallel: Optional[int] = opt(None, "GPUs one server of this kind splits the model over (none: "
                                                "server.tensor_parallel)", "GPUs", choices=TP_DEGREES)
     calibration: str = opt("", "saved step-time calibration of this GPU (roofline; empty: server.calibration on "
@@ -494,6 +507,22 @@ class Fleet:
         return tuple((f"fleet.groups[{i}]", g) for i, g in enumerate(self.groups))
 
 
+FIXED_STEP_KEYS = ("step_time_ms", "kv_capacity_tokens")  # what the fixed step model reads of a server or group
+ROOFLINE_STEP_KEYS = ("gpu", "quant", "calibration")  # a group's or pool's own keys on the roofline step model only
+
+
+def on_roofline(data: dict) -> dict:
+    """A copy of scenario ``data`` on the roofline step model: its fleet's groups or pools keep their replicas and
+    batch limits but lose the iteration times and KV capacities of the fixed model (``FIXED_STEP_KEYS``), which
+    the GPU gives now and which a roofline group may not set."""
+    moved = apply_overrides(data, {"server.step_model": "roofline"})
+    fleet = moved.get("fleet", {})
+    for table in [*fleet.get("groups", []), *(fleet[pool] for pool in ("prefill", "decode") if fleet.get(pool))]:
+        for key in FIXED_STEP_KEYS:
+            table.pop(key, None)
+    return moved
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A whole what-if: workload, server, policy, seed."""
@@ -510,7 +539,7 @@ class Scenario:
     def _check(self, path: str) -> None:
         fixed = self.server.step_model == "fixed"
         for where, group in self.fleet.tables():
-            own = ("step_time_ms", "kv_capacity_tokens") if not fixed else ("gpu", "quant", "calibration")
+            own = FIXED_STEP_KEYS if not fixed else ROOFLINE_STEP_KEYS
             given = [k for k in own if getattr(group, k) not in (None, "")]
             if given:
                 raise ScenarioError(f"{where}.{given[0]} is not used with server.step_model = "
@@ -632,6 +661,34 @@ def _type_name(tp: Any) -> str:
         tp, "a table")
 
 
+def not_text(text: str) -> str:
+    """Why ``text`` is not Unicode text, for an error line after its key ('' when it is). JSON (a link) and the
+    command line (a byte that is not UTF-8) can carry a lone surrogate such as '\\ud800', which UTF-8 cannot
+    encode: a page, a file or a report showing it would fail."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"is not Unicode text (character {exc.start + 1} is a lone surrogate)"
+    return ""
+
+
+def _check_text(value: str, path: str) -> str:
+    """``value`` (a scenario's text) when it is Unicode text, else ``ScenarioError`` naming ``path``."""
+    problem = not_text(value)
+    if problem:
+        raise ScenarioError(f"{path} = {excerpt(value)} {problem}; remove it")
+    return value
+
+
+def _check_keys(table: Mapping, path: str) -> dict:
+    """``table`` (a table of names, as policy.weights) as a dict when its keys are Unicode text, else
+    ``ScenarioError`` naming the first bad key."""
+    bad = [key for key in table if not_text(str(key))]
+    if bad:
+        raise ScenarioError(f"{path}.{key_text(bad[0])} {not_text(bad[0])}; rename or remove it")
+    return dict(table)
+
+
 def _convert(value: Any, tp: Any, path: str, caps: Caps) -> Any:
     tp, optional = unwrap_optional(tp)
     if value is None and optional:
@@ -648,7 +705,7 @@ def _convert(value: Any, tp: Any, path: str, caps: Caps) -> Any:
     if tp is dict:
         if not isinstance(value, Mapping):
             raise ScenarioError(f"{path} must be a table {{name = number, ...}}, got {excerpt(value)}")
-        return dict(value)
+        return _check_keys(value, path)
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             number = float(value)
@@ -659,12 +716,14 @@ def _convert(value: Any, tp: Any, path: str, caps: Caps) -> Any:
         return number
     if tp is int and isinstance(value, float) and value.is_integer():
         return int(value)
-    if tp in (int, bool, str) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
+    if tp is str and isinstance(value, str):
+        return _check_text(value, path)
+    if tp in (int, bool) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
     raise ScenarioError(f"{path} must be {_type_name(tp)}, got {excerpt(value)}")
 
 
-def _check_field(value: Any, meta: Mapping[str, Any], path: str, caps: Caps) -> None:
+def _check_field(value: Any, meta: Mapping[str, Any], default: Any, path: str, caps: Caps) -> None:
     if value is None or isinstance(value, (tuple, bool, dict)) or dataclasses.is_dataclass(value):
         return
     unit = f" {meta['unit']}" if meta.get("unit") else ""
@@ -673,6 +732,8 @@ def _check_field(value: Any, meta: Mapping[str, Any], path: str, caps: Caps) -> 
         raise ScenarioError(f"{path} = {excerpt(value)} is not allowed; choose one of {allowed}")
     if "cap" in meta:
         caps.check(meta["cap"], path, value, unit)
+    if "table" in meta and (value or default):  # an empty name where the default is empty: "the server's", "none"
+        check_name(meta["table"], value, path)
     if "ge" in meta and value < meta["ge"]:
         raise ScenarioError(f"{path} = {value!r} must be >= {number_text(meta['ge'])}{unit}")
     if "gt" in meta and value <= meta["gt"]:
@@ -703,7 +764,7 @@ def _build(cls: type, data: Mapping[str, Any], path: str, caps: Caps) -> Any:
         if isinstance(raw, (list, tuple)) and "cap" in f.metadata:  # count before converting every entry
             caps.check(f.metadata["cap"], key_path, raw)
         value = _convert(raw, hints[name], key_path, caps)
-        _check_field(value, f.metadata, key_path, caps)
+        _check_field(value, f.metadata, f.default, key_path, caps)
         kwargs[name] = value
     obj = cls(**kwargs)
     if hasattr(obj, "_check"):
@@ -790,21 +851,11 @@ def parse_toml(content: bytes, name: str, caps: Caps = DEFAULT_CAPS) -> dict:
 
 
 def read_toml(path: str | Path, caps: Caps = DEFAULT_CAPS) -> dict:
-    """Parse a scenario TOML file (at most ``caps.scenario_bytes`` read), turning every problem into
-    ``ScenarioError``."""
-    path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            content = fh.read(caps.scenario_bytes + 1)
-    except FileNotFoundError:
-        raise ScenarioError(f"scenario file {str(path)!r} does not exist") from None
-    except IsADirectoryError:
-        raise ScenarioError(f"scenario file {str(path)!r} is a folder; give a .toml file") from None
-    name = f"scenario file {str(path)!r}"
-    if len(content) > caps.scenario_bytes:
-        raise ScenarioError(f"{name} is larger than the limit of {caps.scenario_bytes:,} bytes (scenario_bytes)"
-                            f"{caps.raise_hint('scenario_bytes')}")
-    return parse_toml(content, name, caps)
+    """Parse a scenario TOML file (a regular file of at most ``caps.scenario_bytes``, ``files.read_regular``),
+    turning every problem into ``ScenarioError``."""
+    content = read_regular(path, "scenario file", caps.scenario_bytes, "scenario_bytes",
+                           caps.raise_hint("scenario_bytes"))
+    return parse_toml(content, f"scenario file {quoted(path)}", caps)
 
 
 def to_toml(data: Mapping[str, Any]) -> str:
@@ -858,10 +909,14 @@ def scenario_to_dict(scenario: Scenario) -> dict:
 
 
 def _limit_text(meta: Mapping[str, Any]) -> str:
-    """The bound a key is checked against, for the reference: a fixed range end or a safety limit."""
+    """What a key is checked against, for the reference: the table whose row it names, then a fixed range end or a
+    safety limit."""
+    parts = [f"a name in {where(meta['table'])}"] if "table" in meta else []
     if "cap" in meta:
-        return f"<= {number_text(getattr(DEFAULT_CAPS, meta['cap']))} (`{meta['cap']}`)"
-    return f"<= {number_text(meta['le'])}" if "le" in meta else ""
+        parts.append(f"<= {number_text(getattr(DEFAULT_CAPS, meta['cap']))} (`{meta['cap']}`)")
+    elif "le" in meta:
+        parts.append(f"<= {number_text(meta['le'])}")
+    return "; ".join(parts)
 
 
 def keys_reference() -> list[dict[str, str]]:

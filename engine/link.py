@@ -1,6 +1,7 @@
 """A scenario or a page's view in a link: JSON, zlib-compressed, base64url, so that a copied address reopens the
 same page (``ui.state`` keeps the scenario in ``?s=``, ``ui.view`` the view in ``?v=``), and a report links back
-to its plan. Reading a link is bounded: its length, and its size after decompression (``caps``)."""
+to its plan. Reading a link is bounded: its length, and its size after decompression (``caps``); every key and text
+it holds is Unicode text (``config.not_text``), so no page fails to show it."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import base64
 import binascii
 import json
 import zlib
+from typing import Iterator
 from urllib.parse import urlencode
 
 from .caps import DEFAULT_CAPS
-from .errors import ScenarioError
+from .config import not_text
+from .errors import ScenarioError, key_text
 
 SCENARIO_KEY = "s"
 VIEW_KEY = "v"
+PATH_CHARS = 80  # the longest key an error line names in full
 
 
 def encode(data: dict) -> str:
@@ -41,7 +45,40 @@ def decode(link: str, what: str = "the link's scenario (?s=...)") -> dict:
                                    f"(link_bytes); the default is shown")
     if not isinstance(data, dict):
         raise ScenarioError(f"{what} is not a table; the default is shown")
+    _check_texts(data, what)
     return data
+
+
+def _children(node: dict | list) -> Iterator[tuple[str | int, object]]:
+    """(step, child) of a table (each key too, as a child at its own step) or of a list."""
+    if isinstance(node, dict):
+        return ((key, child) for key, value in node.items() for child in (key, value))
+    return enumerate(node)
+
+
+def _path_text(steps: list[str | int]) -> str:
+    """The dotted key of ``steps`` from the top table ('workload.classes[0].name'); its end only, after '...', when
+    it is longer than ``PATH_CHARS`` (a link may nest a thousand lists deep)."""
+    text = "".join(f"[{s}]" if isinstance(s, int) else f".{key_text(s)}" for s in steps)[1:]
+    return text if len(text) <= PATH_CHARS else "..." + text[3 - PATH_CHARS:]
+
+
+def _check_texts(data: dict, what: str) -> None:
+    """``ScenarioError`` naming the first key or text of ``data`` (the link ``what``) that is not Unicode text: JSON
+    allows a lone surrogate ("\\ud800"), which no page can show. Depth first, one iterator per open table or list:
+    memory grows with the depth only, whatever a hostile link holds."""
+    stack: list[tuple[str | int | None, Iterator]] = [(None, _children(data))]
+    while stack:
+        item = next(stack[-1][1], None)
+        if item is None:
+            stack.pop()
+            continue
+        step, child = item
+        if isinstance(child, str) and not_text(child):
+            steps = [s for s, _ in stack[1:]] + [step]
+            raise ScenarioError(f"{what}: {_path_text(steps)} {not_text(child)}; the default is shown")
+        if isinstance(child, (dict, list)):
+            stack.append((step, _children(child)))
 
 
 def page_link(app_url: str, page: str, scenario: dict, view: dict | None = None) -> str:

@@ -39,7 +39,8 @@ def summary(slot) -> None:
 
 def render():
     """Draw the shared scenario sidebar (every page calls this first); returns the placeholder of the scenario's
-    summary for ``summary``."""
+    summary for ``summary``. The preset picker is drawn before anything that shows the scenario's own text, so a
+    visitor can always load another scenario."""
     entry.through_app()
     data = state.current()
     view.restore()
@@ -49,10 +50,10 @@ def render():
     with st.sidebar:
         st.subheader("Scenario")
         slot = st.empty()
-        summary(slot)
         st.selectbox("Load a preset", [PICK, *state.presets()], key="preset_pick", on_change=_pick_preset,
                      format_func=lambda f: f if f == PICK else state.preset_title(f),
                      help="Replace the current scenario with one from data/scenarios/.")
+        summary(slot)
         upload = st.file_uploader("Upload a scenario (TOML)", type=["toml"], key=f"upload_{state.version()}",
                                   max_upload_size=max(1, DEFAULT_CAPS.scenario_bytes // MIB))
         if upload is not None:

@@ -22,6 +22,7 @@ from ui.trace_store import APP_ORIGIN
 
 DEFAULT_PRESET = "chat_and_batch_a100_8b.toml"  # a real GPU, so the first screen shows cost too
 QUERY_KEY = SCENARIO_KEY
+KEPT_LINK = "kept_link"  # the visitor's invalid ?s=, kept in the address bar until the visitor changes something
 
 
 def presets() -> list[str]:
@@ -51,15 +52,28 @@ def validate(data: dict) -> engine.Scenario:
     return engine.load_scenario(data, origin=APP_ORIGIN)
 
 
+def _mirror() -> None:
+    """Write the scenario into the address bar, or the visitor's own link while it is kept (``KEPT_LINK``): an
+    invalid shared link stays in the address until the visitor changes something, never replaced by the default."""
+    st.query_params[QUERY_KEY] = st.session_state.get(KEPT_LINK) or encode(st.session_state["scenario"])
+
+
 def _store(data: dict, new_version: bool) -> None:
     st.session_state["scenario"] = data
     if new_version:
         st.session_state["scenario_version"] = st.session_state.get("scenario_version", 0) + 1
-    st.query_params[QUERY_KEY] = encode(data)
+    _mirror()
+
+
+def _change(data: dict, new_version: bool) -> None:
+    """The visitor's change (a preset, an upload, an edit): ``data`` becomes the scenario and its link."""
+    st.session_state.pop(KEPT_LINK, None)
+    _store(data, new_version)
 
 
 def current() -> dict:
-    """The session's scenario (from the link on first load, else the default preset)."""
+    """The session's scenario (from the link on first load, else the default preset, the link's error kept for
+    ``pop_load_error``)."""
     if "scenario" not in st.session_state:
         try:
             trace_store.prune()  # a new session: drop uploads past their age (one listing of a small folder)
@@ -74,9 +88,10 @@ def current() -> dict:
                 data = linked
             except engine.ScenarioError as exc:
                 st.session_state["load_error"] = str(exc)
+                st.session_state[KEPT_LINK] = text
         _store(data, new_version=True)
     else:
-        st.query_params[QUERY_KEY] = encode(st.session_state["scenario"])
+        _mirror()
     return st.session_state["scenario"]
 
 
@@ -91,7 +106,7 @@ def replace(data: dict) -> bool:
     except engine.ScenarioError as exc:
         text.error(exc)
         return False
-    _store(data, new_version=True)
+    _change(data, new_version=True)
     return True
 
 
@@ -108,7 +123,7 @@ def update(data: dict) -> bool:
     except engine.ScenarioError as exc:
         text.error(f"{exc}. The last valid scenario stays in use.")
         return False
-    _store(data, new_version=False)
+    _change(data, new_version=False)
     st.session_state["edited"] = True
     return True
 

@@ -5,7 +5,8 @@ JSON, compressed like the scenario). Every control that changes what a page show
 ``VIEW_KEYS``; its value is remembered across pages in the session (Streamlit forgets the state of widgets
 a page does not draw) and written to the address bar, so a copied link reopens the same view. A value read
 from a link is only a wish: each control checks it against its own options (``choice``, ``number``) before
-it is drawn, and a value that does not fit is dropped for the control's default.
+it is drawn, and a value that does not fit is dropped for the control's default. A link that cannot be read is one
+error line; it stays in the address bar until the visitor changes a control.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ VIEW_KEYS = (
     "plan_users", "plan_requests_per_user", "plan_peak_factor",
 )
 _MEMORY = "view"
+_KEPT_LINK = "kept_view_link"  # the visitor's invalid ?v=, kept in the address bar until a control changes
 _MAX_TEXT_CHARS = 200
 _MAX_LIST = 64
 
@@ -67,6 +69,7 @@ def restore() -> None:
                 wished = state.decode(link, "the link's view (?v=...)")
             except engine.ScenarioError as exc:
                 text.error(exc)
+                st.session_state[_KEPT_LINK] = link
                 wished = {}
             st.session_state[_MEMORY] = {k: v for k, v in wished.items() if k in VIEW_KEYS and _plain_value(v)}
     for key, value in st.session_state[_MEMORY].items():
@@ -75,11 +78,14 @@ def restore() -> None:
 
 
 def remember() -> None:
-    """Keep the controls' current values for other pages and write them into the address bar."""
+    """Keep the controls' current values for other pages and write them into the address bar (the visitor's own
+    link while it is kept: until a remembered value changes; a control drawn for the first time changes none)."""
     memory = st.session_state.setdefault(_MEMORY, {})
-    memory.update({k: st.session_state[k] for k in VIEW_KEYS if k in st.session_state
-                   and _plain_value(st.session_state[k])})
-    link = state.encode(memory) if memory else None
+    now = {k: st.session_state[k] for k in VIEW_KEYS if k in st.session_state and _plain_value(st.session_state[k])}
+    if any(k in memory and memory[k] != value for k, value in now.items()):
+        st.session_state.pop(_KEPT_LINK, None)
+    memory.update(now)
+    link = st.session_state.get(_KEPT_LINK) or (state.encode(memory) if memory else None)
     if link and st.query_params.get(QUERY_KEY) != link:
         st.query_params[QUERY_KEY] = link
 

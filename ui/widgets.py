@@ -18,7 +18,8 @@ from ui.text import sentence
 def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str] = None,
                 options: Optional[list] = None, placeholder: Optional[str] = None) -> Any:
     """One input for ``cls.name`` showing ``value`` (the field's default when None is not allowed); an empty
-    number input shows ``placeholder`` (what leaving it empty means)."""
+    number input shows ``placeholder`` (what leaving it empty means). A value that is not among the choices is
+    kept as one more choice, never replaced by the first: the scenario's validation names it, not the widget."""
     tp, meta, default = field_meta(cls, name)
     unit = meta.get("unit", "")
     text = (label or field_label(cls, name)) + (f" ({unit})" if unit else "")
@@ -29,8 +30,8 @@ def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str]
         return st.toggle(text, value=bool(value), key=key, help=help_text)
     choices = options or meta.get("choices")
     if choices:
-        choices = list(choices)
-        return st.selectbox(text, choices, index=choices.index(value) if value in choices else 0, key=key,
+        choices = list(choices) + ([value] if value is not None and value not in choices else [])
+        return st.selectbox(text, choices, index=0 if value is None else choices.index(value), key=key,
                             help=help_text)
     low, high = field_bounds(meta)
     if tp is str:
