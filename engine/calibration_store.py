@@ -2,7 +2,9 @@
 
 Each is a small JSON file in the user's calibration folder (``$SCHEDULER_LAB_CALIBRATIONS``, else
 ``scheduler-lab/calibrations`` in ``$XDG_DATA_HOME`` or ``~/.local/share``), private to the user running the
-server as the trace store is. ``save`` never replaces a calibration of the same name unless asked; the shipped
+server as the trace store is. ``save`` never replaces a calibration of the same name unless asked (the command
+line's ``--replace``: the operator's act); the app saves through ``save_new``, under a new name only and at most
+``caps.app_calibrations`` of them, since every scenario naming a calibration, anyone's, would change with it. The shipped
 ``data/hardware/calibration.csv`` is never written. A scenario picks one with ``server.calibration = "NAME"``;
 it then times that GPU family instead of the shipped factors.
 """
@@ -17,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .config import apply_overrides, check_calibration_name
-from .errors import ScenarioError
+from .caps import DEFAULT_CAPS
+from .config import apply_overrides, check_calibration_name, on_roofline
+from .errors import ScenarioError, excerpt
 from .hardware import Efficiency, gpu_row
-from .private_folder import NotPrivateError, ensure_private, write_atomically
+from .private_folder import NotPrivateError, ensure_private, write_atomically, write_new
+
 
 
 def calibration_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -112,13 +116,28 @@ def _read(path: Path, mtime_ns: int, size: int) -> UserCalibration:
 
 
 def save(calibration: UserCalibration, replace: bool = False) -> Path:
-    """Write ``calibration`` (atomically); an existing one of the same name only when ``replace``."""
+    """Write ``calibration`` whole; an existing one of the same name only when ``replace`` (the operator's act)."""
     path = _folder() / f"{check_calibration_name(calibration.name)}.json"
-    if path.exists() and not replace:
-        raise ScenarioError(f"a calibration named {calibration.name!r} exists; choose another name or replace it")
     data = {**dataclasses.asdict(calibration), "efficiency": dataclasses.asdict(calibration.efficiency)}
-    write_atomically(path, json.dumps(data, indent=1).encode())
+    content = json.dumps(data, indent=1).encode()
+    if replace:
+        write_atomically(path, content)
+    elif not write_new(path, content):
+        raise ScenarioError(f"a calibration named {excerpt(calibration.name, 70)} exists; choose another name or "
+                            f"replace it, which is the operator's act: python -m engine calibrate FILE --gpu NAME "
+                            f"--save NAME --replace")
     return path
+
+
+def save_new(calibration: UserCalibration) -> Path:
+    """Write ``calibration`` as a visitor of the app may: under a name not saved yet, and only while fewer than
+    ``caps.app_calibrations`` are saved."""
+    limit = DEFAULT_CAPS.app_calibrations  # checked before each save: saves racing at the limit may each pass it
+    if len(names()) >= limit:
+        raise ScenarioError(f"the app keeps at most {limit:,} saved calibrations and that many are saved; "
+                            f"use a saved one, or ask the operator to remove some or to save yours: python -m engine "
+                            f"calibrate FILE --gpu NAME --save NAME")
+    return save(calibration)
 
 
 def holds_for(name: str, gpu: str) -> bool:
@@ -133,7 +152,7 @@ def holds_for(name: str, gpu: str) -> bool:
 def with_gpu(data: dict, gpu: str) -> dict:
     """Scenario ``data`` on ``gpu`` (the roofline step model), keeping its saved calibration only when that
     times ``gpu``'s family: a search over GPUs times each of the others with the shipped calibration."""
-    moved = apply_overrides(data, {"server.step_model": "roofline", "server.gpu": gpu})
+    moved = apply_overrides(on_roofline(data), {"server.gpu": gpu})
     name = moved["server"].get("calibration")
     if name and not holds_for(name, gpu):
         del moved["server"]["calibration"]

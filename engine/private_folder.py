@@ -36,3 +36,19 @@ def write_atomically(target: Path, content: bytes) -> None:
     except BaseException:
         Path(partial).unlink(missing_ok=True)
         raise
+
+
+def write_new(target: Path, content: bytes) -> bool:
+    """Write ``content`` to ``target`` whole, unless a file of that name exists (False), even one created a moment
+    ago by another session or process: the content goes to a partial file, then is linked under the name, and a
+    link never replaces a file."""
+    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=PARTIAL_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        os.link(partial, target)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(partial)
+    return True

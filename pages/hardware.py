@@ -2,7 +2,8 @@
 
 Editing the GPU, model, formats, tensor parallelism or replicas here edits the shared scenario (and
 switches it to the roofline step model), so the Lab shows the same fleet. Opening the page changes nothing:
-a scenario on the fixed step model stays on it until one of these choices is edited.
+a scenario on the fixed step model stays on it until one of these choices is edited. A fit of your benchmark
+results is saved under a new name only: a saved calibration may be named by anyone's scenario.
 """
 
 import copy
@@ -16,8 +17,9 @@ import engine
 from engine import calibration_store, user_calibration
 from engine.bench_results import BenchResult, read_result
 from engine.calibration import METRICS, badge
+from engine.caps import DEFAULT_CAPS
 from engine.errors import printable
-from engine.config import OVERALL, Fleet, Server
+from engine.config import OVERALL, Fleet, Server, on_roofline
 from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert,
                          cost_columns, fleet_cards)
 from engine.hardware import (GIB, RooflineProfile, card_memory, gpu_row, is_slice, kv_capacity_tokens, load_table,
@@ -329,11 +331,11 @@ def calibration_picker(data: dict, server: Server) -> None:
 
 
 def save_fit(fit: calibration_store.UserCalibration, data: dict) -> None:
-    """Keep the fit under the name typed, and make the scenario use it (a button's callback)."""
+    """Keep the fit under the new name typed, and make the scenario use it (a button's callback). A saved
+    calibration is never replaced here: other scenarios may name it (replacing it is the operator's act)."""
     name = st.session_state.get("hw_calibration_name", "")
     try:
-        calibration_store.save(dataclasses.replace(fit, name=name),
-                               replace=st.session_state.get("hw_calibration_replace", False))
+        calibration_store.save_new(dataclasses.replace(fit, name=name))
     except engine.ScenarioError as exc:
         st.session_state["hw_calibration_error"] = str(exc)
         return
@@ -400,7 +402,7 @@ def measurements_section(data: dict, server: Server) -> None:
     """Upload benchmark results, compare them with the simulator, fit this GPU on them and save the fit."""
     calibration_picker(data, server)
     uploads = st.file_uploader("Your benchmark results (JSON)", type=["json"], accept_multiple_files=True,
-                               key="bench_upload", help="vllm bench serve / benchmark_serving.py --save-result "
+                               key="bench_upload", max_upload_size=DEFAULT_CAPS.result_file_mib, help="vllm bench serve / benchmark_serving.py --save-result "
                                "files, or GenAI-Perf / AIPerf profile exports, run on this GPU, model and server.")
     if not uploads:
         st.caption("Upload result files of a benchmark you ran on this set-up to see how far the simulator is from "
@@ -416,12 +418,12 @@ def measurements_section(data: dict, server: Server) -> None:
         return
     problems = show_fit(calibrated, results, server)
     fit = calibrated.calibration
-    cols = st.columns([2, 1, 1])
+    cols = st.columns([3, 1])
     name = cols[0].text_input("Save the fit as", key="hw_calibration_name", max_chars=64,
-                              help="Letters, digits, '.', '_' or '-'. The scenario then uses it "
-                                   "(server.calibration); the shipped calibration is never changed.")
-    cols[1].checkbox("Replace a saved one of this name", key="hw_calibration_replace")
-    cols[2].button("Save and use", key="hw_calibration_save", disabled=not name or bool(problems),
+                              help="A new name: letters, digits, '.', '_' or '-'. The scenario then uses it "
+                                   "(server.calibration); a saved calibration and the shipped one are never "
+                                   "changed here.")
+    cols[1].button("Save and use", key="hw_calibration_save", disabled=not name or bool(problems),
                    on_click=save_fit, args=(fit, data),
                    help="Disabled while the replayed set-up looks unlike the one measured (see the warnings).")
     if "hw_calibration_error" in st.session_state:
@@ -441,7 +443,7 @@ if state.edited(data, current):
     corrected = copy.deepcopy(current)
     state.drop_foreign_calibration(corrected)
     if state.edited(data, corrected):  # a choice made here makes the scenario run on this hardware
-        data["server"]["step_model"] = "roofline"
+        data = on_roofline(data)
     if not state.update(data):
         st.stop()
     scenario_sidebar.summary(sidebar_summary)
@@ -451,7 +453,7 @@ if on_hardware:
 else:
     st.info("The scenario uses a fixed iteration time, not a GPU: this page shows the GPU below as it would run. "
             "Changing any choice above switches the scenario to it (the roofline step model).")
-    data["server"]["step_model"] = "roofline"  # this page's view only; the scenario is unchanged
+    data = on_roofline(data)  # this page's view only; the scenario is unchanged
 typed = state.validate(data)
 server = typed.server
 st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration)}. Source: {gpu_row(server.gpu)['source']}")

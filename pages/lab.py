@@ -9,8 +9,9 @@ import streamlit as st
 
 import engine
 from engine.calibration import badge
-from engine.config import (OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy, RequestClass, Server, Speculative,
-                           Workload, expected_tokens_per_decode, field_bounds, field_label, field_meta)
+from engine.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy, RequestClass,
+                           Server, Speculative, Workload, expected_tokens_per_decode, field_bounds, field_label,
+                           field_meta)
 from engine.cost import cost_columns
 from engine.diagnosis import diagnose
 from engine.metric_table import COSTS, STEADY_STATE, SYSTEM_METRICS, metric
@@ -26,7 +27,6 @@ from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 
 BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
-FIXED_KEYS = ("step_time_ms", "kv_capacity_tokens")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_caching")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens",
@@ -44,7 +44,7 @@ TABLE_COLUMNS = ("policy", "class", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", 
                  *(m.key for m in COSTS), "gpu_busy_frac", "preemptions", "unstable")
 CURVE_DEFAULTS = ("fifo", "priority")
 LOAD_STEP = 0.02  # a raise of the offered load smaller than this is not worth offering
-GROUP_INPUTS = {"fixed": ("replicas", "step_time_ms", "kv_capacity_tokens"),  # a group's inputs, per step model
+GROUP_INPUTS = {"fixed": ("replicas", *FIXED_STEP_KEYS),  # a group's inputs, per step model
                 "roofline": ("replicas", "gpu", "quant", "tensor_parallel")}
 MAX_LAB_GROUPS = 4
 POOL_LIMIT_KEYS = ("max_batch_size", "max_batched_tokens")  # a pool's own batch limits (empty: the server's)
@@ -134,7 +134,7 @@ def weight_inputs(data: dict, weights: dict | None, key: str) -> dict:
 def server_controls(data: dict, v: int) -> None:
     server = data.setdefault("server", {})
     server["step_model"] = field_input(Server, "step_model", server.get("step_model"), key=f"step_model_{v}")
-    model_keys = FIXED_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
+    model_keys = FIXED_STEP_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
     for key in (*model_keys, *BATCHING_KEYS, *MEMORY_KEYS):
         choices = hardware_choices.TABLE_CHOICES.get(key)
         server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
@@ -220,7 +220,8 @@ def table_inputs(table: dict, server: dict, keys: tuple[str, ...], prefix: str, 
     entry = {}
     for key in keys:
         choices = hardware_choices.TABLE_CHOICES.get(key)
-        value = table.get(key) or (server.get(key) if key in INHERITED_KEYS else None)
+        own = table.get(key)  # 0 is a value (an unlimited KV cache); only a missing or empty key is the server's
+        value = server.get(key) if own in (None, "") and key in INHERITED_KEYS else own
         entry[key] = field_input(FleetGroup, key, value, key=f"{prefix}_{key}_{v}",
                                  options=choices() if choices else None, placeholder="as the server")
     return {k: value for k, value in entry.items() if value is not None}  # empty: the server's

@@ -410,3 +410,14 @@ def test_the_hardware_page_does_not_price_a_mixed_fleet_as_one_gpu():
     assert not at.exception and not at.error
     assert any("This fleet has groups or pools of its own hardware" in i.value for i in at.info)
     assert not [m for m in at.metric if m.label.startswith("Fleet per month")]
+
+
+def test_the_lab_keeps_a_groups_unlimited_kv_cache():
+    """A fixed-step group's ``kv_capacity_tokens = 0`` (unlimited) is a value, not a missing key: opening the Lab
+    keeps it, not the server's capacity in its place."""
+    data = read_toml(SCENARIOS / "example.toml")
+    data["server"]["kv_capacity_tokens"] = 64_000
+    data["fleet"] = {"groups": [{"replicas": 1, "kv_capacity_tokens": 0}, {"replicas": 1, "step_time_ms": 5.0}]}
+    at = lab(data).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.session_state["scenario"]["fleet"]["groups"][0]["kv_capacity_tokens"] == 0
