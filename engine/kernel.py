@@ -130,6 +130,13 @@ A_EXTRA_S, A_WASTE_S = 0, 1
 SERIES_FIXED_COLUMNS = ("time_s", "step_s", "batch_size", "prefill_tokens", "decode_tokens",
                         "kv_used_tokens", "waiting", "running", "preemptions")
 N_SERIES_FIXED = len(SERIES_FIXED_COLUMNS)
+SERIES_MAX_ROWS = 65536  # time-series rows kept over all replicas; longer runs keep every 2^k-th iteration
+SERIES_MIN_ROWS = 1024   # per replica, however many there are
+
+
+def series_rows_per_replica(replicas: int) -> int:
+    """Rows of each replica's time series (``SERIES_MAX_ROWS`` shared out, at least ``SERIES_MIN_ROWS``)."""
+    return max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas)
 
 # The server tuple of ``run_nb`` (a plain tuple indexed by these constants: Numba's on-disk
 # cache stays valid across code changes only for built-in types).

@@ -109,14 +109,15 @@ def conversation_slots(workload: Workload, k: int) -> int:
 
 
 def conversations(workload: Workload, prompt: np.ndarray, output: np.ndarray, class_id: np.ndarray,
-                  block_tokens: int, max_tokens: int) -> tuple[np.ndarray, tuple]:
+                  block_tokens: int, max_tokens: int, with_blocks: bool = True) -> tuple[np.ndarray, tuple | None]:
     """Prompts and prefix blocks (``RequestArrays``) when some class holds conversations (``conversation_turns``
     > 1). Class k's arrivals are dealt in turn to its ``conversation_slots`` conversations in flight; a slot's
     conversation has ``conversation_turns`` turns, then a new one starts there. A follow-up's prompt is the previous
     turn's prompt and output plus its own drawn tokens (at most ``max_tokens``); its blocks are the previous prompt's
     whole blocks (same ids: the same content), then blocks of its own (fresh ids: the previous output, its new
     tokens). A first turn starts with its class's shared blocks (``shared_prefix_tokens``), then its own. Classes
-    without conversations keep their shared blocks only."""
+    without conversations keep their shared blocks only. Without ``with_blocks`` only the prompts are made (no
+    prefix cache reads the blocks), and the blocks are None."""
     prompt = prompt.copy()
     blocks: list[np.ndarray] = [np.zeros(0, np.int64)] * len(prompt)
     fresh = FRESH_ID_BASE
@@ -124,23 +125,25 @@ def conversations(workload: Workload, prompt: np.ndarray, output: np.ndarray, cl
         members = np.flatnonzero(class_id == k)
         shared = cls.shared_prefix_tokens
         if cls.conversation_turns == 1:
-            for r in members:
+            for r in members if with_blocks else ():
                 blocks[r] = (np.int64(k) << 32) + np.arange(min(prompt[r], shared) // block_tokens, dtype=np.int64)
             continue
         slots = conversation_slots(workload, k)
         last: dict[int, int] = {}  # slot -> the request of its previous turn
         for i, r in enumerate(members):
             slot, turn = i % slots, (i // slots) % cls.conversation_turns
-            if turn == 0:
-                kept = (np.int64(k) << 32) + np.arange(min(prompt[r], shared) // block_tokens, dtype=np.int64)
-            else:
-                before = last[slot]
+            before = last.get(slot) if turn else None
+            if before is not None:
                 prompt[r] = min(prompt[before] + output[before] + prompt[r], max_tokens)
-                kept = blocks[before][: prompt[r] // block_tokens]
-            own = prompt[r] // block_tokens - len(kept)
-            blocks[r] = np.concatenate((kept, np.arange(fresh, fresh + own, dtype=np.int64)))
-            fresh += own
+            if with_blocks:
+                kept = (np.int64(k) << 32) + np.arange(min(prompt[r], shared) // block_tokens, dtype=np.int64) \
+                    if before is None else blocks[before][: prompt[r] // block_tokens]
+                own = prompt[r] // block_tokens - len(kept)
+                blocks[r] = np.concatenate((kept, np.arange(fresh, fresh + own, dtype=np.int64)))
+                fresh += own
             last[slot] = r
+    if not with_blocks:
+        return prompt, None
     counts = np.array([len(b) for b in blocks], dtype=np.int64)
     ids = np.concatenate(blocks) if len(blocks) else np.zeros(0, np.int64)
     return prompt, (np.concatenate(([0], np.cumsum(counts))), ids, block_tokens)
@@ -210,9 +213,12 @@ def build_requests(scenario: Scenario) -> RequestArrays:
     else:
         arrival_s, prompt, output, class_id, prefix = _synthetic(workload, rng, scenario.origin.caps)
     block_tokens = scenario.server.block_size_tokens
+    caching = scenario.server.prefix_caching  # prefix blocks matter to a prefix cache only: without, none are kept
     if any(c.conversation_turns > 1 for c in workload.classes):  # synthetic only (config refuses it with a trace)
         prompt, prefix = conversations(workload, prompt, output, class_id, block_tokens,
-                                       scenario.origin.caps.tokens_per_request)
+                                       scenario.origin.caps.tokens_per_request, caching)
+    elif not caching:
+        prefix = None
     elif prefix is None:  # a trace's own block ids come first
         prefix = shared_prefix_blocks(workload, prompt, class_id, block_tokens)
     unrelated = _unrelated_outputs(output, class_id, len(workload.classes), rng)

@@ -14,7 +14,7 @@ from engine.simulate import cached_prompt_tokens
 from engine.workload import FRESH_ID_BASE, build_requests
 
 
-def chat(turns: int, gap_s: float, rate_per_s: float = 1.0, n: int = 8, shared: int = 0, caching: bool = False,
+def chat(turns: int, gap_s: float, rate_per_s: float = 1.0, n: int = 8, shared: int = 0, caching: bool = True,
          **cls) -> engine.Scenario:
     return engine.load_scenario({
         "workload": {"num_requests": n, "arrival": {"process": "poisson", "rate_per_s": rate_per_s},
@@ -97,6 +97,16 @@ def test_conversations_with_a_trace_are_refused(tmp_path):
                                                    r"from synthetic arrivals"):
         engine.load_scenario({"workload": {"classes": [{"name": "a", "share": 1.0, "conversation_turns": 3}],
                                            "trace": {"path": str(path)}}})
+
+
+def test_without_prefix_caching_the_prompts_are_the_same_and_no_block_is_kept():
+    """Block ids matter to a prefix cache only: without one none are built (a million-token shared prefix costs no
+    memory then), and the conversations' prompts are the same."""
+    for turns in (1, 3):
+        cached, plain = build_requests(chat(turns, 1.0, n=40, shared=16)), build_requests(
+            chat(turns, 1.0, n=40, shared=16, caching=False))
+        assert np.array_equal(cached.prompt_tokens, plain.prompt_tokens) and cached.prefix_ids is not None
+        assert plain.prefix_ids is None and plain.prefix_offsets is None
 
 
 def test_without_conversations_the_workload_is_unchanged():
