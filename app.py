@@ -8,9 +8,10 @@ reruns through this entry point whenever Streamlit started the page on its own. 
 
 import streamlit as st
 
-from ui import guard, turns
+from ui import guard, jobs, turns
 
 st.set_page_config(page_title="Scheduler Lab", page_icon=":material/schedule:", layout="wide")
+jobs.watch_server()  # every run stops at once when the server is asked to stop
 # One look for every page (the rest is .streamlit/config.toml's theme): card values a little smaller than
 # Streamlit's default, so that three class cards of two columns hold "49.2 s" or "no target" at 1,400 px.
 st.html("<style>[data-testid='stMetricValue'] {font-size: 1.75rem;}</style>")

@@ -25,12 +25,14 @@ import contextlib
 import contextvars
 import logging
 import os
+import queue
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 
+from . import stopping
 from .errors import ScenarioError, excerpt
 from .origin import Origin
 from .simulate import run_summary
@@ -39,11 +41,12 @@ from .summary import Summary
 T = TypeVar("T")
 R = TypeVar("R")
 
+HEARTBEAT_S = 0.25  # how often ``run_all`` tells its caller how far it is while it waits
 CONNECT_TIMEOUT_S = 20  # to reach a scheduler and see its first worker
 WORKERS_RANGE = (1, 256)  # worker processes of an embedded cluster
 
 _lock = threading.Lock()
-_pool: Optional[ThreadPoolExecutor] = None
+_pools: dict[bool, ThreadPoolExecutor] = {}  # background or not -> its pool
 
 
 @dataclass
@@ -77,69 +80,90 @@ def where() -> str:
 
 
 def pool() -> ThreadPoolExecutor:
-    """The pool of the current runs: the cluster's inside ``dask_cluster``, else the process's shared pool of
-    ``cores()`` threads (made on first use)."""
-    global _pool
+    """The pool of the current runs: the cluster's inside ``dask_cluster``, else one of the process's two pools of
+    ``cores()`` threads each (made on first use): the background one in a background job (``stopping``: a
+    search's hundreds of runs queue there, so that the runs a page asks for meanwhile do not wait behind them),
+    else the interactive one."""
     cluster = _cluster.get()
     if cluster is not None:
         return cluster.pool
+    background = stopping.in_background()
     with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="simulate")
-        return _pool
+        if background not in _pools:
+            _pools[background] = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix=(
+                "background" if background else "simulate"))
+        return _pools[background]
 
 
 def run_all(fn: Callable[[T], R], items: Sequence[T], progress: Callable[[int, int], None] | None = None,
             timeout_s: float | None = None) -> list[Optional[R]]:
     """``[fn(item) for item in items]`` on the pool, in the order of ``items`` (each in the caller's context, so a
-    cluster in use stays in use). ``progress(done, total)`` is called in the caller's thread as runs finish.
-    After ``timeout_s`` the runs not yet started are cancelled and those not finished are left to finish in the
-    background: their places hold None. A run that raises raises here (after the others are cancelled)."""
+    cluster in use stays in use). The runs form one job inside the caller's (``stopping``): after ``timeout_s``, or
+    once the caller's job must stop, the runs not started never start, those under way stop at their next check,
+    and their places hold None; so do the places of runs that raised ``stopping.Stopped``. Any other error of a run
+    raises here (after the others are stopped), and so does anything that interrupts the caller's thread.
+    ``progress(done, total)`` is called in the caller's thread as runs finish, and every ``HEARTBEAT_S`` meanwhile:
+    the app's progress bar is where Streamlit notices that the page was left or changed."""
     executor = pool()
-    futures: list[Future] = [executor.submit(contextvars.copy_context().run, fn, item) for item in items]
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    runs = stopping.Job("these runs", timeout_s, parent=stopping.current())
+    futures: list[Future] = [executor.submit(contextvars.copy_context().run, stopping.in_job, runs, fn, item)
+                             for item in items]
     pending = set(futures)
     try:
-        while pending:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            finished, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+        while pending and runs.reason() is None:
+            finished, pending = wait(pending, timeout=min(HEARTBEAT_S, max(runs.left_s(), 0.0)),
+                                     return_when=FIRST_COMPLETED)
             for future in finished:
-                future.result()  # raise a run's error now
-            if progress is not None and finished:
+                error = future.exception()
+                if error is not None and not isinstance(error, stopping.Stopped):
+                    raise error
+            if progress is not None:
                 progress(len(futures) - len(pending), len(futures))
     finally:
+        if pending:
+            runs.cancel("its caller stopped waiting for it")
         for future in pending:
             future.cancel()
-    return [f.result() if f.done() and not f.cancelled() else None for f in futures]
+    return [f.result() if f.done() and not f.cancelled() and f.exception() is None else None for f in futures]
 
 
 def simulate_summary(data: dict, origin: Origin = Origin()) -> Summary:
-    """One run's summary, on a Dask worker inside ``dask_cluster`` (cancelled there if this thread is
-    interrupted), else here."""
+    """One run's summary, on a Dask worker inside ``dask_cluster``, else here; ``stopping.Stopped`` when the
+    current job must stop first."""
     cluster = _cluster.get()
     if cluster is None:
         return run_summary(data, origin)
-    future = cluster.client.submit(run_summary, data, origin, pure=False)
-    try:
-        return future.result()
-    except BaseException:
-        future.cancel()
-        raise
+    return _cluster_results(cluster, [cluster.client.submit(run_summary, data, origin, pure=False)])[0]
 
 
 def summaries(datas: Sequence[dict], origin: Origin = Origin(),
               progress: Callable[[int, int], None] | None = None) -> list[Summary]:
-    """The summaries of many scenarios, in their order: on the local pool, or all at once on the cluster (the
-    ones not finished cancelled if this thread is interrupted)."""
+    """The summaries of many scenarios, in their order: on the local pool, or all at once on the cluster;
+    ``stopping.Stopped`` (the runs not finished stopped) when the current job must stop first."""
     cluster = _cluster.get()
     if cluster is None:
-        return run_all(lambda data: run_summary(data, origin), datas, progress)
-    from distributed import as_completed
+        results = run_all(lambda data: run_summary(data, origin), datas, progress)
+        if None in results:  # only a stopped run leaves its place empty
+            stopping.check()
+            raise stopping.Stopped("a run was stopped")
+        return results
     futures = [cluster.client.submit(run_summary, data, origin, pure=False) for data in datas]
+    return _cluster_results(cluster, futures, progress)
+
+
+def _cluster_results(cluster: Cluster, futures: list, progress: Callable[[int, int], None] | None = None) -> list:
+    """The results of Dask ``futures`` in their order, checking the current job every ``HEARTBEAT_S`` while they
+    run; the ones not finished are cancelled on the cluster if the job stops or this thread is interrupted."""
+    finished: queue.SimpleQueue = queue.SimpleQueue()
+    for future in futures:
+        future.add_done_callback(finished.put)
+    done = 0
     try:
-        for done, _ in enumerate(as_completed(futures, loop=cluster.client.loop), start=1):
+        while done < len(futures):
+            stopping.check()
+            with contextlib.suppress(queue.Empty):
+                finished.get(timeout=HEARTBEAT_S)
+                done += 1
             if progress is not None:
                 progress(done, len(futures))
         return [f.result() for f in futures]

@@ -136,6 +136,15 @@ def caveat(answer: dict, how_to_measure: str) -> str | None:
     return f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}" if cheaper else None
 
 
+def cut_text(answer: dict) -> str | None:
+    """Why the plan stopped short, and what that means for its answer; None when it searched everything."""
+    cut = answer["run"].get("cut")
+    if not cut:
+        return None
+    return (f"Cut short: {cut}. The answer covers only the configurations sized before then (the others are listed "
+            f"as not sized); ask again with fewer GPUs, policies, seeds or requests per run to search them all")
+
+
 def _wrap(paragraph: str, indent: str = "  ") -> str:
     """A paragraph folded to ``TEXT_WIDTH`` columns for a terminal, its later lines indented."""
     return textwrap.fill(paragraph, TEXT_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
@@ -144,6 +153,9 @@ def _wrap(paragraph: str, indent: str = "  ") -> str:
 def plan_text(answer: dict, title: str) -> str:
     """The whole answer, for printing."""
     lines = [title]
+    cut = cut_text(answer)
+    if cut:
+        lines.append(_wrap("CUT: " + cut))
     best = answer["recommendation"]
     if best is None:
         lines.append(_wrap(no_plan_text(answer) + ("" if answer["alternatives"] else "; see why below.")))

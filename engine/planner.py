@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from . import stopping
 from .calibration import status
 from .calibration_store import with_gpu
 from .caps import DEFAULT_CAPS
@@ -519,18 +520,21 @@ def recommend(ranked: list[dict], budget: float | None = None) -> tuple[Optional
     return best, [p for p in ranked if p is not best]
 
 
-def tuned_policies(data: dict, question: Question, origin: Origin, policies: list[str]) -> tuple[dict, int]:
+def tuned_policies(data: dict, question: Question, origin: Origin, policies: list[str],
+                   heartbeat: Callable[[], None] | None = None) -> tuple[dict, int]:
     """With ``question.tune``: each tunable policy's parameters tuned on the scenario's own fleet (the first
     target the objective, the others constraints), ``question.tune`` candidates each. A tuning is used only when
     its best point meets every target there and the objective moved (not flat); otherwise the scenario's
-    parameters stay, and the answer says why. Returns ({policy: what was found}, runs made)."""
+    parameters stay, and the answer says why. Returns ({policy: what was found}, runs made). ``heartbeat`` is
+    called now and then while the tunings run (the app's progress bar)."""
     if not question.tune:
         return {}, 0
     first, *others = question.targets
     found, runs = {}, 0
     for name in (p for p in policies if p in TUNABLE):
         answer = tune(data, TuneQuestion(Objective(first.cls, first.key, first.at_most), tuple(others), (name,),
-                                         candidates=question.tune, seeds=1, requests=question.requests), origin)
+                                         candidates=question.tune, seeds=1, requests=question.requests), origin,
+                      None if heartbeat is None else lambda done, total: heartbeat())
         runs += answer["runs"]
         best = answer["best"]
         used = best["feasible"] and not answer["flat"] and best["policy"]["name"] == name
@@ -544,8 +548,19 @@ def tuned_policies(data: dict, question: Question, origin: Origin, policies: lis
 
 def plan(data: dict, question: Question, origin: Origin = Origin(),
          progress: Callable[[int, int], None] | None = None) -> dict:
-    """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``."""
+    """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``, within
+    the limit ``plan_s`` of wall-clock time: when it runs out, the configurations not yet sized are listed as not
+    possible for that reason, the searches after the sizing are left out, and ``run.cut`` says so."""
     started = time.perf_counter()
+    with stopping.job("the plan", origin.caps.plan_s, "plan_s", background=True):
+        answer, runs, cut = _plan(data, question, origin, progress)
+    return {**answer, "run": {"wall_s": time.perf_counter() - started, "evaluations": runs, "workers": workers(),
+                              "cut": cut}}
+
+
+def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dict, int, str | None]:
+    """``plan``'s answer without its ``run`` block, the runs it made, and why it was cut short (None: it was
+    not)."""
     scenario = load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
     if scenario.fleet.groups:  # the planner sizes fleets of one GPU at a time, and proposes a mix itself
         data = apply_overrides(data, {})
@@ -553,20 +568,31 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     for target in question.targets:  # and a target naming no class, before any run
         target.check_class(c.name for c in scenario.workload.classes)
     configs, not_possible = configurations(data, question, origin)
-    tuned, tuning_runs = tuned_policies(data, question, origin, sorted({c.policy for c in configs}))
+    tuned, tuning_runs, cut = {}, 0, None
+    try:
+        tuned, tuning_runs = tuned_policies(data, question, origin, sorted({c.policy for c in configs}),
+                                            None if progress is None else lambda: progress(0, len(configs)))
+    except stopping.Stopped as exc:
+        cut = _cut(exc)
     search = Search(data, question, origin, {name: t["policy"] for name, t in tuned.items() if t["used"]})
     search.count += tuning_runs
 
     def size(config: Config):
         try:
             return search.fewest(config)
+        except stopping.Stopped:
+            raise  # its place stays empty: not sized
         except ScenarioError as exc:
             return str(exc)
 
     sized, failed = {}, {}
     several_quants, several_routers = len({c.quant for c in configs}) > 1, len({c.router for c in configs}) > 1
     several_decodings = len({c.decoding for c in configs}) > 1
-    for config, found in zip(configs, run_all(size, configs, progress)):
+    found_all = run_all(size, configs, progress) if cut is None else [None] * len(configs)
+    cut = cut or _stop_reason()
+    for config, found in zip(configs, found_all):
+        if found is None:
+            found = f"not sized: {cut}"
         if isinstance(found, str):  # one line per GPU, format, degree and reason, naming every policy it holds for
             named = f"{config.gpu} ({config.quant} weights)" if several_quants else config.gpu
             named += f", {config.decoding} decoding" if several_decodings else ""
@@ -586,11 +612,32 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
                           "same_fleet_policies": same})
     ranked = rank(plans)
     recommendation, alternatives = recommend(ranked, question.budget)
-    mix, mix_note = cheaper_mix(search, ranked)
+    mix, mix_note = None, f"No mixed fleet was searched: {cut}." if cut else ""
+    if cut is None:
+        try:
+            mix, mix_note = cheaper_mix(search, ranked)
+        except stopping.Stopped as exc:
+            mix_note = f"No mixed fleet was searched: {_cut(exc)}."
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
+    grown = sensitivity(search, recommendation) if recommendation and _stop_reason() is None else []
     budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
-    return {"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
-            "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,
-            "diagnosis": diagnosis(search, recommendation) if recommendation else [],
-            "sensitivity": sensitivity(search, recommendation) if recommendation else [],
-            "run": {"wall_s": time.perf_counter() - started, "evaluations": search.count, "workers": workers()}}
+    return ({"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
+             "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,
+             "diagnosis": diagnosis(search, recommendation) if recommendation else [],
+             "sensitivity": grown}, search.count, cut or _stop_reason())
+
+
+def _cut(exc: stopping.Stopped) -> str:
+    """Why the plan stops short, when its time ran out; ``exc`` raised again otherwise (nobody waits for it)."""
+    if not exc.timed_out:
+        raise exc
+    return str(exc)
+
+
+def _stop_reason() -> str | None:
+    """Why the plan's job must stop (None: it may go on); raises ``stopping.Stopped`` unless its time ran out."""
+    try:
+        stopping.check()
+    except stopping.Stopped as exc:
+        return _cut(exc)
+    return None

@@ -31,8 +31,8 @@ from .link import page_link
 from .metric_table import metric, money_range
 from .origin import Origin
 from .plan_charts import pareto_chart, targets_chart
-from .plan_text import (alternatives_frame, caveat, mix_text, no_plan_text, sensitivity_text, summary_line,
-                        target_text, tuned_text)
+from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, sensitivity_text,
+                        summary_line, target_text, tuned_text)
 from .planner import Question
 from .policies import POLICY_LABELS
 from .simulate import estimated_offered_load, load_text
@@ -173,6 +173,9 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
              f'<p class="meta">Scheduler Lab, {e(created)}. Targets: '
              f"{e('; '.join(t.describe() for t in question.targets))}. "
              f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.</p>']
+    cut = cut_text(answer)
+    if cut:
+        parts.append(f'<p class="caveat">{e(cut)}.</p>')
     if best is None:
         parts.append(f'<p class="none">{e(no_plan_text(answer))}.</p>')
     else:

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import kernel
+from . import kernel, stopping
 from .caps import Caps
 from .config import Scenario, Server, fleet_pools, load_scenario
 from .errors import ScenarioError
@@ -26,6 +26,7 @@ from .hardware import (Efficiency, RooflineProfile, kv_capacity_tokens, peak_pro
                        roofline_step_params)
 from .layout import K_WINDOW_TOKENS, pack_requests
 from .metric_table import WARMUP_SHARE
+from .memory import check_run_memory
 from .metrics import add_service_shares, request_records, summarize
 from .origin import Origin
 from .policies import policy_inputs, predicted_tokens
@@ -35,8 +36,6 @@ from .summary import Summary, SystemMetrics
 from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
-SERIES_MAX_ROWS = 65536  # time-series rows kept over all replicas; longer runs keep every 2^k-th iteration
-SERIES_MIN_ROWS = 1024   # per replica, however many there are
 STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon",
                 kernel.WALL_CLOCK: "wall_clock"}
 SIMULTANEOUS_RATE_PER_S = 1e9  # "all at once": arrivals about a nanosecond apart
@@ -337,11 +336,12 @@ def stop_explanation(system: SystemMetrics, caps: Caps) -> str:
 def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: float,
                 progress: Callable[[float], None] | None) -> None:
     """Call the compiled loop in slices of ``SLICE_S`` of wall time (it reads the clock itself) until the
-    run ends or has used ``budget_s`` (then its stop reason is ``WALL_CLOCK``). Between slices ``progress``
-    hears the share of requests that have arrived; the loop releases the interpreter, so other threads
-    run meanwhile."""
+    run ends or has used ``budget_s`` (then its stop reason is ``WALL_CLOCK``). Between slices the current job is
+    checked (``stopping.Stopped`` when it must stop: the run is abandoned) and ``progress`` hears the share of
+    requests that have arrived; the loop releases the interpreter, so other threads run meanwhile."""
     budget_end_ns = time.monotonic_ns() + int(budget_s * 1e9)
     while True:
+        stopping.check()
         kernel.run_nb(*args, min(time.monotonic_ns() + int(SLICE_S * 1e9), budget_end_ns))
         if outcome[kernel.O_STOP_REASON] != kernel.PAUSED:
             return
@@ -477,7 +477,10 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
             requests: RequestArrays | None = None, event_skipping: bool = True) -> Prepared:
     """Draw the workload (or take ``requests``), check it can be served and build the loop's inputs
     (``efficiency`` and ``event_skipping`` as in ``simulate``)."""
-    requests = build_requests(scenario) if requests is None else requests
+    stopping.check()
+    if requests is None:
+        check_run_memory(scenario)  # before a single array is drawn
+        requests = build_requests(scenario)
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
     scenario.origin.caps.check("replicas", "fleet.groups (their replicas in all)", scenario.fleet.replicas,
@@ -523,7 +526,7 @@ def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[f
     replicas = scenario.fleet.replicas
     n = len(prepared.requests)
     columns = kernel.N_SERIES_FIXED + 2 * len(scenario.workload.classes)  # fixed, then batch and waiting per class
-    series = np.zeros((replicas, max(SERIES_MIN_ROWS, SERIES_MAX_ROWS // replicas), columns))
+    series = np.zeros((replicas, kernel.series_rows_per_replica(replicas), columns))
     stats, outcome = kernel.start_outputs(replicas)
     replica_classes = np.repeat(prepared.class_params[np.newaxis], replicas, axis=0)
     ints, floats = prepared.ints.copy(), prepared.floats.copy()

@@ -43,6 +43,15 @@ def verdict(answer: dict) -> str:
     return f"Best: {name}, {settings_text(best)}" + (", every constraint met." if answer["constraints"] else ".")
 
 
+def cut_text(answer: dict) -> str | None:
+    """Why the search stopped short of its candidates (the best of those evaluated is the answer); None when it
+    did not."""
+    if not answer.get("cut"):
+        return None
+    return (f"Cut short: {answer['cut']}, after {answer['evaluations']:,} candidates; the best of them is shown. "
+            f"Ask for fewer candidates, seeds or requests per run to search them all.")
+
+
 FLAT_TEXT = ("The objective hardly moved over the search: at this load the parameters make no difference (requests "
              "rarely wait for each other). Raise the arrival rate, or tune where the fleet is busier.")
 
@@ -53,7 +62,8 @@ def tune_text(answer: dict, scenario_name: str) -> str:
              + (f" subject to {'; '.join(c['text'] for c in answer['constraints'])}" if answer["constraints"] else ""),
              f"{answer['evaluations']} candidates x {runs_text(answer)} (the "
              f"same requests for every candidate), {answer['wall_s']:.1f} s on {answer['workers']} workers",
-             verdict(answer), *([FLAT_TEXT] if answer["flat"] else []), ""]
+             *([cut] if (cut := cut_text(answer)) else []), verdict(answer), *([FLAT_TEXT] if answer["flat"] else []),
+             ""]
     table = [("", baseline_header(answer), "best"), *rows(answer)]
     widths = [max(len(r[i]) for r in table) for i in range(3)]
     lines += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))

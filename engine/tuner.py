@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from . import stopping
 from .config import (OVERALL, Policy, Server, apply_overrides, field_label, field_meta, load_scenario,
                      scenario_to_dict, to_toml)
 from .errors import ScenarioError, excerpt
@@ -263,7 +264,9 @@ class Tuning:
             if key not in self.seen and key not in [k for k, _ in new]:
                 new.append((key, (policy, values)))
         runs = [(policy, values, k) for _, (policy, values) in new for k in range(self.question.seeds)]
-        done = summaries([self.run_data(*item) for item in runs], self.origin)
+        heartbeat = None if self.progress is None else \
+            lambda finished, total: self.progress(len(self.seen), self.question.candidates)  # while the batch runs
+        done = summaries([self.run_data(*item) for item in runs], self.origin, heartbeat)
         for i, (key, (policy, values)) in enumerate(new):
             own = done[i * self.question.seeds:(i + 1) * self.question.seeds]
             self.seen[key] = self.score(policy, values, own)
@@ -412,9 +415,32 @@ def policy_toml(best: dict) -> str:
     return text
 
 
+def search(tuning: Tuning, policy_knobs: dict[str, tuple[Knob, ...]],
+           baseline_values: dict[str, dict]) -> dict | None:
+    """The search after the baseline: the coarse design, the pattern search of the best policies, then the best
+    policy's response surface (returned; None when there is none)."""
+    coarse(tuning, policy_knobs, baseline_values)
+    ranked = sorted((p for p in policy_knobs if policy_knobs[p]), key=lambda p: tuning.rank_key(tuning.best(p)))
+    refined = ranked[:REFINED_POLICIES]
+    candidates = tuning.question.candidates
+    kept_for_surface = candidates - int(candidates * COARSE_SHARE) - int(candidates * REFINE_SHARE)
+    for i, policy in enumerate(refined):
+        refine(tuning, policy, policy_knobs[policy], (tuning.left() - kept_for_surface) // (len(refined) - i))
+    best = tuning.best()
+    return surface(tuning, best.policy, policy_knobs.get(best.policy, ())) if best.policy in refined else None
+
+
 def tune(data: dict, question: TuneQuestion, origin: Origin = Origin(),
          progress: Callable[[int, int], None] | None = None) -> dict:
-    """Answer ``question`` on scenario ``data``: ``{"best", "baseline", "surface", "evaluations", ...}``."""
+    """Answer ``question`` on scenario ``data``: ``{"best", "baseline", "surface", "evaluations", ...}``, within
+    the limit ``tune_s`` of wall-clock time: when it runs out, the best candidate found so far is the answer and
+    ``cut`` says why the search stopped short (None when it did not)."""
+    with stopping.job("the tuning", origin.caps.tune_s, "tune_s", background=True):
+        return _tune(data, question, origin, progress)
+
+
+def _tune(data: dict, question: TuneQuestion, origin: Origin, progress: Callable[[int, int], None] | None) -> dict:
+    """``tune``'s answer, inside its job."""
     started = time.perf_counter()
     scenario = load_scenario(data, origin=origin)
     classes = [c.name for c in scenario.workload.classes]
@@ -436,15 +462,13 @@ def tune(data: dict, question: TuneQuestion, origin: Origin = Origin(),
             values[k.name] = k.value(k.unit(k.high if value is None else value))  # none: never, the far end
         baseline_values[policy] = values
     baseline = tuning.evaluate([(scenario.policy.name, {})])[0]
-    coarse(tuning, policy_knobs, baseline_values)
-    ranked = sorted((p for p in policy_knobs if policy_knobs[p]), key=lambda p: tuning.rank_key(tuning.best(p)))
-    refined = ranked[:REFINED_POLICIES]
-    kept_for_surface = question.candidates - int(question.candidates * COARSE_SHARE) - \
-        int(question.candidates * REFINE_SHARE)
-    for i, policy in enumerate(refined):
-        refine(tuning, policy, policy_knobs[policy], (tuning.left() - kept_for_surface) // (len(refined) - i))
-    best = tuning.best()
-    shape = surface(tuning, best.policy, policy_knobs.get(best.policy, ())) if best.policy in refined else None
+    shape, cut = None, None
+    try:
+        shape = search(tuning, policy_knobs, baseline_values)
+    except stopping.Stopped as exc:
+        if not exc.timed_out:
+            raise
+        cut = str(exc)
     best = tuning.best()
     answer = {
         "objective": {"class": question.objective.cls, "metric": question.objective.key,
@@ -459,7 +483,7 @@ def tune(data: dict, question: TuneQuestion, origin: Origin = Origin(),
                        for c in sorted(tuning.seen.values(), key=lambda c: c.order)],
         "evaluations": len(tuning.seen), "runs": len(tuning.seen) * question.seeds,
         "seeds": question.seeds, "requests": question.requests,
-        "wall_s": time.perf_counter() - started, "workers": workers(),
+        "wall_s": time.perf_counter() - started, "workers": workers(), "cut": cut,
     }
     answer["toml"] = policy_toml(answer["best"])
     answer["flat"] = flat(tuning)

@@ -6,7 +6,6 @@ of fleets), with a progress bar, and its answer stays on the page until the ques
 The engine (``engine.planner``) does the work; this page only asks and shows.
 """
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -18,18 +17,19 @@ import engine
 from engine.config import OVERALL
 from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
 from engine.hardware import load_table
+from engine.json_out import strict_json
 from engine.metric_table import metric
 from engine.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
 from engine.plan_charts import pareto_chart
-from engine.plan_text import (alternatives_frame, caveat, mix_text, no_plan_text, sensitivity_text, summary_line,
-                              tuned_text)
+from engine.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, sensitivity_text,
+                              summary_line, tuned_text)
 from engine.policies import POLICY_LABELS
 from engine.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
 from engine.registry import POLICY_CODES, ROUTER_CODES
 from engine.targets import TARGET_METRICS, Target
 from engine.traffic import describe as describe_traffic, peak_rate_per_s
 from engine import parallel
-from ui import cluster, runner, scenario_sidebar, state, tables, text, view
+from ui import cluster, jobs, runner, scenario_sidebar, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
 
 NO_TARGET = "none"
@@ -145,6 +145,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
 
 def show_answer(answer: dict, question: Question) -> None:
     best = answer["recommendation"]
+    if answer["run"].get("cut"):
+        st.warning(text.plain(cut_text(answer)))
     if best is None:
         st.warning(text.plain(no_plan_text(answer) + (": raise the budget or loosen a target." if answer["alternatives"]
                                                        else ": see why below, then loosen a target, allow more GPUs, "
@@ -211,7 +213,7 @@ def report_buttons(answer: dict, question: Question) -> None:
                                 on_click="ignore", help="The same report, printed; takes a few seconds.")
     else:
         cols[1].caption("PDF: this server has no Chromium to print it; open the HTML report and print it.")
-    cols[2].download_button("Download the plan (JSON)", json.dumps(answer, indent=2), "plan.json",
+    cols[2].download_button("Download the plan (JSON)", strict_json(answer), "plan.json",
                             mime="application/json", on_click="ignore")
 
 sidebar_summary = scenario_sidebar.render()
@@ -237,7 +239,9 @@ st.button("Plan", type="primary", help="Simulates every configuration; takes fro
 if st.session_state.pop("plan_asked", False):
     bar = st.progress(0.0, text="Sizing every configuration...")
     try:
-        with where:
+        # The plan gives up this page's turn while it runs (its runs queue in the background pool), and stops with
+        # the visitor's session.
+        with where, jobs.page_job("the plan"), turns.stepping_aside():
             answer = plan(data, question, APP_ORIGIN, lambda done, total: bar.progress(
                 done / total, text=f"Sizing every configuration... {done}/{total}"))
             answer["run"]["where"] = parallel.where()

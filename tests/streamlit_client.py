@@ -29,24 +29,33 @@ class Session:
         self._open = contextlib.ExitStack()  # the websocket client wants to be closed as a context
         self.ws = self._open.enter_context(connect(url.replace("http", "ws", 1) + "/_stcore/stream",
                                                    subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S))
-        self.query_string, self.sliders, self.sent = "", {}, {}
+        self.query_string, self.page, self.sliders, self.buttons, self.sent = "", "", {}, {}, {}
 
     def close(self) -> None:
         self._open.close()
 
-    def run(self, query: str | None = None, page: str = "", widgets: dict[str, float] | None = None
-            ) -> tuple[float, bytes]:
-        """Run the page (``query``: its query string, default the last one the app set; ``widgets``: slider
-        values by widget id): seconds until the run finished successfully, and every message received."""
+    def run(self, query: str | None = None, page: str | None = None, widgets: dict[str, float] | None = None,
+            triggers: tuple[str, ...] = (), wait: bool = True) -> tuple[float, bytes]:
+        """Run the page (``query``: its query string, default the last one the app set; ``page``: default the last
+        one run; ``widgets``: slider
+        values by widget id; ``triggers``: ids of buttons pressed): seconds until the run finished successfully, and
+        every message received (without ``wait``: the request is sent and (0, b"") returned at once)."""
         request = BackMsg()
         request.rerun_script.query_string = self.query_string if query is None else query
-        request.rerun_script.page_name = page
+        self.page = self.page if page is None else page
+        request.rerun_script.page_name = self.page
         for widget_id, value in (widgets or {}).items():
             widget = request.rerun_script.widget_states.widgets.add()
             widget.id = widget_id
             widget.double_array_value.data.append(value)
+        for widget_id in triggers:
+            widget = request.rerun_script.widget_states.widgets.add()
+            widget.id = widget_id
+            widget.trigger_value = True
         started = time.monotonic()
         self.ws.send(request.SerializeToString())
+        if not wait:
+            return 0.0, b""
         received = []
         while True:
             raw = self.ws.recv(timeout=TIMEOUT_S)
@@ -60,11 +69,18 @@ class Session:
                 element = message.delta.new_element
                 if element.WhichOneof("type") == "slider":
                     self.sliders[element.slider.label] = element.slider
+                elif element.WhichOneof("type") == "button":
+                    self.buttons[element.button.label] = element.button.id
             elif kind == "script_finished":
                 assert message.script_finished in (ForwardMsg.FINISHED_SUCCESSFULLY,
                                                    ForwardMsg.FINISHED_EARLY_FOR_RERUN), message.script_finished
                 if message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
                     return time.monotonic() - started, b"".join(received)
+
+    def press(self, label: str, wait: bool = True) -> float:
+        """Press the button ``label`` of the page as last run: seconds until the page finished (0 without
+        ``wait``)."""
+        return self.run(triggers=(self.buttons[label],), wait=wait)[0]
 
     def step_slider(self, label: str) -> float:
         """Move a slider one step up, as the arrow key does in the browser: seconds until the page finished."""

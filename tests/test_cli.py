@@ -117,7 +117,7 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
     assert "nan" not in done.stdout.lower() and max(len(line) for line in lines) < 300
     answer = json.loads((tmp_path / "p.json").read_text())
     assert set(answer) >= {"recommendation", "alternatives", "diagnosis", "not_possible", "sensitivity", "run"}
-    assert set(answer["run"]) == {"wall_s", "evaluations", "workers"}
+    assert set(answer["run"]) == {"wall_s", "evaluations", "workers", "cut"} and answer["run"]["cut"] is None
     best = answer["recommendation"]
     assert set(best) >= {"offer", "gpu", "tensor_parallel", "replicas", "cards", "router", "policy", "calibrated",
                          "monthly_cost", "cost_per_1m_output_tokens", "headroom_rate_per_s", "metrics"}

@@ -1,6 +1,6 @@
 """Many sessions at once against a real server: 20 sessions keep getting their pages while one session
-runs the largest scenario a link may ask for, the health check keeps answering, and the server stops
-on SIGTERM in the middle of that run.
+runs the largest scenario a link may ask for, or the heaviest plan a link may ask for; the health check keeps
+answering; a plan stops when its visitor leaves; and the server stops on SIGTERM within 2 s in the middle of either.
 
 Sessions are real Streamlit websocket clients (``streamlit_client``: the browser's protocol), so the server
 does exactly the work a browser's session costs it, without 20 browsers sharing the two cores. Figures go to
@@ -19,11 +19,16 @@ import urllib.request
 from conftest import REPO, SCENARIOS, app_server
 from engine.caps import DEFAULT_CAPS
 from engine.config import read_toml
-from streamlit_client import all_at_once, open_page
+from engine.hardware import load_table
+from engine.planner import TUNE_RANGE
+from engine.registry import POLICY_CODES, ROUTER_CODES
+from streamlit_client import Session, all_at_once, open_page
 from ui import state
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 SESSIONS = 20
+PAGE_S = 10.0  # the longest a page may take beside the heaviest work a link may ask for
+STOP_S = 2.0  # from SIGTERM to the server's exit, whatever runs
 
 
 def largest_link() -> str:
@@ -116,4 +121,63 @@ def test_the_server_stops_on_sigterm_in_the_middle_of_the_largest_run():
         stopped_at = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        assert time.monotonic() - stopped_at < 10.0
+        assert time.monotonic() - stopped_at < STOP_S
+
+
+def heaviest_plan_query() -> str:
+    """The Planner on the default scenario asked every GPU, policy, weight format and router, ten seeds of 20,000
+    requests each, after tuning every tunable policy: hours of runs on two cores."""
+    view = {"plan_gpus": list(dict.fromkeys(load_table("offers")["gpu"])), "plan_policies": list(POLICY_CODES),
+            "plan_quants": list(load_table("quant").index), "plan_routers": list(ROUTER_CODES), "plan_seeds": 10,
+            "plan_requests": 20_000, "plan_tune": TUNE_RANGE[1]}
+    return f"s={state.encode(state.default_data())}&v={state.encode(view)}"
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds the process has used (all its threads)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+def busy_cores(pid: int, seconds: float = 2.0) -> float:
+    """Cores the process keeps busy over the next ``seconds``."""
+    before = cpu_s(pid)
+    time.sleep(seconds)
+    return (cpu_s(pid) - before) / seconds
+
+
+def start_plan(url: str) -> Session:
+    """A visitor opening the heaviest plan's link and pressing Plan (the answer is not waited for)."""
+    planner = Session(url)
+    planner.run(heaviest_plan_query(), page="planner")
+    planner.press("Plan", wait=False)
+    return planner
+
+
+def test_a_heavy_plan_leaves_twenty_sessions_their_pages_stops_with_its_visitor_and_with_the_server():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with app_server(ARTIFACTS / "streamlit_heavy_plan.log") as (url, proc):
+        open_page(url)  # compile, warm the default scenario's results
+        alone = burst(url, SESSIONS)
+        planner = start_plan(url)
+        time.sleep(5.0)
+        planning = busy_cores(proc.pid)
+        beside = burst(url, SESSIONS)
+        planner.close()  # the visitor leaves
+        time.sleep(2.0)
+        after_leaving = busy_cores(proc.pid)
+        start_plan(url)
+        time.sleep(5.0)
+        stopped_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        stop_s = time.monotonic() - stopped_at
+    figures = {"sessions": SESSIONS, "alone_s": {"median": statistics.median(alone), "max": max(alone)},
+               "beside_plan_s": {"median": statistics.median(beside), "max": max(beside)},
+               "cores_planning": planning, "cores_after_leaving": after_leaving, "sigterm_to_exit_s": stop_s}
+    (ARTIFACTS / "heavy_plan.json").write_text(json.dumps(figures, indent=2))
+    assert planning > 0.3, figures  # the plan was running
+    assert max(beside) < PAGE_S, figures
+    assert after_leaving < 0.1, figures  # nothing kept running for the visitor who left
+    assert stop_s < STOP_S, figures

@@ -4,10 +4,10 @@ Full runs are kept in one cache shared by all sessions and bounded in bytes and 
 (``result_cache.ResultCache``, limits ``result_cache_mib`` and ``result_cache_s``); summaries of the
 comparison and sweep runs are small and kept in a second one, which pooled threads can fill: a page's
 variants run on all cores at once (``engine.parallel``), and a run another session is computing is
-waited for, not repeated. Runs of more than
-``caps.large_run_requests`` requests take turns (``caps.large_runs_at_once`` at a time), so that many
-sessions asking for the largest allowed scenario at once cannot exhaust the server's memory; while one runs,
-its page gives its turn to the next (``turns.Turns.aside``).
+waited for, not repeated. Runs estimated to take more than ``caps.large_run_mib`` of memory (``engine.memory``)
+take turns (``caps.large_runs_at_once`` at a time), so that many sessions asking for the largest allowed scenario
+at once cannot exhaust the server's memory; while one runs, its page gives its turn to the next
+(``turns.Turns.aside``).
 """
 
 from __future__ import annotations
@@ -15,23 +15,22 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import math
 import threading
-import time
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 import engine
-from engine import calibration_store, parallel
+from engine import calibration_store, parallel, stopping
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
+from engine.memory import estimate_run_bytes
 from engine.simulate import warm_up as engine_warm_up
 from engine.summary import Summary
 from engine.simulate import run_summary
 from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame
-from ui import trace_store, turns
+from ui import jobs, trace_store, turns
 from ui.result_cache import ResultCache
 from ui.state import validate
 from ui.trace_store import APP_ORIGIN
@@ -82,9 +81,9 @@ def _large_runs() -> threading.BoundedSemaphore:
     return threading.BoundedSemaphore(DEFAULT_CAPS.large_runs_at_once)
 
 
-def _is_large(data: dict) -> bool:
-    """True unless the scenario bounds its requests at ``caps.large_run_requests`` or fewer."""
-    return (data["workload"].get("num_requests") or math.inf) > DEFAULT_CAPS.large_run_requests
+def _is_large(scenario: engine.Scenario) -> bool:
+    """True when the run's estimated memory is above ``caps.large_run_mib``."""
+    return estimate_run_bytes(scenario).total_bytes > DEFAULT_CAPS.large_run_mib * MIB
 
 
 def simulate(scenario_json: str) -> Run:
@@ -97,7 +96,7 @@ def _simulate(scenario_json: str) -> Run:
     scenario = validate(data)
     if scenario.workload.trace is not None:
         trace_store.touch(scenario.workload.trace.path)
-    large = _is_large(data)
+    large = _is_large(scenario)
     with turns.stepping_aside() if large else contextlib.nullcontext():
         bar = st.progress(0.0, text="Simulating...")
         # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.
@@ -133,48 +132,39 @@ def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:
                                                                    max_requests), max_requests)})
 
 
-class SectionTimeUsedUp(engine.ScenarioError):
-    """A page section has spent its simulation time (``caps.section_s``)."""
-
-
 class SectionBudget:
-    """Wall-clock seconds one section of a page may spend on runs not yet cached (``caps.section_s``), so
-    that a link asking for very slow runs cannot keep the cores busy for every variant of every section."""
+    """Wall-clock seconds one section of a page may spend on runs not yet cached (``caps.section_s``), counted from
+    when the section starts, so that a link asking for very slow runs cannot keep the cores busy for every variant
+    of every section: a job (``engine.stopping``) whose runs stop, on every core, when its time runs out or its
+    visitor leaves."""
+
+    ADVICE = "simulate fewer requests or a lighter load to see every run"
 
     def __init__(self, seconds: float = DEFAULT_CAPS.section_s):
-        self.seconds, self.left = seconds, seconds
-        self._lock = threading.Lock()
-
-    def used_up(self) -> SectionTimeUsedUp:
-        return SectionTimeUsedUp(f"this section's simulation time of {self.seconds:g} s (section_s) is used up; "
-                                 f"simulate fewer requests or a lighter load to see every run")
+        self.job = stopping.Job("this section", seconds, "section_s", alive=jobs.session_alive(),
+                                parent=stopping.current())
 
     def summary(self, data: dict) -> Summary:
-        """The run's summary (cached, or simulated while time is left); ``SectionTimeUsedUp`` after. Safe to
-        call from pooled threads (their time adds up)."""
-        if self.left <= 0:
-            raise self.used_up()
-        started = time.perf_counter()
+        """The run's summary (cached, or simulated while time is left); ``stopping.Stopped`` after. Safe to call
+        from pooled threads."""
         try:
-            return summary(canonical(data))
-        finally:
-            with self._lock:
-                self.left -= time.perf_counter() - started
+            return stopping.in_job(self.job, summary, canonical(data))
+        except stopping.Stopped as exc:
+            raise stopping.Stopped(f"{exc}; {self.ADVICE}", exc.timed_out) from None
 
     def summaries(self, datas: list[dict], progress=None) -> tuple[list[Summary | None], str | None]:
-        """Every run's summary, run on all cores at once, within the section's wall-clock time; the runs not
-        finished by then hold None (except the first, which is always waited for, so that a section shows at
-        least one run), and the note says how many are shown."""
+        """Every run's summary, run on all cores at once, within the section's time; the runs not finished by then
+        hold None (except the first, which is always waited for, so that a section shows at least one run), and
+        the note says how many are shown."""
         keys = [canonical(d) for d in datas]
-        started = time.perf_counter()
         # ``summary`` looked up at each call, so that a test can slow it down.
-        results = parallel.run_all(lambda key: summary(key), keys, progress, timeout_s=max(self.left, 0.0))
+        with stopping.running(self.job):
+            results = parallel.run_all(lambda key: summary(key), keys, progress)
         if keys and results[0] is None:
             results[0] = summary(keys[0])  # joins the run already under way (or starts it if it never started)
-        with self._lock:
-            self.left -= time.perf_counter() - started
         shown = sum(r is not None for r in results)
-        note = None if shown == len(keys) else f"Only {shown} of {len(keys)} runs are shown: {self.used_up()}."
+        why = self.job.reason()
+        note = None if shown == len(keys) else f"Only {shown} of {len(keys)} runs are shown: {why}; {self.ADVICE}."
         return results, note
 
 

@@ -15,11 +15,11 @@ from engine.config import OVERALL
 from engine.metric_table import metric
 from engine.policies import POLICY_LABELS
 from engine.targets import TARGET_METRICS, Target
-from engine.tune_text import FLAT_TEXT, baseline_header, rows, runs_text, verdict
+from engine.tune_text import FLAT_TEXT, baseline_header, cut_text, rows, runs_text, verdict
 from engine.tuner import CANDIDATE_RANGE, DEFAULT_CANDIDATES, DEFAULT_REQUESTS, DEFAULT_SEEDS, TUNABLE, Objective, \
     TuneQuestion, tune, tuned_scenario
 from engine import parallel
-from ui import charts, cluster, runner, state, tables, text, view
+from ui import charts, cluster, jobs, runner, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
 
 NO_CONSTRAINT = "none"
@@ -96,6 +96,8 @@ def apply_best(data: dict, best: dict) -> None:
 
 def show(answer: dict, data: dict) -> None:
     best = answer["best"]
+    if cut_text(answer):
+        st.warning(text.plain(cut_text(answer)))
     (st.success if best["feasible"] else st.warning)(text.plain(verdict(answer)))
     if answer["flat"]:
         st.info(FLAT_TEXT)
@@ -133,7 +135,8 @@ def render(data: dict, typed: engine.Scenario) -> None:
     if st.session_state.pop("tune_asked", False):
         bar = st.progress(0.0, text="Tuning...")
         try:
-            with where:
+            # The tuning gives up this page's turn while it runs, and stops with the visitor's session.
+            with where, jobs.page_job("the tuning"), turns.stepping_aside():
                 answer = tune(data, question, APP_ORIGIN, lambda done, total: bar.progress(
                     min(done / total, 1.0), text=f"Tuning... {done}/{total} candidates"))
                 answer["where"] = parallel.where()

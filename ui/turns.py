@@ -9,20 +9,28 @@ back within a second or two and half of them in half that time; the total is the
 how many pages are ahead of it, and stays responsive: its user's next change stops the wait. A page that runs
 a large scenario steps aside while the compiled loop runs it (``Turns.aside``), so that two such pages never
 hold every turn for a minute.
+
+A background job (a plan, a tuning: ``engine.stopping``) runs outside the turns, and gives way to them: at each of
+its checks it waits while pages run or wait for their turn (``give_way``, at most ``GIVE_WAY_S`` at a time), so
+that a search of hours leaves a room's pages their interpreter, and goes on at full speed when they are done.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 import streamlit as st
 
+from engine import stopping
 from engine.parallel import cores
 
 POLL_S = 0.5  # how often a waiting run tells its page where it stands (and lets Streamlit stop it)
+GIVE_WAY_S = 0.5  # the longest a background job waits at one check while pages are busy
+GIVE_WAY_POLL_S = 0.02
 
 
 class Turns:
@@ -62,6 +70,11 @@ class Turns:
             self._admit(waiting, first=True)
             self._held.turn = True
 
+    def busy(self) -> bool:
+        """True while a page runs in its turn or waits for one."""
+        with self._cond:
+            return self._running > 0 or bool(self._queue)
+
     def _leave(self) -> None:
         with self._cond:
             self._running -= 1
@@ -92,6 +105,16 @@ class Turns:
 
 
 PAGES = Turns(max(2, cores()))
+
+
+def give_way() -> None:
+    """Wait while pages are busy (``PAGES.busy``), at most ``GIVE_WAY_S``: a background job's check."""
+    deadline = time.monotonic() + GIVE_WAY_S
+    while PAGES.busy() and time.monotonic() < deadline:
+        time.sleep(GIVE_WAY_POLL_S)
+
+
+stopping.set_give_way(give_way)
 
 
 def in_turn(body: Callable[[], None]) -> None:

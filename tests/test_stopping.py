@@ -1,0 +1,194 @@
+"""Long work stops when it should (``engine.stopping``): a job's time limit, its caller leaving or interrupted, the
+process stopping. Runs under way stop within a slice of the compiled loop on every core; the planner and the tuner
+give what they found before their time ran out, and say so."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import engine
+from conftest import REPO, SCENARIOS
+from engine import parallel, stopping
+from engine.caps import DEFAULT_CAPS
+from engine.config import apply_overrides, read_toml
+from engine.origin import Origin
+from engine.plan_text import plan_text
+from engine.planner import Question, plan
+from engine.targets import Target
+from engine.tune_text import tune_text
+from engine.tuner import Objective, TuneQuestion, tune
+
+PROMPT_S = 2.0  # a stop is noticed within a slice (0.05 s); this allows for a busy machine
+
+
+def slow_data(requests: int = 200_000) -> dict:
+    """An overloaded server deciding over a long waiting queue: tens of seconds of compiled loop."""
+    return {"workload": {"num_requests": requests, "arrival": {"process": "poisson", "rate_per_s": 400.0},
+                         "classes": [{"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 8},
+                                      "output_tokens": {"dist": "constant", "value": 4}}]},
+            "server": {"step_model": "fixed", "step_time_ms": 10.0, "max_batch_size": 1},
+            "limits": {"max_waiting_requests": 100_000, "max_drain_s": 86_400.0}}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled():
+    engine.simulate(engine.load_scenario(slow_data(100)))
+
+
+def pool_is_free() -> float:
+    """Seconds a trivial task waits for a thread of the pool (long if stopped runs still hold them)."""
+    started = time.monotonic()
+    assert parallel.run_all(lambda x: x, list(range(parallel.cores()))) == list(range(parallel.cores()))
+    return time.monotonic() - started
+
+
+def test_a_run_stops_within_a_slice_when_its_jobs_time_runs_out():
+    started = time.monotonic()
+    with pytest.raises(stopping.Stopped, match=r"the check's time limit of 0.5 s \(plan_s\) ran out") as caught:
+        with stopping.job("the check", 0.5, "plan_s"):
+            engine.simulate(engine.load_scenario(slow_data()))
+    assert time.monotonic() - started < 0.5 + PROMPT_S and caught.value.timed_out
+
+
+def test_a_cancelled_job_stops_its_runs_on_every_core():
+    outcome = {}
+
+    def caller():
+        with stopping.job("the search") as job:
+            outcome["job"] = job
+            outcome["results"] = parallel.run_all(lambda d: engine.simulate(engine.load_scenario(d)),
+                                                  [slow_data()] * 4)
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    time.sleep(1.0)
+    cancelled = time.monotonic()
+    outcome["job"].cancel("the page that asked for it was closed")
+    thread.join(timeout=30)
+    assert time.monotonic() - cancelled < PROMPT_S and outcome["results"] == [None] * 4
+    assert pool_is_free() < PROMPT_S
+
+
+def test_runs_stop_when_their_callers_session_is_gone():
+    leaves_at = time.monotonic() + 0.5
+    started = time.monotonic()
+    with stopping.job("the plan", alive=lambda: time.monotonic() < leaves_at):
+        results = parallel.run_all(lambda d: engine.simulate(engine.load_scenario(d)), [slow_data()] * 2)
+        with pytest.raises(stopping.Stopped, match="the page that asked for it was closed") as caught:
+            stopping.check()
+    assert results == [None, None] and not caught.value.timed_out
+    assert time.monotonic() - started < 0.5 + PROMPT_S and pool_is_free() < PROMPT_S
+
+
+class Interrupted(BaseException):
+    """What Streamlit raises in a page's thread when its visitor changes something (a ``BaseException``)."""
+
+
+def test_an_interrupted_caller_stops_the_runs_it_started():
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        if time.monotonic() - started > 0.5:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        parallel.run_all(lambda d: engine.simulate(engine.load_scenario(d)), [slow_data()] * 4, progress)
+    assert time.monotonic() - started < 0.5 + PROMPT_S
+    assert pool_is_free() < PROMPT_S, "the runs under way stopped too"
+
+
+def test_summaries_of_a_stopped_job_raise_instead_of_leaving_holes():
+    with stopping.job("the tuning", 0.3, "tune_s"):
+        with pytest.raises(stopping.Stopped, match="the tuning's time limit"):
+            parallel.summaries([slow_data()] * 3)
+
+
+def test_a_nested_job_ends_with_its_parent():
+    with stopping.job("the plan", 0.2, "plan_s"):
+        with stopping.job("the tuning", 100.0, "tune_s") as inner:
+            time.sleep(0.3)
+            assert inner.left_s() < 0 and inner.timed_out()
+            with pytest.raises(stopping.Stopped, match="the plan's time limit of 0.2 s"):
+                inner.check()
+
+
+ARTICLE = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+
+
+def test_the_plan_stops_at_its_time_limit_and_says_what_was_cut():
+    """Ten policies on two GPUs would take minutes; with one second the configurations sized by then are the
+    answer, the others are listed as not sized, and the text says it was cut."""
+    caps = dataclasses.replace(DEFAULT_CAPS, plan_s=1.0)
+    question = Question((Target("interactive", "ttft_p99_ms", 1000.0),), gpus=("A100-80G", "H100-80G"),
+                        policies=("fifo", "priority", "sjf", "srpt", "edf", "wfq", "dynamic"), seeds=3,
+                        requests=3000)
+    started = time.monotonic()
+    answer = plan(ARTICLE, question, Origin(caps=caps))
+    assert time.monotonic() - started < 1.0 + 15.0
+    cut = "the plan's time limit of 1 s (plan_s) ran out"
+    assert answer["run"]["cut"] == cut
+    assert any(n["note"] == f"not sized: {cut}" for n in answer["not_possible"])
+    assert answer["mix"] is None and answer["mix_note"] == f"No mixed fleet was searched: {cut}."
+    text = plan_text(answer, "Plan")
+    assert f"CUT: Cut short: {cut}." in text.replace("\n  ", " ")
+
+
+def test_a_plan_within_its_time_is_not_cut():
+    question = Question((Target("interactive", "ttft_p99_ms", 1000.0),), gpus=("H100-80G",), seeds=2,
+                        requests=300)
+    answer = plan(apply_overrides(ARTICLE, {"workload.arrival.rate_per_s": 5.0}), question)
+    assert answer["run"]["cut"] is None and answer["recommendation"] is not None
+    assert "CUT" not in plan_text(answer, "Plan")
+
+
+def test_the_tuning_stops_at_its_time_limit_with_the_best_so_far():
+    caps = dataclasses.replace(DEFAULT_CAPS, tune_s=1.0)
+    question = TuneQuestion(Objective("interactive", "ttft_p99_ms"), candidates=5000, seeds=2, requests=3000)
+    started = time.monotonic()
+    answer = tune(ARTICLE, question, Origin(caps=caps))
+    assert time.monotonic() - started < 1.0 + 15.0
+    assert answer["cut"] == "the tuning's time limit of 1 s (tune_s) ran out"
+    assert 1 <= answer["evaluations"] < 5000 and answer["best"] is not None
+    assert "Cut short: the tuning's time limit of 1 s (tune_s) ran out, after" in tune_text(answer, "article")
+
+
+def test_a_stopping_process_stops_every_run_and_every_new_one():
+    """In its own process (the mark cannot be undone): runs under way and runs asked for after both stop."""
+    script = textwrap.dedent(f"""
+        import sys, threading, time
+        sys.path.insert(0, {str(REPO / 'tests')!r})
+        import engine
+        from engine import stopping
+        from test_stopping import slow_data
+        engine.simulate(engine.load_scenario(slow_data(100)))
+        errors = []
+        def run():
+            try:
+                engine.simulate(engine.load_scenario(slow_data()))
+            except stopping.Stopped as exc:
+                errors.append(str(exc))
+        thread = threading.Thread(target=run)
+        thread.start()
+        time.sleep(1.0)
+        stopped = time.monotonic()
+        stopping.stop_everything()
+        thread.join()
+        print(round(time.monotonic() - stopped, 3), errors)
+        try:
+            engine.simulate(engine.load_scenario(slow_data(100)))
+        except stopping.Stopped as exc:
+            print("after:", exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, after = out.stdout.strip().splitlines()
+    seconds, errors = first.split(" ", 1)
+    assert float(seconds) < PROMPT_S and errors == "['the server is stopping']"
+    assert after == "after: the server is stopping"
