@@ -25,7 +25,9 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS, config_fields, shown
 from engine.caps import MIB, caps_with
-from engine.config import apply_overrides, read_toml
+from engine.config import WEIGHT_RANGE, apply_overrides, field_bounds, read_toml
+from engine.memory import KEY_TERMS
+from engine.table_names import names
 from test_safety import cli
 from ui import state
 
@@ -50,13 +52,17 @@ def memory_capped():
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def not_json(constant: str):
+    raise AssertionError(f"{constant} is not JSON")
+
+
 def check_outcome(code: int, out: str, err: str, seconds: float) -> None:
     """Success with a consistent report, or exit 2 with one line; never an internal error or a hang."""
     assert seconds < EXAMPLE_BUDGET_S, f"took {seconds:.1f} s"
     assert "Traceback" not in err and "out of memory" not in err
     event("ran" if code == 0 else "refused: " + err.split(": ")[-1][:50])
     if code == 0:
-        report = json.loads(out)
+        report = json.loads(out, parse_constant=not_json)  # strict JSON: no NaN or Infinity
         overall = report["overall"]
         assert overall["arrived"] == overall["completed"] + overall["timed_out"] + overall["unfinished"]
         return
@@ -81,6 +87,8 @@ def valid_value(tp: type, meta: dict) -> st.SearchStrategy:
         return st.sampled_from(list(meta["choices"]))
     if tp is bool:
         return st.booleans()
+    if "table" in meta:
+        return st.sampled_from(names(meta["table"]))
     if tp is str:
         return st.text(min_size=1, max_size=12)
     low, high = _limits(meta)
@@ -264,3 +272,133 @@ def test_fuzzed_links_through_the_app(link):
     assert [m for m in at.metric if m.label == "TTFT p99"], "results (the link's, or the default's) are shown"
     for block in at.metric:
         assert block.value is None or not isinstance(block.value, float) or math.isfinite(block.value)
+
+
+# --------------------------------------------------------------------------- every key, every limit
+
+TABLES_FOR = {  # what a key needs around it to be read at all
+    "fleet.groups.": {"fleet": {"groups": [{"replicas": 1}, {"replicas": 1}]}},
+    "fleet.prefill.": {"fleet": {"mode": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1}}},
+    "fleet.decode.": {"fleet": {"mode": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1}}},
+    "server.speculative.": {"server.speculative": {"draft_cost": 0.1}},
+    "workload.arrival.cv": {"workload.arrival.process": "gamma", "workload.arrival.cv": 1.0},
+}
+ROOFLINE_ONLY = ("server.gpu", "server.model", "server.quant", "server.kv_quant", "server.tensor_parallel",
+                 ".gpu", ".quant", ".tensor_parallel", ".calibration", "draft_model")
+
+
+def values_at_the_limits(key: str) -> tuple[list, list]:
+    """(values to try, values that must be refused) of a key, from its own metadata (``config.opt``): its ends and
+    its choices; just beyond its ends, an unknown name, a lone surrogate, and values not of its type."""
+    tp, meta = FIELDS[key]
+    wrong_type = [["not", key], {"x": 1}]
+    if "choices" in meta:
+        return list(meta["choices"]), ["no-such-choice", *wrong_type]
+    if "table" in meta:
+        return list(names(meta["table"])), ["no-such-row", "\ud800", *wrong_type]
+    if tp is bool:
+        return [True, False], wrong_type
+    if tp is str:
+        n = getattr(FUZZ_CAPS, meta["cap"]) if "cap" in meta else 80
+        return ["x" * n], ["x" * (n + 1), "\ud800", *wrong_type]
+    if tp in (int, float):
+        low, high = field_bounds(meta)
+        high = getattr(FUZZ_CAPS, meta["cap"]) if "cap" in meta else high
+        step = 1 if tp is int else 1e-6
+        tried = [tp(v) for v in (low, high) if v is not None and not (v == low and "gt" in meta)]
+        beyond = ([tp(low) if "gt" in meta else tp(low) - step] if low is not None else []) + \
+            ([tp(high) + (step if tp is int else abs(high) * step)] if high is not None else [])
+        return tried, [*beyond, *(([math.nan, math.inf]) if tp is float else []), *wrong_type]
+    classes = {c["name"]: 1.0 for c in EXAMPLE["workload"]["classes"]}  # a table of names (policy.weights)
+    return [classes, {name: WEIGHT_RANGE[1] for name in classes}], [{}, {"\ud800": 1.0}, *wrong_type]
+
+
+DIST_FOR = {"value": {"dist": "constant", "value": 100}, "low": {"dist": "uniform", "low": 10, "high": 100},
+            "high": {"dist": "uniform", "low": 1, "high": 100}, "mean": {"dist": "lognormal", "mean": 100, "cv": 1.0},
+            "cv": {"dist": "lognormal", "mean": 100, "cv": 1.0}}  # the distribution a parameter belongs to
+
+
+def prepared_for(key: str, trace_path: str) -> dict:
+    """The example (300 requests) with what ``key`` needs around it to be read (``TABLES_FOR``; the roofline model
+    for the keys it alone reads; a token distribution the parameter belongs to; a trace to replay)."""
+    data = copy.deepcopy(EXAMPLE)
+    data["workload"]["num_requests"] = 300
+    for prefix, needs in TABLES_FOR.items():
+        if key.startswith(prefix):
+            data = apply_overrides(data, needs)
+    if any(part in key for part in ROOFLINE_ONLY):
+        data = apply_overrides(data, {"server.step_model": "roofline", "server.model": "Llama-3-8B"})
+    if key.endswith("draft_model"):
+        data = apply_overrides(data, {"server.speculative": {"draft_model": "Llama-3.2-1B"}})
+    table, _, parameter = key.rpartition(".")
+    if table.endswith(("prompt_tokens", "output_tokens")) and parameter in DIST_FOR:
+        data = apply_overrides(data, {table: DIST_FOR[parameter]})
+    if key == "policy.weights":
+        data = apply_overrides(data, {"policy.name": "wfq"})
+    if key.startswith("workload.trace."):
+        data["workload"]["trace"] = {"path": trace_path, "format": "csv"}
+    return data
+
+
+def one_line_or_a_strict_summary(data: dict) -> str:
+    """Load and run ``data`` under the fuzz limits, memory capped: 'ran' (its summary strict JSON, arrivals all
+    accounted for) or 'refused' (one ``ScenarioError`` line); anything else fails."""
+    from engine.origin import Origin
+    import engine
+
+    started = time.perf_counter()
+    with memory_capped():
+        try:
+            summary = engine.simulate(engine.load_scenario(data, origin=Origin(caps=FUZZ_CAPS))).summary
+        except engine.ScenarioError as exc:
+            assert "\n" not in str(exc) and str(exc).isprintable(), str(exc)
+            return "refused"
+    assert time.perf_counter() - started < EXAMPLE_BUDGET_S
+    json.dumps(summary, allow_nan=False)  # no NaN or Infinity anywhere
+    overall = summary["overall"]
+    assert overall["arrived"] == overall["completed"] + overall["timed_out"] + overall["unfinished"]
+    return "ran"
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("fuzz") / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.2},{50 + i},{5 + i % 7}\n"
+                                                                        for i in range(200)))
+    return str(path)
+
+
+@pytest.mark.parametrize("key", sorted(FIELDS))
+def test_every_key_at_its_limits_runs_or_is_one_line(key, small_trace):
+    """Every key of every table (drawn from ``config.opt`` metadata: a key is fuzzed the day it is added) at each
+    end of what it accepts and among its choices (a run, or one line), and just beyond, of the wrong type, an unknown
+    name or text that is not Unicode (one line)."""
+    tried, refused = values_at_the_limits(key)
+    for value in tried:
+        one_line_or_a_strict_summary(apply_overrides(prepared_for(key, small_trace), {key: value}))
+    for value in refused:
+        outcome = one_line_or_a_strict_summary(apply_overrides(prepared_for(key, small_trace), {key: value}))
+        assert outcome == "refused", f"{key} = {value!r} was accepted"
+
+
+def test_every_key_that_sizes_an_array_at_its_largest_at_once_is_refused_in_one_line():
+    """The keys the memory estimate names (``memory.KEY_TERMS``), each at the largest value a link may give, with
+    prefix caching and conversations on: refused before anything is drawn, in bounded memory."""
+    data = copy.deepcopy(EXAMPLE)
+    data["server"]["prefix_caching"] = True
+    largest = {"workload.num_requests": FUZZ_CAPS.requests_per_run, "fleet.replicas": FUZZ_CAPS.replicas,
+               "server.block_size_tokens": 16, "server.max_batch_size": FUZZ_CAPS.batch_size,
+               "server.max_batched_tokens": FUZZ_CAPS.batched_tokens,
+               "limits.max_waiting_requests": FUZZ_CAPS.waiting_requests}
+    for k in (0, 1):
+        largest |= {f"workload.classes.{k}.shared_prefix_tokens": FUZZ_CAPS.tokens_per_request,
+                    f"workload.classes.{k}.conversation_turns": 1000,
+                    f"workload.classes.{k}.prompt_tokens": {"dist": "constant", "value": FUZZ_CAPS.tokens_per_request}}
+    assert {key.replace(".0.", "[].").replace("classes.1", "classes[]") for key in largest} & set(KEY_TERMS)
+    import engine
+
+    started = time.perf_counter()
+    with memory_capped(), pytest.raises(engine.ScenarioError, match="more than the limit of .* MiB "
+                                                                      r"\(run_memory_mib\)"):
+        engine.simulate(engine.load_scenario(apply_overrides(data, largest)))
+    assert time.perf_counter() - started < 5.0
