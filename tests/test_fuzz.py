@@ -28,6 +28,7 @@ from engine.caps import MIB, caps_with
 from engine.config import WEIGHT_RANGE, apply_overrides, field_bounds, read_toml
 from engine.memory import KEY_TERMS
 from engine.table_names import names
+from test_bench_files import hostile_files
 from test_safety import cli
 from ui import state
 
@@ -402,3 +403,39 @@ def test_every_key_that_sizes_an_array_at_its_largest_at_once_is_refused_in_one_
                                                                       r"\(run_memory_mib\)"):
         engine.simulate(engine.load_scenario(apply_overrides(data, largest)))
     assert time.perf_counter() - started < 5.0
+
+
+# --------------------------------------------------------------------------- uploads of every format
+
+
+@st.composite
+def uploads(draw) -> tuple[str, str, str, object]:
+    """(page, uploader key, what, value) of one upload: a scenario (drawn, or random bytes), a trace of any format,
+    or benchmark result files (hostile fields, or random bytes)."""
+    kind = draw(st.sampled_from(["scenario", "trace", "benchmark"]))
+    if kind == "scenario":
+        content = toml_text(draw(scenarios())) if draw(st.booleans()) else draw(st.binary(max_size=2000))
+        return "pages/lab.py", "upload_1", kind, ("fuzz.toml", content, "application/toml")
+    if kind == "trace":
+        suffix, content = draw(trace_files())
+        return "pages/workload.py", "trace_upload", kind, (f"fuzz{suffix}", content, "text/csv")
+    content = draw(hostile_files()) if draw(st.booleans()) else draw(st.binary(max_size=2000))
+    return "pages/hardware.py", "bench_upload", kind, [("fuzz.json", content, "application/json")]
+
+
+@fuzz(15)
+@given(upload=uploads())
+def test_fuzzed_uploads_of_every_format_through_the_app(upload):
+    """A scenario, a trace and benchmark files, each drawn well-formed, hostile or random, uploaded on its page:
+    the page shows it or one line per problem, within its time, in bounded memory."""
+    page, key, kind, value = upload
+    event(kind)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
+    at = at.switch_page(page).run()
+    started = time.perf_counter()
+    with memory_capped():
+        at.file_uploader(key=key).set_value(value).run()
+    assert time.perf_counter() - started < 180
+    assert not at.exception, at.exception
+    assert all("\n" not in e for e in shown(at.error)), "every error is one line"
+    assert not any("unexpected error" in e for e in shown(at.error)), shown(at.error)
