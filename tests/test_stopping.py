@@ -192,3 +192,45 @@ def test_a_stopping_process_stops_every_run_and_every_new_one():
     seconds, errors = first.split(" ", 1)
     assert float(seconds) < PROMPT_S and errors == "['the server is stopping']"
     assert after == "after: the server is stopping"
+
+
+def test_a_background_jobs_runs_go_to_their_own_pool_and_give_way_first(monkeypatch):
+    """A plan's or a tuning's runs queue in the background pool, and each of their checks first gives way (the app
+    waits there while pages are busy); other jobs do neither."""
+    waits = []
+    monkeypatch.setattr(stopping, "_give_way", lambda: waits.append(threading.current_thread().name))
+    with stopping.job("the plan", background=True):
+        names = parallel.run_all(lambda _: threading.current_thread().name, [1, 2])
+        stopping.check()
+    assert all(n.startswith("background") for n in names) and len(waits) == 3  # each run, and the check
+    waits.clear()
+    with stopping.job("this section"):
+        names = parallel.run_all(lambda _: threading.current_thread().name, [1, 2])
+        stopping.check()
+    assert not any(n.startswith("background") for n in names) and waits == []
+
+
+def test_pages_give_way_only_while_they_are_busy(monkeypatch):
+    from ui import turns
+
+    monkeypatch.setattr(turns, "GIVE_WAY_S", 0.3)
+    started = time.monotonic()
+    turns.give_way()
+    assert time.monotonic() - started < 0.1, "no page is busy: no wait"
+    monkeypatch.setattr(turns.PAGES, "busy", lambda: True)
+    started = time.monotonic()
+    turns.give_way()
+    assert 0.3 <= time.monotonic() - started < 1.0, "busy pages: a wait of at most GIVE_WAY_S"
+
+
+def test_a_page_outside_a_running_server_neither_watches_it_nor_asks_for_its_session():
+    """Under AppTest, Streamlit's runtime is a stand-in: no watcher thread (it would wait on a state that never
+    comes) and no session test (its answers mean nothing)."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui import jobs
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180).run()
+    assert not at.exception
+    assert "stop-watcher" not in [t.name for t in threading.enumerate()]
+    assert jobs.session_alive() is None
