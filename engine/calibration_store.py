@@ -4,8 +4,8 @@ Each is a small JSON file in the user's calibration folder (``$SCHEDULER_LAB_CAL
 ``scheduler-lab/calibrations`` in ``$XDG_DATA_HOME`` or ``~/.local/share``), private to the user running the
 server as the trace store is. ``save`` never replaces a calibration of the same name unless asked (the command
 line's ``--replace``: the operator's act); the app saves through ``save_new``, under a new name only and at most
-``caps.app_calibrations`` of them, since every scenario naming a calibration, anyone's, would change with it. The shipped
-``data/hardware/calibration.csv`` is never written. A scenario picks one with ``server.calibration = "NAME"``;
+``caps.app_calibrations`` of them, since every scenario naming a calibration, anyone's, would change with it. The
+shipped ``data/hardware/calibration.csv`` is never written. A scenario picks one with ``server.calibration = "NAME"``;
 it then times that GPU family instead of the shipped factors.
 """
 

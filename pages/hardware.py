@@ -402,8 +402,9 @@ def measurements_section(data: dict, server: Server) -> None:
     """Upload benchmark results, compare them with the simulator, fit this GPU on them and save the fit."""
     calibration_picker(data, server)
     uploads = st.file_uploader("Your benchmark results (JSON)", type=["json"], accept_multiple_files=True,
-                               key="bench_upload", max_upload_size=DEFAULT_CAPS.result_file_mib, help="vllm bench serve / benchmark_serving.py --save-result "
-                               "files, or GenAI-Perf / AIPerf profile exports, run on this GPU, model and server.")
+                               key="bench_upload", max_upload_size=DEFAULT_CAPS.result_file_mib,
+                               help="vllm bench serve / benchmark_serving.py --save-result files, or GenAI-Perf / "
+                                    "AIPerf profile exports, run on this GPU, model and server.")
     if not uploads:
         st.caption("Upload result files of a benchmark you ran on this set-up to see how far the simulator is from "
                    "your measurements and to fit its factors on them (python -m engine calibrate does the same).")

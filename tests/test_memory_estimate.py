@@ -103,7 +103,8 @@ def scenarios(draw) -> dict:
             "workload": {"num_requests": draw(st.sampled_from([50, 800, 5000, 30_000])), "classes": classes,
                          "arrival": {"process": "poisson", "rate_per_s": draw(st.sampled_from([5.0, 200.0]))}},
             "server": {"step_model": "fixed", "step_time_ms": 5.0, "max_batch_size": batch,
-                       "max_batched_tokens": max(batch, 8192), "prefix_caching": draw(st.sampled_from([True, True, False])),
+                       "max_batched_tokens": max(batch, 8192),
+                       "prefix_caching": draw(st.sampled_from([True, True, False])),
                        "block_size_tokens": draw(st.sampled_from([1, 16, 512, 100_000]))},
             "fleet": {"replicas": replicas},
             "limits": {"max_waiting_requests": draw(st.sampled_from([100, 20_000])), "max_drain_s": 600.0}}

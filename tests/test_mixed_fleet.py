@@ -144,7 +144,7 @@ def test_a_key_the_step_model_does_not_read_is_refused():
 def test_a_roofline_group_error_names_the_group():
     data = article(groups=[{**A100, "replicas": 1}, {**H100, "gpu": "H900", "replicas": 1}])
     with pytest.raises(engine.ScenarioError,
-                       match=r"^fleet\.groups\[1\]\.gpu = 'H900' is not a GPU of data/hardware/gpus\.csv or gpu_slices"):
+                       match=r"^fleet\.groups\[1\]\.gpu = 'H900' is not a GPU of data/hardware/gpus\.csv or gpu_"):
         engine.simulate(engine.load_scenario(data))
     step_time = article(groups=[{**A100, "replicas": 1, "step_time_ms": 5.0}])
     with pytest.raises(engine.ScenarioError, match=r"fleet\.groups\[0\]\.step_time_ms is not used with "
