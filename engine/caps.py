@@ -64,6 +64,8 @@ class Caps:
                               "requests cut)")
     trace_line_bytes: int = _limit(1 * MIB, "bytes", "one line of a trace (a JSONL record, a CSV header or row)")
     scenario_bytes: int = _limit(1 * MIB, "bytes", "a scenario file or uploaded scenario")
+    scheduler_address_chars: int = _limit(200, "characters", "a Dask scheduler address (--scheduler, "
+                                          "$SCHEDULER_LAB_DASK_SCHEDULER)")
     link_chars: int = _limit(65_536, "characters", "the scenario in a shared link (?s=...)")
     link_bytes: int = _limit(1 * MIB, "bytes", "the link's scenario once decompressed")
     upload_mib: int = _limit(64, "MiB", "an uploaded trace (server.maxUploadSize in .streamlit/config.toml)")

@@ -23,6 +23,7 @@ from .caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
 from .config import OVERALL, Scenario, fleet_servers, keys_markdown, load_scenario, scenario_to_dict, to_toml
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost, deployment_cost, fleet_cards,
                    group_rentals, offer_hosting_problem, offers_for, unit_costs)
+from .dask_connect import check_address, check_workers
 from .errors import ScenarioError, printable
 from .files import read_regular
 from .json_out import strict_json
@@ -390,7 +391,9 @@ def _names(text: str | None) -> tuple[str, ...]:
 def _cluster(args: argparse.Namespace):
     """Where the runs go: an embedded Dask cluster (--workers), a running scheduler (--scheduler) or the local
     cores."""
-    return dask_cluster(args.scheduler, args.workers or 0)
+    workers = 0 if args.workers is None else check_workers(args.workers)
+    scheduler = None if args.scheduler is None else check_address(args.scheduler)
+    return dask_cluster(scheduler, workers)
 
 
 def _question(args: argparse.Namespace) -> Question:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import logging
 import os
 import queue
 import threading
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 
 from . import stopping
-from .errors import ScenarioError, excerpt
+from .dask_connect import CONNECT_TIMEOUT_S, SCHEDULER_OPTION, close_quietly, open_client
 from .origin import Origin
 from .simulate import run_summary
 from .summary import Summary
@@ -42,8 +41,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 HEARTBEAT_S = 0.25  # how often ``run_all`` tells its caller how far it is while it waits
-CONNECT_TIMEOUT_S = 20  # to reach a scheduler and see its first worker
-WORKERS_RANGE = (1, 256)  # worker processes of an embedded cluster
 
 _lock = threading.Lock()
 _pools: dict[bool, ThreadPoolExecutor] = {}  # background or not -> its pool
@@ -173,47 +170,26 @@ def _cluster_results(cluster: Cluster, futures: list, progress: Callable[[int, i
 
 
 @contextlib.contextmanager
-def dask_cluster(scheduler: str | None = None, local_workers: int = 0,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator[Optional[Cluster]]:
+def dask_cluster(scheduler: str | None = None, local_workers: int = 0, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 source: str = SCHEDULER_OPTION) -> Iterator[Optional[Cluster]]:
     """Send this context's runs to the Dask scheduler at ``scheduler`` (``tcp://host:8786``), or to an embedded
     cluster of ``local_workers`` worker processes (one thread each) started here and stopped after; with
-    neither, the runs stay on the local cores. ``ScenarioError`` when the scheduler cannot be reached."""
+    neither, the runs stay on the local cores. ``ScenarioError`` when the scheduler cannot be reached, within the
+    time-outs of ``dask_connect.open_client`` whatever the other end does (its errors name ``source``: where the
+    address came from)."""
     if not scheduler and not local_workers:
         yield None
         return
-    from distributed import Client, LocalCluster
-    local, client = None, None
+    client, local, what = open_client(scheduler, local_workers, connect_timeout_s, source)
     try:
-        if scheduler:
-            client = Client(scheduler, timeout=f"{connect_timeout_s}s", set_as_default=False)
-            what = f"the Dask scheduler at {scheduler}"
-        else:
-            low, high = WORKERS_RANGE
-            if not low <= local_workers <= high:
-                raise ScenarioError(f"workers = {local_workers} must be from {low} to {high}")
-            local = LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
-                                 dashboard_address=None, silence_logs=logging.ERROR)
-            client = Client(local, set_as_default=False)
-            what = "an embedded Dask cluster"
-        client.wait_for_workers(1, timeout=connect_timeout_s)
-    except (OSError, TimeoutError, ValueError) as exc:
-        if client is not None:
-            client.close()
-        if local is not None:
-            local.close()
-        target = f"the Dask scheduler at {excerpt(scheduler)}" if scheduler else "the embedded Dask cluster"
-        raise ScenarioError(f"could not reach {target} with a worker within {connect_timeout_s:g} s "
-                            f"({type(exc).__name__}); start one (dask scheduler, then dask worker ADDRESS) or leave "
-                            "the option out") from None
-    threads = sum(client.nthreads().values())
-    cluster = Cluster(client, threads, f"{threads} worker threads of {what}",
-                      ThreadPoolExecutor(max_workers=max(threads, cores()), thread_name_prefix="dask-driver"))
-    token = _cluster.set(cluster)
-    try:
-        yield cluster
+        threads = sum(client.nthreads().values())
+        cluster = Cluster(client, threads, f"{threads} worker threads of {what}",
+                          ThreadPoolExecutor(max_workers=max(threads, cores()), thread_name_prefix="dask-driver"))
+        token = _cluster.set(cluster)
+        try:
+            yield cluster
+        finally:
+            _cluster.reset(token)
+            cluster.pool.shutdown(wait=False, cancel_futures=True)
     finally:
-        _cluster.reset(token)
-        cluster.pool.shutdown(wait=False, cancel_futures=True)
-        client.close()
-        if local is not None:
-            local.close()
+        close_quietly(client, local)

@@ -99,3 +99,21 @@ def test_figures_that_are_not_finite_are_written_as_null():
     text = strict_json({"share": math.nan, "load": [math.inf, -math.inf, 1.5], "name": "x", "n": 3})
     assert json.loads(text, parse_constant=refuse_constant) == {"share": None, "load": [None, None, 1.5],
                                                                   "name": "x", "n": 3}
+
+
+PLAN = ("plan", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target", "interactive.ttft_p99_ms=1000",
+        "--gpus", "H100-80G", "--requests", "300", "--seeds", "2")
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--workers", "100000", "--workers 100000 must be a whole number from 1 to 256"),
+    ("--workers", "0", "--workers 0 must be a whole number from 1 to 256"),
+    ("--scheduler", "tls://127.0.0.1:8786", "only tcp://"),
+    ("--scheduler", "ucx://127.0.0.1:8786", "only tcp://"),
+    ("--scheduler", "tcp://host", "tcp://HOST:PORT"),
+    ("--scheduler", "x" * 10_000, "more than the limit of 200 (scheduler_address_chars)"),
+])
+def test_a_cluster_option_out_of_its_range_is_one_line_before_anything_starts(option, value, words):
+    code, out, err, seconds = cli(*PLAN, option, value)
+    one_line_error(code, out, err, seconds, words)
+    assert seconds < 5.0

@@ -26,4 +26,4 @@ def choice(key: str):
     use = st.toggle(f"Run on the Dask cluster at {address}", value=True, key=key,
                     help="This server's operator set a Dask scheduler; its workers run the simulations. Off: this "
                          "server's own cores. The answer is the same either way.")
-    return dask_cluster(address) if use else contextlib.nullcontext()
+    return dask_cluster(address, source=f"${DASK_ENV}") if use else contextlib.nullcontext()
