@@ -319,7 +319,7 @@ def test_the_compiled_loop_releases_the_interpreter(monkeypatch):
     pause stays far below the call's length (holding the interpreter, the pause would be the whole call)."""
     engine.simulate(engine.load_scenario(EXAMPLE, overrides=["workload.num_requests=100"]))  # compiled before timing
     monkeypatch.setattr(SIMULATE, "SLICE_S", 1e9)
-    scenario = engine.load_scenario(EXAMPLE, overrides=["workload.num_requests=200000"])
+    scenario = engine.load_scenario(EXAMPLE, overrides=["workload.num_requests=500000"])  # a second or more
     ticks = []
     stop = threading.Event()
 
