@@ -26,7 +26,6 @@ from .hardware import Efficiency, gpu_row
 from .private_folder import NotPrivateError, ensure_private, write_atomically, write_new
 
 
-
 def calibration_dir(environ: Mapping[str, str] = os.environ) -> Path:
     """``$SCHEDULER_LAB_CALIBRATIONS``, else ``scheduler-lab/calibrations`` in the user's data folder."""
     data = Path(environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
@@ -120,9 +119,12 @@ def save(calibration: UserCalibration, replace: bool = False) -> Path:
     path = _folder() / f"{check_calibration_name(calibration.name)}.json"
     data = {**dataclasses.asdict(calibration), "efficiency": dataclasses.asdict(calibration.efficiency)}
     content = json.dumps(data, indent=1).encode()
-    if replace:
-        write_atomically(path, content)
-    elif not write_new(path, content):
+    try:
+        written = write_atomically(path, content) if replace else write_new(path, content)
+    except OSError as exc:  # a full disk, a folder that takes no links
+        raise ScenarioError(f"calibration {excerpt(calibration.name, 70)} could not be saved "
+                            f"({exc.strerror or type(exc).__name__})") from None
+    if not replace and not written:
         raise ScenarioError(f"a calibration named {excerpt(calibration.name, 70)} exists; choose another name or "
                             f"replace it, which is the operator's act: python -m engine calibrate FILE --gpu NAME "
                             f"--save NAME --replace")

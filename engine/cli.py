@@ -1,7 +1,8 @@
 """Command-line interface: ``python -m engine run|shapes|size|plan|report|tune|hardware SCENARIO.toml [...]`` and
 ``python -m engine keys``.
 
-Invalid input ends with exit code 2 and one line naming the problem, never a traceback.
+Invalid input ends with exit code 2 and one line naming the problem, never a traceback. A plan or a tuning cut
+short by its time limit (``plan_s``, ``tune_s``) still answers, with exit code 3 and a warning line on stderr.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost
                    group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .dask_connect import check_address, check_workers
 from .errors import ScenarioError, printable
-from .files import read_regular
+from .files import quoted, read_regular
 from .json_out import strict_json
 from .metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .registry import TRACE_FORMATS
@@ -50,6 +51,7 @@ from .user_calibration import benchmarked_server, calibrate, model_for
 CHEAPEST_OFFER = "cheapest"  # --offer for a mixed or disaggregated fleet: each group through its cheapest offer
 EXIT_INVALID = 2
 EXIT_INTERNAL = 1
+EXIT_CUT = 3  # an answer given, but cut short by its time limit (plan_s, tune_s)
 EXIT_INTERRUPTED = 130
 
 
@@ -419,6 +421,15 @@ def _plan_scenario(args: argparse.Namespace) -> Scenario:
                          origin=scenario.origin)
 
 
+def _exit_status(cut: str | None, limit: str) -> int:
+    """0, or ``EXIT_CUT`` with one line on stderr when the search stopped short of its question (``cut``: why)."""
+    if not cut:
+        return 0
+    print(f"warning: cut short: {cut}; the answer covers what was searched by then (--limit {limit}=N raises it)",
+          file=sys.stderr)
+    return EXIT_CUT
+
+
 def _sizing_progress(done: int, total: int) -> None:
     print(f"\rsizing configurations: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
@@ -442,11 +453,12 @@ def _plan(args: argparse.Namespace) -> int:
     with _cluster(args):
         answer = plan(scenario_to_dict(scenario), question, scenario.origin,
                       None if args.json == "-" else _sizing_progress)
-    if _wrote_json_to_stdout(answer, args.json):
-        return 0
-    print(plan_text(answer, f"Plan for {scenario.name!r}: {question.requests:,} requests x {question.seeds} seeds "
-                            f"per decision; targets: {'; '.join(t.describe() for t in question.targets)}"))
-    return 0
+    if answer["run"]["cut"] and args.json != "-":
+        print(file=sys.stderr)  # the sizing stopped short: end its progress line here
+    if not _wrote_json_to_stdout(answer, args.json):
+        print(plan_text(answer, f"Plan for {scenario.name!r}: {question.requests:,} requests x {question.seeds} "
+                                f"seeds per decision; targets: {'; '.join(t.describe() for t in question.targets)}"))
+    return _exit_status(answer["run"]["cut"], "plan_s")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -455,6 +467,8 @@ def _report(args: argparse.Namespace) -> int:
     data = scenario_to_dict(scenario)
     with _cluster(args):
         answer = plan(data, question, scenario.origin, _sizing_progress)
+    if answer["run"]["cut"]:
+        print(file=sys.stderr)  # the sizing stopped short: end its progress line here
     started = time.perf_counter()
     text = report_html(data, question, answer, args.app_url, time.strftime("%Y-%m-%d %H:%M %Z"), scenario.origin)
     _write(args.html, text, "--html")
@@ -464,7 +478,7 @@ def _report(args: argparse.Namespace) -> int:
     print(("Recommendation: " + summary_line(best)) if best else no_plan_text(answer) + ".")
     print(f"wrote {args.html}" + (f" and {args.pdf}" if args.pdf else "") +
           f" (plan {answer['run']['wall_s']:.1f} s, report {time.perf_counter() - started:.1f} s)")
-    return 0
+    return _exit_status(answer["run"]["cut"], "plan_s")
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -484,12 +498,11 @@ def _tune(args: argparse.Namespace) -> int:
         tuned = tuned_scenario(data, answer["best"])
         load_scenario(tuned, origin=scenario.origin)  # what is written loads
         _write(args.write, to_toml(tuned), "--write")
-    if _wrote_json_to_stdout(answer, args.json):
-        return 0
-    print(tune_text(answer, scenario.name))
-    if args.write:
-        print(f"wrote the tuned scenario to {args.write}")
-    return 0
+    if not _wrote_json_to_stdout(answer, args.json):
+        print(tune_text(answer, scenario.name))
+        if args.write:
+            print(f"wrote the tuned scenario to {args.write}")
+    return _exit_status(answer["cut"], "tune_s")
 
 
 def _hardware(args: argparse.Namespace) -> int:
@@ -545,7 +558,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def os_error_text(exc: OSError) -> str:
     """An operating-system error in words: what went wrong, and the file when it names one."""
     what = exc.strerror or type(exc).__name__
-    return f"{what}: {printable(str(exc.filename), 120)}" if exc.filename else what
+    return f"{what}: {quoted(exc.filename)}" if exc.filename else what
 
 
 def _write(path: str, text: str, option: str) -> None:
@@ -553,8 +566,8 @@ def _write(path: str, text: str, option: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        raise ScenarioError(f"{option} {printable(path, 120)!r} could not be written ({why})") from None
+        raise ScenarioError(f"{option} {quoted(path)} could not be written ({exc.strerror or type(exc).__name__})") \
+            from None
 
 
 def main(argv: list[str] | None = None) -> int:

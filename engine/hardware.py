@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -45,8 +44,8 @@ from .config import Server
 from .errors import ScenarioError, excerpt
 from .registry import TP_DEGREES
 from .steptime import HARD_MAX, ROOFLINE, step_params
+from .table_names import DATA_DIR
 
-from .table_names import DATA_DIR  # noqa: E402 - one place says where the tables are
 ACTIVATION_BYTES = 2  # FP16 activations
 EMBEDDING_BYTES = 2  # embedding and LM head stay 16-bit in quantised checkpoints (FP8, INT8, AWQ/GPTQ INT4)
 GIB = 1024 * MIB

@@ -92,17 +92,17 @@ def pool() -> ThreadPoolExecutor:
         return _pools[background]
 
 
-def run_all(fn: Callable[[T], R], items: Sequence[T], progress: Callable[[int, int], None] | None = None,
-            timeout_s: float | None = None) -> list[Optional[R]]:
+def run_all(fn: Callable[[T], R], items: Sequence[T],
+            progress: Callable[[int, int], None] | None = None) -> list[Optional[R]]:
     """``[fn(item) for item in items]`` on the pool, in the order of ``items`` (each in the caller's context, so a
-    cluster in use stays in use). The runs form one job inside the caller's (``stopping``): after ``timeout_s``, or
-    once the caller's job must stop, the runs not started never start, those under way stop at their next check,
-    and their places hold None; so do the places of runs that raised ``stopping.Stopped``. Any other error of a run
+    cluster in use stays in use). The runs form one job inside the caller's (``stopping``): once the caller's job
+    must stop, the runs not started never start, those under way stop at their next check, and their places hold
+    None; so do the places of runs that raised ``stopping.Stopped``. Any other error of a run
     raises here (after the others are stopped), and so does anything that interrupts the caller's thread.
     ``progress(done, total)`` is called in the caller's thread as runs finish, and every ``HEARTBEAT_S`` meanwhile:
     the app's progress bar is where Streamlit notices that the page was left or changed."""
     executor = pool()
-    runs = stopping.Job("these runs", timeout_s, parent=stopping.current())
+    runs = stopping.Job("these runs", parent=stopping.current())
     futures: list[Future] = [executor.submit(contextvars.copy_context().run, stopping.in_job, runs, fn, item)
                              for item in items]
     pending = set(futures)

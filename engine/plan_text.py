@@ -136,13 +136,22 @@ def caveat(answer: dict, how_to_measure: str) -> str | None:
     return f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}" if cheaper else None
 
 
+NOT_SIZED = "not sized: "  # how a configuration or a growth the plan's time did not reach is noted
+
+
 def cut_text(answer: dict) -> str | None:
     """Why the plan stopped short, and what that means for its answer; None when it searched everything."""
     cut = answer["run"].get("cut")
     if not cut:
         return None
-    return (f"Cut short: {cut}. The answer covers only the configurations sized before then (the others are listed "
-            f"as not sized); ask again with fewer GPUs, policies, seeds or requests per run to search them all")
+    if any(item["note"].startswith(NOT_SIZED) for item in answer["not_possible"]):
+        covered = ("the answer covers only the configurations sized before then (the others are listed as not "
+                   "sized)")
+    else:
+        covered = ("every configuration was sized, but the searches after it (headroom, growth, a mixed fleet) "
+                   "stopped where marked")
+    return (f"Cut short: {cut}; {covered}. Ask again with fewer GPUs, policies, seeds or requests per run to "
+            f"search it all")
 
 
 def _wrap(paragraph: str, indent: str = "  ") -> str:

@@ -43,6 +43,7 @@ from .hardware import gpu_names, is_slice, load_table, smallest_fitting_tensor_p
 from .mixes import cheaper_mix
 from .origin import Origin
 from .parallel import run_all, simulate_summary, workers
+from .plan_text import NOT_SIZED
 from .registry import POLICY_CODES, ROUTER_CODES, TP_DEGREES
 from .simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
 from .summary import Summary
@@ -419,11 +420,17 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
         grown = Search(variant, q, search.origin, search.policies)
         try:
             return grown.fewest(config), grown
+        except stopping.Stopped:
+            raise  # its place stays empty: not sized
         except ScenarioError as exc:
             return str(exc), grown
 
     answers = []
-    for (label, _), (found, grown) in zip(changes, run_all(size, [variant for _, variant in changes])):
+    for (label, _), sized in zip(changes, run_all(size, [variant for _, variant in changes])):
+        if sized is None:
+            answers.append({"change": label, "note": f"{NOT_SIZED}{_stop_reason()}"})
+            continue
+        found, grown = sized
         search.count += grown.count
         if isinstance(found, str):
             answers.append({"change": label, "note": found})
@@ -592,7 +599,7 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     cut = cut or _stop_reason()
     for config, found in zip(configs, found_all):
         if found is None:
-            found = f"not sized: {cut}"
+            found = f"{NOT_SIZED}{cut}"
         if isinstance(found, str):  # one line per GPU, format, degree and reason, naming every policy it holds for
             named = f"{config.gpu} ({config.quant} weights)" if several_quants else config.gpu
             named += f", {config.decoding} decoding" if several_decodings else ""

@@ -473,14 +473,19 @@ class Run:
     prefix_caches: np.ndarray  # per replica (``kernel.PC_*``)
 
 
+def draw_requests(scenario: Scenario) -> RequestArrays:
+    """The scenario's requests, drawn (or read) once its run's memory estimate is within the limit
+    (``memory.check_run_memory``): every caller that draws a whole workload goes through here."""
+    check_run_memory(scenario)
+    return build_requests(scenario)
+
+
 def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
             requests: RequestArrays | None = None, event_skipping: bool = True) -> Prepared:
     """Draw the workload (or take ``requests``), check it can be served and build the loop's inputs
     (``efficiency`` and ``event_skipping`` as in ``simulate``)."""
     stopping.check()
-    if requests is None:
-        check_run_memory(scenario)  # before a single array is drawn
-        requests = build_requests(scenario)
+    requests = draw_requests(scenario) if requests is None else requests
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
     scenario.origin.caps.check("replicas", "fleet.groups (their replicas in all)", scenario.fleet.replicas,

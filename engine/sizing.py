@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 import pandas as pd
 
+from . import stopping
 from .config import apply_overrides, load_scenario
 from .calibration import status
 from .calibration_store import with_gpu
@@ -131,9 +132,9 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
     fleets = dict(zip(gpus, run_all(size, gpus, progress)))  # one search per GPU, on all cores
     rows = []
     for offer, row in offers.iterrows():
-        fleet = fleets.get(row["gpu"])
-        if fleet is None:
+        if row["gpu"] not in fleets:
             continue
+        fleet = fleets[row["gpu"]] or {"note": stopped_note()}  # None: its search was stopped before its answer
         base = {"offer": offer, "vendor": row["vendor"], "gpu": row["gpu"], "step_times": status(row["gpu"])}
         if "summary" not in fleet:
             rows.append({**base, "note": fleet["note"]})
@@ -152,8 +153,23 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
                      "target_value_ms": target.met(summary)[1],
                      "gpu_busy_frac": summary["system"]["gpu_busy_frac"],
                      "price_estimate": cost.estimate, "note": ""})
-    frame = pd.DataFrame(rows).sort_values("per_month_low", na_position="last", kind="stable", ignore_index=True)
+    frame = pd.DataFrame(rows)
+    if "per_month_low" not in frame.columns:  # no offer could be priced
+        return frame.reindex(columns=[c for c in CHEAPEST_COLUMNS if c in ("offer", "gpu", "vendor", "note")])
+    frame = frame.sort_values("per_month_low", na_position="last", kind="stable", ignore_index=True)
     return frame[[c for c in CHEAPEST_COLUMNS if c in frame.columns]]
+
+
+def stopped_note() -> str:
+    """The note of a search stopped before its answer, when its time ran out (else ``stopping.Stopped`` is raised
+    again: nobody waits for the answer)."""
+    try:
+        stopping.check()
+    except stopping.Stopped as exc:
+        if not exc.timed_out:
+            raise
+        return f"not searched: {exc}"
+    return "not searched: its search was stopped"
 
 
 # Decisive columns first: what to rent, how many, what it costs, whether it meets the target, how sure.

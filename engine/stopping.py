@@ -46,11 +46,6 @@ def stop_everything() -> None:
     _stopping.set()
 
 
-def process_stopping() -> bool:
-    """True once ``stop_everything`` was called."""
-    return _stopping.is_set()
-
-
 def set_give_way(wait: Callable[[], None] | None) -> None:
     """What a background job's check does first: ``wait()`` returns when more urgent work has had its turn (the
     app's pages), within a bound of its own; None: nothing."""
@@ -126,9 +121,10 @@ def check() -> None:
     background job, give way first (``set_give_way``)."""
     job = _current.get()
     if job is not None:
+        job.check()
         if job.background and _give_way is not None:
             _give_way()
-        job.check()
+            job.check()  # it may have ended meanwhile
     elif _stopping.is_set():
         raise Stopped("the server is stopping")
 

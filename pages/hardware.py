@@ -231,9 +231,9 @@ def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
         st.caption("Slices have no link between them: only replicas of one slice.")
         return
     bar = st.progress(0.0, text="Simulating each shape...")
-    frame = fleet_shapes(runner.capped(data), cards, rental, APP_ORIGIN,
-                         run=runner.SectionBudget().summary,
-                         progress=lambda i, n: bar.progress(i / n, text=f"Simulating each shape... {i}/{n}"))
+    with runner.SectionBudget() as budget:
+        frame = fleet_shapes(runner.capped(data), cards, rental, APP_ORIGIN, run=budget.summary,
+                             progress=lambda i, n: bar.progress(i / n, text=f"Simulating each shape... {i}/{n}"))
     bar.empty()
     tables.show(frame, ["shape", "cost_per_million_output_tokens", "ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms",
                         "e2e_p99_ms", "sla_attainment", "output_tokens_per_s", "completed", "timed_out",
@@ -267,9 +267,10 @@ def cheapest_section(data: dict) -> None:
                                                              ("cost_fx", CNY_PER_USD_DEFAULT)))
     bar = st.progress(0.0, text="Sizing a fleet per GPU...")
     try:
-        frame = cheapest_fleets(runner.capped(data), Target(cls, metric_key, limit_ms), billing, currency, fx,
-                                int(max_replicas), APP_ORIGIN, run=runner.SectionBudget().summary,
-                                progress=lambda i, n: bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
+        with runner.SectionBudget() as budget:
+            frame = cheapest_fleets(runner.capped(data), Target(cls, metric_key, limit_ms), billing, currency, fx,
+                                    int(max_replicas), APP_ORIGIN, run=budget.summary, progress=lambda i, n:
+                                    bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
     except engine.ScenarioError as exc:
         text.error(f"The search stopped: {exc}.")
         return

@@ -15,7 +15,7 @@ from engine.metric_table import significant
 from engine.registry import TRACE_FORMATS
 from engine.trace_stats import per_minute_rate, trace_statistics
 from engine.traces import guess_format_from_header, read_trace_bytes
-from engine.workload import build_requests
+from engine.simulate import draw_requests
 from ui import charts, runner, scenario_sidebar, state, tables, text, trace_store
 from ui.widgets import field_input
 
@@ -28,8 +28,9 @@ def drawn_workload(scenario_json: str) -> pd.DataFrame:
     """The requests the engine would simulate (at most SAMPLE_REQUESTS), as a frame."""
     data = json.loads(scenario_json)
     data["workload"]["num_requests"] = min(data["workload"].get("num_requests") or SAMPLE_REQUESTS, SAMPLE_REQUESTS)
+    data.setdefault("server", {})["prefix_caching"] = False  # this page shows lengths and arrivals, not blocks
     scenario = state.validate(data)
-    requests = build_requests(scenario)
+    requests = draw_requests(scenario)
     names = [c.name for c in scenario.workload.classes]
     return pd.DataFrame({"arrival_s": requests.arrival_s, "prompt_tokens": requests.prompt_tokens,
                          "output_tokens": requests.output_tokens,

@@ -173,8 +173,8 @@ def exercise(chapter: workshop.Chapter) -> None:
         else:
             data = chapter.scenario_with(workshop.given(chapter, values))
             state.validate(data)
-            with st.spinner("Running your settings..."):
-                verdict = workshop.judge(chapter, data, runner.SectionBudget().summary(data))
+            with st.spinner("Running your settings..."), runner.SectionBudget() as budget:
+                verdict = workshop.judge(chapter, data, budget.summary(data))
     except engine.ScenarioError as exc:
         text.error(exc)
         return

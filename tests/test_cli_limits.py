@@ -117,3 +117,16 @@ def test_a_cluster_option_out_of_its_range_is_one_line_before_anything_starts(op
     code, out, err, seconds = cli(*PLAN, option, value)
     one_line_error(code, out, err, seconds, words)
     assert seconds < 5.0
+
+
+def test_a_plan_cut_short_answers_with_exit_code_3_and_says_so(tmp_path):
+    out_path = tmp_path / "plan.json"
+    code, out, err, _ = cli("plan", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target",
+                            "interactive.ttft_p99_ms=1000", "--gpus", "A100-80G,H100-80G", "--policies",
+                            "fifo,priority,sjf,srpt,edf,wfq,dynamic", "--requests", "3000", "--limit", "plan_s=1",
+                            "--json", str(out_path))
+    assert code == 3, err
+    assert err.strip().splitlines()[-1] == ("warning: cut short: the plan's time limit of 1 s (plan_s) ran out; the "
+                                            "answer covers what was searched by then (--limit plan_s=N raises it)")
+    assert json.loads(out_path.read_text())["run"]["cut"] == "the plan's time limit of 1 s (plan_s) ran out"
+    assert "CUT: Cut short" in out

@@ -52,12 +52,36 @@ def folder_files() -> list[str]:
 
 
 def test_save_never_replaces_a_calibration_created_between_the_check_and_the_write(fit, monkeypatch):
-    path = save(fit)
-    before = path.read_bytes()
-    monkeypatch.setattr(type(path), "exists", lambda self: False)  # the other's file came after any check
+    """Another session saves the same name while this one writes: its file, made just before this one is linked
+    under the name, is kept whole."""
+    import os
+
+    link, raced = os.link, []
+
+    def racing(source, target, *args, **kwargs):
+        if not raced:
+            raced.append(True)
+            save(fit)  # the other session's save lands first
+        return link(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", racing)
     with pytest.raises(engine.ScenarioError, match="'shared' exists; choose another name"):
         save(slower(fit))
-    assert path.read_bytes() == before and folder_files() == ["shared.json"]  # no partial file left behind
+    assert calibration_store.load("shared") == fit and folder_files() == ["shared.json"]  # no partial file left
+
+
+def test_a_save_the_folder_refuses_is_one_line(fit, monkeypatch):
+    import errno
+    import os
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refused)
+    with pytest.raises(engine.ScenarioError, match="^calibration 'shared' could not be saved \\(Operation not "
+                                                   "permitted\\)$"):
+        save_new(fit)
+    assert folder_files() == []
 
 
 def test_save_writes_a_new_calibration_whole_and_leaves_no_partial_file(fit):

@@ -231,3 +231,22 @@ def test_the_link_that_exhausted_the_servers_memory_is_one_line_on_the_page():
     assert not at.exception
     assert any("(run_memory_mib)" in e and "prefix block ids" in e for e in shown(at.error)), shown(at.error)
     assert peak < 512 * MIB
+
+
+def test_the_workload_page_draws_the_probe_without_its_prefix_blocks():
+    """The Workload page draws a scenario's requests itself (to show their lengths): through the same checked entry
+    (``simulate.draw_requests``), without the prefix blocks it never shows."""
+    from streamlit.testing.v1 import AppTest
+
+    data = engine.apply_overrides(engine.config.read_toml(SCENARIOS / "example.toml"), PROBE)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180)
+    at.query_params[state.QUERY_KEY] = state.encode(data)
+    at.run()
+    tracemalloc.start()
+    try:
+        at.switch_page("pages/workload.py").run()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not at.exception and not any("unexpected error" in e for e in shown(at.error)), shown(at.error)
+    assert peak < 512 * MIB

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from engine import parallel
+from engine import parallel, stopping
 from engine.config import apply_overrides
 from engine.errors import ScenarioError
 from engine.simulate import run_summary
@@ -39,7 +39,7 @@ def test_policy_comparison_on_all_cores_equals_the_runs_one_by_one():
         assert overall["completed"] == summary["overall"]["completed"], policy
 
 
-def test_run_all_keeps_the_order_reports_progress_and_stops_at_its_time_limit():
+def test_run_all_keeps_the_order_reports_progress_and_stops_with_its_callers_job():
     seen = []
     assert parallel.run_all(lambda x: x * x, [3, 1, 2], lambda done, total: seen.append((done, total))) == [9, 1, 4]
     assert seen[-1] == (3, 3) and [d for d, _ in seen] == sorted(d for d, _ in seen)
@@ -49,7 +49,8 @@ def test_run_all_keeps_the_order_reports_progress_and_stops_at_its_time_limit():
         return x
 
     started = time.monotonic()
-    results = parallel.run_all(slow, [0.0] + [1.0] * 8, timeout_s=0.3)
+    with stopping.job("the section", 0.3):
+        results = parallel.run_all(slow, [0.0] + [1.0] * 8)
     assert time.monotonic() - started < 0.9 and results[0] == 0.0 and results.count(None) == 8
 
 

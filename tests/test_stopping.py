@@ -137,7 +137,7 @@ def test_the_plan_stops_at_its_time_limit_and_says_what_was_cut():
     assert any(n["note"] == f"not sized: {cut}" for n in answer["not_possible"])
     assert answer["mix"] is None and answer["mix_note"] == f"No mixed fleet was searched: {cut}."
     text = plan_text(answer, "Plan")
-    assert f"CUT: Cut short: {cut}." in text.replace("\n  ", " ")
+    assert f"CUT: Cut short: {cut}; the answer covers only the configurations sized" in text.replace("\n  ", " ")
 
 
 def test_a_plan_within_its_time_is_not_cut():
@@ -234,3 +234,67 @@ def test_a_page_outside_a_running_server_neither_watches_it_nor_asks_for_its_ses
     assert not at.exception
     assert "stop-watcher" not in [t.name for t in threading.enumerate()]
     assert jobs.session_alive() is None
+
+
+def test_growths_the_plans_time_did_not_reach_are_noted_and_the_text_says_what_was_cut():
+    """The plan's time may run out after every configuration was sized: the growth searches then say they were
+    not sized, and the text does not claim configurations were left out."""
+    from engine.plan_text import cut_text
+    from engine.planner import Search, sensitivity
+
+    data = apply_overrides(ARTICLE, {"workload.arrival.rate_per_s": 5.0})
+    question = Question((Target("interactive", "ttft_p99_ms", 1000.0),), gpus=("H100-80G",), seeds=2, requests=300)
+    answer = plan(data, question)
+    with stopping.job("the plan", 0.0, "plan_s"):
+        time.sleep(0.01)
+        grown = sensitivity(Search(data, question, Origin()), answer["recommendation"])
+    assert [g["note"] for g in grown] == ["not sized: the plan's time limit of 0 s (plan_s) ran out"] * 2
+    cut = {**answer, "run": {**answer["run"], "cut": "the plan's time limit of 0 s (plan_s) ran out"}}
+    assert "every configuration was sized, but the searches after it" in cut_text(cut)
+
+
+# --------------------------------------------------------------------------- the app's sections
+
+
+def test_a_sections_search_stops_with_its_interrupted_caller():
+    """A search of its own inside a section (fleet shapes, the cheapest rental) runs through ``budget.summary`` in
+    the section's job: interrupting the page stops its runs too."""
+    from ui import runner
+
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        if time.monotonic() - started > 0.5:
+            raise Interrupted
+
+    with pytest.raises(Interrupted), runner.SectionBudget(100.0) as budget:
+        parallel.run_all(budget.summary, [dict(slow_data(), seed=s) for s in (101, 102)], progress)
+    assert pool_is_free() < PROMPT_S
+
+
+def test_a_cheapest_rental_search_whose_time_ran_out_says_so_for_each_gpu():
+    from engine.cost import BILLING_MODES
+    from engine.sizing import cheapest_fleets
+    from ui import runner
+
+    data = apply_overrides(ARTICLE, {"workload.num_requests": 300})
+    with runner.SectionBudget(0.0) as budget:
+        frame = cheapest_fleets(data, Target("interactive", "ttft_p99_ms", 1000.0), BILLING_MODES[0], "USD", 7.2,
+                                4, run=budget.summary)
+    assert len(frame) > 0 and set(frame["note"]) == {"not searched: this section's time limit of 0 s (section_s) "
+                                                     "ran out"}
+
+
+def test_a_sections_first_run_goes_on_past_the_sections_time_and_is_not_run_twice():
+    """The first run of a section is always shown: it runs outside the section's time, so when the time runs out
+    it is not stopped and started again (the section takes about one run's time, not two)."""
+    from ui import runner
+
+    datas = [dict(slow_data(15_000), seed=s) for s in (202, 203, 204)]
+    alone_started = time.monotonic()
+    engine.simulate(engine.load_scenario(datas[0]))  # not through the app's cache: the section runs it again
+    alone_s = time.monotonic() - alone_started
+    started = time.monotonic()
+    results, note = runner.SectionBudget(0.6 * alone_s).summaries(datas)
+    assert results[0] is not None and results[1:] == [None, None] and note.startswith("Only 1 of 3 runs are shown")
+    assert time.monotonic() - started < 1.3 * alone_s + 0.5, (alone_s, time.monotonic() - started)  # not 1.6x

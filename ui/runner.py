@@ -13,6 +13,7 @@ at once cannot exhaust the server's memory; while one runs, its page gives its t
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import json
 import threading
@@ -25,7 +26,7 @@ import engine
 from engine import calibration_store, parallel, stopping
 from engine.caps import DEFAULT_CAPS, MIB
 from engine.config import apply_overrides
-from engine.memory import estimate_run_bytes
+from engine.memory import check_run_memory
 from engine.simulate import warm_up as engine_warm_up
 from engine.summary import Summary
 from engine.simulate import run_summary
@@ -81,11 +82,6 @@ def _large_runs() -> threading.BoundedSemaphore:
     return threading.BoundedSemaphore(DEFAULT_CAPS.large_runs_at_once)
 
 
-def _is_large(scenario: engine.Scenario) -> bool:
-    """True when the run's estimated memory is above ``caps.large_run_mib``."""
-    return estimate_run_bytes(scenario).total_bytes > DEFAULT_CAPS.large_run_mib * MIB
-
-
 def simulate(scenario_json: str) -> Run:
     """The full run of a scenario (shared, read-only): from the cache, else simulated with a progress bar."""
     return _results().get_or_compute(_cache_key(scenario_json), lambda: _simulate(scenario_json))
@@ -96,15 +92,16 @@ def _simulate(scenario_json: str) -> Run:
     scenario = validate(data)
     if scenario.workload.trace is not None:
         trace_store.touch(scenario.workload.trace.path)
-    large = _is_large(scenario)
+    large = check_run_memory(scenario).total_bytes > DEFAULT_CAPS.large_run_mib * MIB  # refused before any wait
     with turns.stepping_aside() if large else contextlib.nullcontext():
         bar = st.progress(0.0, text="Simulating...")
         # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.
         while large and not _large_runs().acquire(timeout=0.5):
             bar.progress(0.0, text="Waiting for another large run on this server to finish...")
         try:
-            result = engine.simulate(scenario, progress=lambda share: bar.progress(
-                min(share, 1.0), text=f"Simulating... {min(share, 1.0):.0%} of the requests have arrived"))
+            with jobs.page_job("this run"):  # stops with its visitor's session (a wait for it recomputes it)
+                result = engine.simulate(scenario, progress=lambda share: bar.progress(
+                    min(share, 1.0), text=f"Simulating... {min(share, 1.0):.0%} of the requests have arrived"))
         finally:
             if large:
                 _large_runs().release()
@@ -136,35 +133,56 @@ class SectionBudget:
     """Wall-clock seconds one section of a page may spend on runs not yet cached (``caps.section_s``), counted from
     when the section starts, so that a link asking for very slow runs cannot keep the cores busy for every variant
     of every section: a job (``engine.stopping``) whose runs stop, on every core, when its time runs out or its
-    visitor leaves."""
+    visitor leaves. ``summaries`` runs a list of variants in it; a search of its own (fleet shapes, the cheapest
+    rental) runs inside ``with SectionBudget() as budget:``, its runs through ``budget.summary``, so that the
+    search's own runs are the section's job's children."""
 
     ADVICE = "simulate fewer requests or a lighter load to see every run"
 
     def __init__(self, seconds: float = DEFAULT_CAPS.section_s):
         self.job = stopping.Job("this section", seconds, "section_s", alive=jobs.session_alive(),
                                 parent=stopping.current())
+        self._running = None
+
+    def __enter__(self) -> "SectionBudget":
+        self._running = stopping.running(self.job)
+        self._running.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._running.__exit__(*exc)
 
     def summary(self, data: dict) -> Summary:
-        """The run's summary (cached, or simulated while time is left); ``stopping.Stopped`` after. Safe to call
-        from pooled threads."""
+        """The run's summary (cached, or simulated while the section's time is left); ``stopping.Stopped`` after,
+        saying what to change when the time ran out. Call it inside ``with`` (from the section's own pooled runs
+        too)."""
         try:
-            return stopping.in_job(self.job, summary, canonical(data))
+            stopping.check()
+            return summary(canonical(data))
         except stopping.Stopped as exc:
+            if not exc.timed_out:
+                raise
             raise stopping.Stopped(f"{exc}; {self.ADVICE}", exc.timed_out) from None
 
     def summaries(self, datas: list[dict], progress=None) -> tuple[list[Summary | None], str | None]:
         """Every run's summary, run on all cores at once, within the section's time; the runs not finished by then
-        hold None (except the first, which is always waited for, so that a section shows at least one run), and
-        the note says how many are shown."""
+        hold None, except the first, which runs outside the section's time (it only stops with the visitor or the
+        server), so that a section shows at least one run; the note says how many are shown."""
         keys = [canonical(d) for d in datas]
+        if not keys:
+            return [], None
+        first_job = stopping.Job("this section's first run", alive=self.job.alive, parent=self.job.parent)
+        with stopping.running(first_job):  # submitted first: it starts first
+            first = parallel.pool().submit(contextvars.copy_context().run, stopping.in_job, first_job,
+                                           lambda: summary(keys[0]))
         # ``summary`` looked up at each call, so that a test can slow it down.
         with stopping.running(self.job):
-            results = parallel.run_all(lambda key: summary(key), keys, progress)
-        if keys and results[0] is None:
-            results[0] = summary(keys[0])  # joins the run already under way (or starts it if it never started)
+            rest = parallel.run_all(lambda key: summary(key), keys[1:], progress and (
+                lambda done, total: progress(done + first.done(), len(keys))))
+        results = [first.result(), *rest]
         shown = sum(r is not None for r in results)
-        why = self.job.reason()
-        note = None if shown == len(keys) else f"Only {shown} of {len(keys)} runs are shown: {why}; {self.ADVICE}."
+        note = None if shown == len(keys) else \
+            f"Only {shown} of {len(keys)} runs are shown: {self.job.reason()}; {self.ADVICE}."
         return results, note
 
 
