@@ -22,6 +22,7 @@ from typing import Mapping
 from .caps import DEFAULT_CAPS
 from .config import apply_overrides, check_calibration_name, on_roofline
 from .errors import ScenarioError, excerpt
+from .files import os_reason
 from .hardware import Efficiency, gpu_row
 from .private_folder import NotPrivateError, ensure_private, write_atomically, write_new
 
@@ -120,14 +121,15 @@ def save(calibration: UserCalibration, replace: bool = False) -> Path:
     data = {**dataclasses.asdict(calibration), "efficiency": dataclasses.asdict(calibration.efficiency)}
     content = json.dumps(data, indent=1).encode()
     try:
-        written = write_atomically(path, content) if replace else write_new(path, content)
+        if replace:
+            write_atomically(path, content)
+        elif not write_new(path, content):
+            raise ScenarioError(f"a calibration named {excerpt(calibration.name, 70)} exists; choose another name or "
+                                f"replace it, which is the operator's act: python -m engine calibrate FILE --gpu NAME "
+                                f"--save NAME --replace")
     except OSError as exc:  # a full disk, a folder that takes no links
         raise ScenarioError(f"calibration {excerpt(calibration.name, 70)} could not be saved "
-                            f"({exc.strerror or type(exc).__name__})") from None
-    if not replace and not written:
-        raise ScenarioError(f"a calibration named {excerpt(calibration.name, 70)} exists; choose another name or "
-                            f"replace it, which is the operator's act: python -m engine calibrate FILE --gpu NAME "
-                            f"--save NAME --replace")
+                            f"({os_reason(exc)})") from None
     return path
 
 

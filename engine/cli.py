@@ -26,7 +26,7 @@ from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost
                    group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .dask_connect import check_address, check_workers
 from .errors import ScenarioError, printable
-from .files import quoted, read_regular
+from .files import os_reason, quoted, read_regular
 from .json_out import strict_json
 from .metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .registry import TRACE_FORMATS
@@ -557,7 +557,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def os_error_text(exc: OSError) -> str:
     """An operating-system error in words: what went wrong, and the file when it names one."""
-    what = exc.strerror or type(exc).__name__
+    what = os_reason(exc)
     return f"{what}: {quoted(exc.filename)}" if exc.filename else what
 
 
@@ -566,8 +566,7 @@ def _write(path: str, text: str, option: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise ScenarioError(f"{option} {quoted(path)} could not be written ({exc.strerror or type(exc).__name__})") \
-            from None
+        raise ScenarioError(f"{option} {quoted(path)} could not be written ({os_reason(exc)})") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -90,6 +90,16 @@ class TokenDist:
         if self.dist == "uniform" and self.low > self.high:
             raise ScenarioError(f"{path}: low = {self.low} is above high = {self.high}; swap them")
 
+    def mean_bound(self) -> float:
+        """The mean of what is drawn, from above: the law's mean, at most its cap (clipping only lowers it)."""
+        if self.dist == "constant":
+            mean = self.value
+        elif self.dist == "uniform":
+            mean = (self.low + self.high) / 2
+        else:  # geometric, lognormal
+            mean = self.mean
+        return min(mean, self.max) if self.max is not None else mean
+
     def upper_bound(self) -> float:
         """Largest value a draw can take (``inf`` when unbounded)."""
         bound = {"constant": self.value, "uniform": self.high}.get(self.dist, math.inf)

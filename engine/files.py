@@ -24,9 +24,13 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
 
 
 def kind_of(mode: int) -> str:
-    """What a file of this ``st_mode`` is, in words ("a FIFO (named pipe)"); "a regular file" for one."""
-    return next((words for test, words in _KINDS if test(mode)), "a regular file" if stat.S_ISREG(mode)
-                else "not a regular file")
+    """What a file of this ``st_mode`` that is not a regular file is, in words ("a FIFO (named pipe)")."""
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def os_reason(exc: OSError) -> str:
+    """What the operating system said went wrong ("No space left on device"), for an error line."""
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
 
 
 def quoted(path: str | Path) -> str:
@@ -50,8 +54,7 @@ def open_regular(path: str | Path, what: str, max_bytes: int | None = None, limi
     except PermissionError:
         raise ScenarioError(f"{name} cannot be read (permission denied)") from None
     except OSError as exc:
-        raise ScenarioError(f"{name} cannot be opened ({exc.strerror or errno.errorcode.get(exc.errno, 'error')})") \
-            from None
+        raise ScenarioError(f"{name} cannot be opened ({os_reason(exc)})") from None
     except ValueError:  # os.open refuses a NUL character in a path
         raise ScenarioError(f"{name} cannot be opened (its path holds a NUL character)") from None
     try:
@@ -76,8 +79,7 @@ def read_regular(path: str | Path, what: str, max_bytes: int, limit_name: str = 
         try:
             content = _read_up_to(fh, max_bytes + 1)
         except OSError as exc:
-            raise ScenarioError(f"{what} {quoted(path)} cannot be read ({exc.strerror or type(exc).__name__})") \
-                from None
+            raise ScenarioError(f"{what} {quoted(path)} cannot be read ({os_reason(exc)})") from None
     if len(content) > max_bytes:
         limit = f" ({limit_name})" if limit_name else ""
         raise ScenarioError(f"{what} {quoted(path)} has more than {max_bytes:,} bytes, the limit{limit}{hint}")

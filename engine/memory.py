@@ -51,10 +51,10 @@ SERIES_COPIES = 3  # the series array, each replica's frame of the rows it fille
 BASE_BYTES = 2 * MIB  # what any run holds besides: small tables, the summary, pandas' working memory
 ESTIMATE_FACTOR = 4.0  # the estimate is at least the measured peak and at most this many times it (tested)
 
-TERMS = ("requests", "prefix blocks", "prefix caches", "replica lists", "time series", "trace")
 TERM_WORDS = {"requests": "the requests' state and records", "prefix blocks": "the prompts' prefix block ids",
               "prefix caches": "the replicas' prefix caches", "replica lists": "the replicas' lists and block scratch",
               "time series": "the iteration time series", "trace": "the replayed trace"}
+TERMS = tuple(TERM_WORDS)
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,9 @@ class MemoryEstimate:
 
 
 def mean_tokens(dist: TokenDist, limit_tokens: int) -> float:
-    """The mean of a token distribution as drawn, from above: the law's mean, at most its cap and the limit
-    (clipping only lowers the mean of what is drawn)."""
-    mean = {"constant": dist.value, "uniform": None if dist.low is None else (dist.low + dist.high) / 2}.get(
-        dist.dist, dist.mean)
-    return min(mean, dist.max or math.inf, limit_tokens)
+    """The mean of a token distribution as drawn, from above (``TokenDist.mean_bound``), at most the limit (every
+    draw is clipped to it)."""
+    return min(dist.mean_bound(), limit_tokens)
 
 
 def synthetic_requests(scenario: Scenario) -> int:
@@ -113,9 +111,8 @@ def conversation_tokens(counts: list[int], prompt_mean: float, output_mean: floa
 def synthetic_prefix_ids(scenario: Scenario, requests: int) -> tuple[float, float]:
     """(prefix block ids, distinct units) of a synthetic workload with prefix caching: per class, its requests x
     the whole blocks of min(prompt, shared prefix) (a conversation: of its whole prompt, which grows with each
-    turn); distinct units: each class's shared blocks (as many as its longest prompt reaches), plus the tokens new
-    to each conversation's turn (a first turn's: none if no prompt outgrows the shared prefix, else at most the
-    mean prompt)."""
+    turn); distinct units: each class's shared blocks (as many as its longest prompt reaches), plus the tokens new to each conversation's turn (a first turn's: none if no prompt outgrows the shared prefix,
+    else at most the mean prompt)."""
     caps, block, workload = scenario.origin.caps, scenario.server.block_size_tokens, scenario.workload
     ids = units = 0.0
     for k, cls in enumerate(workload.classes):

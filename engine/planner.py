@@ -428,7 +428,7 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
     answers = []
     for (label, _), sized in zip(changes, run_all(size, [variant for _, variant in changes])):
         if sized is None:
-            answers.append({"change": label, "note": f"{NOT_SIZED}{_stop_reason()}"})
+            answers.append({"change": label, "note": f"{NOT_SIZED}{stopping.cut_reason()}"})
             continue
         found, grown = sized
         search.count += grown.count
@@ -580,7 +580,7 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
         tuned, tuning_runs = tuned_policies(data, question, origin, sorted({c.policy for c in configs}),
                                             None if progress is None else lambda: progress(0, len(configs)))
     except stopping.Stopped as exc:
-        cut = _cut(exc)
+        cut = stopping.cut_short(exc)
     search = Search(data, question, origin, {name: t["policy"] for name, t in tuned.items() if t["used"]})
     search.count += tuning_runs
 
@@ -596,7 +596,7 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     several_quants, several_routers = len({c.quant for c in configs}) > 1, len({c.router for c in configs}) > 1
     several_decodings = len({c.decoding for c in configs}) > 1
     found_all = run_all(size, configs, progress) if cut is None else [None] * len(configs)
-    cut = cut or _stop_reason()
+    cut = cut or stopping.cut_reason()
     for config, found in zip(configs, found_all):
         if found is None:
             found = f"{NOT_SIZED}{cut}"
@@ -624,27 +624,11 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
         try:
             mix, mix_note = cheaper_mix(search, ranked)
         except stopping.Stopped as exc:
-            mix_note = f"No mixed fleet was searched: {_cut(exc)}."
+            mix_note = f"No mixed fleet was searched: {stopping.cut_short(exc)}."
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
-    grown = sensitivity(search, recommendation) if recommendation and _stop_reason() is None else []
+    grown = sensitivity(search, recommendation) if recommendation and stopping.cut_reason() is None else []
     budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
     return ({"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
              "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,
              "diagnosis": diagnosis(search, recommendation) if recommendation else [],
-             "sensitivity": grown}, search.count, cut or _stop_reason())
-
-
-def _cut(exc: stopping.Stopped) -> str:
-    """Why the plan stops short, when its time ran out; ``exc`` raised again otherwise (nobody waits for it)."""
-    if not exc.timed_out:
-        raise exc
-    return str(exc)
-
-
-def _stop_reason() -> str | None:
-    """Why the plan's job must stop (None: it may go on); raises ``stopping.Stopped`` unless its time ran out."""
-    try:
-        stopping.check()
-    except stopping.Stopped as exc:
-        return _cut(exc)
-    return None
+             "sensitivity": grown}, search.count, cut or stopping.cut_reason())

@@ -4,10 +4,12 @@ under a name the app will read."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 PARTIAL_PREFIX = ".partial-"  # a write under way (or cut short by a crash): never read, removed when found
 
@@ -26,29 +28,32 @@ def ensure_private(folder: Path) -> Path:
     return folder
 
 
-def write_atomically(target: Path, content: bytes) -> None:
-    """Write ``content`` to ``target`` so that a reader sees the old file or the whole new one, never part."""
+@contextlib.contextmanager
+def _partial(target: Path, content: bytes) -> Iterator[str]:
+    """A partial file beside ``target`` holding the whole ``content`` (to be put in place under the block), removed
+    after the block whatever happened (already gone once it has been moved in place)."""
     fd, partial = tempfile.mkstemp(dir=target.parent, prefix=PARTIAL_PREFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(content)
-        os.replace(partial, target)
-    except BaseException:
+        yield partial
+    finally:
         Path(partial).unlink(missing_ok=True)
-        raise
+
+
+def write_atomically(target: Path, content: bytes) -> None:
+    """Write ``content`` to ``target`` so that a reader sees the old file or the whole new one, never part."""
+    with _partial(target, content) as partial:
+        os.replace(partial, target)
 
 
 def write_new(target: Path, content: bytes) -> bool:
     """Write ``content`` to ``target`` whole, unless a file of that name exists (False), even one created a moment
     ago by another session or process: the content goes to a partial file, then is linked under the name, and a
     link never replaces a file."""
-    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=PARTIAL_PREFIX)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.link(partial, target)
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(partial)
+    with _partial(target, content) as partial:
+        try:
+            os.link(partial, target)
+        except FileExistsError:
+            return False
     return True

@@ -161,15 +161,8 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
 
 
 def stopped_note() -> str:
-    """The note of a search stopped before its answer, when its time ran out (else ``stopping.Stopped`` is raised
-    again: nobody waits for the answer)."""
-    try:
-        stopping.check()
-    except stopping.Stopped as exc:
-        if not exc.timed_out:
-            raise
-        return f"not searched: {exc}"
-    return "not searched: its search was stopped"
+    """The note of a search stopped before its answer, when its time ran out (``stopping.cut_reason``)."""
+    return f"not searched: {stopping.cut_reason() or 'its search was stopped'}"
 
 
 # Decisive columns first: what to rent, how many, what it costs, whether it meets the target, how sure.

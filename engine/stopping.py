@@ -159,6 +159,27 @@ def in_job(inner: Job, fn: Callable, *args):
         return fn(*args)
 
 
+def cut_short(exc: Stopped) -> str:
+    """Why ``exc`` stopped the work, when its time ran out (what it found may be shown, marked cut); ``exc`` raised
+    again otherwise (its caller has gone or the process is stopping: nobody waits for an answer)."""
+    if not exc.timed_out:
+        raise exc
+    return str(exc)
+
+
+def cut_reason() -> str | None:
+    """None while the current job may go on; why it was cut short when its time ran out (``cut_short``)."""
+    job = _current.get()
+    try:
+        if job is not None:
+            job.check()  # not ``check``: a question, so no giving way
+        else:
+            check()
+    except Stopped as exc:
+        return cut_short(exc)
+    return None
+
+
 def in_background() -> bool:
     """True inside a background job."""
     job = _current.get()

@@ -42,7 +42,7 @@ import pandas as pd
 
 from .caps import DEFAULT_CAPS, Caps
 from .errors import ScenarioError, TraceError, excerpt
-from .files import open_regular, quoted
+from .files import open_regular, os_reason, quoted
 from .registry import TRACE_FORMATS
 
 MAX_CSV_COLUMNS = 16  # a trace CSV has 3 or 4 columns; a wider header is not a trace (and costs pandas time)
@@ -523,8 +523,7 @@ def _read_file(path: str, fmt: str, read: _Read) -> TraceRows:
         try:
             return _parse(fh, fmt, read)
         except OSError as exc:  # a regular file may still fail to read (/proc/self/mem)
-            raise TraceError(f"trace file {quoted(read.name)} cannot be read ({exc.strerror or type(exc).__name__})") \
-                from None
+            raise TraceError(f"trace file {quoted(read.name)} cannot be read ({os_reason(exc)})") from None
 
 
 def _open_trace(path: str, name: str) -> BinaryIO:

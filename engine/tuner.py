@@ -466,9 +466,7 @@ def _tune(data: dict, question: TuneQuestion, origin: Origin, progress: Callable
     try:
         shape = search(tuning, policy_knobs, baseline_values)
     except stopping.Stopped as exc:
-        if not exc.timed_out:
-            raise
-        cut = str(exc)
+        cut = stopping.cut_short(exc)
     best = tuning.best()
     answer = {
         "objective": {"class": question.objective.cls, "metric": question.objective.key,

@@ -105,6 +105,14 @@ def test_twenty_sessions_stay_responsive_while_one_runs_the_largest_scenario():
     assert figures["server_peak_rss_mib"] < 6 * 1024, figures
 
 
+def seconds_to_stop(proc) -> float:
+    """SIGTERM to the server, then seconds until it has exited."""
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    return time.monotonic() - started
+
+
 def open_page_until_closed(url: str, query: str) -> None:
     """Open a page on a server that is about to stop: the connection closing is the expected end."""
     try:
@@ -118,10 +126,7 @@ def test_the_server_stops_on_sigterm_in_the_middle_of_the_largest_run():
         threading.Thread(target=open_page_until_closed, args=(url, largest_link()), daemon=True).start()
         time.sleep(12.0)  # compiling is done and the million-request run is under way
         assert proc.poll() is None
-        stopped_at = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        assert time.monotonic() - stopped_at < STOP_S
+        assert seconds_to_stop(proc) < STOP_S
 
 
 def heaviest_plan_query() -> str:
@@ -169,10 +174,7 @@ def test_a_heavy_plan_leaves_twenty_sessions_their_pages_stops_with_its_visitor_
         after_leaving = busy_cores(proc.pid)
         start_plan(url)
         time.sleep(5.0)
-        stopped_at = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        stop_s = time.monotonic() - stopped_at
+        stop_s = seconds_to_stop(proc)
     figures = {"sessions": SESSIONS, "alone_s": {"median": statistics.median(alone), "max": max(alone)},
                "beside_plan_s": {"median": statistics.median(beside), "max": max(beside)},
                "cores_planning": planning, "cores_after_leaving": after_leaving, "sigterm_to_exit_s": stop_s}

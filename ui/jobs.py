@@ -50,9 +50,9 @@ def session_alive() -> Callable[[], bool] | None:
 
 
 @contextlib.contextmanager
-def page_job(what: str, seconds: float | None = None, limit_name: str = "") -> Iterator[stopping.Job]:
+def page_job(what: str) -> Iterator[stopping.Job]:
     """The block as a job (``stopping.job``) that stops when this page's session goes."""
-    with stopping.job(what, seconds, limit_name, alive=session_alive()) as job:
+    with stopping.job(what, alive=session_alive()) as job:
         yield job
 
 

@@ -160,9 +160,7 @@ class SectionBudget:
             stopping.check()
             return summary(canonical(data))
         except stopping.Stopped as exc:
-            if not exc.timed_out:
-                raise
-            raise stopping.Stopped(f"{exc}; {self.ADVICE}", exc.timed_out) from None
+            raise stopping.Stopped(f"{stopping.cut_short(exc)}; {self.ADVICE}", timed_out=True) from None
 
     def summaries(self, datas: list[dict], progress=None) -> tuple[list[Summary | None], str | None]:
         """Every run's summary, run on all cores at once, within the section's time; the runs not finished by then

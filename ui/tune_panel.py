@@ -96,8 +96,8 @@ def apply_best(data: dict, best: dict) -> None:
 
 def show(answer: dict, data: dict) -> None:
     best = answer["best"]
-    if cut_text(answer):
-        st.warning(text.plain(cut_text(answer)))
+    if cut := cut_text(answer):
+        st.warning(text.plain(cut))
     (st.success if best["feasible"] else st.warning)(text.plain(verdict(answer)))
     if answer["flat"]:
         st.info(FLAT_TEXT)

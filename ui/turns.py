@@ -18,7 +18,6 @@ that a search of hours leaves a room's pages their interpreter, and goes on at f
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -30,7 +29,6 @@ from engine.parallel import cores
 
 POLL_S = 0.5  # how often a waiting run tells its page where it stands (and lets Streamlit stop it)
 GIVE_WAY_S = 0.5  # the longest a background job waits at one check while pages are busy
-GIVE_WAY_POLL_S = 0.02
 
 
 class Turns:
@@ -75,6 +73,12 @@ class Turns:
         with self._cond:
             return self._running > 0 or bool(self._queue)
 
+    def wait_idle(self, timeout_s: float) -> None:
+        """Return once no page runs or waits (``busy`` is False), or after ``timeout_s``: woken when the last turn
+        is left, not by polling."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self.busy(), timeout_s)
+
     def _leave(self) -> None:
         with self._cond:
             self._running -= 1
@@ -108,10 +112,8 @@ PAGES = Turns(max(2, cores()))
 
 
 def give_way() -> None:
-    """Wait while pages are busy (``PAGES.busy``), at most ``GIVE_WAY_S``: a background job's check."""
-    deadline = time.monotonic() + GIVE_WAY_S
-    while PAGES.busy() and time.monotonic() < deadline:
-        time.sleep(GIVE_WAY_POLL_S)
+    """Wait while pages are busy, at most ``GIVE_WAY_S``: a background job's check."""
+    PAGES.wait_idle(GIVE_WAY_S)
 
 
 stopping.set_give_way(give_way)
