@@ -80,6 +80,24 @@ def mean_tokens(dist: TokenDist, limit_tokens: int) -> float:
     return min(dist.mean_bound(), limit_tokens)
 
 
+def _std_tokens(dist: TokenDist, mean: float) -> float:
+    """The standard deviation of a token distribution's law (of mean ``mean``)."""
+    if dist.dist == "uniform":
+        return (dist.high - dist.low) / math.sqrt(12)
+    if dist.dist == "geometric":
+        return math.sqrt(max(mean * (mean - 1.0), 0.0))
+    if dist.dist == "lognormal":
+        return dist.cv * mean
+    return 0.0  # constant
+
+
+def longest_tokens(dist: TokenDist, draws: float, limit_tokens: int) -> float:
+    """The longest of ``draws`` draws of a token distribution, from above in expectation: at most its largest value
+    and the limit, and E[max] <= mean + std x sqrt(n - 1) (the Hartley-David bound)."""
+    mean = dist.mean_bound()
+    return min(dist.upper_bound(), limit_tokens, mean + _std_tokens(dist, mean) * math.sqrt(max(draws - 1.0, 0.0)))
+
+
 def synthetic_requests(scenario: Scenario) -> int:
     """Requests a synthetic workload draws: ``num_requests``, else ``duration_s`` x the rate (plus the last chunk of
     gaps drawn past it), at most the limit per run."""
@@ -111,14 +129,15 @@ def conversation_tokens(counts: list[int], prompt_mean: float, output_mean: floa
 def synthetic_prefix_ids(scenario: Scenario, requests: int) -> tuple[float, float]:
     """(prefix block ids, distinct units) of a synthetic workload with prefix caching: per class, its requests x
     the whole blocks of min(prompt, shared prefix) (a conversation: of its whole prompt, which grows with each
-    turn); distinct units: each class's shared blocks (as many as its longest prompt reaches), plus the tokens new to each conversation's turn (a first turn's: none if no prompt outgrows the shared prefix,
+    turn); distinct units: each class's shared blocks (as many as its longest prompt reaches: ``longest_tokens``),
+    plus the tokens new to each conversation's turn (a first turn's: none if no prompt outgrows the shared prefix,
     else at most the mean prompt)."""
     caps, block, workload = scenario.origin.caps, scenario.server.block_size_tokens, scenario.workload
     ids = units = 0.0
     for k, cls in enumerate(workload.classes):
         n = math.ceil(requests * cls.share)
         prompt = mean_tokens(cls.prompt_tokens, caps.tokens_per_request)
-        longest = min(cls.prompt_tokens.upper_bound(), caps.tokens_per_request)
+        longest = longest_tokens(cls.prompt_tokens, n, caps.tokens_per_request)
         units += min(longest, cls.shared_prefix_tokens) / block
         if cls.conversation_turns > 1:
             counts = turn_counts(n, conversation_slots(workload, k), cls.conversation_turns)
