@@ -420,7 +420,7 @@ def measurements_section(data: dict, server: Server) -> None:
         return
     problems = show_fit(calibrated, results, server)
     fit = calibrated.calibration
-    cols = st.columns([3, 1])
+    cols = st.columns([3, 1], vertical_alignment="bottom")  # the button level with the name it saves under
     name = cols[0].text_input("Save the fit as", key="hw_calibration_name", max_chars=64,
                               help="A new name: letters, digits, '.', '_' or '-'. The scenario then uses it "
                                    "(server.calibration); a saved calibration and the shipped one are never "
