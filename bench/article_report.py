@@ -1,4 +1,5 @@
-"""The source article's benchmark against the simulator (``engine.article``): data/scenarios/article_mixed_8xa100.toml
+"""The source article's benchmark against the simulator (``engine.teach.article``):
+data/scenarios/article_mixed_8xa100.toml
 under the article's four policies, each run as the article describes it.
 
 Prints, and writes into the README (between the article markers), the article's figures beside the
@@ -20,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.article import (ARTICLE, EXTRA_METRICS, METRICS, POLICIES, article_rate, compare,  # noqa: E402
-                            contended_rates, verdicts)
+from engine.teach.article import (ARTICLE, EXTRA_METRICS, METRICS, POLICIES, article_rate, compare, contended_rates,
+                                  verdicts)
 
 
 def figures_table(sim: dict) -> list[str]:

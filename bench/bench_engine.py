@@ -82,7 +82,7 @@ def child(n: int, env_extra: dict) -> dict:
 
 def measure_slicing(n: int, repeats: int = 3) -> dict:
     """Best wall time of the run in slices (as shipped) and in one call of the compiled loop, alternated."""
-    sim_module = sys.modules["engine.simulate"]
+    sim_module = sys.modules["engine.sim.simulate"]
     scenario = engine.load_scenario(SCENARIO, overrides=[f"workload.num_requests={n}"])
     shipped = sim_module.SLICE_S
     best = {"sliced_s": float("inf"), "one_call_s": float("inf")}

@@ -25,10 +25,11 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.calibration import (MIN_FAMILY_MEASUREMENTS, cases, conservative, error_pct,  # noqa: E402
-                                family_factors, fit, measurements)
-from engine.hardware import DATA_DIR, load_table  # noqa: E402
-from engine.calibration_report import markdown_table  # noqa: E402
+from engine.calibrate.calibration import (MIN_FAMILY_MEASUREMENTS, cases, conservative, error_pct, family_factors, fit,
+                                          measurements)
+from engine.calibrate.calibration_report import markdown_table
+from engine.hardware.tables import load_table
+from engine.scenario.table_names import DATA_DIR
 
 
 def abs_errors_pct(rows: pd.DataFrame, efficiency) -> list[float]:

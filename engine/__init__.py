@@ -7,13 +7,13 @@ Importable without Streamlit. Main entry points::
     result.summary, result.requests, result.timeseries
 """
 
-from ._numba_cache import ensure_cache_dir
+from .sim._numba_cache import ensure_cache_dir
 
 ensure_cache_dir()
 
-from .config import Scenario, apply_overrides, load_scenario, scenario_to_dict  # noqa: E402
-from .errors import ScenarioError, TraceError  # noqa: E402
-from .simulate import Result, simulate  # noqa: E402
+from .scenario.config import Scenario, apply_overrides, load_scenario, scenario_to_dict
+from .scenario.errors import ScenarioError, TraceError
+from .sim.simulate import Result, simulate
 
 __all__ = ["Scenario", "Result", "ScenarioError", "TraceError", "apply_overrides", "load_scenario",
            "scenario_to_dict", "simulate"]

@@ -17,36 +17,37 @@ from pathlib import Path
 
 import pandas as pd
 
-from .bench_results import MAX_FILE_MIB, read_result
-from .calibration import badge
-from .calibration_store import save
-from .caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
-from .config import OVERALL, Scenario, fleet_servers, keys_markdown, load_scenario, scenario_to_dict, to_toml
-from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost, deployment_cost, fleet_cards,
-                   group_rentals, offer_hosting_problem, offers_for, unit_costs)
-from .dask_connect import check_address, check_workers
-from .errors import ScenarioError, printable
-from .files import os_reason, quoted, read_regular
-from .json_out import strict_json
-from .metric_table import FRACTION, LATENCY_KEYS, metric, money_range
-from .registry import TRACE_FORMATS
-from .hardware import kv_capacity_tokens, load_table, memory_breakdown_gib, roofline_profile, roofline_step_params
-from .origin import Origin
-from .parallel import dask_cluster
-from .simulate import Result, load_text, simulate, stop_explanation, warm_up
-from .sizing import cheapest_fleets, fleet_shapes
-from .plan_text import no_plan_text, plan_text, summary_line
-from .report import DEFAULT_APP_URL, report_html, write_pdf
-from .planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
-from .targets import TARGET_METRICS, Target, parse_target
-from .traffic import describe as describe_traffic, peak_rate_per_s
-from .tune_text import tune_text
-from .tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS as TUNE_REQUESTS, DEFAULT_SEEDS as TUNE_SEEDS, TUNABLE,
-                    TuneQuestion, parse_constraint, parse_objective, tune, tuned_scenario)
-from .steptime import decode_step_s_nb, prefill_s
-from .summary import Summary
-from .traces import guess_trace_format
-from .user_calibration import benchmarked_server, calibrate, model_for
+from .calibrate.bench_results import MAX_FILE_MIB, read_result
+from .calibrate.calibration import badge
+from .calibrate.user_calibration import benchmarked_server, calibrate, model_for
+from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost, deployment_cost, fleet_cards,
+                          group_rentals, offer_hosting_problem, offers_for, unit_costs)
+from .decide.plan_text import no_plan_text, plan_text, summary_line
+from .decide.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
+from .decide.report import DEFAULT_APP_URL, report_html, write_pdf
+from .decide.sizing import cheapest_fleets, fleet_shapes
+from .decide.targets import TARGET_METRICS, Target, parse_target
+from .decide.traffic import describe as describe_traffic, peak_rate_per_s
+from .decide.tune_text import tune_text
+from .decide.tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS as TUNE_REQUESTS, DEFAULT_SEEDS as TUNE_SEEDS, TUNABLE,
+                           TuneQuestion, parse_constraint, parse_objective, tune, tuned_scenario)
+from .hardware.calibration_store import save
+from .hardware.roofline import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
+from .hardware.steptime import decode_step_s_nb, prefill_s
+from .hardware.tables import load_table
+from .scenario.caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
+from .scenario.config import OVERALL, Scenario, fleet_servers, keys_markdown, load_scenario, scenario_to_dict, to_toml
+from .scenario.errors import ScenarioError, printable
+from .scenario.files import os_reason, quoted, read_regular
+from .scenario.json_out import strict_json
+from .scenario.metric_table import FRACTION, LATENCY_KEYS, metric, money_range
+from .scenario.origin import Origin
+from .scenario.registry import TRACE_FORMATS
+from .scenario.summary import Summary
+from .sim.dask_connect import check_address, check_workers
+from .sim.parallel import dask_cluster
+from .sim.simulate import Result, load_text, simulate, stop_explanation, warm_up
+from .sim.traces import guess_trace_format
 
 CHEAPEST_OFFER = "cheapest"  # --offer for a mixed or disaggregated fleet: each group through its cheapest offer
 EXIT_INVALID = 2

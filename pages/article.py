@@ -1,6 +1,6 @@
 """The article, re-run: its benchmark table beside the simulator's, at its load and where the policies differ.
 
-The comparison lives in ``engine.article`` (also ``bench/article_report.py``, which writes it into the README);
+The comparison lives in ``engine.teach.article`` (also ``bench/article_report.py``, which writes it into the README);
 this page runs it on the shared result cache (one seed of ``REQUESTS`` requests per point, the same arrivals
 for every policy) and shows, claim by claim, where the simulation agrees and, where it does not, why.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine import article
-from engine.config import load_scenario
-from engine.simulate import estimated_offered_load, load_text
+from engine.scenario.config import load_scenario
+from engine.sim.simulate import estimated_offered_load, load_text
+from engine.teach import article
 from ui import entry, runner, text
 
 REQUESTS = 10000

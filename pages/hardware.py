@@ -14,22 +14,24 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import engine
-from engine import calibration_store, user_calibration
-from engine.bench_results import BenchResult, read_result
-from engine.calibration import METRICS, badge
-from engine.caps import DEFAULT_CAPS
-from engine.errors import printable
-from engine.config import OVERALL, Fleet, Server, on_roofline
-from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert,
-                         cost_columns, fleet_cards)
-from engine.hardware import (GIB, RooflineProfile, card_memory, gpu_row, is_slice, kv_capacity_tokens, load_table,
-                             memory_convention, roofline_profile, roofline_step_params)
-from engine.metric_table import LATENCY_KEYS, metric, money_range, round_money
-from engine.policies import POLICY_LABELS
-from engine.sizing import cheapest_fleets, fleet_shapes
-from engine.targets import Target
-from engine.sweep import sweep_rates
-from engine.steptime import decode_step_s_nb, prefill_s
+from engine.calibrate import user_calibration
+from engine.calibrate.bench_results import BenchResult, read_result
+from engine.calibrate.calibration import METRICS, badge
+from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert, cost_columns,
+                                fleet_cards)
+from engine.decide.sizing import cheapest_fleets, fleet_shapes
+from engine.decide.targets import Target
+from engine.hardware import calibration_store
+from engine.hardware.roofline import (GIB, RooflineProfile, card_memory, kv_capacity_tokens, memory_convention,
+                                      roofline_profile, roofline_step_params)
+from engine.hardware.steptime import decode_step_s_nb, prefill_s
+from engine.hardware.tables import gpu_row, is_slice, load_table
+from engine.scenario.caps import DEFAULT_CAPS
+from engine.scenario.config import OVERALL, Fleet, Server, on_roofline
+from engine.scenario.errors import printable
+from engine.scenario.metric_table import LATENCY_KEYS, metric, money_range, round_money
+from engine.sim.policies import POLICY_LABELS
+from engine.sim.sweep import sweep_rates
 from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, tables, text, view
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input

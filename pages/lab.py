@@ -8,19 +8,19 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine.calibration import badge
-from engine.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy, RequestClass,
-                           Server, Speculative, Workload, expected_tokens_per_decode, field_bounds, field_label,
-                           field_meta)
-from engine.cost import cost_columns
-from engine.diagnosis import diagnose
-from engine.metric_table import COSTS, STEADY_STATE, SYSTEM_METRICS, metric
-from engine.metrics import flat_metrics
-from engine.policies import POLICIES, POLICY_LABELS, params_of
-from engine.simulate import load_text, stop_explanation
-from engine.summary import Summary, SystemMetrics
-from engine.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
-from engine.workload import trace_requests
+from engine.calibrate.calibration import badge
+from engine.decide.cost import cost_columns
+from engine.decide.diagnosis import diagnose
+from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy,
+                                    RequestClass, Server, Speculative, Workload, expected_tokens_per_decode,
+                                    field_bounds, field_label, field_meta)
+from engine.scenario.metric_table import COSTS, STEADY_STATE, SYSTEM_METRICS, metric
+from engine.scenario.summary import Summary, SystemMetrics
+from engine.sim.metrics import flat_metrics
+from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
+from engine.sim.simulate import load_text, stop_explanation
+from engine.sim.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
+from engine.sim.workload import trace_requests
 from ui import (charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, tune_panel,
                 view)
 from ui.trace_store import APP_ORIGIN

@@ -3,11 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from engine.calibration_report import markdown_table
-from engine.hardware import load_table, memory_convention
-from engine.metric_table import STEADY_STATE, WHOLE_RUN
-from engine.policies import POLICIES
-from engine.theory import theory_checks
+from engine.calibrate.calibration_report import markdown_table
+from engine.hardware.roofline import memory_convention
+from engine.hardware.tables import load_table
+from engine.scenario.metric_table import STEADY_STATE, WHOLE_RUN
+from engine.sim.policies import POLICIES
+from engine.teach.theory import theory_checks
 from ui import scenario_sidebar, tables
 
 

@@ -3,7 +3,7 @@
 The question (targets, GPUs, policies, billing, currency, how sure) is asked here; the scenario's workload,
 model and server settings come from the shared scenario. A plan runs only when asked (it simulates hundreds
 of fleets), with a progress bar, and its answer stays on the page until the question or the scenario changes.
-The engine (``engine.planner``) does the work; this page only asks and shows.
+The engine (``engine.decide.planner``) does the work; this page only asks and shows.
 """
 
 import tempfile
@@ -14,21 +14,21 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine.config import OVERALL
-from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
-from engine.hardware import load_table
-from engine.json_out import strict_json
-from engine.metric_table import metric
-from engine.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
-from engine.plan_charts import pareto_chart
-from engine.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, sensitivity_text,
-                              summary_line, tuned_text)
-from engine.policies import POLICY_LABELS
-from engine.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
-from engine.registry import POLICY_CODES, ROUTER_CODES
-from engine.targets import TARGET_METRICS, Target
-from engine.traffic import describe as describe_traffic, peak_rate_per_s
-from engine import parallel
+from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
+from engine.decide.plan_charts import pareto_chart
+from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, sensitivity_text,
+                                     summary_line, tuned_text)
+from engine.decide.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
+from engine.decide.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
+from engine.decide.targets import TARGET_METRICS, Target
+from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
+from engine.hardware.tables import load_table
+from engine.scenario.config import OVERALL
+from engine.scenario.json_out import strict_json
+from engine.scenario.metric_table import metric
+from engine.scenario.registry import POLICY_CODES, ROUTER_CODES
+from engine.sim import parallel
+from engine.sim.policies import POLICY_LABELS
 from ui import cluster, jobs, runner, scenario_sidebar, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
 

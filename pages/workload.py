@@ -8,14 +8,14 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import Arrival, TokenDist, Trace, field_bounds, field_meta
-from engine.errors import printable
-from engine.metric_table import significant
-from engine.registry import TRACE_FORMATS
-from engine.trace_stats import per_minute_rate, trace_statistics
-from engine.traces import guess_format_from_header, read_trace_bytes
-from engine.simulate import draw_requests
+from engine.scenario.caps import DEFAULT_CAPS, MIB
+from engine.scenario.config import Arrival, TokenDist, Trace, field_bounds, field_meta
+from engine.scenario.errors import printable
+from engine.scenario.metric_table import significant
+from engine.scenario.registry import TRACE_FORMATS
+from engine.sim.simulate import draw_requests
+from engine.sim.trace_stats import per_minute_rate, trace_statistics
+from engine.sim.traces import guess_format_from_header, read_trace_bytes
 from ui import charts, runner, scenario_sidebar, state, tables, text, trace_store
 from ui.widgets import field_input
 

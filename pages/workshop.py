@@ -1,6 +1,6 @@
 """Workshop: guided chapters, one trade-off each, for a class or a learner alone.
 
-Each chapter (a file of ``data/workshop``, ``engine.workshop``) asks a question, has the learner predict the
+Each chapter (a file of ``data/workshop``, ``engine.teach.workshop``) asks a question, has the learner predict the
 answer, then runs its experiment (one knob over a few settings, on a scenario at a load where the effect is
 large), shows the chart that answers it with what should be seen and why, and ends with an exercise checked
 live. ``?chapter=ID`` opens a chapter (every chapter has its link); ``&presenter=1`` shows it for a projector:
@@ -13,12 +13,12 @@ from __future__ import annotations
 import streamlit as st
 
 import engine
-from engine import workshop
-from engine.config import OVERALL
-from engine.cost import CNY_PER_USD_DEFAULT
-from engine.metric_table import FRACTION, metric
-from engine.simulate import load_text
-from engine.summary import Summary
+from engine.decide.cost import CNY_PER_USD_DEFAULT
+from engine.scenario.config import OVERALL
+from engine.scenario.metric_table import FRACTION, metric
+from engine.scenario.summary import Summary
+from engine.sim.simulate import load_text
+from engine.teach import workshop
 from ui import charts, entry, runner, state, text
 from ui.widgets import field_input
 

@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from conftest import REPO, SCENARIOS, shown
-from engine.config import read_toml
+from engine.scenario.config import read_toml
 from ui import state
 from ui.scenario_sidebar import scenario_from_upload
 

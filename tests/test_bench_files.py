@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 import engine
 from conftest import REPO
-from engine.bench_results import MAX_RATE_PER_S, RESULT_NAME_CHARS, BenchResult, read_result
-from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import Server
-from engine.user_calibration import replay_case
+from engine.calibrate.bench_results import MAX_RATE_PER_S, RESULT_NAME_CHARS, BenchResult, read_result
+from engine.calibrate.user_calibration import replay_case
+from engine.scenario.caps import DEFAULT_CAPS, MIB
+from engine.scenario.config import Server
 from test_safety import HANG_S, cli, one_line_error
 
 FIXTURES = REPO / "tests" / "fixtures"

@@ -18,9 +18,9 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from conftest import REPO, SCENARIOS, app_server
-from engine.config import read_toml
-from engine import workshop
-from engine.metric_table import metric
+from engine.scenario.config import read_toml
+from engine.scenario.metric_table import metric
+from engine.teach import workshop
 from ui import state, view
 
 CHROMIUM = Path("/usr/bin/chromium")

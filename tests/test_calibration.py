@@ -7,12 +7,14 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from engine.calibration import (BOUNDS, CHECK_FACTORS, METRICS, MIN_FAMILY_MEASUREMENTS, Case, badge, cases,
-                                conservative, family_factors, free_factors, loss, measurements, predict)
-from engine.calibration_report import markdown_table
-from engine.config import Server
-from engine.hardware import DATA_DIR, Efficiency, efficiency_for, load_table, roofline_profile, roofline_step_params
-from engine.steptime import step_time_s_nb
+from engine.calibrate.calibration import (BOUNDS, CHECK_FACTORS, METRICS, MIN_FAMILY_MEASUREMENTS, Case, badge, cases,
+                                          conservative, family_factors, free_factors, loss, measurements, predict)
+from engine.calibrate.calibration_report import markdown_table
+from engine.hardware.roofline import efficiency_for, roofline_profile, roofline_step_params
+from engine.hardware.steptime import step_time_s_nb
+from engine.hardware.tables import Efficiency, load_table
+from engine.scenario.config import Server
+from engine.scenario.table_names import DATA_DIR
 
 
 def test_measurements_name_known_hardware_and_a_source():

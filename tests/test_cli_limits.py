@@ -13,8 +13,8 @@ import tracemalloc
 import pytest
 
 from conftest import SCENARIOS
-from engine.caps import MIB
-from engine.json_out import strict_json
+from engine.scenario.caps import MIB
+from engine.scenario.json_out import strict_json
 from test_safety import cli, one_line_error
 
 EXAMPLE = str(SCENARIOS / "example.toml")

@@ -17,11 +17,11 @@ import time
 import urllib.request
 
 from conftest import REPO, SCENARIOS, app_server
-from engine.caps import DEFAULT_CAPS
-from engine.config import read_toml
-from engine.hardware import load_table
-from engine.planner import TUNE_RANGE
-from engine.registry import POLICY_CODES, ROUTER_CODES
+from engine.decide.planner import TUNE_RANGE
+from engine.hardware.tables import load_table
+from engine.scenario.caps import DEFAULT_CAPS
+from engine.scenario.config import read_toml
+from engine.scenario.registry import POLICY_CODES, ROUTER_CODES
 from streamlit_client import Session, all_at_once, open_page
 from ui import state
 

@@ -7,7 +7,7 @@ import pytest
 
 import engine
 from conftest import REPO, SCENARIOS
-from engine.config import RequestClass, keys_markdown, keys_reference, scenario_to_dict
+from engine.scenario.config import RequestClass, keys_markdown, keys_reference, scenario_to_dict
 
 
 def test_example_loads_with_the_documented_keys():
@@ -120,9 +120,9 @@ def test_readme_key_reference_is_generated_from_the_config():
 
 def test_names_and_codes_come_from_one_registry():
     """Every choice a key offers is the registry's, and the policy table's codes are the registry's codes."""
-    from engine import registry
-    from engine.config import Arrival, Fleet, Policy, Server, TokenDist, Trace
-    from engine.policies import POLICIES
+    from engine.scenario import registry
+    from engine.scenario.config import Arrival, Fleet, Policy, Server, TokenDist, Trace
+    from engine.sim.policies import POLICIES
 
     def choices(cls, name):
         return next(f.metadata["choices"] for f in dataclasses.fields(cls) if f.name == name)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import engine
-from engine.caps import DEFAULT_CAPS
-from engine.origin import Origin
-from engine.simulate import cached_prompt_tokens
-from engine.workload import FRESH_ID_BASE, build_requests
+from engine.scenario.caps import DEFAULT_CAPS
+from engine.scenario.origin import Origin
+from engine.sim.simulate import cached_prompt_tokens
+from engine.sim.workload import FRESH_ID_BASE, build_requests
 
 
 def chat(turns: int, gap_s: float, rate_per_s: float = 1.0, n: int = 8, shared: int = 0, caching: bool = True,
@@ -63,7 +63,7 @@ def test_a_first_turn_starts_with_the_classs_shared_prompt():
 
 def test_prompts_never_grow_past_the_limit():
     """Fifty turns of 32 + 16 tokens would reach 2,384 tokens: the limit on tokens per request (500 here) holds."""
-    data = engine.config.scenario_to_dict(chat(50, 1.0, n=50))
+    data = engine.scenario.config.scenario_to_dict(chat(50, 1.0, n=50))
     origin = Origin(caps=dataclasses.replace(DEFAULT_CAPS, tokens_per_request=500))
     requests = build_requests(engine.load_scenario(data, origin=origin))
     assert requests.prompt_tokens.max() == 500
@@ -112,7 +112,7 @@ def test_without_prefix_caching_the_prompts_are_the_same_and_no_block_is_kept():
 def test_without_conversations_the_workload_is_unchanged():
     """One turn per conversation draws exactly the requests of a class without the key."""
     plain = build_requests(chat(1, 1.0, n=50, shared=16))
-    data = engine.config.scenario_to_dict(chat(1, 1.0, n=50, shared=16))
+    data = engine.scenario.config.scenario_to_dict(chat(1, 1.0, n=50, shared=16))
     for cls in data["workload"]["classes"]:
         del cls["conversation_turns"], cls["turn_gap_s"]
     again = build_requests(engine.load_scenario(data))

@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 
 import engine
-from engine import cost as cost_module
-from engine.cost import HOURS_PER_MONTH, cost_columns, deployment_cost, offers_for, unit_costs
-from engine.hardware import DATA_DIR
+from engine.decide import cost as cost_module
+from engine.decide.cost import HOURS_PER_MONTH, cost_columns, deployment_cost, offers_for, unit_costs
+from engine.scenario.table_names import DATA_DIR
 
 
 def test_offers_table_is_sourced_and_consistent():

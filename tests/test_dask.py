@@ -1,7 +1,7 @@
-"""Scale-out on Dask (engine.parallel.dask_cluster): a real ``dask scheduler`` and two ``dask worker`` processes on
+"""Scale-out on Dask (engine.sim.parallel.dask_cluster): a real ``dask scheduler`` and two ``dask worker`` processes on
 localhost run the planner's and the tuner's simulations, and the answers equal the local ones, bit for bit; the
 command line plans through them; an unreachable scheduler is one clear line. Then the address that cannot hang
-(engine.dask_connect): a malformed address, a port nobody listens on, a listener that never speaks, speaks garbage
+(engine.sim.dask_connect): a malformed address, a port nobody listens on, a listener that never speaks, speaks garbage
 or hangs up, each end as one line within a stated bound, printing nothing."""
 
 import contextlib
@@ -17,15 +17,15 @@ import time
 import pytest
 
 from conftest import REPO, SCENARIOS, free_port
-from engine import dask_connect
-from engine.config import apply_overrides, read_toml
-from engine.dask_connect import (CLOSE_TIMEOUT_S, REPLY_GRACE_S, check_address, check_workers, close_quietly,
-                                 open_client)
-from engine.errors import ScenarioError
-from engine.parallel import dask_cluster, where, workers
-from engine.planner import Question, plan
-from engine.targets import Target
-from engine.tuner import Objective, TuneQuestion, tune
+from engine.decide.planner import Question, plan
+from engine.decide.targets import Target
+from engine.decide.tuner import Objective, TuneQuestion, tune
+from engine.scenario.config import apply_overrides, read_toml
+from engine.scenario.errors import ScenarioError
+from engine.sim import dask_connect
+from engine.sim.dask_connect import (CLOSE_TIMEOUT_S, REPLY_GRACE_S, check_address, check_workers, close_quietly,
+                                     open_client)
+from engine.sim.parallel import dask_cluster, where, workers
 
 ARTICLE = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
 QUESTION = Question((Target("interactive", "ttft_p99_ms", 1000.0),), gpus=("A100-80G", "H100-80G"), seeds=2,
@@ -128,7 +128,7 @@ def test_an_unreachable_scheduler_is_one_clear_line():
     assert workers() >= 1 and "local cores" in where(), "nothing stays in use after a failure"
 
 
-# --- A scheduler address that cannot hang (engine.dask_connect) ---
+# --- A scheduler address that cannot hang (engine.sim.dask_connect) ---
 
 TIMEOUT_S = 2  # connect_timeout_s in these tests (20 s on the command line)
 BOUND_S = TIMEOUT_S + REPLY_GRACE_S + CLOSE_TIMEOUT_S  # what open_client promises, whatever the other end does
@@ -271,7 +271,7 @@ def test_a_scheduler_without_workers_is_one_line():
 
 def test_the_interpreter_exits_quietly_after_a_failed_connection():
     """The client's destructor runs as the interpreter exits: nothing left for it to close, nothing printed."""
-    code = ("import sys\nfrom engine.dask_connect import open_client\ntry:\n    open_client(sys.argv[1], 0, 2)\n"
+    code = ("import sys\nfrom engine.sim.dask_connect import open_client\ntry:\n    open_client(sys.argv[1], 0, 2)\n"
             "except ValueError as exc:\n    print(exc)\n")
     for peer in (silent, garbage):
         with listener(peer) as address:

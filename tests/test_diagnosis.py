@@ -1,4 +1,4 @@
-"""Diagnosis in words (engine.diagnosis): each limit is found on a run built to hit it, with its numbers, and
+"""Diagnosis in words (engine.decide.diagnosis): each limit is found on a run built to hit it, with its numbers, and
 nothing is said where nothing limits."""
 
 import copy
@@ -6,11 +6,11 @@ import copy
 import pytest
 
 from conftest import SCENARIOS
-from engine.config import load_scenario
-from engine.diagnosis import diagnose, ridge_batch
-from engine.hardware import roofline_profile, roofline_step_params
-from engine.simulate import simulate
-from engine.steptime import step_terms_nb
+from engine.decide.diagnosis import diagnose, ridge_batch
+from engine.hardware.roofline import roofline_profile, roofline_step_params
+from engine.hardware.steptime import step_terms_nb
+from engine.scenario.config import load_scenario
+from engine.sim.simulate import simulate
 
 
 def run(*overrides: str):

@@ -9,8 +9,8 @@ import pytest
 
 import engine
 from conftest import REPO, trace_scenario
-from engine.hardware import roofline_profile
-from engine.simulate import estimated_offered_load
+from engine.hardware.roofline import roofline_profile
+from engine.sim.simulate import estimated_offered_load
 
 KV_BYTES_PER_TOKEN = 131072  # Llama-3-8B in FP16 (the fixed model's default): 32 layers x 8 KV heads x 128 x 2 x 2 B
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
@@ -170,7 +170,7 @@ def test_a_request_waiting_for_memory_on_the_link_times_out_on_time(tmp_path):
     scenario = trace_scenario(tmp_path, rows, {"block_size_tokens": 4},
                               classes=[{"name": "only", "share": 1.0, "timeout_ms": 99.0}],
                               fleet=pools({"kv_capacity_tokens": 16}, link_s_per_token=1.0 / 12))
-    data = engine.config.scenario_to_dict(scenario)
+    data = engine.scenario.config.scenario_to_dict(scenario)
     data["limits"] = {"max_waiting_requests": 1}
     result = engine.simulate(engine.load_scenario(data))
     assert result.summary["system"]["stop_reason"] == "drained"

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.kernel import S_SKIPPED
-from engine.layout import F_FIRST_SCHEDULED
-from engine.simulate import execute, prepare, simulate
-from engine.workload import RequestArrays
+from engine.sim.kernel import S_SKIPPED
+from engine.sim.layout import F_FIRST_SCHEDULED
+from engine.sim.simulate import execute, prepare, simulate
+from engine.sim.workload import RequestArrays
 from tests.test_invariants import scenarios
 
 PEER = "data/scenarios/engine_vllm_v1.toml"

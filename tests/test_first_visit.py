@@ -8,8 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS, shown
-from engine.config import apply_overrides, read_toml
-from engine.policies import POLICIES
+from engine.scenario.config import apply_overrides, read_toml
+from engine.sim.policies import POLICIES
 from ui import charts, state, trace_store, view
 from ui.state import encode
 

@@ -7,7 +7,7 @@ import pytest
 
 import engine
 from conftest import REPO, trace_scenario
-from engine.registry import ROUTER_CODES
+from engine.scenario.registry import ROUTER_CODES
 
 ROUTERS = list(ROUTER_CODES)
 
@@ -126,8 +126,8 @@ def test_same_cards_in_every_shape_trade_per_token_latency():
     """8 A100s as 8 x TP1 ... 1 x TP8 on the article preset at light load: everything is served, and each
     step up in tensor parallelism shortens the time per output token (the token rate differs only by
     the drain after the last arrival)."""
-    from engine.config import apply_overrides, read_toml
-    from engine.sizing import fleet_shapes
+    from engine.decide.sizing import fleet_shapes
+    from engine.scenario.config import apply_overrides, read_toml
     data = apply_overrides(read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"),
                            {"workload.arrival.rate_per_s": 5.0, "workload.num_requests": 1500})
     frame = fleet_shapes(data, 8)
@@ -138,8 +138,8 @@ def test_same_cards_in_every_shape_trade_per_token_latency():
 
 
 def test_shapes_name_the_ones_that_do_not_fit():
-    from engine.config import apply_overrides, read_toml
-    from engine.sizing import fleet_shapes
+    from engine.decide.sizing import fleet_shapes
+    from engine.scenario.config import apply_overrides, read_toml
     data = apply_overrides(read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"),
                            {"server.quant": "fp16", "workload.num_requests": 300})
     frame = fleet_shapes(data, 8)

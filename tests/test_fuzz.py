@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS, config_fields, shown
-from engine.caps import MIB, caps_with
-from engine.config import WEIGHT_RANGE, apply_overrides, field_bounds, read_toml
-from engine.memory import KEY_TERMS
-from engine.table_names import names
+from engine.scenario.caps import MIB, caps_with
+from engine.scenario.config import WEIGHT_RANGE, apply_overrides, field_bounds, read_toml
+from engine.scenario.table_names import names
+from engine.sim.memory import KEY_TERMS
 from test_bench_files import hostile_files
 from test_safety import cli
 from ui import state
@@ -345,7 +345,7 @@ def prepared_for(key: str, trace_path: str) -> dict:
 def one_line_or_a_strict_summary(data: dict) -> str:
     """Load and run ``data`` under the fuzz limits, memory capped: 'ran' (its summary strict JSON, arrivals all
     accounted for) or 'refused' (one ``ScenarioError`` line); anything else fails."""
-    from engine.origin import Origin
+    from engine.scenario.origin import Origin
     import engine
 
     started = time.perf_counter()

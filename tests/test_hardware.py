@@ -3,10 +3,11 @@
 import pytest
 
 import engine
-from engine.config import Server
-from engine.hardware import (GIB, Efficiency, card_memory, efficiency_for, kv_capacity_tokens, roofline_profile,
-                             roofline_step_params)
-from engine.steptime import step_time_s_nb
+from engine.hardware.roofline import (GIB, card_memory, efficiency_for, kv_capacity_tokens, roofline_profile,
+                                      roofline_step_params)
+from engine.hardware.steptime import step_time_s_nb
+from engine.hardware.tables import Efficiency
+from engine.scenario.config import Server
 
 
 @pytest.mark.parametrize("model, params_b, kv_bytes", [("Llama-3-8B", 8.03, 131072), ("Llama-3-70B", 70.55, 327680)])

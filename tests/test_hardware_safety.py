@@ -10,14 +10,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import engine
-from engine.caps import DEFAULT_CAPS
+from engine.scenario.caps import DEFAULT_CAPS
 from conftest import REPO, SCENARIOS, shown
-from engine import calibration_store
-from engine.bench_results import read_result
-from engine.calibration_store import names, save, save_new
+from engine.calibrate.bench_results import read_result
+from engine.calibrate.user_calibration import calibrate
 from engine.cli import main
-from engine.config import Server, read_toml
-from engine.user_calibration import calibrate
+from engine.hardware import calibration_store
+from engine.hardware.calibration_store import names, save, save_new
+from engine.scenario.config import Server, read_toml
 from ui import state
 
 VLLM = REPO / "tests" / "fixtures" / "vllm_bench_serve_detailed.json"

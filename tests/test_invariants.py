@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.config import fleet_servers
-from engine.policies import POLICIES
+from engine.scenario.config import fleet_servers
+from engine.sim.policies import POLICIES
 
 MAX_PROMPT = 200
 MAX_OUTPUT = 50

@@ -4,9 +4,9 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS
-from engine.config import apply_overrides, load_scenario, read_toml
-from engine.simulate import estimated_offered_load
-from engine.sweep import TEACHING_LOAD, policies_differ, rate_for_load
+from engine.scenario.config import apply_overrides, load_scenario, read_toml
+from engine.sim.simulate import estimated_offered_load
+from engine.sim.sweep import TEACHING_LOAD, policies_differ, rate_for_load
 from ui import state
 
 

@@ -1,11 +1,12 @@
-"""A card's memory budgeted the way vLLM does (engine.hardware.card_memory): hand arithmetic for a grouped-query
-and a latent-attention model, and published vLLM start-up figures."""
+"""A card's memory budgeted the way vLLM does (engine.hardware.roofline.card_memory): hand arithmetic for a
+grouped-query and a latent-attention model, and published vLLM start-up figures."""
 
 import pytest
 
-from engine.config import Server
-from engine.hardware import (GIB, MIB, card_memory, kv_capacity_tokens, memory_breakdown_gib, memory_convention,
-                             roofline_profile)
+from engine.hardware.roofline import (GIB, card_memory, kv_capacity_tokens, memory_breakdown_gib, memory_convention,
+                                      roofline_profile)
+from engine.scenario.caps import MIB
+from engine.scenario.config import Server
 
 # The measured conventions (data/hardware/serving_memory.csv); the start-up logs below check them.
 SAMPLER_BYTES = memory_convention("sampler_bytes_per_logit")

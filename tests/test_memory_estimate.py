@@ -1,4 +1,4 @@
-"""A run's memory is estimated from its scenario before anything is drawn (``engine.memory``), and a run estimated
+"""A run's memory is estimated from its scenario before anything is drawn (``engine.sim.memory``), and a run estimated
 above the limit is refused with one line naming its largest part. The estimate is checked against the peak that
 ``tracemalloc`` measures on drawn scenarios (each term pushed by some of them), and every scenario key is placed
 in the estimate's table, so that a new key cannot add an array the estimate does not see."""
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import keys_reference
-from engine.memory import ESTIMATE_FACTOR, KEY_TERMS, TERMS, check_run_memory, estimate_run_bytes
-from engine.origin import Origin
+from engine.scenario.caps import DEFAULT_CAPS, MIB
+from engine.scenario.config import keys_reference
+from engine.scenario.origin import Origin
+from engine.sim.memory import ESTIMATE_FACTOR, KEY_TERMS, TERMS, check_run_memory, estimate_run_bytes
 from conftest import REPO, SCENARIOS, shown
 from test_safety import cli, one_line_error
 from ui import state
@@ -158,7 +158,7 @@ def test_the_estimate_holds_the_measured_peak_within_its_factor(data):
     ("requests", {"workload.num_requests": 200_000}),
 ])
 def test_the_estimate_holds_where_each_term_weighs_most(term, changes):
-    data = engine.apply_overrides(engine.config.read_toml(SCENARIOS / "example.toml"), changes)
+    data = engine.apply_overrides(engine.scenario.config.read_toml(SCENARIOS / "example.toml"), changes)
     scenario = engine.load_scenario(data)
     estimate = estimate_run_bytes(scenario)
     assert estimate.largest()[0] == term
@@ -234,7 +234,7 @@ def test_the_link_that_exhausted_the_servers_memory_is_one_line_on_the_page():
     """The same probe as a shared link (a few hundred characters): the Lab shows one line and stays small."""
     from streamlit.testing.v1 import AppTest
 
-    data = engine.apply_overrides(engine.config.read_toml(SCENARIOS / "example.toml"), PROBE)
+    data = engine.apply_overrides(engine.scenario.config.read_toml(SCENARIOS / "example.toml"), PROBE)
     link = state.encode(data)
     assert len(link) < 1000
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180)
@@ -255,7 +255,7 @@ def test_the_workload_page_draws_the_probe_without_its_prefix_blocks():
     (``simulate.draw_requests``), without the prefix blocks it never shows."""
     from streamlit.testing.v1 import AppTest
 
-    data = engine.apply_overrides(engine.config.read_toml(SCENARIOS / "example.toml"), PROBE)
+    data = engine.apply_overrides(engine.scenario.config.read_toml(SCENARIOS / "example.toml"), PROBE)
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=180)
     at.query_params[state.QUERY_KEY] = state.encode(data)
     at.run()

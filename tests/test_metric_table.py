@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from engine import config
-from engine.config import FIELD_LABELS, field_label
-from engine.metric_table import METRICS, metric, money_range, money_text, round_money, significant
+from engine.scenario import config
+from engine.scenario.config import FIELD_LABELS, field_label
+from engine.scenario.metric_table import METRICS, metric, money_range, money_text, round_money, significant
 
 DOUBLED = re.compile(r"\b([\w/%]+) \(\1\)|\(([^()]+)\)[^()]*\(\2\)")
 

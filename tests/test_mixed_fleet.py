@@ -11,9 +11,9 @@ import pytest
 
 import engine
 from conftest import REPO, trace_scenario
-from engine.simulate import estimated_offered_load, prepare
-from engine.steptime import prefill_s
-from engine.registry import ROUTER_CODES
+from engine.hardware.steptime import prefill_s
+from engine.scenario.registry import ROUTER_CODES
+from engine.sim.simulate import estimated_offered_load, prepare
 
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
 A100 = {"gpu": "A100-80G", "quant": "int4", "tensor_parallel": 4}
@@ -179,7 +179,7 @@ def test_the_command_lines_table_names_each_group(tmp_path):
 def test_the_command_line_prices_each_group_or_says_which_offer_to_give():
     """--offer cheapest rents each group through its cheapest offer, the sum of the two rentals; an offer that
     rents one GPU only is one line naming the other GPU and the fix."""
-    from engine.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, cheapest_offer, deployment_cost
+    from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, cheapest_offer, deployment_cost
     from test_safety import cli, one_line_error
     groups = '[{replicas = 2, gpu = "A100-80G", tensor_parallel = 4}, {replicas = 1, gpu = "H100-80G", ' \
              'quant = "fp8", tensor_parallel = 4}]'
@@ -199,5 +199,5 @@ def test_the_command_line_prices_each_group_or_says_which_offer_to_give():
 def test_a_group_on_the_servers_gpu_keeps_the_servers_calibration():
     data = article(groups=[{**A100, "replicas": 1}, {**H100, "replicas": 1}])
     data["server"]["calibration"] = "measured-a100"
-    servers = [s for s, _ in engine.config.fleet_servers(engine.load_scenario(data))]
+    servers = [s for s, _ in engine.scenario.config.fleet_servers(engine.load_scenario(data))]
     assert [s.calibration for s in servers] == ["measured-a100", ""]  # another GPU: its family's shipped one

@@ -18,10 +18,10 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from conftest import REPO, SCENARIOS, shown
-from engine import table_names
-from engine.caps import DEFAULT_CAPS
-from engine.config import keys_reference, read_toml
-from engine.link import PATH_CHARS
+from engine.scenario import table_names
+from engine.scenario.caps import DEFAULT_CAPS
+from engine.scenario.config import keys_reference, read_toml
+from engine.scenario.link import PATH_CHARS
 from test_safety import cli, one_line_error
 from ui import state, view
 
@@ -259,7 +259,7 @@ def test_a_view_link_holding_a_lone_surrogate_is_one_line_and_stays_until_a_cont
 
 def keeps_value() -> None:
     """A select box of GPUs given without H200, and a group's tensor-parallel degree left empty."""
-    from engine.config import FleetGroup, Server
+    from engine.scenario.config import FleetGroup, Server
     from ui.widgets import field_input
 
     field_input(Server, "gpu", "H200", key="gpu", options=["T4", "A100-80G"])

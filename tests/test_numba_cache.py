@@ -2,7 +2,7 @@
 
 import os
 
-from engine import _numba_cache
+from engine.sim import _numba_cache
 
 
 def test_read_only_package_uses_a_user_cache_folder(monkeypatch, tmp_path):

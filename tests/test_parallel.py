@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from engine import parallel, stopping
-from engine.config import apply_overrides
-from engine.errors import ScenarioError
-from engine.simulate import run_summary
-from engine.sweep import compare_policies, policy_variants
+from engine.scenario.config import apply_overrides
+from engine.scenario.errors import ScenarioError
+from engine.sim import parallel, stopping
+from engine.sim.simulate import run_summary
+from engine.sim.sweep import compare_policies, policy_variants
 from ui.result_cache import ResultCache
 
 

@@ -1,4 +1,4 @@
-"""The planner (engine.planner): the cheapest calibrated plan that meets every target on every seed, stable
+"""The planner (engine.decide.planner): the cheapest calibrated plan that meets every target on every seed, stable
 from one run to the next, never fewer cards for more load, uncalibrated plans never recommended silently."""
 
 import math
@@ -7,15 +7,15 @@ import pytest
 
 import engine
 from conftest import REPO
-from engine.config import apply_overrides, load_scenario, read_toml
-from engine.origin import Origin
-from engine.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, configurations, plan,
-                            rank, recommend, scaled_prompts)
-from engine.errors import ScenarioError
-from engine.plan_text import no_plan_text, plan_text
-from engine.simulate import simulate
-from engine.traffic import describe as describe_traffic, peak_rate_per_s
-from engine.targets import Target, all_met, parse_target
+from engine.decide.plan_text import no_plan_text, plan_text
+from engine.decide.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, configurations,
+                                   plan, rank, recommend, scaled_prompts)
+from engine.decide.targets import Target, all_met, parse_target
+from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
+from engine.scenario.config import apply_overrides, load_scenario, read_toml
+from engine.scenario.errors import ScenarioError
+from engine.scenario.origin import Origin
+from engine.sim.simulate import simulate
 
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
 TTFT_1S = (Target("interactive", "ttft_p99_ms", 1000.0),)
@@ -145,8 +145,9 @@ def fake(monkeypatch):
             scenario = load_scenario(data, origin=origin)
             ran.append(scenario)
             return FakeRun(p99_ms(scenario)).summary
-        monkeypatch.setattr("engine.planner.simulate_summary", simulate_summary)
-        monkeypatch.setattr("engine.planner.estimated_offered_load", lambda s: load_per_replica / s.fleet.replicas *
+        monkeypatch.setattr("engine.decide.planner.simulate_summary", simulate_summary)
+        monkeypatch.setattr("engine.decide.planner.estimated_offered_load",
+                            lambda s: load_per_replica / s.fleet.replicas *
                             s.workload.arrival.rate_per_s / 50.0)
         return ran
     return install

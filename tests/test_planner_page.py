@@ -4,7 +4,7 @@ the alternatives and what was not possible, and keeps the question in the link."
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS
-from engine.config import read_toml
+from engine.scenario.config import read_toml
 from ui import state, view
 from ui.state import encode
 

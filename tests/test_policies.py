@@ -6,7 +6,7 @@ import pytest
 
 import engine
 from conftest import synthetic, trace_scenario
-from engine.policies import POLICIES, predicted_tokens
+from engine.sim.policies import POLICIES, predicted_tokens
 from test_schedule import PRIORITY_CLASSES, PRIORITY_ROWS, assert_events
 
 SWAP_S = 131072 / 25e9  # one KV token of Llama-3-8B over a 25 GB/s host link

@@ -9,9 +9,9 @@ import pytest
 
 import engine
 from conftest import trace_scenario
-from engine import kernel
-from engine.errors import ScenarioError
-from engine.simulate import execute, prepare
+from engine.scenario.errors import ScenarioError
+from engine.sim import kernel
+from engine.sim.simulate import execute, prepare
 
 EXACT = 1e-12
 CHAT = {"name": "chat", "share": 1.0, "shared_prefix_tokens": 32}

@@ -4,8 +4,8 @@ picker reads it from there."""
 import pytest
 
 from conftest import SCENARIOS
-from engine.config import load_scenario
-from engine.simulate import estimated_offered_load, stated_load
+from engine.scenario.config import load_scenario
+from engine.sim.simulate import estimated_offered_load, stated_load
 from ui.state import preset_title
 
 PRESETS = sorted(SCENARIOS.glob("*.toml"))

@@ -1,4 +1,4 @@
-"""The report (engine.report): one self-contained HTML file and a PDF printed from it, holding the planner's
+"""The report (engine.decide.report): one self-contained HTML file and a PDF printed from it, holding the planner's
 own numbers; the PDF renders to PNG pages whose text carries the recommendation, its cost, every target's
 value and the diagnosis; the link reopens the same plan."""
 
@@ -9,14 +9,14 @@ import pypdfium2 as pdfium
 import pytest
 
 from conftest import REPO
-from engine.config import read_toml
-from engine.errors import ScenarioError
-from engine.link import decode
-from engine.metric_table import money_range
-from engine.plan_text import caveat, summary_line, target_text
-from engine.planner import Question, plan
-from engine.report import CHROMIUM_ENV, report_html, write_pdf
-from engine.targets import Target
+from engine.decide.plan_text import caveat, summary_line, target_text
+from engine.decide.planner import Question, plan
+from engine.decide.report import CHROMIUM_ENV, report_html, write_pdf
+from engine.decide.targets import Target
+from engine.scenario.config import read_toml
+from engine.scenario.errors import ScenarioError
+from engine.scenario.link import decode
+from engine.scenario.metric_table import money_range
 from ui.view import VIEW_KEYS
 
 ARTICLE = read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml")

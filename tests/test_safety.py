@@ -18,13 +18,13 @@ import tomli_w
 
 import engine
 from conftest import SCENARIOS
-from engine.caps import DEFAULT_CAPS, Caps, caps_with
 from engine.cli import main
-from engine.origin import Origin, stored_trace_name
-from engine.traces import read_trace, read_trace_bytes
+from engine.scenario.caps import DEFAULT_CAPS, Caps, caps_with
+from engine.scenario.origin import Origin, stored_trace_name
+from engine.sim.traces import read_trace, read_trace_bytes
 
 EXAMPLE = str(SCENARIOS / "example.toml")
-SIMULATE = importlib.import_module("engine.simulate")  # the module (``engine.simulate`` is the function)
+SIMULATE = importlib.import_module("engine.sim.simulate")  # the module (``engine.simulate`` is the function)
 HANG_S = 20.0  # a case that takes longer than this is hanging, not slow
 
 
@@ -174,7 +174,7 @@ def test_arrivals_beyond_the_simulated_time_limit_are_refused():
 def test_heavy_tails_are_clipped_at_the_token_limit_never_wrapped():
     data = base()
     data["workload"]["classes"][0]["prompt_tokens"] = {"dist": "lognormal", "mean": 5_000_000.0, "cv": 100.0}
-    requests = engine.workload.build_requests(engine.load_scenario(data))
+    requests = engine.sim.workload.build_requests(engine.load_scenario(data))
     assert requests.prompt_tokens.min() >= 1 and requests.prompt_tokens.max() == DEFAULT_CAPS.tokens_per_request
 
 
@@ -362,12 +362,12 @@ def test_a_burst_within_one_iteration_stops_at_the_queue_bound():
 
 
 def test_a_full_request_list_is_an_internal_error_not_a_silent_overwrite():
-    from engine import kernel
+    from engine.sim import kernel
     scenario = engine.load_scenario(base(num_requests=50))
-    requests = engine.workload.build_requests(scenario)
-    from engine.layout import pack_requests
-    from engine.policies import policy_inputs
-    from engine.steptime import FIXED, step_params, step_rows
+    requests = engine.sim.workload.build_requests(scenario)
+    from engine.hardware.steptime import FIXED, step_params, step_rows
+    from engine.sim.layout import pack_requests
+    from engine.sim.policies import policy_inputs
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,
                                  requests.class_id, np.full(len(requests), np.inf), requests.output_tokens)
     policy, classes = policy_inputs(scenario)

@@ -20,10 +20,10 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from conftest import REPO, SCENARIOS, config_fields, shown
-from engine.caps import DEFAULT_CAPS, MIB, Caps
-from engine.config import field_bounds, read_toml
-from engine.origin import stored_trace_name
-from engine.sweep import sweep_rates
+from engine.scenario.caps import DEFAULT_CAPS, MIB, Caps
+from engine.scenario.config import field_bounds, read_toml
+from engine.scenario.origin import stored_trace_name
+from engine.sim.sweep import sweep_rates
 from test_safety import opened_files
 from ui import runner, state, text, trace_store
 from ui.result_cache import ResultCache
@@ -405,7 +405,7 @@ def test_a_link_planted_in_the_store_is_not_followed(tmp_path):
     name = "0123456789abcdef0123456789abcdef.csv"
     (tmp_path / name).symlink_to("/etc/hostname")
     data = example(**{"workload.trace": {"path": name, "format": "csv"}})
-    origin = engine.origin.Origin(trace_dir=str(tmp_path), trace_names_only=True)
+    origin = engine.scenario.origin.Origin(trace_dir=str(tmp_path), trace_names_only=True)
     with opened_files() as opened:
         with pytest.raises(engine.ScenarioError, match="is no longer on this server"):
             engine.load_scenario(data, origin=origin)

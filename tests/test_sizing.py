@@ -4,11 +4,11 @@ import pytest
 
 import engine
 from conftest import REPO
-from engine.config import apply_overrides, read_toml
-from engine.cost import deployment_cost, offer_hosting_problem
-from engine.sizing import cheapest_fleets, fewest_replicas, smallest_tensor_parallel
-from engine.targets import Target
-from engine.simulate import run_summary
+from engine.decide.cost import deployment_cost, offer_hosting_problem
+from engine.decide.sizing import cheapest_fleets, fewest_replicas, smallest_tensor_parallel
+from engine.decide.targets import Target
+from engine.scenario.config import apply_overrides, read_toml
+from engine.sim.simulate import run_summary
 
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
 

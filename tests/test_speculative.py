@@ -7,10 +7,10 @@ import pytest
 
 import engine
 from conftest import synthetic, trace_scenario
-from engine.config import Server, expected_tokens_per_decode
-from engine.errors import ScenarioError
-from engine.hardware import kv_capacity_tokens, roofline_profile, roofline_step_params
-from engine.steptime import step_time_s_nb
+from engine.hardware.roofline import kv_capacity_tokens, roofline_profile, roofline_step_params
+from engine.hardware.steptime import step_time_s_nb
+from engine.scenario.config import Server, Speculative, expected_tokens_per_decode
+from engine.scenario.errors import ScenarioError
 
 EXACT = 1e-12
 ONE_CHAT = [{"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 10},
@@ -117,7 +117,7 @@ def test_a_draft_model_costs_its_weight_ratio_and_takes_memory():
     assert draft.parameters / 1e9 == pytest.approx(1.24, abs=0.005)
     plain = Server(step_model="roofline", model="Llama-3-8B")
     served = Server(step_model="roofline", model="Llama-3-8B",
-                    speculative=engine.config.Speculative(draft_tokens=4, acceptance=0.7, draft_model="Llama-3.2-1B"))
+                    speculative=Speculative(draft_tokens=4, acceptance=0.7, draft_model="Llama-3.2-1B"))
     profile = roofline_profile(served)
     assert profile.draft_cost == pytest.approx(draft.weight_bytes / profile.weight_bytes, rel=1e-12)
     assert 0.15 < profile.draft_cost < 0.18

@@ -1,4 +1,4 @@
-"""Long work stops when it should (``engine.stopping``): a job's time limit, its caller leaving or interrupted, the
+"""Long work stops when it should (``engine.sim.stopping``): a job's time limit, its caller leaving or interrupted, the
 process stopping. Runs under way stop within a slice of the compiled loop on every core; the planner and the tuner
 give what they found before their time ran out, and say so."""
 
@@ -15,15 +15,15 @@ import pytest
 
 import engine
 from conftest import REPO, SCENARIOS
-from engine import parallel, stopping
-from engine.caps import DEFAULT_CAPS
-from engine.config import apply_overrides, read_toml
-from engine.origin import Origin
-from engine.plan_text import plan_text
-from engine.planner import Question, plan
-from engine.targets import Target
-from engine.tune_text import tune_text
-from engine.tuner import Objective, TuneQuestion, tune
+from engine.decide.plan_text import plan_text
+from engine.decide.planner import Question, plan
+from engine.decide.targets import Target
+from engine.decide.tune_text import tune_text
+from engine.decide.tuner import Objective, TuneQuestion, tune
+from engine.scenario.caps import DEFAULT_CAPS
+from engine.scenario.config import apply_overrides, read_toml
+from engine.scenario.origin import Origin
+from engine.sim import parallel, stopping
 
 PROMPT_S = 2.0  # a stop is noticed within a slice (0.05 s); this allows for a busy machine
 
@@ -165,7 +165,7 @@ def test_a_stopping_process_stops_every_run_and_every_new_one():
         import sys, threading, time
         sys.path.insert(0, {str(REPO / 'tests')!r})
         import engine
-        from engine import stopping
+        from engine.sim import stopping
         from test_stopping import slow_data
         engine.simulate(engine.load_scenario(slow_data(100)))
         errors = []
@@ -239,8 +239,8 @@ def test_a_page_outside_a_running_server_neither_watches_it_nor_asks_for_its_ses
 def test_growths_the_plans_time_did_not_reach_are_noted_and_the_text_says_what_was_cut():
     """The plan's time may run out after every configuration was sized: the growth searches then say they were
     not sized, and the text does not claim configurations were left out."""
-    from engine.plan_text import cut_text
-    from engine.planner import Search, sensitivity
+    from engine.decide.plan_text import cut_text
+    from engine.decide.planner import Search, sensitivity
 
     data = apply_overrides(ARTICLE, {"workload.arrival.rate_per_s": 5.0})
     question = Question((Target("interactive", "ttft_p99_ms", 1000.0),), gpus=("H100-80G",), seeds=2, requests=300)
@@ -273,8 +273,8 @@ def test_a_sections_search_stops_with_its_interrupted_caller():
 
 
 def test_a_cheapest_rental_search_whose_time_ran_out_says_so_for_each_gpu():
-    from engine.cost import BILLING_MODES
-    from engine.sizing import cheapest_fleets
+    from engine.decide.cost import BILLING_MODES
+    from engine.decide.sizing import cheapest_fleets
     from ui import runner
 
     data = apply_overrides(ARTICLE, {"workload.num_requests": 300})

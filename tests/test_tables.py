@@ -3,8 +3,9 @@
 import pandas as pd
 import pytest
 
-from engine.config import Server
-from engine.hardware import DATA_DIR, roofline_profile
+from engine.hardware.roofline import roofline_profile
+from engine.scenario.config import Server
+from engine.scenario.table_names import DATA_DIR
 
 REQUIRED = {
     "gpus": ["memory_mib", "mem_bw_tb_s", "fp16_tflops", "int8_tops", "interconnect_gb_s", "allreduce_latency_us"],

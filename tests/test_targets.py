@@ -1,4 +1,4 @@
-"""Targets of the sizing search and the planner (engine.targets): parsed from CLASS.METRIC=VALUE, at most for
+"""Targets of the sizing search and the planner (engine.decide.targets): parsed from CLASS.METRIC=VALUE, at most for
 latencies, at least for attainment and throughput, never met by an unstable run."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 
 import engine
-from engine.targets import TARGET_METRICS, Target, all_met, parse_target
+from engine.decide.targets import TARGET_METRICS, Target, all_met, parse_target
 
 
 def summary(value_ms: float | None = 800.0, attainment: float | None = 0.95, unstable: bool = False) -> dict:

@@ -1,12 +1,12 @@
-"""The simulator against queueing theory on the fixed step model (see engine/theory.py)."""
+"""The simulator against queueing theory on the fixed step model (see engine/teach/theory.py)."""
 
 import numpy as np
 import pytest
 
 import engine
 from conftest import synthetic
-from engine.theory import (cobham_waits_s, pollaczek_khinchine_wait_s, preemptive_priority_times_s, sjf_mean_wait_s,
-                           theory_checks)
+from engine.teach.theory import (cobham_waits_s, pollaczek_khinchine_wait_s, preemptive_priority_times_s,
+                                 sjf_mean_wait_s, theory_checks)
 
 # 4 standard errors of the batch-means estimate: a correct simulator fails with probability
 # about 6e-5 per check, while a systematic error of a few percent (one extra iteration per

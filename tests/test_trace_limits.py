@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.caps import DEFAULT_CAPS
-from engine.errors import TraceError
-from engine.traces import _bounds, _CheckedCsv, guess_trace_format, read_trace, read_trace_bytes
+from engine.scenario.caps import DEFAULT_CAPS
+from engine.scenario.errors import TraceError
+from engine.sim.traces import _bounds, _CheckedCsv, guess_trace_format, read_trace, read_trace_bytes
 from test_safety import EXAMPLE, HANG_S, cli, one_line_error
 
 HEADER = b"arrival_s,prompt_tokens,output_tokens\n"

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from engine.trace_stats import per_minute_rate, trace_statistics
-from engine.traces import read_trace
+from engine.sim.trace_stats import per_minute_rate, trace_statistics
+from engine.sim.traces import read_trace
 
 
 @pytest.mark.parametrize("path, fmt, rate, iat_cv, minute_cv, out_p99", [

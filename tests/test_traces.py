@@ -10,8 +10,8 @@ import pytest
 
 import engine
 from conftest import REPO
-from engine.errors import TraceError
-from engine.traces import guess_trace_format, read_trace
+from engine.scenario.errors import TraceError
+from engine.sim.traces import guess_trace_format, read_trace
 
 CLASSES = [{"name": "chat", "share": 0.6}, {"name": "batch", "share": 0.4}]
 

@@ -4,7 +4,7 @@ against the scenario as it is with its response surface and [policy] block, and 
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, SCENARIOS
-from engine.config import apply_overrides, read_toml
+from engine.scenario.config import apply_overrides, read_toml
 from ui import state, view
 from ui.state import encode
 

@@ -1,4 +1,4 @@
-"""The tuner (engine.tuner): never a point that breaks a constraint when a feasible one was found, never worse
+"""The tuner (engine.decide.tuner): never a point that breaks a constraint when a feasible one was found, never worse
 than the scenario as it is, the same answer twice, weights that move the way queueing says they must."""
 
 import functools
@@ -8,12 +8,12 @@ import tomllib
 import pytest
 
 from conftest import REPO
-from engine.config import apply_overrides, load_scenario, read_toml
-from engine.errors import ScenarioError
-from engine.targets import Target
-from engine.tune_text import FLAT_TEXT, tune_text
-from engine.tuner import (BATCHING_KNOBS, Knob, Objective, TuneQuestion, halton, knobs, mean_block, parse_constraint,
-                          parse_objective, tune)
+from engine.decide.targets import Target
+from engine.decide.tune_text import FLAT_TEXT, tune_text
+from engine.decide.tuner import (BATCHING_KNOBS, Knob, Objective, TuneQuestion, halton, knobs, mean_block,
+                                 parse_constraint, parse_objective, tune)
+from engine.scenario.config import apply_overrides, load_scenario, read_toml
+from engine.scenario.errors import ScenarioError
 
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
 INTERACTIVE_P99 = Objective("interactive", "ttft_p99_ms")

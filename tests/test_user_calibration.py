@@ -12,13 +12,13 @@ import pytest
 
 import engine
 from conftest import REPO
-from engine.bench_results import read_result
-from engine.calibration_store import load, names, save, with_gpu
+from engine.calibrate.bench_results import read_result
+from engine.calibrate.user_calibration import calibrate, model_for
 from engine.cli import main
-from engine.config import Server
-from engine.hardware import efficiency_for, roofline_profile
-from engine.sizing import smallest_tensor_parallel
-from engine.user_calibration import calibrate, model_for
+from engine.decide.sizing import smallest_tensor_parallel
+from engine.hardware.roofline import efficiency_for, roofline_profile
+from engine.hardware.calibration_store import load, names, save, with_gpu
+from engine.scenario.config import Server
 
 FIXTURES = REPO / "tests" / "fixtures"
 VLLM = FIXTURES / "vllm_bench_serve_detailed.json"
@@ -193,10 +193,10 @@ def test_a_bad_file_is_named_and_the_good_ones_still_fitted_and_a_wrong_model_ca
 
 def h100_scenario(name: str) -> dict:
     """A small roofline scenario on one H100-80G timed by the saved calibration ``name``."""
-    data = engine.config.read_toml(REPO / "data/scenarios/example.toml")
+    data = engine.scenario.config.read_toml(REPO / "data/scenarios/example.toml")
     server = {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3-8B", "quant": "bf16", "kv_quant": "bf16",
               "calibration": name, "max_batch_size": 8}
-    return engine.config.apply_overrides({**data, "server": server}, {"workload.num_requests": 300})
+    return engine.scenario.config.apply_overrides({**data, "server": server}, {"workload.num_requests": 300})
 
 
 def test_the_lab_drops_a_calibration_that_does_not_time_the_gpu_chosen():

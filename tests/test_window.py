@@ -9,8 +9,8 @@ import pytest
 
 import engine
 from conftest import trace_scenario
-from engine.hardware import peak_profile, roofline_profile, roofline_step_params
-from engine.steptime import step_terms_nb, step_time_s_nb
+from engine.hardware.roofline import peak_profile, roofline_profile, roofline_step_params
+from engine.hardware.steptime import step_terms_nb, step_time_s_nb
 
 ROOFLINE = {"step_model": "roofline", "gpu": "A100-80G", "model": "Llama-3-8B", "max_batch_size": 8}
 

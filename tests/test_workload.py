@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine.config import Arrival, TokenDist
-from engine.distributions import sample_gaps_s, sample_tokens
+from engine.scenario.config import Arrival, TokenDist
+from engine.sim.distributions import sample_gaps_s, sample_tokens
 
 N = 200_000
 

@@ -1,4 +1,4 @@
-"""Workshop chapters (``engine.workshop``, ``data/workshop``): every chapter loads, what each says the learner
+"""Workshop chapters (``engine.teach.workshop``, ``data/workshop``): every chapter loads, what each says the learner
 should see holds on its runs, its exercise is wrong as given and right with its solution, and a broken chapter
 file is one line naming the file and the field."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.cost import CNY_PER_USD_DEFAULT, HOURS_PER_MONTH
-from engine.errors import ScenarioError
-from engine.hardware import load_table
-from engine import workshop
+from engine.decide.cost import CNY_PER_USD_DEFAULT, HOURS_PER_MONTH
+from engine.hardware.tables import load_table
+from engine.scenario.errors import ScenarioError
+from engine.teach import workshop
 
 CHAPTERS = {c.id: c for c in workshop.load_chapters()}
 TOPICS = ("continuous-batching", "prefill", "head-of-line", "priority", "aging", "wfq", "dynamic", "sjf",

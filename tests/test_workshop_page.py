@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO
-from engine import article, workshop
+from engine.teach import article, workshop
 
 CHAPTERS = {c.id: c for c in workshop.load_chapters()}
 

@@ -11,10 +11,10 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.config import OVERALL
-from engine.metric_table import DURATION, metric
-from engine.policies import POLICIES
-from engine.simulate import batch_column, waiting_column
+from engine.scenario.config import OVERALL
+from engine.scenario.metric_table import DURATION, metric
+from engine.sim.policies import POLICIES
+from engine.sim.simulate import batch_column, waiting_column
 from ui.text import chart_text
 
 CDF_LABELS = {"ttft_ms": "TTFT", "e2e_ms": "end-to-end latency", "tpot_ms": "TPOT", "queue_ms": "queue delay"}

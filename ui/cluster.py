@@ -13,7 +13,7 @@ import os
 
 import streamlit as st
 
-from engine.parallel import dask_cluster
+from engine.sim.parallel import dask_cluster
 
 DASK_ENV = "SCHEDULER_LAB_DASK_SCHEDULER"
 

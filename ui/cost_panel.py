@@ -5,13 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 import engine
-from engine.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
-                         HOURS_PER_MONTH, DeploymentCost, cheapest_offer, combined_cost, deployment_cost, fleet_cards,
-                         group_rentals, idle_cards, offer_hosting_problem, offers_for, unit_costs)
-from engine.config import fleet_servers
-from engine.hardware import load_table
-from engine.metric_table import COSTS, metric, money_range
-from engine.summary import Summary
+from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
+                                HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for, unit_costs)
+from engine.decide.pricing import fleet_size, group_rent, offer_rent, price_problem
+from engine.hardware.tables import load_table
+from engine.scenario.metric_table import COSTS, metric, money_range
+from engine.scenario.summary import Summary
 from ui import text, view
 
 
@@ -38,16 +37,16 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label,
                               help="The cheapest offer that hosts this fleet, until you choose another.")
     billing, currency, cny_per_usd = pricing_inputs(cols[1:], offers.loc[offer, "currency"])  # the offer's own
-    cost = deployment_cost(offer, cards, billing, currency, cny_per_usd)
-    row = offers.loc[offer]
-    idle = idle_cards(offer, cards)
+    rent = offer_rent(gpu, cards, tensor_parallel, offer, billing, currency, cny_per_usd)
+    rental, row = rent.rentals[0], offers.loc[offer]
+    idle = rental.idle_cards
     idle_text = f" {idle} of the {cards + idle} rented cards stay idle." if idle else ""
-    st.caption(f"{cards} x {gpu} rents {cost.units} x {offer} ({row['notes']}).{idle_text} Source: {row['source']} "
-               f"({row['as_of']}).{' Estimate: the price is a range or marked as estimated.' if cost.estimate else ''}")
-    problem = offer_hosting_problem(offer, tensor_parallel)
-    if problem:
-        st.warning(problem[0].upper() + problem[1:] + ".")
-    return cost
+    st.caption(f"{cards} x {gpu} rents {rent.cost.units} x {offer} ({row['notes']}).{idle_text} "
+               f"Source: {row['source']} ({row['as_of']})."
+               f"{' Estimate: the price is a range or marked as estimated.' if rent.cost.estimate else ''}")
+    if rent.hosting_problem:
+        st.warning(rent.hosting_problem[0].upper() + rent.hosting_problem[1:] + ".")
+    return rent.cost
 
 
 def pricing_inputs(cols: list, currency_default: str) -> tuple[str, str, float]:
@@ -68,36 +67,28 @@ def pick_group_offers(scenario: engine.Scenario) -> DeploymentCost | None:
     chosen here (the pages' shared keys); None when some group's GPU has no offer."""
     cols = st.columns([3, 1, 1, 1])
     cols[0].markdown("**Offers:** each group's cheapest")
-    billing, currency, cny_per_usd = pricing_inputs(cols[1:], CURRENCIES[0])
-    groups = [(s.gpu, s.tensor_parallel, n) for s, n in fleet_servers(scenario)]
-    rentals = group_rentals(groups, billing, currency, cny_per_usd)
-    missing = [gpu for gpu, _, cost in rentals if cost is None]
-    if missing:
-        st.info(f"No rental offer for {missing[0]} in data/hardware/offers.csv: this mixed fleet cannot be priced.")
+    rent = group_rent(scenario, *pricing_inputs(cols[1:], CURRENCIES[0]))
+    if isinstance(rent, str):
+        st.info(rent)
         return None
     offers = load_table("offers")
-    st.caption(" ".join(f"{cards_text(cards)} of {gpu} rent {cost.units} x {cost.offer} (source: "
-                        f"{offers.loc[cost.offer, 'source']}, {offers.loc[cost.offer, 'as_of']})."
-                        for gpu, cards, cost in rentals))
-    cost = combined_cost([cost for _, _, cost in rentals])
-    if cost.estimate:
+    st.caption(" ".join(f"{cards_text(r.cards)} of {r.gpu} rent {r.cost.units} x {r.cost.offer} (source: "
+                        f"{offers.loc[r.cost.offer, 'source']}, {offers.loc[r.cost.offer, 'as_of']})."
+                        for r in rent.rentals))
+    if rent.cost.estimate:
         st.caption("Estimate: at least one price is a range or marked as estimated.")
-    return cost
+    return rent.cost
 
 
 def cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | None:
     """Rental cost of the scenario's fleet and its unit costs at the simulated load; the chosen offer's
     cost (a mixed fleet: its groups' cheapest offers together; None when the scenario has no real GPU or no
     offer). Amounts carry the currency in their label, so each card holds a number or a range that fits it."""
-    server = scenario.server
-    if server.step_model != "roofline":
-        st.caption("Choose the roofline step model (a real GPU) to price this fleet.")
+    problem = price_problem(scenario)
+    if problem:
+        st.caption(problem)
         return None
-    if scenario.fleet.groups:
-        cost = pick_group_offers(scenario)
-    else:
-        cost = pick_offer(server.gpu, fleet_cards(server.gpu, server.tensor_parallel, scenario.fleet.replicas),
-                          server.tensor_parallel)
+    cost = pick_group_offers(scenario) if scenario.fleet.groups else pick_offer(*fleet_size(scenario))
     if cost is None:
         return None
     per_unit = [unit_costs(p, summary["overall"]) for p in cost.per_hour]

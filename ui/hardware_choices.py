@@ -3,7 +3,7 @@ formats)."""
 
 from __future__ import annotations
 
-from engine.hardware import gpu_names, load_table
+from engine.hardware.tables import gpu_names, load_table
 
 TABLE_CHOICES = {
     "gpu": gpu_names,

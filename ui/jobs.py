@@ -1,7 +1,7 @@
 """The app's long work stops when nobody waits for it: a page's job ends with its visitor's session, and every job
 with the server.
 
-``page_job`` runs a block as an ``engine.stopping`` job whose ``alive`` test asks Streamlit whether the session that
+``page_job`` runs a block as an ``engine.sim.stopping`` job whose ``alive`` test asks Streamlit whether the session that
 started it is still connected (a closed tab disconnects it at once), so the runs it started on every core stop
 within a slice of the compiled loop after the visitor leaves. ``watch_server`` starts, once per server process, a
 thread that marks the process as stopping (``stopping.stop_everything``) as soon as Streamlit's runtime begins to
@@ -26,7 +26,7 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from engine import stopping
+from engine.sim import stopping
 
 WATCH_EVERY_S = 0.1  # how often the watcher looks at the runtime's state
 

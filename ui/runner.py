@@ -3,8 +3,8 @@
 Full runs are kept in one cache shared by all sessions and bounded in bytes and age
 (``result_cache.ResultCache``, limits ``result_cache_mib`` and ``result_cache_s``); summaries of the
 comparison and sweep runs are small and kept in a second one, which pooled threads can fill: a page's
-variants run on all cores at once (``engine.parallel``), and a run another session is computing is
-waited for, not repeated. Runs estimated to take more than ``caps.large_run_mib`` of memory (``engine.memory``)
+variants run on all cores at once (``engine.sim.parallel``), and a run another session is computing is
+waited for, not repeated. Runs estimated to take more than ``caps.large_run_mib`` of memory (``engine.sim.memory``)
 take turns (``caps.large_runs_at_once`` at a time), so that many sessions asking for the largest allowed scenario
 at once cannot exhaust the server's memory; while one runs, its page gives its turn to the next
 (``turns.Turns.aside``).
@@ -23,14 +23,15 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine import calibration_store, parallel, stopping
-from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import apply_overrides
-from engine.memory import check_run_memory
-from engine.simulate import warm_up as engine_warm_up
-from engine.summary import Summary
-from engine.simulate import run_summary
-from engine.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame
+from engine.hardware import calibration_store
+from engine.scenario.caps import DEFAULT_CAPS, MIB
+from engine.scenario.config import apply_overrides
+from engine.scenario.summary import Summary
+from engine.sim import parallel, stopping
+from engine.sim.memory import check_run_memory
+from engine.sim.simulate import warm_up as engine_warm_up
+from engine.sim.simulate import run_summary
+from engine.sim.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame
 from ui import jobs, trace_store, turns
 from ui.result_cache import ResultCache
 from ui.state import validate
@@ -132,7 +133,7 @@ def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:
 class SectionBudget:
     """Wall-clock seconds one section of a page may spend on runs not yet cached (``caps.section_s``), counted from
     when the section starts, so that a link asking for very slow runs cannot keep the cores busy for every variant
-    of every section: a job (``engine.stopping``) whose runs stop, on every core, when its time runs out or its
+    of every section: a job (``engine.sim.stopping``) whose runs stop, on every core, when its time runs out or its
     visitor leaves. ``summaries`` runs a list of variants in it; a search of its own (fleet shapes, the cheapest
     rental) runs inside ``with SectionBudget() as budget:``, its runs through ``budget.summary``, so that the
     search's own runs are the section's job's children."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import engine
-from engine.caps import DEFAULT_CAPS, MIB
-from engine.config import parse_toml, to_toml
-from engine.errors import printable
+from engine.scenario.caps import DEFAULT_CAPS, MIB
+from engine.scenario.config import parse_toml, to_toml
+from engine.scenario.errors import printable
 from ui import entry, state, text, view
 
 

@@ -12,11 +12,11 @@ import functools
 import streamlit as st
 
 import engine
-from engine.calibration_store import holds_for
-from engine.config import Server, fleet_pools, read_toml
-from engine.link import SCENARIO_KEY, decode, encode  # noqa: F401 - the pages' names for them
-from engine.policies import POLICY_LABELS
-from engine.simulate import PRESET_DIR, hardware_label, stated_load
+from engine.hardware.calibration_store import holds_for
+from engine.scenario.config import Server, fleet_pools, read_toml
+from engine.scenario.link import SCENARIO_KEY, decode, encode
+from engine.sim.policies import POLICY_LABELS
+from engine.sim.simulate import PRESET_DIR, hardware_label, stated_load
 from ui import text, trace_store
 from ui.trace_store import APP_ORIGIN
 

@@ -1,5 +1,5 @@
 """Result frames as a reader sees them: words with one unit as column headers, each metric rounded its
-way (``engine.metric_table``), policy labels instead of ids, and the decisive columns first.
+way (``engine.scenario.metric_table``), policy labels instead of ids, and the decisive columns first.
 
 Cells stay numbers (so a click on a header sorts them); a missing value reads "—", and the caption under the
 table says what it means.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.metric_table import METRICS
-from engine.policies import POLICY_LABELS
+from engine.scenario.metric_table import METRICS
+from engine.sim.policies import POLICY_LABELS
 from ui.text import sentence
 
 # Columns that are not metrics: (header, help).

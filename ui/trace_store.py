@@ -1,10 +1,10 @@
 """The app's trace store: uploaded traces the Lab may replay, named by the hash of their content.
 
-An upload is validated in memory first (``engine.traces.read_trace_bytes``); only a valid trace is
+An upload is validated in memory first (``engine.sim.traces.read_trace_bytes``); only a valid trace is
 written, atomically (a temporary file renamed into place), so a half-written or invalid file is never
 visible under a store name. The store keeps at most ``caps.upload_store_mib`` MiB: traces older than
 ``caps.upload_store_s`` go first, then the least recently used. Scenarios from links and uploads may only
-name files of this folder (``engine.origin.Origin`` with ``trace_names_only``).
+name files of this folder (``engine.scenario.origin.Origin`` with ``trace_names_only``).
 
 The folder is ``$SCHEDULER_LAB_TRACE_STORE``, else ``scheduler-lab/traces`` in the user's cache folder
 (``$XDG_CACHE_HOME`` or ``~/.cache``). It must be private to the user running the server (created with
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Mapping
 
 import engine
-from engine.caps import DEFAULT_CAPS, MIB, Caps
-from engine.origin import STORED_TRACE_SUFFIXES, Origin, stored_trace_name
-from engine.private_folder import PARTIAL_PREFIX, NotPrivateError, ensure_private, write_atomically
+from engine.scenario.caps import DEFAULT_CAPS, MIB, Caps
+from engine.scenario.origin import STORED_TRACE_SUFFIXES, Origin, stored_trace_name
+from engine.scenario.private_folder import PARTIAL_PREFIX, NotPrivateError, ensure_private, write_atomically
 
 def store_dir(environ: Mapping[str, str] = os.environ) -> Path:
     """``$SCHEDULER_LAB_TRACE_STORE``, else ``scheduler-lab/traces`` in the user's cache folder."""

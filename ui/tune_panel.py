@@ -1,5 +1,5 @@
 """The Lab's tuning panel: the policy parameters that minimise (or maximise) one class metric under
-constraints, on the Lab's scenario (``engine.tuner``), with its response surface and the ``[policy]`` block.
+constraints, on the Lab's scenario (``engine.decide.tuner``), with its response surface and the ``[policy]`` block.
 
 A tuning runs only when asked (hundreds of runs), with a progress bar; its answer stays on the page until the
 question or the scenario changes, and "Use the best settings" makes them the Lab's scenario.
@@ -11,14 +11,14 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine.config import OVERALL
-from engine.metric_table import metric
-from engine.policies import POLICY_LABELS
-from engine.targets import TARGET_METRICS, Target
-from engine.tune_text import FLAT_TEXT, baseline_header, cut_text, rows, runs_text, verdict
-from engine.tuner import CANDIDATE_RANGE, DEFAULT_CANDIDATES, DEFAULT_REQUESTS, DEFAULT_SEEDS, TUNABLE, Objective, \
-    TuneQuestion, tune, tuned_scenario
-from engine import parallel
+from engine.decide.targets import TARGET_METRICS, Target
+from engine.decide.tune_text import FLAT_TEXT, baseline_header, cut_text, rows, runs_text, verdict
+from engine.decide.tuner import (CANDIDATE_RANGE, DEFAULT_CANDIDATES, DEFAULT_REQUESTS, DEFAULT_SEEDS, TUNABLE,
+                                 Objective, TuneQuestion, tune, tuned_scenario)
+from engine.scenario.config import OVERALL
+from engine.scenario.metric_table import metric
+from engine.sim import parallel
+from engine.sim.policies import POLICY_LABELS
 from ui import charts, cluster, jobs, runner, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
 

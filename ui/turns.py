@@ -10,7 +10,7 @@ how many pages are ahead of it, and stays responsive: its user's next change sto
 a large scenario steps aside while the compiled loop runs it (``Turns.aside``), so that two such pages never
 hold every turn for a minute.
 
-A background job (a plan, a tuning: ``engine.stopping``) runs outside the turns, and gives way to them: at each of
+A background job (a plan, a tuning: ``engine.sim.stopping``) runs outside the turns, and gives way to them: at each of
 its checks it waits while pages run or wait for their turn (``give_way``, at most ``GIVE_WAY_S`` at a time), so
 that a search of hours leaves a room's pages their interpreter, and goes on at full speed when they are done.
 """
@@ -24,8 +24,8 @@ from typing import Callable, Iterator
 
 import streamlit as st
 
-from engine import stopping
-from engine.parallel import cores
+from engine.sim import stopping
+from engine.sim.parallel import cores
 
 POLL_S = 0.5  # how often a waiting run tells its page where it stands (and lets Streamlit stop it)
 GIVE_WAY_S = 0.5  # the longest a background job waits at one check while pages are busy

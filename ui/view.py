@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import streamlit as st
 
 import engine
-from engine.link import VIEW_KEY
+from engine.scenario.link import VIEW_KEY
 from ui import state, text
 
 QUERY_KEY = VIEW_KEY

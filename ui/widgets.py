@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import streamlit as st
 
-from engine.config import field_bounds, field_label, field_meta
+from engine.scenario.config import field_bounds, field_label, field_meta
 from ui.text import sentence
 
 

@@ -1,0 +1,159 @@
+"""Rental cost of a deployment and its unit costs at the simulated load.
+
+Offers live in ``data/hardware/offers.csv`` (one row per offer, with source, date, currency, the
+period the price is quoted for, an annual-prepay discount and a low-high range where the price is an
+estimate). A deployment of N cards rents ceil(N / cards per unit) units of an offer. Hours per month and
+the default exchange rate between CNY and USD live in ``data/hardware/pricing_conventions.csv`` with their
+sources; the exchange rate is a setting of the user's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..hardware.tables import is_slice, load_table
+from ..scenario.config import OVERALL
+from ..scenario.errors import ScenarioError, excerpt
+from ..scenario.summary import ClassMetrics
+
+_CONVENTIONS = load_table("pricing_conventions")["value"]
+HOURS_PER_MONTH = float(_CONVENTIONS["hours_per_month"])
+BILLING_MODES = ("pay as you go", "annual prepay")
+CURRENCIES = ("CNY", "USD")
+CNY_PER_USD_DEFAULT = float(_CONVENTIONS["cny_per_usd_default"])
+CNY_PER_USD_RANGE = (1.0, 20.0)  # the exchange rates the app and the command line accept
+
+
+def offers_for(gpu: str) -> pd.DataFrame:
+    """The offers that rent ``gpu``: whole cards of a card profile, or slices of a slice profile."""
+    offers = load_table("offers")
+    return offers[offers["gpu"] == gpu]
+
+
+def fleet_cards(gpu: str, tensor_parallel: int, replicas: int) -> int:
+    """Cards (or slices, for a slice profile) a fleet of ``replicas`` x ``tensor_parallel`` occupies."""
+    return replicas * (1 if is_slice(gpu) else tensor_parallel)
+
+
+def offer_hosting_problem(offer: str, tensor_parallel: int) -> str | None:
+    """Why ``offer`` cannot host replicas of ``tensor_parallel`` linked cards, or None when it can."""
+    most = int(load_table("offers").loc[offer, "max_cards_per_machine"])
+    if tensor_parallel <= most:
+        return None
+    return (f"offer {offer} rents machines of at most {most} card(s): a tensor-parallel group of "
+            f"{tensor_parallel} needs its cards linked in one machine; choose an offer with bigger machines")
+
+
+def convert(amount: float, currency: str, to_currency: str, cny_per_usd: float) -> float:
+    if currency == to_currency:
+        return amount
+    if {currency, to_currency} != set(CURRENCIES):
+        raise ScenarioError(f"no exchange from {currency} to {to_currency}; currencies are {', '.join(CURRENCIES)}")
+    return amount * cny_per_usd if to_currency == "CNY" else amount / cny_per_usd
+
+
+@dataclass(frozen=True)
+class DeploymentCost:
+    """What renting ``cards`` cards through one offer costs (low and high end of the offer's range)."""
+
+    offer: str
+    units: int
+    currency: str
+    per_hour: tuple[float, float]
+    per_month: tuple[float, float]
+    estimate: bool
+
+
+def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per_usd: float) -> DeploymentCost:
+    """Cost of ``cards`` cards rented through ``offer`` under ``billing``, in ``currency``."""
+    offers = load_table("offers")
+    if offer not in offers.index:
+        raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
+    if billing not in BILLING_MODES:
+        raise ScenarioError(f"billing {billing!r} is not one of {', '.join(BILLING_MODES)}")
+    low, high = CNY_PER_USD_RANGE
+    if not low <= cny_per_usd <= high:  # also refuses NaN
+        raise ScenarioError(f"exchange rate cny_per_usd = {cny_per_usd!r} must be a number from {low:g} to {high:g}")
+    row = offers.loc[offer]
+    units = math.ceil(cards / float(row["gpus_per_unit"]) - 1e-9)
+    hours = HOURS_PER_MONTH if row["period"] == "month" else 1.0
+    discount = float(row["annual_discount"]) if billing == "annual prepay" else 0.0
+    per_hour = tuple(convert(units * float(row[col]) / hours * (1 - discount), row["currency"], currency,
+                             cny_per_usd) for col in ("price_low", "price_high"))
+    return DeploymentCost(offer, units, currency, per_hour, tuple(p * HOURS_PER_MONTH for p in per_hour),
+                          bool(row["estimate"]) or row["price_low"] != row["price_high"])
+
+
+def cheapest_offer(gpu: str, cards: int, tensor_parallel: int) -> str | None:
+    """The offer renting ``cards`` cards of ``gpu`` for the least per hour (low end, pay as you go, compared at the
+    default exchange rate) among those whose machines host the tensor-parallel group; None without offers."""
+    offers = [o for o in offers_for(gpu).index if offer_hosting_problem(o, tensor_parallel) is None] or \
+        list(offers_for(gpu).index)
+    if not offers:
+        return None
+    return min(offers, key=lambda o: deployment_cost(o, cards, BILLING_MODES[0], CURRENCIES[0],
+                                                     CNY_PER_USD_DEFAULT).per_hour[0])
+
+
+def combined_cost(parts: list[DeploymentCost]) -> DeploymentCost:
+    """Several rentals (one per group of a mixed fleet, in one currency) as one: offers joined by " + ", units
+    and prices added, an estimate when any part is."""
+    if len({p.currency for p in parts}) != 1:
+        raise ScenarioError("the parts of a mixed fleet's rent are priced in different currencies")
+    add = lambda pick: tuple(sum(pick(p)[i] for p in parts) for i in range(2))  # noqa: E731
+    return DeploymentCost(" + ".join(p.offer for p in parts), sum(p.units for p in parts), parts[0].currency,
+                          add(lambda p: p.per_hour), add(lambda p: p.per_month), any(p.estimate for p in parts))
+
+
+def group_rentals(groups: list[tuple[str, int, int]], billing: str, currency: str, cny_per_usd: float
+                  ) -> list[tuple[str, int, DeploymentCost | None]]:
+    """Each group of a mixed fleet, given as (gpu, tensor_parallel, replicas), rented through its cheapest offer
+    (``cheapest_offer``): (gpu, cards, cost), cost None when nothing rents that GPU."""
+    rentals = []
+    for gpu, tensor_parallel, replicas in groups:
+        cards = fleet_cards(gpu, tensor_parallel, replicas)
+        offer = cheapest_offer(gpu, cards, tensor_parallel)
+        rentals.append((gpu, cards, None if offer is None else
+                        deployment_cost(offer, cards, billing, currency, cny_per_usd)))
+    return rentals
+
+
+def idle_cards(offer: str, cards: int) -> int:
+    """Cards rented through ``offer`` beyond the ``cards`` the fleet uses (an offer rents whole units)."""
+    per_unit = float(load_table("offers").loc[offer, "gpus_per_unit"])
+    return int(round(math.ceil(cards / per_unit - 1e-9) * per_unit - cards))
+
+
+def unit_costs(per_hour: float, overall: ClassMetrics) -> dict[str, float | None]:
+    """Cost per million output tokens, per million total (prompt + output) tokens and per 1,000 SLA-met requests.
+
+    ``overall`` is the summary's overall metric block: its rates are of the steady state, so the warm-up and
+    the drain do not dilute the price of a token.
+    """
+    per_s = per_hour / 3600.0
+    output_per_s = overall["output_tokens_per_s"]
+    total_per_s = output_per_s + overall["prompt_tokens_per_s"]
+    met_per_s = overall["sla_met_per_s"]
+    return {
+        "per_million_output_tokens": per_s / output_per_s * 1e6 if output_per_s else None,
+        "per_million_total_tokens": per_s / total_per_s * 1e6 if total_per_s else None,
+        "per_thousand_sla_met_requests": per_s / met_per_s * 1e3 if met_per_s else None,
+    }
+
+
+COST_COLUMNS = {"per_million_output_tokens": "cost_per_million_output_tokens",
+                "per_million_total_tokens": "cost_per_million_total_tokens",
+                "per_thousand_sla_met_requests": "cost_per_thousand_sla_met_requests"}  # keys of metric_table.COSTS
+
+
+def cost_columns(frame: pd.DataFrame, per_hour: float) -> pd.DataFrame:
+    """``frame`` (flat metrics, e.g. one row per policy and class) with the unit costs of a fleet rented at
+    ``per_hour`` on its ``overall`` rows; a class's rows get none (the fleet is rented for all classes at
+    once: charging one class the whole rent would overstate its cost)."""
+    blank = dict.fromkeys(COST_COLUMNS)
+    costs = pd.DataFrame([unit_costs(per_hour, row) if row["class"] == OVERALL else blank
+                          for _, row in frame.iterrows()], index=frame.index, columns=list(COST_COLUMNS))
+    return frame.assign(**{COST_COLUMNS[k]: costs[k].astype(float) for k in COST_COLUMNS})

@@ -1,0 +1,208 @@
+"""What limits a fleet at its load, in words, with the numbers behind each sentence and what would relieve it.
+
+Each finding reads one run's summary (and the scenario it ran): overload or queueing near saturation, a full
+KV cache (preemptions and the GPU time their recomputation wasted) or preemptions the policy chose, the
+batch-size limit, the router's imbalance, a class starving, a class timing out. The thresholds are named
+below with their reason; a run that hits none is said to have room. On a GPU (the roofline step model) two
+more sentences say what an iteration is bound by: decode at the run's mean batch and context, memory-bandwidth-
+or compute-bound, with the batch at which it would turn; and prefill's share of the busy time when it is large
+(``steptime.step_terms_nb``, the terms of the step time itself). Not diagnosed: the token budget per iteration
+(a summary's mean tokens per iteration is diluted by the decode-only iterations; it needs a count of the
+iterations the budget filled).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..hardware.roofline import roofline_profile, roofline_step_params
+from ..hardware.steptime import step_terms_nb
+from ..scenario.config import Scenario
+from ..scenario.metric_table import metric
+from ..scenario.summary import Summary
+from ..sim.simulate import load_text, stop_explanation
+
+NEAR_SATURATION_LOAD = 0.8  # from here waiting grows steeply: an M/M/1 queue waits rho / (1 - rho) = 4 services
+FULL_KV_PEAK = 0.95  # a peak KV use this close to the capacity means admissions waited for memory
+WASTE_WORTH_SAYING = 0.01  # recomputation wasting 1% of GPU time or more is worth a sentence
+FULL_BATCH = 0.9  # a mean batch at 90% of max_batch_size: the limit binds most iterations
+IMBALANCE_BUSY = 0.2  # replicas' busy shares this far apart (absolute) on a busy fleet: the router splits badly
+BUSY_FLEET = 0.5  # ... and the busiest replica at least this busy (an idle fleet's imbalance costs nothing)
+ARRIVING_SHARE = 0.8  # ... over a run that spent at least 80% of its time receiving requests: in a long drain one
+# replica finishing the last long request is busy alone, which says nothing about the router
+STARVING_WAIT_MS = 10_000.0  # a class whose longest wait passes 10 s ...
+STARVING_RATIO = 10.0  # ... and 10x the other classes' longest wait is starving
+TIMEOUT_SHARE = 0.05  # 5% of a class's arrivals timing out is worth a sentence
+PREFILL_HEAVY = 0.3  # prefill taking 30% of the busy GPU time or more is worth a sentence
+RIDGE_SEARCH_MAX = 1 << 16  # the largest batch the ridge search looks at
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence: ``kind`` names the limit (a stable id for tests and tables), ``text`` says it with numbers
+    and what would relieve it."""
+
+    kind: str
+    text: str
+
+
+def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
+    """The limits of this run, most fundamental first (overload explains the rest); one finding saying there is
+    room when none applies."""
+    system, fleet = summary["system"], scenario.fleet
+    findings = []
+    load = system["offered_load"]
+    if system["unstable"]:
+        needed = max(fleet.replicas + 1, math.floor(fleet.replicas * load) + 1)
+        findings.append(Finding("overload", f"{stop_explanation(system, scenario.origin.caps)}. Relieve it with "
+                                            f"at least {needed} replicas (the load estimate falls under 1), a faster "
+                                            f"GPU, or less traffic."))
+    elif load >= NEAR_SATURATION_LOAD:
+        wait = load / (1.0 - load)
+        one_more = load * fleet.replicas / (fleet.replicas + 1)
+        findings.append(Finding("near_saturation", f"Queueing near saturation: offered load {load_text(load)} (an "
+                                                   f"estimate); in an M/M/1 queue a request waits {wait:.1f}x its "
+                                                   f"service time on average at this load, and that grows without "
+                                                   f"bound towards 1. One more replica brings the load to "
+                                                   f"{load_text(one_more)}."))
+    findings += _memory(scenario, system) + _batch(scenario, system) + _router(scenario, summary)
+    findings += _classes(scenario, summary)
+    if not findings:
+        findings.append(Finding("room", f"Nothing here limits this fleet at this load: offered load "
+                                        f"{load_text(load)} (an estimate, under {NEAR_SATURATION_LOAD:g}), no "
+                                        f"preemption, batches of {system['mean_batch_size']:.1f} sequences on average "
+                                        f"of at most {scenario.server.max_batch_size}."))
+    return findings + _iterations(scenario, summary)
+
+
+def _mean_lengths(summary: Summary) -> tuple[float, float] | None:
+    """Mean prompt and output tokens per request over the run (its rates times its length, per completed
+    request); None when nothing completed."""
+    overall, sim_s = summary["overall"], summary["system"]["sim_time_s"]
+    if not overall["completed"] or not sim_s:
+        return None
+    return (overall["prompt_tokens_per_s_run"] * sim_s / overall["completed"],
+            overall["output_tokens_per_s_run"] * sim_s / overall["completed"])
+
+
+def ridge_batch(step: tuple, context_tokens: float) -> int | None:
+    """The smallest decode batch (a power of two) at which compute time reaches memory time at this context, or
+    None when memory stays ahead up to ``RIDGE_SEARCH_MAX`` (the KV reads grow with the batch as fast as the
+    FLOPs)."""
+    batch = 1
+    while batch <= RIDGE_SEARCH_MAX:
+        compute_s, memory_s, _ = step_terms_nb(step, batch, batch * context_tokens, batch * context_tokens)
+        if compute_s >= memory_s:
+            return batch
+        batch *= 2
+    return None
+
+
+def _iterations(scenario: Scenario, summary: Summary) -> list[Finding]:
+    """What an iteration is bound by on this GPU: decode at the run's mean batch and context, and prefill's share
+    of the busy time when large."""
+    lengths = _mean_lengths(summary)
+    if scenario.server.step_model != "roofline" or lengths is None:
+        return []
+    system, (prompt, output) = summary["system"], lengths
+    step = roofline_step_params(roofline_profile(scenario.server))
+    batch, context = max(system["mean_batch_size"], 1.0), prompt + output / 2.0
+    compute_s, memory_s, _ = step_terms_nb(step, batch, batch * context, batch * context)
+    at = (f"at {batch:.0f} sequences of ~{context:,.0f} tokens, weight and KV traffic takes {memory_s * 1e3:.2f} ms "
+          f"against {compute_s * 1e3:.2f} ms of compute")
+    if memory_s >= compute_s:
+        ridge = ridge_batch(step, context)
+        turn = f"compute catches up at ~{ridge:,} sequences" if ridge else "at any batch: KV reads grow with it"
+        findings = [Finding("decode_memory_bound", f"Decode is memory-bound: {at} ({turn}). Fuller batches cost "
+                                                   f"little per token; more bandwidth or FP8 weights and KV speed "
+                                                   f"every iteration.")]
+    else:
+        findings = [Finding("decode_compute_bound", f"Decode is compute-bound: {at}. Bigger batches no longer come "
+                                                    f"free; more FLOP/s (a faster GPU, more tensor parallelism) or "
+                                                    f"more replicas relieve it.")]
+    prefill_compute_s, prefill_memory_s, _ = step_terms_nb(step, prompt, prompt * (prompt + 1) / 2.0, 0.0)
+    busy_s = system["gpu_busy_frac_run"] * system["sim_time_s"] * scenario.fleet.replicas
+    share = summary["overall"]["completed"] * max(prefill_compute_s, prefill_memory_s) / busy_s if busy_s else 0.0
+    if share >= PREFILL_HEAVY:
+        bound = "compute-bound" if prefill_compute_s >= prefill_memory_s else "memory-bound"
+        need = (f"{max(prefill_compute_s, prefill_memory_s) * 1e3:.1f} ms ({bound}: {prefill_compute_s * 1e3:.1f} ms "
+                f"of compute, {prefill_memory_s * 1e3:.1f} ms of memory traffic)")
+        findings.append(Finding("prefill_heavy", f"Prefill takes ~{min(share, 1.0):.0%} of the GPUs' busy time: "
+                                                 f"a prompt of {prompt:,.0f} tokens needs {need}. Shorter prompts, "
+                                                 f"cached prefixes or more FLOP/s relieve it."))
+    return findings
+
+
+def _memory(scenario: Scenario, system: dict) -> list[Finding]:
+    """A KV cache at its peak (with the preemptions it forced), or preemptions the policy chose on its own."""
+    preemptions, waste, peak = system["preemptions"], system["preemption_waste_frac"], system["kv_peak_frac"]
+    wasted = f", and recomputing their prompts wasted {waste:.1%} of GPU time" if waste >= WASTE_WORTH_SAYING else ""
+    if peak is not None and peak >= FULL_KV_PEAK:
+        relief = ("more KV memory (a GPU with more memory, KV in FP8, a higher gpu_memory_utilization, a higher "
+                  "tensor-parallel degree) or more replicas")
+        capacity = f"peak use {peak:.0%} of {system['kv_capacity_tokens']:,} tokens"
+        if preemptions:
+            return [Finding("kv_full", f"KV cache full: {preemptions:,} running requests were preempted to make room"
+                                       f"{wasted}; {capacity}. Relieve it with {relief}.")]
+        return [Finding("kv_full", f"KV cache nearly full: {capacity}, so admissions waited for memory. Relieve it "
+                                   f"with {relief}.")]
+    if preemptions:
+        return [Finding("preemptions", f"{preemptions:,} running requests were preempted for requests the policy "
+                                       f"ranks higher (policy.preemptive){wasted}. preempt_mode = keep or swap stops "
+                                       f"the recomputation; preemptive = false stops the evictions.")]
+    return []
+
+
+def _batch(scenario: Scenario, system: dict) -> list[Finding]:
+    limit = scenario.server.max_batch_size
+    if system["mean_batch_size"] >= FULL_BATCH * limit:
+        return [Finding("batch_limit", f"Batch-size limit: iterations held {system['mean_batch_size']:.1f} sequences "
+                                       f"on average of at most {limit} (server.max_batch_size). Raise it if the KV "
+                                       f"cache holds more, or add replicas.")]
+    return []
+
+
+def _router(scenario: Scenario, summary: Summary) -> list[Finding]:
+    system, replicas, arrival = summary["system"], summary["system"]["replicas"], scenario.workload.arrival
+    if len(replicas) < 2 or scenario.workload.trace is not None or not system["sim_time_s"]:
+        return []
+    if summary["run"]["requests"] / arrival.rate_per_s < ARRIVING_SHARE * system["sim_time_s"]:
+        return []  # mostly drain: busy shares reflect who got the last long requests
+    busy = [r["busy_frac"] for r in replicas]
+    high, low = max(busy), min(busy)
+    if high >= BUSY_FLEET and high - low >= IMBALANCE_BUSY:
+        hot, cold = busy.index(high), busy.index(low)
+        better = "" if scenario.fleet.router != "round-robin" else " A load-aware router (least-tokens) evens it out."
+        return [Finding("router_imbalance", f"Router imbalance ({scenario.fleet.router}): replica {hot} was busy "
+                                            f"{high:.0%} of the time, replica {cold} {low:.0%}.{better}")]
+    return []
+
+
+def _classes(scenario: Scenario, summary: Summary) -> list[Finding]:
+    findings = []
+    waits = {name: block["longest_wait_ms"] for name, block in summary["classes"].items()
+             if block.get("longest_wait_ms") is not None}
+    for name, wait in waits.items():
+        others = [w for n, w in waits.items() if n != name]
+        if others and wait >= STARVING_WAIT_MS and wait >= STARVING_RATIO * max(max(others), 1.0):
+            findings.append(Finding("starving", f"Class {name} starves: its longest wait was "
+                                                f"{metric('longest_wait_ms').text(wait)}, against at most "
+                                                f"{metric('longest_wait_ms').text(max(others))} for the others. "
+                                                f"{_starving_relief(scenario)}"))
+    for name, block in summary["classes"].items():
+        arrived, timed_out = block["arrived"], block["timed_out"]
+        if arrived and timed_out / arrived >= TIMEOUT_SHARE:
+            findings.append(Finding("timeouts", f"Class {name}: {timed_out:,} of {arrived:,} requests "
+                                                f"({timed_out / arrived:.0%}) timed out before their first token."))
+    return findings
+
+
+def _starving_relief(scenario: Scenario) -> str:
+    policy = scenario.policy
+    if policy.name == "priority":
+        return "Let waiting count: policy.aging_per_s or policy.max_wait_ms."
+    if policy.name == "dynamic":
+        return (f"Its waiting counts against default_sla_ms = {policy.default_sla_ms:,.0f} ms when it has no SLA: "
+                f"lower that, or raise alpha.")
+    return "Guarantee it a share: weighted fair queuing (policy wfq with weights)."

@@ -1,0 +1,71 @@
+"""The planner's evidence as Plotly figures, shared by the Planner page and the report: cost against the first
+target for every priced plan (the Pareto view), and each target's value with its 95% interval for the cheapest
+plans."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..scenario.metric_table import metric
+from .plan_text import shape
+from .targets import Target
+
+TARGET_PLANS = 8  # plans on the targets chart: the recommendation and the cheapest alternatives
+MEASURED, ESTIMATED = "#636efa", "#bbbbbb"  # bars of plans whose step times are measured, or an estimate only
+
+
+def _target_entry(plan: dict, target: Target) -> dict:
+    return next(t for t in plan["targets"] if t["metric"] == target.key and t["class"] == target.cls)
+
+
+def pareto_chart(answer: dict, target: Target) -> go.Figure:
+    """Monthly cost (low end) against the first target's value, one point per plan; measured and estimated step
+    times apart."""
+    plans = [answer["recommendation"], *answer["alternatives"]]
+    m = metric(target.key)
+    fig = go.Figure()
+    for calibrated, name, symbol in ((True, "step times measured", "circle"), (False, "estimate only", "x")):
+        shown = [p for p in plans if p["calibrated"] == calibrated]
+        if not shown:
+            continue
+        values = [_target_entry(p, target)["value"] for p in shown]
+        fig.add_trace(go.Scatter(
+            x=[p["monthly_cost"]["low"] for p in shown], y=[m.table_value(v) for v in values], mode="markers",
+            name=name, marker=dict(symbol=symbol, size=9),
+            text=[f"{p['replicas']} x TP{p['tensor_parallel']} {p['gpu']}, {p['offer']}" for p in shown],
+            hovertemplate="%{text}<br>%{x:,.0f} per month<br>%{y}<extra></extra>"))
+    best = answer["recommendation"]
+    fig.add_trace(go.Scatter(x=[best["monthly_cost"]["low"]], y=[m.table_value(_target_entry(best, target)["value"])],
+        mode="markers", name="recommended", marker=dict(symbol="star", size=16, color="gold",
+                                                        line=dict(color="black", width=1))))
+    fig.add_hline(y=m.table_value(target.limit), line_dash="dash", line_color="grey")
+    fig.update_layout(height=380, margin=dict(t=30, b=10),
+                      xaxis_title=f"per month, low end ({best['monthly_cost']['currency']})",
+                      yaxis_title=f"{target.cls} {m.title()}")
+    return fig
+
+
+def targets_chart(answer: dict, targets: tuple[Target, ...]) -> go.Figure:
+    """Each target's mean over the seeds with its 95% interval, for the recommendation and the cheapest
+    alternatives, beside its limit (one panel per target, plans across)."""
+    plans = [answer["recommendation"], *answer["alternatives"]][:TARGET_PLANS]
+    names = [f"{shape(p)} {p['gpu']}<br>{html.escape(p['offer'])}" for p in plans]
+    fig = make_subplots(rows=1, cols=len(targets), subplot_titles=[html.escape(t.describe()) for t in targets])
+    for col, target in enumerate(targets, start=1):
+        m = metric(target.key)
+        entries = [_target_entry(p, target) for p in plans]
+        values = [m.table_value(e["value"]) for e in entries]
+        low = [m.table_value(e["ci95"][0]) for e in entries]
+        high = [m.table_value(e["ci95"][1]) for e in entries]
+        up = [h - v if h is not None and v is not None else 0 for h, v in zip(high, values)]
+        down = [v - lo if lo is not None and v is not None else 0 for lo, v in zip(low, values)]
+        colors = ["gold" if i == 0 else (MEASURED if p["calibrated"] else ESTIMATED) for i, p in enumerate(plans)]
+        fig.add_trace(go.Bar(x=names, y=values, showlegend=False, marker_color=colors,
+                             error_y=dict(type="data", symmetric=False, array=up, arrayminus=down)), row=1, col=col)
+        fig.add_hline(y=m.table_value(target.limit), line_dash="dash", line_color="grey", row=1, col=col)
+        fig.update_yaxes(title_text=m.title(), row=1, col=col)
+    fig.update_layout(height=420, margin=dict(t=50, b=10))
+    return fig

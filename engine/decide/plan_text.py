@@ -1,0 +1,199 @@
+"""The planner's answer as text for a terminal: the recommendation in one paragraph, the alternatives as a
+table with one unit per column (no NaN: "—" where there is no value), and what could not be sized."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pandas as pd
+
+from ..scenario.metric_table import metric, money_range, money_text
+
+ALTERNATIVES_SHOWN = 12
+TEXT_WIDTH = 120  # columns of the terminal text's paragraphs
+
+
+def target_text(entry: dict) -> str:
+    """One target's mean over the seeds and its 95% confidence interval: "812 ms (790 ms–840 ms)"."""
+    m = metric(entry["metric"])
+    low, high = entry["ci95"]
+    interval = f" ({m.text(low)}–{m.text(high)})" if low is not None and high is not None else ""
+    return m.text(entry["value"]) + interval
+
+
+def shape(plan: dict) -> str:
+    """ "2 x TP4", or for a disaggregated fleet "3 x TP4 (1 prefill + 2 decode)"."""
+    pools = f" ({plan['prefill_replicas']} prefill + {plan['decode_replicas']} decode)" \
+        if "prefill_replicas" in plan else ""
+    return f"{plan['replicas']} x TP{plan['tensor_parallel']}{pools}"
+
+
+def summary_line(plan: dict) -> str:
+    """The recommendation in words."""
+    cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
+    targets = "; ".join(f"{t['class']} {metric(t['metric']).label} {target_text(t)}" for t in plan["targets"])
+    headroom = (f"; meets the targets up to {plan['headroom_rate_per_s']:,.2f} req/s"
+                if plan["headroom_rate_per_s"] is not None else "")
+    same = f" (as good: {', '.join(plan['same_fleet_policies'])})" if plan["same_fleet_policies"] else ""
+    decoding = ", speculative decoding" if plan["decoding"] == "speculative" else ""
+    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards, {plan['quant']} weights"
+            f"{decoding}), policy "
+            f"{plan['policy']['name']}{same}, router {plan['router']}: "
+            f"{money_range((cost['low'], cost['high']), cost['currency'])}"
+            f" per month ({cost['billing']}), {money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
+            f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
+
+
+def policy_text(plan: dict, label=str) -> str:
+    """The plan's policy (through ``label``: the app writes names, the terminal ids) and how many others do as
+    well with the same fleet."""
+    same = len(plan["same_fleet_policies"])
+    return label(plan["policy"]["name"]) + (f" (+{same} as good)" if same else "")
+
+
+def alternatives_frame(plans: list[dict], label=str) -> pd.DataFrame:
+    """One row per plan, each column one figure with its unit (``label`` writes a policy's name)."""
+    rows = []
+    for plan in plans:
+        cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
+        rows.append({
+            # what to rent and what it costs and achieves first; how it is run and how sure after
+            "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": plan["quant"],
+            "decoding": plan["decoding"], "cards": plan["cards"],
+            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
+            **{t["target"]: target_text(t) for t in plan["targets"]},
+            f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
+            "policy": policy_text(plan, label),
+            "headroom (req/s)": f"{plan['headroom_rate_per_s']:,.2f}" if plan["headroom_rate_per_s"] else "—",
+            "step times": plan["step_times"] + ("" if plan["calibrated"] else " (estimate)"),
+        })
+    return pd.DataFrame(rows)
+
+
+def sensitivity_text(answer: dict) -> str | None:
+    """"If the workload grows: +20% traffic needs 4 x TP1 (4 cards), 4,438 USD per month; ..." (None without any)."""
+    best, parts = answer["recommendation"], []
+    for item in answer.get("sensitivity", []):
+        if "note" in item:
+            parts.append(f"{item['change']}: {item['note']}")
+            continue
+        cost = item["monthly_cost"]
+        parts.append(f"{item['change']} needs {item['replicas']} x TP{best['tensor_parallel']} "
+                     f"({item['cards']} cards), "
+                     f"{money_range((cost['low'], cost['high']), cost['currency'])} per month")
+    return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
+
+
+def mix_text(answer: dict) -> str | None:
+    """The mixed fleet proposed beside the answer, in words ("Cheaper as a mixed fleet: 4 x TP1 H100-80G through
+    vast-h100-spot + 1 x TP1 A100-80G through runpod-a100-sxm, ..."), or what was tried; None when nothing was."""
+    mix = answer.get("mix")
+    if mix is None:
+        return answer.get("mix_note") or None
+    cost, was = mix["monthly_cost"], mix["instead_of"]
+    groups = " + ".join(f"{g['replicas']} x TP{g['tensor_parallel']} {g['gpu']} ({g['quant']} weights) through "
+                        f"{g['offer']}" for g in mix["groups"])
+    targets = "; ".join(f"{t['class']} {metric(t['metric']).label} {target_text(t)}" for t in mix["targets"])
+    estimate = "" if mix["calibrated"] else "; step times of a group rest on an estimate"
+    return (f"Cheaper as a mixed fleet: {groups} ({mix['cards']} cards, router {mix['router']} weighing each "
+            f"server by its speed), {money_range((cost['low'], cost['high']), cost['currency'])} per month, "
+            f"{money_text(mix['saving_per_month'])} {cost['currency']} less than {was['replicas']} x "
+            f"TP{was['tensor_parallel']} "
+            f"{was['gpu']} through {was['offer']}; {targets}{estimate}")
+
+
+def tuned_text(answer: dict) -> str | None:
+    """What tuning each policy first found: "Tuned on the scenario's fleet: dynamic (alpha (waiting) 9.38, ...);
+    wfq kept its parameters (the objective did not move at the scenario's load)"; None without tuning."""
+    parts = [f"{name} ({', '.join(t['settings'])})" if t["used"] else f"{name} kept its parameters ({t['why']})"
+             for name, t in answer.get("tuned", {}).items()]
+    return f"Tuned on the scenario's own fleet before sizing: {'; '.join(parts)}" if parts else None
+
+
+def no_plan_text(answer: dict) -> str:
+    """Why there is no recommendation: no fleet meets the targets, or none within the budget (then the cheapest
+    that does, and what it costs)."""
+    budget, plans = answer.get("budget"), answer["alternatives"]
+    if budget and plans:
+        cheapest = plans[0]["monthly_cost"]
+        return (f"No fleet that meets every target fits the budget of {budget['per_month']:,.0f} "
+                f"{budget['currency']} per month; the cheapest costs "
+                f"{money_range((cheapest['low'], cheapest['high']), cheapest['currency'])}: {summary_line(plans[0])}")
+    return "No fleet meets every target within the search"
+
+
+def caveat(answer: dict, how_to_measure: str) -> str | None:
+    """What the reader must know about the recommendation's step times: it rests on an estimate (measure it,
+    ``how_to_measure`` says how), or a cheaper plan exists on paper whose step times are not measured."""
+    best = answer["recommendation"]
+    if best is None:
+        return None
+    if not best["calibrated"]:
+        return ("No plan on a GPU with measured step times meets the targets: this one rests on an estimate. "
+                f"Measure that GPU ({how_to_measure}) before renting.")
+    cheaper = [p for p in answer["alternatives"] if not p["calibrated"]
+               and p["monthly_cost"]["low"] < best["monthly_cost"]["low"]]
+    return f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}" if cheaper else None
+
+
+NOT_SIZED = "not sized: "  # how a configuration or a growth the plan's time did not reach is noted
+
+
+def cut_text(answer: dict) -> str | None:
+    """Why the plan stopped short, and what that means for its answer; None when it searched everything."""
+    cut = answer["run"].get("cut")
+    if not cut:
+        return None
+    if any(item["note"].startswith(NOT_SIZED) for item in answer["not_possible"]):
+        covered = ("the answer covers only the configurations sized before then (the others are listed as not "
+                   "sized)")
+    else:
+        covered = ("every configuration was sized, but the searches after it (headroom, growth, a mixed fleet) "
+                   "stopped where marked")
+    return (f"Cut short: {cut}; {covered}. Ask again with fewer GPUs, policies, seeds or requests per run to "
+            f"search it all")
+
+
+def _wrap(paragraph: str, indent: str = "  ") -> str:
+    """A paragraph folded to ``TEXT_WIDTH`` columns for a terminal, its later lines indented."""
+    return textwrap.fill(paragraph, TEXT_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def plan_text(answer: dict, title: str) -> str:
+    """The whole answer, for printing."""
+    lines = [title]
+    cut = cut_text(answer)
+    if cut:
+        lines.append(_wrap("CUT: " + cut))
+    best = answer["recommendation"]
+    if best is None:
+        lines.append(_wrap(no_plan_text(answer) + ("" if answer["alternatives"] else "; see why below.")))
+    else:
+        lines.append(_wrap("Recommendation: " + summary_line(best)))
+        warning = caveat(answer, "python -m engine calibrate")
+        if warning:
+            lines.append(_wrap(warning))
+        lines += [_wrap(f"  - {sentence}", "    ") for sentence in answer["diagnosis"]]
+        tuned = tuned_text(answer)
+        if tuned:
+            lines.append(_wrap(tuned))
+        grows = sensitivity_text(answer)
+        if grows:
+            lines.append(_wrap(grows))
+    mixed = mix_text(answer)
+    if mixed:
+        lines.append(_wrap(mixed))
+    if answer["alternatives"]:
+        shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
+        lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")
+        with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
+            lines.append(alternatives_frame(shown).to_string(index=False))
+    if answer["not_possible"]:
+        lines.append("\nNot possible:")
+        for item in answer["not_possible"]:
+            where = item["gpu"] + (f" TP{item['tensor_parallel']} ({', '.join(item['policies'])})"
+                                   if "policies" in item else "")
+            lines.append(_wrap(f"  {where}: {item['note']}", "    "))
+    run = answer["run"]
+    lines.append(f"\n{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run['workers']} cores")
+    return "\n".join(lines)

@@ -1,0 +1,647 @@
+"""The planner: the cheapest rental, fleet and policy that meet every target on a workload.
+
+Search space: every GPU with an offer (or those asked for) x every tensor-parallel degree at which the model
+fits and some offer's machines host the group x the policies asked for (default: the scenario's) x the weight
+formats, routers and decodings (plain, or the scenario's speculative decoding) asked for x replicas.
+Per GPU, format, decoding and degree the policy that needs the fewest replicas is kept (ties: the one with the most to spare on
+its tightest target), and the others that do as well are named beside it.
+For each configuration the replicas start at the analytic bound (the fewest whose estimated offered load is
+under 1: fewer are unstable by definition) and grow by doubling, then bisection, to the fewest that meet every
+target on every one of ``seeds`` runs (same requests per run, seeds ``seed``, ``seed + 1``, ...): a p99 near
+its limit must hold on each draw, not on a lucky one, so that the same question always gets the same answer
+and fresh seeds confirm it. Each configuration is then priced through every offer that can host it.
+
+The recommendation is the cheapest plan whose step times are calibrated; cheaper plans on GPUs timed by an
+estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's
+mean over the seeds with a 95% confidence interval; the recommendation and the first ``HEADROOM_PLANS``
+alternatives also their headroom: the highest arrival rate at which the same fleet still meets every target
+(bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity:
+what the recommended GPU, degree and policy need with 20% more traffic, and with prompts twice as long (their
+runs count in the answer's evaluations). Mixed fleet: the cheapest plan's GPU partly replaced by another's,
+proposed beside the answer when it meets every target for less (``mixes``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..calibrate.calibration import status
+from ..hardware.calibration_store import with_gpu
+from ..hardware.roofline import smallest_fitting_tensor_parallel
+from ..hardware.tables import gpu_names, is_slice, load_table
+from ..scenario.caps import DEFAULT_CAPS
+from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario
+from ..scenario.errors import ScenarioError, excerpt
+from ..scenario.origin import Origin
+from ..scenario.registry import POLICY_CODES, ROUTER_CODES, TP_DEGREES
+from ..scenario.summary import Summary
+from ..sim import stopping
+from ..sim.parallel import run_all, simulate_summary, workers
+from ..sim.simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
+from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, offer_hosting_problem,
+                   unit_costs)
+from .diagnosis import diagnose
+from .mixes import cheaper_mix
+from .plan_text import NOT_SIZED
+from .targets import Target, all_met
+from .tuner import CANDIDATE_RANGE, TUNABLE, Objective, TuneQuestion, tune
+
+DEFAULT_SEEDS = 3
+DEFAULT_REQUESTS = 3000  # per run; each decision rests on ``seeds`` of them
+HEADROOM_STEPS = 6  # bisection steps on the arrival rate: the headroom to within 1/64 of the searched span
+TUNE_RANGE = CANDIDATE_RANGE  # candidates per tuned policy
+HEADROOM_PLANS = 12  # alternatives after the recommendation whose headroom is searched (each costs a bisection)
+DECODINGS = ("plain", "speculative")  # one token per decode iteration, or the scenario's server.speculative
+T_95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}  # t(0.975, n-1)
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the planner is asked: targets, where to look, how to price and how sure to be."""
+
+    targets: tuple[Target, ...]
+    gpus: tuple[str, ...] = ()  # empty: every GPU with an offer
+    offers: tuple[str, ...] = ()  # empty: every offer
+    policies: tuple[str, ...] = ()  # empty: the scenario's policy
+    quants: tuple[str, ...] = ()  # weight formats the customer accepts; empty: the scenario's
+    routers: tuple[str, ...] = ()  # routers to try; empty: the scenario's
+    billing: str = BILLING_MODES[0]
+    currency: str = CURRENCIES[0]
+    cny_per_usd: float = CNY_PER_USD_DEFAULT
+    seeds: int = DEFAULT_SEEDS
+    requests: int = DEFAULT_REQUESTS
+    max_replicas: int = DEFAULT_CAPS.replicas
+    budget: float | None = None  # most per month (low end, in ``currency``) a recommendation may cost; None: any
+    tune: int = 0  # candidates per tunable policy tried before sizing (0: the scenario's parameters)
+    decodings: tuple[str, ...] = ()  # DECODINGS to try; empty: the scenario's
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise ScenarioError("the planner needs at least one target: --target CLASS.METRIC=VALUE")
+        if not 2 <= self.seeds <= max(T_95):
+            raise ScenarioError(f"seeds = {self.seeds} must be from 2 to {max(T_95)} (a confidence interval needs 2)")
+        if not 1 <= self.max_replicas <= DEFAULT_CAPS.replicas:
+            raise ScenarioError(f"max replicas = {self.max_replicas} must be from 1 to {DEFAULT_CAPS.replicas}")
+        DEFAULT_CAPS.check("requests_per_run", "requests per run", self.requests)
+        if self.requests < 100:
+            raise ScenarioError(f"requests per run = {self.requests} must be at least 100 for a p99 to mean anything")
+        for name in self.policies:
+            if name not in POLICY_CODES:
+                raise ScenarioError(f"policy {excerpt(name)} is not one of {', '.join(POLICY_CODES)}")
+        offers = load_table("offers")
+        for offer in self.offers:
+            if offer not in offers.index:
+                raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
+        for decoding in self.decodings:
+            if decoding not in DECODINGS:
+                raise ScenarioError(f"decoding {excerpt(decoding)} is not one of {', '.join(DECODINGS)}")
+        for router in self.routers:
+            if router not in ROUTER_CODES:
+                raise ScenarioError(f"router {excerpt(router)} is not one of {', '.join(ROUTER_CODES)}")
+        for quant in self.quants:
+            if quant not in load_table("quant").index:
+                known = ", ".join(load_table("quant").index)
+                raise ScenarioError(f"weight format {excerpt(quant)} is not one of {known}")
+        if self.tune and not TUNE_RANGE[0] <= self.tune <= TUNE_RANGE[1]:
+            raise ScenarioError(f"tune = {self.tune} candidates per policy must be 0 (off) or from {TUNE_RANGE[0]} "
+                                f"to {TUNE_RANGE[1]:,}")
+        if self.budget is not None and not (math.isfinite(self.budget) and self.budget > 0):
+            raise ScenarioError(f"budget = {self.budget} must be a positive amount per month")
+        for gpu in self.gpus:
+            if gpu not in gpu_names():
+                raise ScenarioError(f"GPU {excerpt(gpu)} is not one of {', '.join(gpu_names())}")
+        deployment_cost(offers.index[0], 1, self.billing, self.currency, self.cny_per_usd)  # checks the pricing
+
+
+@dataclass(frozen=True)
+class Config:
+    """One fleet configuration before its size is known (``quant``, ``router``, ``decoding`` empty: the
+    scenario's)."""
+
+    gpu: str
+    tensor_parallel: int
+    policy: str
+    quant: str = ""
+    router: str = ""
+    decoding: str = ""
+
+    def label(self, with_router: bool) -> str:
+        """The policy, and the router when routers are compared: "wfq", "wfq + least-tokens"."""
+        return f"{self.policy} + {self.router}" if with_router and self.router else self.policy
+
+
+def config_of(plan: dict) -> Config:
+    """The configuration of a priced plan."""
+    return Config(plan["gpu"], plan["tensor_parallel"], plan["policy"]["name"], plan["quant"], plan["router"],
+                  plan["decoding"])
+
+
+def decoding_of(data: dict) -> str:
+    """The ``DECODINGS`` entry scenario ``data`` uses."""
+    return DECODINGS[1] if data.get("server", {}).get("speculative") else DECODINGS[0]
+
+
+def with_decoding(data: dict, decoding: str) -> dict:
+    """``data`` decoding plainly, or with its own ``server.speculative`` (which the planner never invents: the
+    acceptance rate is a property of the traffic and the draft model)."""
+    if decoding == decoding_of(data):
+        return data
+    if decoding == DECODINGS[1]:
+        raise ScenarioError("decoding 'speculative' needs server.speculative in the scenario (its draft model and "
+                            "the acceptance rate measured on your traffic); set it, or plan plain decoding only")
+    plain = apply_overrides(data, {})
+    del plain["server"]["speculative"]
+    return plain
+
+
+@dataclass
+class Evidence:
+    """The runs of one configuration at one size (and arrival-rate factor), one summary per seed."""
+
+    summaries: list[Summary]
+    met: bool
+
+    def target_values(self, target: Target) -> list[float | None]:
+        return [target.value(s) for s in self.summaries]
+
+
+@dataclass
+class Search:
+    """Runs already made for one question (each (config, replicas, rate factor) once), and how many;
+    ``policies``: a tuned ``[policy]`` table per policy name, used in place of the scenario's."""
+
+    data: dict
+    question: Question
+    origin: Origin
+    policies: dict = field(default_factory=dict)
+    runs: dict = field(default_factory=dict)
+    stages: dict = field(default_factory=dict)  # a disaggregated configuration's stage loads (``stage_loads_of_one``)
+    count: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def scenario(self, config: Config, replicas: int, seed_offset: int = 0, rate_factor: float = 1.0) -> dict:
+        base = {**self.data, "policy": self.policies[config.policy]} if config.policy in self.policies else self.data
+        base = with_decoding(base, config.decoding) if config.decoding else base
+        data = apply_overrides(with_gpu(base, config.gpu), {
+            "server.tensor_parallel": config.tensor_parallel, "fleet.replicas": replicas,
+            "policy.name": config.policy, "workload.num_requests": self.question.requests,
+            "seed": int(self.data.get("seed", 0)) + seed_offset,
+            **({"server.quant": config.quant} if config.quant else {}),
+            **({"fleet.router": config.router} if config.router else {})})
+        if disaggregated(data):  # both pools on the configuration's cards, the servers split between them
+            prefill, decode = self.pool_sizes(config, replicas)
+            data = apply_overrides(data, {**pool_keys(config, "prefill", prefill),
+                                          **pool_keys(config, "decode", decode)})
+        if rate_factor != 1.0:
+            rate = data["workload"]["arrival"]["rate_per_s"]
+            data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
+        return data
+
+    def plan_scenario(self, plan: dict, seed_offset: int = 0) -> dict:
+        """The scenario of a priced plan (its configuration and replicas), seed offset ``seed_offset``."""
+        return self.scenario(config_of(plan), plan["replicas"], seed_offset)
+
+    def target_entries(self, evidence: Evidence) -> list[dict]:
+        """Each of the question's targets over ``evidence`` (``target_entries``)."""
+        return target_entries(self.question, evidence)
+
+    def disaggregated(self) -> bool:
+        """True when the searched scenario splits its fleet into a prefill and a decode pool."""
+        return disaggregated(self.data)
+
+    def evidence(self, config: Config, replicas: int, rate_factor: float = 1.0) -> Evidence:
+        """Every seed's run of the configuration at this size (stops at the first seed that misses a target:
+        the configuration then fails, whatever the others say)."""
+        return self.runs_of((config, replicas, rate_factor),
+                            lambda k: self.scenario(config, replicas, k, rate_factor))
+
+    def runs_of(self, key: tuple, scenario_of: Callable[[int], dict]) -> Evidence:
+        """The runs of the fleet ``key`` names, seed offset k's scenario ``scenario_of(k)``, made once."""
+        if key in self.runs:
+            return self.runs[key]
+        summaries, met = [], True
+        for k in range(self.question.seeds):
+            summary = simulate_summary(scenario_of(k), self.origin)
+            with self._lock:
+                self.count += 1
+            summaries.append(summary)
+            if not all_met(self.question.targets, summary):
+                met = False
+                break
+        evidence = Evidence(summaries, met)
+        self.runs[key] = evidence
+        return evidence
+
+    def replica_bound(self, config: Config) -> int:
+        """The fewest replicas whose estimated offered load is under 1 (a disaggregated fleet: the fewest prefill
+        servers whose pool and links are under 1, plus the fewest decode servers whose pool is)."""
+        if disaggregated(self.data):
+            prefill, links, decode = self.stage_loads_of_one(config)
+            return math.floor(max(prefill, links)) + 1 + math.floor(decode) + 1
+        load = estimated_offered_load(load_scenario(self.scenario(config, 1), origin=self.origin))
+        return max(1, math.floor(load) + 1)
+
+    def stage_loads_of_one(self, config: Config) -> tuple[float, float, float]:
+        """(prefill, link, decode) loads of one prefill and one decode server of ``config`` (estimated once)."""
+        if config not in self.stages:
+            loads = estimated_stage_loads(load_scenario(self.scenario(config, 1), origin=self.origin))
+            self.stages[config] = (loads["prefill"], loads[LINK_STAGE], loads["decode"])
+        return self.stages[config]
+
+    def pool_sizes(self, config: Config, replicas: int) -> tuple[int, int]:
+        """(prefill, decode) servers of a disaggregated fleet of ``replicas``: the prefill pool's share loads both
+        pools alike (in proportion to each pool's work, the links' included), at least as many in each as keep it
+        under a load of 1 where the fleet is large enough, one at least in each; (1, 1) below two servers, the
+        smallest such fleet."""
+        if replicas < 2:
+            return 1, 1
+        prefill, links, decode = self.stage_loads_of_one(config)
+        front = max(prefill, links)
+        share = round(replicas * front / (front + decode)) if front + decode > 0 else replicas // 2
+        low, high = math.floor(front) + 1, replicas - math.floor(decode) - 1
+        if low <= high:
+            share = min(max(share, low), high)
+        share = min(max(share, 1), replicas - 1)
+        return share, replicas - share
+
+    def fewest(self, config: Config) -> tuple[int, Evidence] | str:
+        """The fewest replicas meeting every target on every seed, with their runs; or why there are none."""
+        low = self.replica_bound(config)
+        if low > self.question.max_replicas:
+            return f"needs more than {self.question.max_replicas} replicas (estimated offered load of one: {low - 1}+)"
+        failed, size = low - 1, low
+        while True:
+            evidence = self.evidence(config, size)
+            if evidence.met:
+                break
+            if size >= self.question.max_replicas:
+                return f"misses a target with {self.question.max_replicas} replicas"
+            failed, size = size, min(2 * size, self.question.max_replicas)
+        best = (size, evidence)
+        while best[0] - failed > 1:
+            middle = (failed + best[0]) // 2
+            evidence = self.evidence(config, middle)
+            if evidence.met:
+                best = (middle, evidence)
+            else:
+                failed = middle
+        return best
+
+    def headroom_factor(self, config: Config, replicas: int) -> float | None:
+        """The highest arrival-rate factor (1 = the workload's rate) at which the fleet still meets every target,
+        by bisection up to where its estimated offered load reaches 1; None for a replayed trace."""
+        if self.data["workload"].get("trace"):
+            return None
+        load = estimated_offered_load(load_scenario(self.scenario(config, replicas), origin=self.origin))
+        low, high = 1.0, 1.0 / load if load > 0 else 4.0
+        for _ in range(HEADROOM_STEPS):
+            middle = round((low + high) / 2, 6)  # rounded: the same factors on every run of the same question
+            if self.evidence(config, replicas, middle).met:
+                low = middle
+            else:
+                high = middle
+        return low
+
+
+def disaggregated(data: dict) -> bool:
+    """True when scenario ``data`` splits its fleet into a prefill and a decode pool."""
+    return data.get("fleet", {}).get("mode") == "disaggregated"
+
+
+def pool_keys(config: Config, pool: str, replicas: int) -> dict:
+    """The overrides that put a disaggregated fleet's ``pool`` on ``config``'s cards, ``replicas`` of them."""
+    keys = {f"fleet.{pool}.replicas": replicas, f"fleet.{pool}.gpu": config.gpu,
+            f"fleet.{pool}.tensor_parallel": config.tensor_parallel}
+    return {**keys, **({f"fleet.{pool}.quant": config.quant} if config.quant else {})}
+
+
+def configurations(data: dict, question: Question, origin: Origin) -> tuple[list[Config], list[dict]]:
+    """Every configuration worth sizing, and a note for each GPU left out and why."""
+    offers = load_table("offers")
+    if question.offers:
+        offers = offers.loc[list(question.offers)]
+    gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names() and (not question.gpus or g in question.gpus)]
+    if not gpus:
+        raise ScenarioError("no GPU has an offer among those asked for: widen --gpus or --offers")
+    policies = question.policies or (data.get("policy", {}).get("name", "fifo"),)
+    scenario = load_scenario(data, origin=origin)
+    quants = question.quants or (scenario.server.quant,)
+    routers = question.routers or (scenario.fleet.router,)
+    decodings = question.decodings or (decoding_of(data),)
+    for decoding in decodings:
+        with_decoding(data, decoding)  # speculative decoding asked for without its settings: say so before any run
+    configs, skipped = [], []
+    for gpu in gpus:
+        for quant in quants:
+            named = gpu if len(quants) == 1 else f"{gpu} ({quant} weights)"
+            try:
+                server = load_scenario(apply_overrides(with_gpu(data, gpu), {"server.quant": quant}),
+                                       origin=origin).server
+                smallest = smallest_fitting_tensor_parallel(server)
+            except ScenarioError as exc:
+                skipped.append({"gpu": named, "note": str(exc)})
+                continue
+            if smallest is None:
+                skipped.append({"gpu": named, "note": "the model does not fit on one slice (slices cannot be "
+                                "combined)" if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"})
+                continue
+            gpu_offers = offers[offers["gpu"] == gpu].index
+            degrees = [tp for tp in TP_DEGREES if tp >= smallest and (tp == 1 or not is_slice(gpu))
+                       and any(offer_hosting_problem(o, tp) is None for o in gpu_offers)]
+            if not degrees:
+                skipped.append({"gpu": named, "note": offer_hosting_problem(gpu_offers[0], smallest)})
+                continue
+            configs += [Config(gpu, tp, policy, quant, router, decoding) for tp in degrees for policy in policies
+                        for router in routers for decoding in decodings]
+    return configs, skipped
+
+
+def calibrated(data: dict, gpu: str) -> bool:
+    """True when the GPU's step times rest on measurements: a saved calibration of its family, or the shipped
+    table's family with enough measurements (a slice is timed as its share of a card: never measured)."""
+    if is_slice(gpu):
+        return False
+    return bool(with_gpu(data, gpu)["server"].get("calibration")) or status(gpu).startswith("calibrated")
+
+
+def confidence_95(values: list[float | None]) -> tuple[float | None, float | None, float | None]:
+    """(mean, low, high) of a 95% confidence interval on the mean over seeds (Student's t), its low end at 0 at
+    the least (every target metric is a latency, a share or a rate); Nones without values."""
+    shown = [v for v in values if v is not None]
+    if len(shown) < 2:
+        return (shown[0], None, None) if shown else (None, None, None)
+    mean = statistics.fmean(shown)
+    half = T_95[len(shown)] * statistics.stdev(shown) / math.sqrt(len(shown))
+    return mean, max(0.0, mean - half), mean + half
+
+
+def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Target, ...]) -> list:
+    """Per GPU, weight format, decoding and tensor-parallel degree, the policy (and router) that needs the fewest
+    replicas,
+    ties going to the one with the most to spare on its tightest target (then to the order asked): [(config,
+    (replicas, evidence), the other policies (+ routers, when compared) that meet the targets with as many
+    replicas)]."""
+    def spare(evidence: Evidence) -> float:
+        return min(t.slack(confidence_95(evidence.target_values(t))[0]) for t in targets)
+
+    groups: dict[tuple[str, str, str, int], list[Config]] = {}
+    for config in sized:
+        groups.setdefault((config.gpu, config.quant, config.decoding, config.tensor_parallel), []).append(config)
+    chosen = []
+    for members in groups.values():
+        best = min(members, key=lambda c: (sized[c][0], -spare(sized[c][1])))
+        with_router = len({c.router for c in members}) > 1
+        same = [c.label(with_router) for c in members if c is not best and sized[c][0] == sized[best][0]]
+        chosen.append((best, sized[best], same))
+    return chosen
+
+
+TRAFFIC_GROWTH = 1.2  # "+20% traffic"
+PROMPT_GROWTH = 2  # "prompts twice as long"
+_TOKEN_KEYS = ("value", "low", "high", "mean", "max")  # a token distribution's parameters in tokens
+
+
+def scaled_prompts(data: dict, factor: int) -> dict:
+    """``data`` with every synthetic class's prompt lengths (each parameter in tokens) ``factor`` times longer."""
+    scaled = apply_overrides(data, {})
+    for cls in scaled["workload"]["classes"]:
+        dist = cls["prompt_tokens"]
+        cls["prompt_tokens"] = {k: (v * factor if k in _TOKEN_KEYS and v is not None else v) for k, v in dist.items()}
+    return scaled
+
+
+def sensitivity(search: Search, best: dict) -> list[dict]:
+    """What the recommended GPU, degree and policy need when the workload grows: the fewest replicas and their
+    cost through the same offer with ``TRAFFIC_GROWTH`` x the arrival rate, and with prompts ``PROMPT_GROWTH`` x
+    as long (synthetic workloads only: a replayed trace keeps its own)."""
+    if search.data["workload"].get("trace"):
+        return []
+    data = search.data
+    rate = data["workload"]["arrival"]["rate_per_s"]
+    changes = [(f"+{TRAFFIC_GROWTH - 1:.0%} traffic", apply_overrides(data, {"workload.arrival.rate_per_s":
+                                                                              rate * TRAFFIC_GROWTH})),
+               (f"prompts {PROMPT_GROWTH}x as long", scaled_prompts(data, PROMPT_GROWTH))]
+    config = config_of(best)
+    q = search.question
+
+    def size(variant: dict):
+        grown = Search(variant, q, search.origin, search.policies)
+        try:
+            return grown.fewest(config), grown
+        except stopping.Stopped:
+            raise  # its place stays empty: not sized
+        except ScenarioError as exc:
+            return str(exc), grown
+
+    answers = []
+    for (label, _), sized in zip(changes, run_all(size, [variant for _, variant in changes])):
+        if sized is None:
+            answers.append({"change": label, "note": f"{NOT_SIZED}{stopping.cut_reason()}"})
+            continue
+        found, grown = sized
+        search.count += grown.count
+        if isinstance(found, str):
+            answers.append({"change": label, "note": found})
+            continue
+        replicas = found[0]
+        cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
+        cost = deployment_cost(best["offer"], cards, q.billing, q.currency, q.cny_per_usd)
+        answers.append({"change": label, "replicas": replicas, "cards": cards,
+                        "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency}})
+    return answers
+
+
+def diagnosis(search: Search, best: dict) -> list[str]:
+    """What limits the recommended fleet at the workload's load, in words (``engine.decide.diagnosis``; its first seed's
+    run)."""
+    config = config_of(best)
+    evidence = search.evidence(config, best["replicas"])  # already run: the search kept it
+    scenario = load_scenario(search.scenario(config, best["replicas"]), origin=search.origin)
+    return [finding.text for finding in diagnose(scenario, evidence.summaries[0])]
+
+
+def add_headroom(search: Search, plans: list[dict]) -> None:
+    """Fill in ``headroom_rate_per_s`` of these plans (one bisection per distinct fleet, on all cores)."""
+    fleets = list(dict.fromkeys((config_of(p), p["replicas"]) for p in plans))
+    factors = dict(zip(fleets, run_all(lambda fleet: search.headroom_factor(*fleet), fleets)))
+    rate = search.data["workload"].get("arrival", {}).get("rate_per_s")
+    for p in plans:
+        factor = factors[(config_of(p), p["replicas"])]
+        p["headroom_rate_per_s"] = factor * rate if factor is not None and rate else None
+
+
+def target_entries(question: Question, evidence: Evidence) -> list[dict]:
+    """Each target with its mean over the seeds and the 95% confidence interval."""
+    targets = []
+    for target in question.targets:
+        mean, low, high = confidence_95(evidence.target_values(target))
+        targets.append({"target": target.describe(), "class": target.cls, "metric": target.key, "limit": target.limit,
+                        "value": mean, "ci95": [low, high]})
+    return targets
+
+
+def pool_split_entry(search: Search, config: Config, replicas: int) -> dict:
+    """A disaggregated plan's servers in each pool ({} for a colocated one)."""
+    if not disaggregated(search.data):
+        return {}
+    prefill, decode = search.pool_sizes(config, replicas)
+    return {"prefill_replicas": prefill, "decode_replicas": decode}
+
+
+def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence, offer: str, router: str) -> dict:
+    """One priced plan: the JSON contract's P (``router``: the scenario's, unless the configuration sets one)."""
+    q, data = search.question, search.data
+    cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
+    cost = deployment_cost(offer, cards, q.billing, q.currency, q.cny_per_usd)
+    per_million = [[unit_costs(cost.per_hour[end], s["overall"])["per_million_output_tokens"]
+                    for s in evidence.summaries] for end in (0, 1)]
+    first = evidence.summaries[0]
+    return {
+        "offer": offer, "gpu": config.gpu, "quant": config.quant or data.get("server", {}).get("quant", Server().quant),
+        "tensor_parallel": config.tensor_parallel, "replicas": replicas,
+        **pool_split_entry(search, config, replicas),
+        "cards": cards, "router": config.router or router, "decoding": config.decoding or decoding_of(data),
+        "policy": search.policies.get(config.policy, {"name": config.policy}),
+        "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
+        "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
+                         "billing": q.billing, "estimate": bool(cost.estimate)},
+        "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
+        "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
+        "targets": target_entries(q, evidence),
+        "metrics": {**first["classes"], OVERALL: first["overall"]},
+        "gpu_busy_frac": first["system"]["gpu_busy_frac"],
+    }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    shown = [v for v in values if v is not None]
+    return statistics.fmean(shown) if shown else None
+
+
+def rank(plans: list[dict]) -> list[dict]:
+    """Cheapest first (low end of the monthly cost, then its high end, then fewer cards); ties keep their order."""
+    return sorted(plans, key=lambda p: (p["monthly_cost"]["low"], p["monthly_cost"]["high"], p["cards"]))
+
+
+def recommend(ranked: list[dict], budget: float | None = None) -> tuple[Optional[dict], list[dict]]:
+    """The recommendation (the cheapest calibrated plan, else the cheapest) and the alternatives in rank order:
+    a cheaper plan timed by an estimate only stays among the alternatives, flagged by its ``calibrated``. With a
+    ``budget`` (per month, low end) nothing dearer is recommended: None then, and every plan stays an
+    alternative."""
+    affordable = [p for p in ranked if budget is None or p["monthly_cost"]["low"] <= budget]
+    if not affordable:
+        return None, list(ranked)
+    best = next((p for p in affordable if p["calibrated"]), affordable[0])
+    return best, [p for p in ranked if p is not best]
+
+
+def tuned_policies(data: dict, question: Question, origin: Origin, policies: list[str],
+                   heartbeat: Callable[[], None] | None = None) -> tuple[dict, int]:
+    """With ``question.tune``: each tunable policy's parameters tuned on the scenario's own fleet (the first
+    target the objective, the others constraints), ``question.tune`` candidates each. A tuning is used only when
+    its best point meets every target there and the objective moved (not flat); otherwise the scenario's
+    parameters stay, and the answer says why. Returns ({policy: what was found}, runs made). ``heartbeat`` is
+    called now and then while the tunings run (the app's progress bar)."""
+    if not question.tune:
+        return {}, 0
+    first, *others = question.targets
+    found, runs = {}, 0
+    for name in (p for p in policies if p in TUNABLE):
+        answer = tune(data, TuneQuestion(Objective(first.cls, first.key, first.at_most), tuple(others), (name,),
+                                         candidates=question.tune, seeds=1, requests=question.requests), origin,
+                      None if heartbeat is None else lambda done, total: heartbeat())
+        runs += answer["runs"]
+        best = answer["best"]
+        used = best["feasible"] and not answer["flat"] and best["policy"]["name"] == name
+        why = ("" if used else "the objective did not move at the scenario's load" if answer["flat"] else
+               "no tuned point met every target on the scenario's own fleet" if not best["feasible"] else
+               "the scenario's own parameters were best")
+        found[name] = {"policy": best["policy"], "settings": best["settings"], "used": used, "why": why,
+                       "candidates": answer["evaluations"]}
+    return found, runs
+
+
+def plan(data: dict, question: Question, origin: Origin = Origin(),
+         progress: Callable[[int, int], None] | None = None) -> dict:
+    """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``, within
+    the limit ``plan_s`` of wall-clock time: when it runs out, the configurations not yet sized are listed as not
+    possible for that reason, the searches after the sizing are left out, and ``run.cut`` says so."""
+    started = time.perf_counter()
+    with stopping.job("the plan", origin.caps.plan_s, "plan_s", background=True):
+        answer, runs, cut = _plan(data, question, origin, progress)
+    return {**answer, "run": {"wall_s": time.perf_counter() - started, "evaluations": runs, "workers": workers(),
+                              "cut": cut}}
+
+
+def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dict, int, str | None]:
+    """``plan``'s answer without its ``run`` block, the runs it made, and why it was cut short (None: it was
+    not)."""
+    scenario = load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
+    if scenario.fleet.groups:  # the planner sizes fleets of one GPU at a time, and proposes a mix itself
+        data = apply_overrides(data, {})
+        del data["fleet"]["groups"]
+    for target in question.targets:  # and a target naming no class, before any run
+        target.check_class(c.name for c in scenario.workload.classes)
+    configs, not_possible = configurations(data, question, origin)
+    tuned, tuning_runs, cut = {}, 0, None
+    try:
+        tuned, tuning_runs = tuned_policies(data, question, origin, sorted({c.policy for c in configs}),
+                                            None if progress is None else lambda: progress(0, len(configs)))
+    except stopping.Stopped as exc:
+        cut = stopping.cut_short(exc)
+    search = Search(data, question, origin, {name: t["policy"] for name, t in tuned.items() if t["used"]})
+    search.count += tuning_runs
+
+    def size(config: Config):
+        try:
+            return search.fewest(config)
+        except stopping.Stopped:
+            raise  # its place stays empty: not sized
+        except ScenarioError as exc:
+            return str(exc)
+
+    sized, failed = {}, {}
+    several_quants, several_routers = len({c.quant for c in configs}) > 1, len({c.router for c in configs}) > 1
+    several_decodings = len({c.decoding for c in configs}) > 1
+    found_all = run_all(size, configs, progress) if cut is None else [None] * len(configs)
+    cut = cut or stopping.cut_reason()
+    for config, found in zip(configs, found_all):
+        if found is None:
+            found = f"{NOT_SIZED}{cut}"
+        if isinstance(found, str):  # one line per GPU, format, degree and reason, naming every policy it holds for
+            named = f"{config.gpu} ({config.quant} weights)" if several_quants else config.gpu
+            named += f", {config.decoding} decoding" if several_decodings else ""
+            failed.setdefault((named, config.tensor_parallel, found), []).append(config.label(several_routers))
+        else:
+            sized[config] = found
+    not_possible += [{"gpu": gpu, "tensor_parallel": tp, "policies": policies, "note": note}
+                     for (gpu, tp, note), policies in failed.items()]
+    plans = []
+    offers = load_table("offers")
+    for config, (replicas, evidence), same in best_policies(sized, question.targets):
+        for offer in offers[offers["gpu"] == config.gpu].index:
+            if (question.offers and offer not in question.offers) or offer_hosting_problem(offer,
+                                                                                            config.tensor_parallel):
+                continue
+            plans.append({**plan_entry(search, config, replicas, evidence, offer, scenario.fleet.router),
+                          "same_fleet_policies": same})
+    ranked = rank(plans)
+    recommendation, alternatives = recommend(ranked, question.budget)
+    mix, mix_note = None, f"No mixed fleet was searched: {cut}." if cut else ""
+    if cut is None:
+        try:
+            mix, mix_note = cheaper_mix(search, ranked)
+        except stopping.Stopped as exc:
+            mix_note = f"No mixed fleet was searched: {stopping.cut_short(exc)}."
+    add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
+    grown = sensitivity(search, recommendation) if recommendation and stopping.cut_reason() is None else []
+    budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
+    return ({"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
+             "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,
+             "diagnosis": diagnosis(search, recommendation) if recommendation else [],
+             "sensitivity": grown}, search.count, cut or stopping.cut_reason())

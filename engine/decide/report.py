@@ -1,0 +1,257 @@
+"""The plan as a report to hand over: one self-contained HTML file (the interactive charts and Plotly itself
+embedded, so it opens offline) and a PDF printed from that file by Chromium.
+
+Contents: the answer in one sentence and its caveat; the recommendation's cost in every billing mode and
+currency; each target's value with its 95% interval; what limits the fleet and what growth would need; the
+evidence charts; the alternatives and what was not possible; the workload and the assumptions behind the
+numbers (classes, server limits, the step-time calibration of every GPU in the answer, the offers' sources and
+dates); a link that reopens the plan in the app. Every figure comes from the planner's answer (``planner.plan``),
+so the report, the page and ``plan --json`` agree.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from ..calibrate.calibration import badge
+from ..hardware.tables import load_table
+from ..scenario.config import Scenario, load_scenario
+from ..scenario.errors import ScenarioError
+from ..scenario.link import page_link
+from ..scenario.metric_table import metric, money_range
+from ..scenario.origin import Origin
+from ..sim.policies import POLICY_LABELS
+from ..sim.simulate import estimated_offered_load, load_text
+from .cost import BILLING_MODES, CURRENCIES, deployment_cost
+from .plan_charts import pareto_chart, targets_chart
+from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, sensitivity_text, summary_line,
+                        target_text, tuned_text)
+from .planner import Question
+
+CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+PRINT_TIMEOUT_S = 120
+PLANNER_PAGE = "planner"
+DEFAULT_APP_URL = "http://localhost:8501"  # where ``streamlit run app.py`` serves the app
+STYLE = """
+body { font-family: 'Source Sans Pro', 'Helvetica Neue', Arial, sans-serif; max-width: 1100px; margin: 24px auto;
+       padding: 0 16px; color: #1f2430; line-height: 1.45; }
+h1 { font-size: 1.7rem; margin-bottom: 0.2rem; } h2 { font-size: 1.25rem; margin-top: 1.8rem;
+     border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
+.answer { background: #e8f5e9; border-left: 5px solid #2e7d32; padding: 10px 14px; }
+.none { background: #fff3e0; border-left: 5px solid #ef6c00; padding: 10px 14px; }
+.caveat { background: #fff8e1; border-left: 5px solid #f9a825; padding: 10px 14px; margin-top: 8px; }
+.meta { color: #5f6673; font-size: 0.9rem; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 0.88rem; }
+th, td { border: 1px solid #d9dce1; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f4f6; }
+.chart { page-break-inside: avoid; break-inside: avoid; }
+@page { size: A4 landscape; margin: 12mm; }
+@media print { body { max-width: none; margin: 0; font-size: 11px; } table { font-size: 9px; }
+  a { color: #1f2430; } .modebar-container { display: none !important; }
+  tr, .answer, .caveat { break-inside: avoid; } h2 { break-after: avoid; } }
+"""
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, escape=True, na_rep="—", border=0)
+
+
+def _chart(fig) -> str:
+    fig.update_layout(width=1000)  # one width on screen and on the printed page
+    return f'<div class="chart">{pio.to_html(fig, full_html=False, include_plotlyjs=False)}</div>'
+
+
+def planner_view(question: Question) -> dict:
+    """The Planner page's controls for ``question`` (``ui.view`` keys), so the report's link reopens it."""
+    view = {"plan_gpus": list(question.gpus), "plan_policies": list(question.policies),
+            "plan_quants": list(question.quants), "plan_routers": list(question.routers),
+            "plan_decodings": list(question.decodings),
+            "plan_budget": question.budget, "plan_tune": question.tune, "plan_seeds": question.seeds,
+            "plan_requests": question.requests, "cost_billing": question.billing, "cost_currency": question.currency,
+            "cost_fx": question.cny_per_usd}
+    for i, target in enumerate(question.targets):
+        view.update({f"plan_class_{i}": target.cls, f"plan_metric_{i}": target.key, f"plan_limit_{i}": target.limit})
+    return {k: v for k, v in view.items() if v not in ([], (), None)}
+
+
+def cost_frame(plan: dict, cny_per_usd: float) -> pd.DataFrame:
+    """The recommended fleet's rent through its offer in every billing mode and currency."""
+    rows = []
+    for billing in BILLING_MODES:
+        for currency in CURRENCIES:
+            cost = deployment_cost(plan["offer"], plan["cards"], billing, currency, cny_per_usd)
+            rows.append({"billing": billing, "currency": currency,
+                         "per hour": money_range(cost.per_hour), "per month": money_range(cost.per_month)})
+    return pd.DataFrame(rows)
+
+
+def targets_frame(plan: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"target": t["target"], "mean over the seeds (95% interval)": target_text(t),
+                          "met on every seed": "yes"} for t in plan["targets"]])
+
+
+def workload_frame(scenario: Scenario) -> pd.DataFrame:
+    """The classes: share, priority, targets, time-out and length distributions, in words."""
+    total = sum(c.share for c in scenario.workload.classes) or 1.0
+    rows = []
+    for c in scenario.workload.classes:
+        lengths = {name: ", ".join(f"{k} {v:g}" for k, v in vars(dist).items() if v is not None and k != "dist")
+                   if dist is not None else "from the trace"
+                   for name, dist in (("prompt", c.prompt_tokens), ("output", c.output_tokens))}
+        rows.append({"class": c.name, "share": f"{c.share / total:.0%}", "priority": c.priority,
+                     "TTFT target": metric("ttft_p99_ms").text(c.sla_ttft_ms),
+                     "end-to-end target": metric("e2e_p99_ms").text(c.sla_e2e_ms),
+                     "time-out": metric("ttft_p99_ms").text(c.timeout_ms),
+                     "prompt tokens": f"{c.prompt_tokens.dist} ({lengths['prompt']})" if c.prompt_tokens else
+                     lengths["prompt"],
+                     "output tokens": f"{c.output_tokens.dist} ({lengths['output']})" if c.output_tokens else
+                     lengths["output"]})
+    return pd.DataFrame(rows)
+
+
+def assumptions(scenario: Scenario, question: Question) -> list[str]:
+    """The facts the numbers rest on, one sentence each."""
+    w, s = scenario.workload, scenario.server
+    arrival = (f"{w.arrival.process} arrivals at {w.arrival.rate_per_s:,g} req/s" if w.arrival is not None else
+               f"the trace {Path(w.trace.path).name}")
+    lines = [f"Workload: {arrival}; every decision rests on {question.seeds} runs of {question.requests:,} requests "
+             f"each (seeds {scenario.seed} to {scenario.seed + question.seeds - 1}); a fleet meets a target only if "
+             f"it does on every run."]
+    if s.step_model == "roofline":
+        lines.append(f"Model {s.model} with {s.quant} weights and a {s.kv_quant} KV cache; at most {s.max_batch_size} "
+                     f"sequences and {s.max_batched_tokens:,} tokens per iteration, {s.batching} batching, "
+                     f"{s.admission} admission, {s.gpu_memory_utilization:.0%} of GPU memory for the server.")
+        lines.append(f"The scenario as given ({scenario.fleet.replicas} x TP{s.tensor_parallel} {s.gpu}) runs at an "
+                     f"offered load of {load_text(estimated_offered_load(scenario))} (an estimate).")
+    lines.append(f"Router: {scenario.fleet.router}; policy parameters as in the scenario "
+                 f"({POLICY_LABELS[scenario.policy.name]} in it; the plan tried "
+                 f"{', '.join(question.policies) or scenario.policy.name}).")
+    lines.append("Prices: the offers below, as quoted on their dates; 'monthly' and 'hourly' price the offer as "
+                 f"quoted, 'annual' with its prepay discount; {question.cny_per_usd:g} CNY per USD.")
+    return lines
+
+
+def calibration_frame(answer: dict) -> pd.DataFrame:
+    """Where the step times of every GPU in the answer come from."""
+    plans = [p for p in (answer["recommendation"], *answer["alternatives"]) if p is not None]
+    gpus = list(dict.fromkeys(p["gpu"] for p in plans))
+    return pd.DataFrame([{"GPU": gpu, "step times": badge(gpu)} for gpu in gpus])
+
+
+def offers_frame(answer: dict) -> pd.DataFrame:
+    """The offers priced in the answer, with their source and date."""
+    plans = [p for p in (answer["recommendation"], *answer["alternatives"]) if p is not None]
+    table = load_table("offers")
+    rows = []
+    for offer in dict.fromkeys(p["offer"] for p in plans):
+        row = table.loc[offer]
+        price = money_range((row["price_low"], row["price_high"]), row["currency"])
+        rows.append({"offer": offer, "vendor": row["vendor"], "GPU": row["gpu"],
+                     "price": f"{price} per {row['period']} per {row['gpus_per_unit']} card(s)",
+                     "estimate": "yes" if row["estimate"] else "no", "source": row["source"], "as of": row["as_of"]})
+    return pd.DataFrame(rows)
+
+
+def report_html(data: dict, question: Question, answer: dict, app_url: str, created: str,
+                origin: Origin = Origin()) -> str:
+    """The whole report as one HTML document (Plotly inlined: it needs no network to open)."""
+    scenario = load_scenario(data, origin=origin)
+    e = html.escape
+    best = answer["recommendation"]
+    link = page_link(app_url, PLANNER_PAGE, data, planner_view(question))
+    parts = [f"<h1>Plan: {e(scenario.name)}</h1>",
+             f'<p class="meta">Scheduler Lab, {e(created)}. Targets: '
+             f"{e('; '.join(t.describe() for t in question.targets))}. "
+             f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.</p>']
+    cut = cut_text(answer)
+    if cut:
+        parts.append(f'<p class="caveat">{e(cut)}.</p>')
+    if best is None:
+        parts.append(f'<p class="none">{e(no_plan_text(answer))}.</p>')
+    else:
+        parts.append(f'<p class="answer"><b>Recommended:</b> {e(summary_line(best))}</p>')
+        warning = caveat(answer, "python -m engine calibrate, or the Hardware & Cost page")
+        if warning:
+            parts.append(f'<p class="caveat">{e(warning)}</p>')
+        unit = best["cost_per_1m_output_tokens"]
+        per_million = money_range((unit["low"], unit["high"]), best["monthly_cost"]["currency"])
+        parts += ["<h2>What it costs</h2>", _table(cost_frame(best, question.cny_per_usd)),
+                  f'<p class="meta">{best["cards"]} cards through {e(best["offer"])}; per 1M output tokens at the '
+                  f"simulated load: {e(per_million)}.</p>",
+                  "<h2>Targets</h2>", _table(targets_frame(best)),
+                  "<h2>What limits this fleet</h2>",
+                  "<ul>" + "".join(f"<li>{e(s)}</li>" for s in answer["diagnosis"]) + "</ul>"]
+        for sentence in (sensitivity_text(answer), tuned_text(answer), mix_text(answer)):
+            if sentence:
+                parts.append(f"<p>{e(sentence)}</p>")
+        parts += ["<h2>Evidence</h2>",
+                  "<p>Cost against the first target for every priced plan (the recommendation starred; plans whose "
+                  "step times are an estimate marked apart):</p>",
+                  _chart(pareto_chart(answer, question.targets[0])),
+                  "<p>Each target's mean over the seeds with its 95% interval, for the recommendation (gold) and the "
+                  "cheapest alternatives (grey: step times an estimate only); dashed: the limit.</p>",
+                  _chart(targets_chart(answer, question.targets))]
+    if answer["alternatives"]:
+        parts += [f"<h2>Alternatives, cheapest first ({len(answer['alternatives'])})</h2>",
+                  _table(alternatives_frame(answer["alternatives"], POLICY_LABELS.get))]
+    if answer["not_possible"]:
+        parts += ["<h2>Not possible</h2>", _table(pd.DataFrame(
+            [{"GPU": n["gpu"], "tensor parallel": n.get("tensor_parallel"),
+              "policies": ", ".join(n.get("policies", [])), "why": n["note"]} for n in answer["not_possible"]]))]
+    parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
+              "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
+              "<h2>Step times of every GPU in this plan</h2>", _table(calibration_frame(answer)),
+              "<h2>Offers priced</h2>", _table(offers_frame(answer))]
+    run = answer["run"]
+    parts.append(f'<p class="meta">{run["evaluations"]:,} simulations in {run["wall_s"]:.1f} s on {run["workers"]} '
+                 "cores. Latencies are simulated with the step times above; see the app's Method page for the "
+                 "model.</p>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>Plan: {e(scenario.name)}</title><style>{STYLE}</style>"
+            f"<script>{get_plotlyjs()}</script></head><body>{''.join(parts)}</body></html>")
+
+
+def chromium() -> str | None:
+    """The browser that prints the PDF: ``$SCHEDULER_LAB_CHROMIUM``, else the first of ``CHROMIUM_NAMES`` on the
+    PATH; None when there is none."""
+    named = os.environ.get(CHROMIUM_ENV)
+    if named:
+        return named if Path(named).exists() else None
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+
+
+def write_pdf(html_text: str, pdf_path: Path) -> None:
+    """Print ``html_text`` to ``pdf_path`` with headless Chromium (the charts drawn as in the HTML); a
+    ``ScenarioError`` naming the fix when no browser is found or printing fails."""
+    browser = chromium()
+    if browser is None:
+        raise ScenarioError(f"the PDF is printed by Chromium, which was not found: install it (apt-get install "
+                            f"chromium) or set {CHROMIUM_ENV} to its path")
+    with tempfile.TemporaryDirectory(prefix="scheduler-lab-report-") as folder:
+        page = Path(folder) / "report.html"
+        page.write_text(html_text, encoding="utf-8")
+        out = Path(folder) / "report.pdf"
+        command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                   f"--user-data-dir={Path(folder) / 'profile'}", "--no-pdf-header-footer",
+                   "--virtual-time-budget=20000", "--run-all-compositor-stages-before-draw",
+                   f"--print-to-pdf={out}", page.as_uri()]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=PRINT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise ScenarioError(f"printing the PDF took more than {PRINT_TIMEOUT_S} s; write the HTML report and "
+                                "print it from a browser") from None
+        if not out.exists() or out.stat().st_size == 0:
+            reason = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            raise ScenarioError(f"Chromium did not print the PDF ({reason})")
+        shutil.copyfile(out, pdf_path)

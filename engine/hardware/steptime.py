@@ -1,0 +1,159 @@
+"""Iteration time of the two step models, and the offered-load estimate built on it.
+
+``fixed``: every iteration lasts ``step_time_s``. ``roofline``: an iteration is
+bounded by compute or by memory traffic, whichever is slower, plus a fixed
+overhead (coefficients from ``hardware.roofline_profile``). Near the ridge, where
+both are about equal, real kernels reach neither peak: the two are combined by a
+smooth maximum ``(compute_s^k + memory_s^k)^(1/k)`` whose sharpness k is fitted per
+GPU family (k = 2: up to 41% above the hard maximum at the ridge; large k: the hard
+maximum)::
+
+    compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
+    memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
+                (for a mixture of experts, the weight bytes count the experts the tokens touch)
+    comm_s    = comm_fixed_s + comm_s_per_token x tokens     (tensor-parallel all-reduces)
+    step_s    = (compute_s^k + memory_s^k)^(1/k) + comm_s + overhead_s
+
+where ``tokens`` = prefill tokens + decodes in the batch, ``context_pairs`` = sum
+over batched tokens of the positions each attends to (a chunk of c tokens on top
+of k cached ones attends to c*k + c(c+1)/2), ``context_reads`` = KV tokens
+already cached for the batched sequences (each read once).
+"""
+
+import numpy as np
+from numba import njit
+
+from ..scenario.registry import STEP_MODEL_CODES
+
+FIXED, ROOFLINE = STEP_MODEL_CODES.values()
+
+# The step tuple (a plain tuple indexed by these constants).
+(ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
+ ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S, ST_COMM_S_PER_TOKEN,
+ ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN, ST_SHARPNESS) = range(15)
+HARD_MAX = 0.0  # sharpness meaning max(compute_s, memory_s) itself
+ALL_PHASES, PREFILL_PHASE, DECODE_PHASE = range(3)  # the work ``request_work_s_nb`` counts
+
+
+def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
+                weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0,
+                comm_s_per_token=0.0, comm_fixed_s=0.0, expert_bytes=0.0, experts=0, experts_per_token=0,
+                sharpness=HARD_MAX):
+    """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
+    return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
+            float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
+            float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s),
+            float(expert_bytes), float(experts), float(experts_per_token), float(sharpness))
+
+
+def step_rows(steps: list[tuple]) -> np.ndarray:
+    """Step tuples as the rows of one float array (the compiled loop's per-replica step times; the model code
+    becomes a float, compared as one)."""
+    return np.array(steps, dtype=np.float64).reshape(len(steps), ST_SHARPNESS + 1)
+
+
+@njit(cache=True)
+def smooth_max_nb(a, b, k):
+    """(a^k + b^k)^(1/k): the larger of a and b when k is large, up to 2^(1/k) times it where they are equal
+    (near the ridge, where neither compute nor memory runs at its peak); ``HARD_MAX`` gives max(a, b)."""
+    top = max(a, b)
+    if k == HARD_MAX or top == 0.0:
+        return top
+    return top * (1.0 + (min(a, b) / top) ** k) ** (1.0 / k)  # (top / top)^k is 1: one power fewer
+
+
+@njit(cache=True, inline="always")
+def step_terms_nb(step, tokens, context_pairs, context_reads):
+    """(compute_s, memory_s, comm_s) of one roofline iteration: its FLOPs at the effective FLOP/s, its bytes moved
+    at the effective bandwidth, and its tensor-parallel all-reduces (formula in the module docstring). The
+    diagnosis reads them to say which bound an iteration sits on."""
+    flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
+    weight_bytes = step[ST_WEIGHT_BYTES]
+    if step[ST_EXPERTS] > 0:  # experts this many tokens are expected to touch (mixture of experts)
+        untouched = (1.0 - step[ST_EXPERTS_PER_TOKEN] / step[ST_EXPERTS]) ** tokens
+        weight_bytes += step[ST_EXPERT_BYTES] * step[ST_EXPERTS] * (1.0 - untouched)
+    bytes_moved = weight_bytes + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
+    comm_s = step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens
+    return flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S], comm_s
+
+
+@njit(cache=True, inline="always")
+def step_time_terms_nb(step, tokens, context_pairs, context_reads):
+    """(seconds, compute_s, memory_s) of one iteration: its duration (formula in the module docstring) and the
+    two roofline terms it rests on (0 under the fixed model), which the loop sums for the utilisation while
+    busy."""
+    if step[ST_MODEL] == FIXED:
+        return step[ST_STEP_TIME_S], 0.0, 0.0
+    compute_s, memory_s, comm_s = step_terms_nb(step, tokens, context_pairs, context_reads)
+    return smooth_max_nb(compute_s, memory_s, step[ST_SHARPNESS]) + comm_s + step[ST_OVERHEAD_S], compute_s, memory_s
+
+
+@njit(cache=True)
+def step_time_s_nb(step, tokens, context_pairs, context_reads):
+    """Seconds one iteration takes (formula in the module docstring)."""
+    return step_time_terms_nb(step, tokens, context_pairs, context_reads)[0]
+
+
+@njit(cache=True)
+def decode_step_s_nb(step, batch, context_tokens):
+    """One decode iteration of ``batch`` sequences holding ``context_tokens`` each."""
+    return step_time_s_nb(step, batch, batch * context_tokens, batch * context_tokens)
+
+
+@njit(cache=True)
+def speculative_decode_step_s_nb(step, batch, context_tokens, draft_tokens, draft_cost):
+    """One speculative decode iteration of ``batch`` sequences holding ``context_tokens`` each: ``draft_tokens``
+    draft steps, each ``draft_cost`` times a plain decode iteration, then one verification of ``draft_tokens`` + 1
+    tokens per sequence."""
+    verified = draft_tokens + 1
+    verify_s = step_time_s_nb(step, batch * verified,
+                              batch * (verified * context_tokens + verified * (verified + 1) / 2.0),
+                              batch * context_tokens)
+    return verify_s + draft_tokens * draft_cost * decode_step_s_nb(step, batch, context_tokens)
+
+
+@njit(cache=True, nogil=True)  # a third of a second on a million requests: other sessions keep the interpreter
+def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, slots, mean_context_tokens,
+                      draft_tokens=0, tokens_per_decode=1.0, draft_cost=0.0, cached_tokens=None, phase=ALL_PHASES):
+    """Estimated GPU seconds per request when ``slots`` requests share each iteration (for the offered load).
+
+    fixed: (prefill iterations + output - 1) x step / slots, exact for max_batch_size = 1.
+    roofline: prefill compute time (FLOPs / FLOP/s) + (output - 1) x full-batch decode step / slots,
+    the decode step taken at ``mean_context_tokens`` per sequence.
+    With speculative decoding (``draft_tokens`` k > 0) the output after the first token takes (output - 1) /
+    ``tokens_per_decode`` decode iterations, each with k draft steps of ``draft_cost`` times a plain one.
+    ``cached_tokens``: per request, prompt tokens a prefix cache holds (only the rest is prefilled, attending to
+    them); None: none. ``phase``: ``PREFILL_PHASE`` or ``DECODE_PHASE`` counts only that part of the work (the
+    pools of a disaggregated fleet), ``ALL_PHASES`` both.
+    """
+    total = 0.0
+    if draft_tokens > 0:
+        decode_step_s = speculative_decode_step_s_nb(step, slots, mean_context_tokens, draft_tokens, draft_cost)
+        fixed_decode_s = step[ST_STEP_TIME_S] * (1.0 + draft_tokens * draft_cost)
+    else:
+        decode_step_s = decode_step_s_nb(step, slots, mean_context_tokens)
+        fixed_decode_s = step[ST_STEP_TIME_S]
+    for r in range(len(prompt_tokens)):
+        cached = 0 if cached_tokens is None else cached_tokens[r]
+        p = prompt_tokens[r] - cached
+        decodes = (output_tokens[r] - 1) / tokens_per_decode
+        prefill = phase != DECODE_PHASE
+        decode = phase != PREFILL_PHASE
+        if step[ST_MODEL] == FIXED:
+            if draft_tokens == 0:
+                iterations = prefill * ((p + max_batched_tokens - 1) // max_batched_tokens) + \
+                    decode * (output_tokens[r] - 1)
+                total += iterations * step[ST_STEP_TIME_S] / slots
+            else:
+                prefills = (p + max_batched_tokens - 1) // max_batched_tokens
+                total += (prefill * prefills * step[ST_STEP_TIME_S] + decode * decodes * fixed_decode_s) / slots
+        else:
+            flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * (
+                p * cached + p * (p + 1) / 2.0)
+            total += prefill * flops / step[ST_FLOPS_PER_S] + decode * decodes * decode_step_s / slots
+    return total / max(len(prompt_tokens), 1)
+
+
+def prefill_s(step, prompt_tokens: int) -> float:
+    """One iteration prefilling a single prompt of ``prompt_tokens``."""
+    return step_time_s_nb(step, prompt_tokens, prompt_tokens * (prompt_tokens + 1) / 2.0, 0.0)

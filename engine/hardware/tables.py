@@ -1,0 +1,94 @@
+"""The hardware tables (``data/hardware/*.csv``) read once: GPU cards and slices, and the shipped calibration's
+efficiency of each GPU family.
+
+A leaf of the hardware layer: the saved calibrations (``calibration_store``) and the roofline (``roofline``) read
+their rows here.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..scenario.errors import ScenarioError, excerpt
+from ..scenario.table_names import DATA_DIR
+from .steptime import HARD_MAX
+
+@functools.lru_cache(maxsize=None)
+def load_table(name: str) -> pd.DataFrame:
+    """One table from ``data/hardware/NAME.csv``, indexed by its first column."""
+    frame = pd.read_csv(DATA_DIR / f"{name}.csv")
+    return frame.set_index(frame.columns[0])
+
+
+def table_row(table: str, key: str, field: str) -> pd.Series:
+    """Row ``key`` of ``data/hardware/TABLE.csv``; a missing one is one line naming ``server.FIELD`` and the choices."""
+    frame = load_table(table)
+    if key not in frame.index:
+        raise ScenarioError(f"server.{field} = {excerpt(key)} is not in data/hardware/{table}.csv; "
+                            f"choose one of {', '.join(frame.index)}")
+    return frame.loc[key]
+
+
+def gpu_names() -> list[str]:
+    """Every GPU profile: whole cards, then slices."""
+    return [*load_table("gpus").index, *load_table("gpu_slices").index]
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_row(name: str) -> pd.Series:
+    """The ``gpus.csv`` row of a card, or the derived row of a slice (``parent``/``kind`` set, no link)."""
+    slices = load_table("gpu_slices")
+    if name not in slices.index:
+        if name not in load_table("gpus").index:
+            raise ScenarioError(f"server.gpu = {excerpt(name)} is neither in data/hardware/gpus.csv nor "
+                                f"gpu_slices.csv; choose one of {', '.join(gpu_names())}")
+        return load_table("gpus").loc[name].copy()
+    cut = slices.loc[name]
+    row = load_table("gpus").loc[cut["parent"]].copy()
+    for column in ("fp16_tflops", "fp8_tflops", "int8_tops"):
+        row[column] = row[column] * cut["sm_fraction"]
+    if pd.isna(cut["memory_mib"]):
+        row["memory_mib"] = row["memory_mib"] * cut["memory_fraction"]
+    else:
+        row["memory_mib"] = float(cut["memory_mib"])
+    row["memory_source"] = cut["memory_source"]
+    row["mem_bw_tb_s"] = row["mem_bw_tb_s"] * cut["memory_fraction"]
+    row["interconnect_gb_s"] = float("nan")
+    row["parent"], row["kind"] = cut["parent"], cut["kind"]
+    row["source"] = f"{cut['source']}; parent card: {row['source']}"
+    return row
+
+
+def is_slice(gpu: str) -> bool:
+    """True for a MIG or cloud slice: no link to other slices, so tensor_parallel stays 1."""
+    return "parent" in gpu_row(gpu)
+
+
+def calibration_row(gpu: str) -> pd.Series:
+    """The ``calibration.csv`` row of ``gpu``'s family (slices use their card's)."""
+    return load_table("calibration").loc[gpu_row(gpu)["family"]]
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """How close a serving engine gets to the card's peaks: shares of tensor FLOP/s and of HBM bandwidth, a
+    fixed cost per iteration (scheduling, kernel launches, sampling), the sharpness k of the smooth maximum of
+    compute and memory time (``steptime``; ``HARD_MAX``: the plain maximum) and a factor on the all-reduce
+    latency of ``gpus.csv``."""
+
+    compute: float
+    bandwidth: float
+    overhead_ms: float
+    sharpness: float = HARD_MAX
+    allreduce_factor: float = 1.0
+
+
+def shipped_efficiency(gpu: str) -> Efficiency:
+    """The efficiency of ``gpu``'s family in the shipped ``calibration.csv`` (slices use their card's)."""
+    row = calibration_row(gpu)
+    return Efficiency(float(row["compute_efficiency"]), float(row["bandwidth_efficiency"]),
+                      float(row["iteration_overhead_ms"]), float(row["roofline_sharpness"]),
+                      float(row["allreduce_latency_factor"]))

@@ -1,0 +1,970 @@
+"""Scenario configuration: frozen, typed, validated on load.
+
+A scenario is a TOML file (or a dict of the same shape). ``load_scenario``
+turns it into a tree of frozen dataclasses; every field carries its unit,
+default and help text in ``metadata`` so the same text documents the keys
+(``python -m engine keys``) and explains errors. Validation happens in one
+place: field-level checks come from the metadata (``ge``, ``gt``, ``le``,
+``choices``), cross-field checks from each class's ``_check`` method. Every
+error is a ``ScenarioError`` whose message starts with the dotted key.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import tomli_w
+
+from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
+from .errors import ScenarioError, excerpt, key_text
+from .files import quoted, read_regular
+from .origin import Origin
+from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
+                       LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES,
+                       STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
+from .table_names import check_name, where
+
+_MISSING = dataclasses.MISSING
+WEIGHT_MAX = 1e6  # a weight, a tier, a rate of aging: beyond it the policies' costs overflow to infinity
+TIME_MS_MAX = 1e10  # an SLA target, a time-out or a wait (ms): about 116 days, past the longest simulated time
+
+
+def opt(default: Any = _MISSING, help: str = "", unit: str = "", **checks: Any) -> Any:
+    """A dataclass field with documentation and validation metadata.
+
+    ``checks``: ``ge``, ``gt``, ``le`` (fixed bounds), ``choices``, ``cap``: the name of the safety limit
+    (``caps.Caps``) the value, or a text's or list's length, must not exceed, and ``table``: the hardware table
+    (``table_names.TABLES``) whose row a text names (an empty text too, unless the default is empty).
+    """
+    meta = {"help": help, "unit": unit, **checks}
+    return field(default=default, metadata=meta)
+
+
+# --------------------------------------------------------------------------- workload
+
+
+@dataclass(frozen=True)
+class TokenDist:
+    """Distribution of a token count (prompt or output length), always >= 1."""
+
+    dist: str = opt(help="distribution family", choices=LENGTH_DISTRIBUTIONS)
+    value: Optional[int] = opt(None, "the constant (dist = constant)", "tokens", ge=1, cap="tokens_per_request")
+    low: Optional[int] = opt(None, "smallest value, inclusive (dist = uniform)", "tokens", ge=1,
+                             cap="tokens_per_request")
+    high: Optional[int] = opt(None, "largest value, inclusive (dist = uniform)", "tokens", ge=1,
+                              cap="tokens_per_request")
+    mean: Optional[float] = opt(None, "mean before truncation (dist = geometric on {1,2,...}, or lognormal)",
+                                "tokens", ge=1.0, cap="tokens_per_request")
+    cv: Optional[float] = opt(None, "coefficient of variation std/mean (dist = lognormal)", "", ge=0.0,
+                              cap="length_cv")
+    max: Optional[int] = opt(None, "optional cap: larger draws are clipped to it (any dist; draws are always "
+                                   "clipped to the limit tokens_per_request)", "tokens", ge=1,
+                             cap="tokens_per_request")
+
+    _PARAMS = {
+        "constant": ("value",),
+        "uniform": ("low", "high"),
+        "geometric": ("mean",),
+        "lognormal": ("mean", "cv"),
+    }
+
+    def _check(self, path: str) -> None:
+        needed = self._PARAMS[self.dist]
+        for name in ("value", "low", "high", "mean", "cv"):
+            given = getattr(self, name) is not None
+            if name in needed and not given:
+                raise ScenarioError(f"{path}.{name} is required for dist = {self.dist!r} "
+                                    f"(it takes {', '.join(needed)} and optional max)")
+            if name not in needed and given:
+                raise ScenarioError(f"{path}.{name} is not a parameter of dist = {self.dist!r} "
+                                    f"(it takes {', '.join(needed)} and optional max)")
+        if self.dist == "uniform" and self.low > self.high:
+            raise ScenarioError(f"{path}: low = {self.low} is above high = {self.high}; swap them")
+
+    def mean_bound(self) -> float:
+        """The mean of what is drawn, from above: the law's mean, at most its cap (clipping only lowers it)."""
+        if self.dist == "constant":
+            mean = self.value
+        elif self.dist == "uniform":
+            mean = (self.low + self.high) / 2
+        else:  # geometric, lognormal
+            mean = self.mean
+        return min(mean, self.max) if self.max is not None else mean
+
+    def upper_bound(self) -> float:
+        """Largest value a draw can take (``inf`` when unbounded)."""
+        bound = {"constant": self.value, "uniform": self.high}.get(self.dist, math.inf)
+        return min(bound, self.max) if self.max is not None else bound
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Synthetic arrival process."""
+
+    process: str = opt(help="inter-arrival law: poisson (exponential gaps) or gamma (burstiness cv)",
+                       choices=ARRIVAL_PROCESSES)
+    rate_per_s: float = opt(help="mean arrival rate over all classes", unit="req/s", ge=0.0001,
+                            le=1e9)
+    cv: Optional[float] = opt(None, "coefficient of variation of inter-arrival gaps (process = gamma; "
+                                    "1 = Poisson, > 1 burstier)", "", ge=0.01, cap="length_cv")
+
+    def _check(self, path: str) -> None:
+        if self.process == "gamma" and self.cv is None:
+            raise ScenarioError(f"{path}.cv is required for process = 'gamma' (1.0 = Poisson-like)")
+        if self.process == "poisson" and self.cv is not None:
+            raise ScenarioError(f"{path}.cv is only used with process = 'gamma'; remove it")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Replay of a recorded request trace instead of synthetic arrivals."""
+
+    path: str = opt(help="trace file; a relative path is taken from the scenario file's folder (in the app: "
+                         "the name of a trace uploaded on the Workload page)", cap="path_chars")
+    format: str = opt("csv", "csv: arrival_s,prompt_tokens,output_tokens[,class]; azure: Azure LLM "
+                             "inference 2023 CSV; mooncake: Mooncake FAST'25 JSONL",
+                      choices=TRACE_FORMATS)
+    rate_scale: float = opt(1.0, "speed-up factor: arrival times are divided by it", "", ge=0.001, le=1000.0)
+    jitter_ms: float = opt(0.0, "add a seeded uniform offset in [0, jitter_ms) to every arrival "
+                                "(spreads the quantised Mooncake timestamps)", "ms", ge=0.0, le=3_600_000.0)
+
+
+OVERALL = "overall"  # the name of the whole-run figures beside the classes' (reserved for them)
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    """One class of traffic (interactive chat, offline batch, a tenant tier...)."""
+
+    name: str = opt(help="class name, unique; trace rows may refer to it", cap="name_chars")
+    share: float = opt(help="this class's part of the arrivals; shares are rescaled to sum to 1 (0.7 and 0.4 split "
+                            "arrivals 64% / 36%)", gt=0.0, le=1.0)
+    priority: int = opt(0, "priority level, 0 = most urgent (used by the priority policies)", "", ge=0,
+                        le=1_000_000)
+    tier_weight: float = opt(1.0, "tier weight (used by cost-based policies)", "", ge=0.0, le=WEIGHT_MAX)
+    sla_ttft_ms: Optional[float] = opt(None, "SLA target on time to first token (none = no target)", "ms", ge=0.001,
+                                       le=TIME_MS_MAX)
+    sla_e2e_ms: Optional[float] = opt(None, "SLA target on end-to-end latency (none = no target)", "ms", ge=0.001,
+                                      le=TIME_MS_MAX)
+    timeout_ms: Optional[float] = opt(None, "client gives up if no first token by then (none = never)",
+                                      "ms", ge=0.001, le=TIME_MS_MAX)
+    prompt_tokens: Optional[TokenDist] = opt(None, "prompt length distribution (required without a trace)")
+    output_tokens: Optional[TokenDist] = opt(None, "output length distribution (required without a trace)")
+    shared_prefix_tokens: int = opt(0, "the first tokens of every prompt of this class are the same (a system "
+                                       "prompt, few-shot examples): with server.prefix_caching they are computed "
+                                       "once and reused (unless a trace brings its own block ids)",
+                                    "tokens", ge=0, cap="tokens_per_request")
+    conversation_turns: int = opt(1, "requests per conversation (synthetic arrivals): each after the first is a "
+                                     "follow-up whose prompt is the previous turn's prompt and output plus new "
+                                     "tokens (prompt_tokens draws the new ones), so with server.prefix_caching the "
+                                     "previous prompt's blocks can be reused", "requests", ge=1, le=1000)
+    turn_gap_s: float = opt(30.0, "time between two turns of a conversation (the reply and the user's think "
+                                  "time): conversations in flight = this x the class's arrival rate, their turns "
+                                  "interleaved (conversation_turns > 1)", "s", gt=0.0, le=86_400.0)
+
+    def _check(self, path: str) -> None:
+        if self.name == OVERALL:
+            raise ScenarioError(f"{path}.name = {OVERALL!r} is reserved for the whole-run figures; choose another "
+                                f"name")
+        if not self.name.strip():
+            raise ScenarioError(f"{path}.name is empty; give the class a name")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What arrives: classes, lengths, arrival process or trace, and how many."""
+
+    classes: tuple[RequestClass, ...] = opt(help="request classes ([[workload.classes]] tables)", cap="classes")
+    num_requests: Optional[int] = opt(None, "stop generating after this many requests", "requests", ge=1,
+                                      cap="requests_per_run")
+    duration_s: Optional[float] = opt(None, "stop generating arrivals after this time", "s", gt=0.0,
+                                      cap="simulated_s")
+    arrival: Optional[Arrival] = opt(None, "synthetic arrival process (required without a trace)")
+    trace: Optional[Trace] = opt(None, "replay a trace file instead of synthetic arrivals and lengths")
+
+    def _check(self, path: str) -> None:
+        if not self.classes:
+            raise ScenarioError(f"{path}.classes: at least one [[workload.classes]] table is required")
+        names = [c.name for c in self.classes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ScenarioError(f"{path}.classes: duplicate class name {dupes[0]!r}; names must be unique")
+        total = sum(c.share for c in self.classes)
+        if abs(total - 1.0) > 1e-9:  # one rule for the file, the command line and the pages: shares are relative
+            object.__setattr__(self, "classes", tuple(dataclasses.replace(c, share=c.share / total)
+                                                      for c in self.classes))
+        if self.trace is not None:
+            turns = next((i for i, c in enumerate(self.classes) if c.conversation_turns > 1), None)
+            if turns is not None:
+                raise ScenarioError(f"{path}.classes[{turns}].conversation_turns builds conversations from synthetic "
+                                    f"arrivals; a replayed trace brings its own (a Mooncake trace's block ids)")
+        if self.trace is None:
+            if self.arrival is None:
+                raise ScenarioError(f"{path}.arrival is required unless {path}.trace is given")
+            if self.num_requests is None and self.duration_s is None:
+                raise ScenarioError(f"{path}: give num_requests or duration_s (or both) to bound the run")
+            for i, c in enumerate(self.classes):
+                for key in ("prompt_tokens", "output_tokens"):
+                    if getattr(c, key) is None:
+                        raise ScenarioError(f"{path}.classes[{i}].{key} is required unless {path}.trace is given")
+
+
+# --------------------------------------------------------------------------- server, policy, limits
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding: a draft model proposes ``draft_tokens`` tokens, the served model verifies them and
+    one more in one pass; each draft token is accepted with probability ``acceptance`` while all before it were,
+    so a decode iteration emits (1 - a^(k+1)) / (1 - a) tokens on average, and costs a verification of k + 1
+    tokens per sequence plus k draft steps."""
+
+    draft_tokens: int = opt(4, "tokens the draft proposes per decode iteration (k); the served model verifies "
+                               "k + 1 per sequence", "tokens", ge=1, le=16)
+    acceptance: float = opt(0.7, "chance that each draft token is accepted, given the ones before it were "
+                                 "(measure it on your traffic: vLLM logs it as the draft acceptance rate)", "",
+                            ge=0.0, le=1.0)
+    draft_model: str = opt("", "draft model from data/hardware/models.csv (roofline): its weights sit beside the "
+                               "served model's and one draft step costs their weight ratio of a plain decode "
+                               "iteration; give it or draft_cost", cap="name_chars", table="models")
+    draft_cost: Optional[float] = opt(None, "one draft step as a share of a plain decode iteration of the served "
+                                            "model (without draft_model; 0 for a draft that is almost free, as "
+                                            "n-gram lookup)", "", ge=0.0, le=1.0)
+
+    @property
+    def tokens_per_decode(self) -> float:
+        """Expected tokens one decode iteration emits: 1 + a + a^2 + ... + a^k."""
+        return expected_tokens_per_decode(self.draft_tokens, self.acceptance)
+
+    def _check(self, path: str) -> None:
+        if bool(self.draft_model) == (self.draft_cost is not None):
+            raise ScenarioError(f"{path}: give draft_model (a model name) or draft_cost (a share of a decode "
+                                f"iteration), one of the two")
+
+
+def expected_tokens_per_decode(draft_tokens: int, acceptance: float) -> float:
+    """(1 - a^(k+1)) / (1 - a): the accepted prefix of k draft tokens, each kept with probability ``acceptance``
+    while the ones before it were, plus the token the verification itself yields (k + 1 when a = 1)."""
+    if acceptance >= 1.0:
+        return float(draft_tokens + 1)
+    return (1.0 - acceptance ** (draft_tokens + 1)) / (1.0 - acceptance)
+
+
+@dataclass(frozen=True)
+class Server:
+    """One inference server: step-time model, batching limits and KV-cache memory."""
+
+    step_model: str = opt("fixed", "fixed: constant iteration time; roofline: from GPU and model tables",
+                          choices=tuple(STEP_MODEL_CODES))
+    step_time_ms: float = opt(20.0, "iteration time (step_model = fixed)", "ms", ge=0.001, le=60_000.0)
+    max_batch_size: int = opt(256, "most sequences in one iteration", "sequences", ge=1, cap="batch_size")
+    max_batched_tokens: int = opt(8192, "token budget of one iteration (prefill tokens + one per decode); with "
+                                        "mixed batching longer prompts are prefilled in chunks", "tokens", ge=1,
+                                  cap="batched_tokens")
+    min_batch_size: int = opt(1, "do not start an iteration with fewer ready requests, unless the oldest has waited "
+                                 "wait_timeout_ms; with a wait of 0 (the default) it never holds an iteration back: "
+                                 "set both", "requests", ge=1, cap="batch_size")
+    wait_timeout_ms: float = opt(0.0, "how long the oldest ready request may wait for min_batch_size requests "
+                                      "(0: start at once, so the minimum batch does nothing)", "ms", ge=0.0,
+                                le=TIME_MS_MAX)
+    kv_capacity_tokens: int = opt(0, "KV-cache capacity (step_model = fixed; 0 = unlimited)", "tokens", ge=0,
+                                  cap="kv_tokens")
+    block_size_tokens: int = opt(16, "KV-cache block (page) size", "tokens", ge=1, cap="tokens_per_request")
+    kv_allocation: str = opt("paged", "paged: blocks allocated as a sequence grows; static: max_seq_len "
+                                      "reserved per request on admission", choices=KV_ALLOCATIONS)
+    max_seq_len: int = opt(0, "longest prompt + output allowed (0 = no limit; required > 0 for static)",
+                           "tokens", ge=0, cap="tokens_per_request")
+    batching: str = opt("mixed", "mixed: each iteration runs decodes and prefill chunks together (vLLM V1, "
+                                 "TensorRT-LLM, SGLang with --enable-mixed-chunk); prefill-first: an iteration runs "
+                                 "whole prompts only, pausing every decode, whenever a prompt can be admitted "
+                                 "(vLLM before V1, TGI, SGLang's default)",
+                        choices=tuple(BATCHING_CODES))
+    admission: str = opt("optimistic", "optimistic: admit when the prompt's KV blocks fit, preempt when memory "
+                                       "runs out (vLLM, SGLang); reserve-full: admit only when the prompt and the "
+                                       "whole output fit (the output length stands for the client's max_tokens), "
+                                       "never preempt for memory (TensorRT-LLM GUARANTEED_NO_EVICT)",
+                         choices=tuple(ADMISSION_CODES))
+    gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (step_model = roofline)",
+                   cap="name_chars", table="gpus")
+    model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)",
+                     cap="name_chars", table="models")
+    quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)", cap="name_chars",
+                     table="quant")
+    kv_quant: str = opt("fp16", "KV-cache format from data/hardware/kv_quant.csv (sizes the cache and its "
+                                "reads)", cap="name_chars", table="kv_quant")
+    tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
+                                  "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
+                               choices=TP_DEGREES)
+    calibration: str = opt("", "step-time factors fitted on your own benchmark results (python -m engine calibrate "
+                               "FILE --gpu NAME --save NAME, or the Hardware page); empty: the shipped calibration "
+                               "of the GPU's family", cap="name_chars")
+    gpu_memory_utilization: float = opt(0.9, "share of GPU memory the server may use (roofline)", "",
+                                        gt=0.0, le=1.0)
+    activation_reserve_gib: Optional[float] = opt(None, "memory kept for activations (roofline; none = "
+                                                        "estimated from the token budget)", "GiB", ge=0.0, le=1e6)
+    host_link_gb_s: float = opt(25.0, "GPU-host bandwidth per direction for swapped KV (policy.preempt_mode = "
+                                      "swap; PCIe Gen4 x16 peaks at 32); KV bytes per token come from "
+                                      "server.model", "GB/s", ge=0.01, le=1e9)
+    speculative: Optional[Speculative] = opt(None, "speculative decoding (none: one token per decode iteration)")
+    prefix_caching: bool = opt(False, "keep the KV blocks of prompt prefixes after their request leaves and reuse "
+                                      "them for a prompt that starts the same way (vLLM's enable_prefix_caching, "
+                                      "SGLang's radix cache): shared blocks counted once, evicted least recently "
+                                      "used first; the prefixes come from a trace's block ids or the classes' "
+                                      "shared_prefix_tokens")
+
+    @property
+    def tokens_per_decode_step(self) -> int:
+        """Tokens one decoding sequence takes of an iteration's budget: 1, or k + 1 with speculative decoding."""
+        return 1 if self.speculative is None else self.speculative.draft_tokens + 1
+
+    def _check(self, path: str) -> None:
+        need = self.max_batch_size * self.tokens_per_decode_step
+        if self.max_batched_tokens < need and self.speculative is None:
+            raise ScenarioError(f"{path}.max_batched_tokens = {self.max_batched_tokens} is below max_batch_size = "
+                                f"{self.max_batch_size}: a full batch of decodes needs one token each; "
+                                f"raise it to at least {need}")
+        if self.max_batched_tokens < need:
+            raise ScenarioError(f"{path}.max_batched_tokens = {self.max_batched_tokens} is below max_batch_size x "
+                                f"(speculative.draft_tokens + 1) = {need}: a full batch of speculative decodes "
+                                f"verifies {self.tokens_per_decode_step} tokens each; raise it to at least {need} "
+                                f"or lower draft_tokens")
+        if self.min_batch_size > self.max_batch_size:
+            raise ScenarioError(f"{path}.min_batch_size = {self.min_batch_size} is above max_batch_size = "
+                                f"{self.max_batch_size}; lower it")
+        if self.calibration:
+            check_calibration_name(self.calibration, f"{path}.calibration")
+        if self.prefix_caching and self.kv_allocation == "static":
+            raise ScenarioError(f"{path}.prefix_caching needs kv_allocation = 'paged' (shared prefixes are shared "
+                                f"blocks)")
+        if self.kv_allocation == "static" and self.max_seq_len == 0:
+            raise ScenarioError(f"{path}.max_seq_len must be > 0 with kv_allocation = 'static' "
+                                f"(it is the reservation per request)")
+
+
+CALIBRATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a saved calibration's name (a file name)
+
+
+def check_calibration_name(name: str, path: str = "server.calibration") -> str:
+    """``name`` if it can name a saved calibration (and its file), else ``ScenarioError`` naming ``path``."""
+    if not isinstance(name, str) or not CALIBRATION_NAME.fullmatch(name):
+        raise ScenarioError(f"{path} = {excerpt(name)} is not a calibration name: use 1-64 letters, digits, '.', "
+                            f"'_' or '-', starting with a letter or digit")
+    return name
+WEIGHT_RANGE = (1e-6, WEIGHT_MAX)  # a class's fair-queuing weight (policy.weights)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Scheduling policy: ordering of requests, choice of preemption victims, and how preemption works.
+
+    Each key says which policies read it; the policy table in ``policies.py`` is the reference.
+    """
+
+    name: str = opt("fifo", "scheduling policy (see the Method page)",
+                    choices=tuple(POLICY_CODES))
+    preemptive: bool = opt(False, "a waiting request may evict a running one it outranks when the batch or "
+                                  "memory is full (priority, edf, wfq)")
+    aging_per_s: float = opt(0.0, "priority levels a waiting request gains per second of waiting (priority)",
+                             "levels/s", ge=0.0, le=WEIGHT_MAX)
+    max_wait_ms: Optional[float] = opt(None, "after waiting this long a request is promoted to level 0 "
+                                             "(priority; none = never)", "ms", ge=0.001,
+                                      le=TIME_MS_MAX)
+    weights: Optional[dict] = opt(None, "class name -> share weight, e.g. {interactive = 70, offline = 30} "
+                                        "(wfq; none = equal)", "")
+    prefill_token_weight: float = opt(1.0, "GPU service of one prefill token counted in decode tokens "
+                                           "(wfq, dynamic)", "", ge=0.0, le=WEIGHT_MAX)
+    alpha: float = opt(1.0, "weight of waited / SLA target in the cost (dynamic)", "", ge=0.0, le=WEIGHT_MAX)
+    beta: float = opt(1.0, "weight of service consumed / expected service in the cost (dynamic)", "", ge=0.0,
+                      le=WEIGHT_MAX)
+    gamma: float = opt(1.0, "weight of the class's tier_weight in the cost (dynamic)", "", ge=0.0, le=WEIGHT_MAX)
+    margin: float = opt(0.1, "a waiting request preempts only if its cost exceeds the victim's by this much "
+                             "(dynamic)", "", ge=0.0, le=WEIGHT_MAX)
+    default_sla_ms: float = opt(60000.0, "SLA target in the cost for classes that set none (dynamic)", "ms",
+                                ge=0.001, le=TIME_MS_MAX)
+    preempt_mode: str = opt("recompute", "what a preempted request keeps: keep (KV stays on the GPU), swap (KV "
+                                         "to host memory and back) or recompute (KV dropped, prefill redone); "
+                                         "the vllm-* presets always recompute",
+                            choices=tuple(PREEMPT_MODE_CODES))
+    preempt_overhead_ms: float = opt(1.0, "GPU time of one pause and resume (preempt_mode = keep)", "ms",
+                                     ge=0.0, le=1000.0)
+    predictor_error: float = opt(0.0, "output-length predictor quality: 0 = exact, 1 = an unrelated draw from "
+                                      "the class (sjf, srpt, dynamic)", "", ge=0.0, le=1.0)
+
+    def _check(self, path: str) -> None:
+        if self.weights is None:
+            return
+        for name, weight in self.weights.items():
+            low, high = WEIGHT_RANGE
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not low <= weight <= high:
+                raise ScenarioError(f"{path}.weights.{key_text(name)} = {excerpt(weight)} must be a number from "
+                                    f"{low:g} to {high:,.0f}")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds that stop an overloaded run instead of letting it grow without end."""
+
+    max_waiting_requests: int = opt(20000, "stop the run when more requests than this wait at once "
+                                           "(the queue is not draining)", "requests", ge=1, cap="waiting_requests")
+    max_drain_s: float = opt(3600.0, "stop the run this long after the last arrival", "s", gt=0.0, cap="drain_s")
+
+
+@dataclass(frozen=True)
+class FleetGroup:
+    """Replicas of one kind in a mixed fleet, or one pool of a disaggregated one: the [server] on its own GPU, weight
+    format and tensor-parallel degree (roofline), or with its own iteration time and KV cache (fixed), and its own
+    batch limits; every key left out, the model among them, is the [server] table's."""
+
+    replicas: int = opt(1, "servers of this kind", "servers", ge=1, cap="replicas")
+    gpu: str = opt("", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (roofline; empty: server.gpu)",
+                   cap="name_chars", table="gpus")
+    quant: str = opt("", "weight format from data/hardware/quant.csv (empty: server.quant)", cap="name_chars",
+                     table="quant")
+    tensor_parallel: Optional[int] = opt(None, "GPUs one server of this kind splits the model over (none: "
+                                               "server.tensor_parallel)", "GPUs", choices=TP_DEGREES)
+    calibration: str = opt("", "saved step-time calibration of this GPU (roofline; empty: server.calibration on "
+                                "the server's GPU, else the shipped calibration of its family)", cap="name_chars")
+    step_time_ms: Optional[float] = opt(None, "iteration time of these servers (step_model = fixed; none: "
+                                              "server.step_time_ms)", "ms", ge=0.001, le=60_000.0)
+    kv_capacity_tokens: Optional[int] = opt(None, "KV-cache capacity of these servers (step_model = fixed; none: "
+                                                  "server.kv_capacity_tokens; 0 = unlimited)", "tokens", ge=0,
+                                            cap="kv_tokens")
+    max_batch_size: Optional[int] = opt(None, "most sequences in one iteration of these servers (none: "
+                                              "server.max_batch_size)", "sequences", ge=1, cap="batch_size")
+    max_batched_tokens: Optional[int] = opt(None, "token budget of one iteration of these servers (none: "
+                                                  "server.max_batched_tokens)", "tokens", ge=1, cap="batched_tokens")
+
+    def _check(self, path: str) -> None:
+        if self.calibration:
+            check_calibration_name(self.calibration, f"{path}.calibration")
+
+    def server(self, base: Server) -> Server:
+        """``base`` (the [server] table) on this group's hardware and batch limits."""
+        pick = lambda own, shared: shared if own is None else own  # noqa: E731
+        gpu = self.gpu or base.gpu
+        return dataclasses.replace(base, gpu=gpu, quant=self.quant or base.quant,
+                                   tensor_parallel=pick(self.tensor_parallel, base.tensor_parallel),
+                                   # the server's calibration times its own GPU only
+                                   calibration=self.calibration or (base.calibration if gpu == base.gpu else ""),
+                                   step_time_ms=pick(self.step_time_ms, base.step_time_ms),
+                                   kv_capacity_tokens=pick(self.kv_capacity_tokens, base.kv_capacity_tokens),
+                                   max_batch_size=pick(self.max_batch_size, base.max_batch_size),
+                                   max_batched_tokens=pick(self.max_batched_tokens, base.max_batched_tokens))
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Data-parallel replicas of the server behind one router, all on one clock."""
+
+    replicas: int = opt(1, "identical servers, each of server.tensor_parallel GPUs (with groups: their sum, which "
+                           "replaces any value given)", "servers", ge=1, cap="replicas")
+    router: str = opt("round-robin", "where an arrival goes: round-robin (in turn), least-tokens (the replica "
+                                     "holding the fewest prompt + predicted output tokens), shortest-queue "
+                                     "(the replica holding the fewest requests) or prefix-affinity (with "
+                                     "server.prefix_caching: the replica whose cache holds the longest prefix of "
+                                     "the prompt, among those within one iteration's token budget of the least "
+                                     "loaded); on a mixed fleet (fleet.groups) turns and loads are weighed by "
+                                     "each replica's speed",
+                      choices=tuple(ROUTER_CODES))
+    groups: tuple[FleetGroup, ...] = opt((), "a mixed fleet ([[fleet.groups]] tables): replicas on other GPUs, "
+                                             "weight formats or tensor-parallel degrees (or other iteration times "
+                                             "under the fixed model) behind the one router, which weighs each "
+                                             "replica by its speed on the workload; none: fleet.replicas servers "
+                                             "of [server]",
+                                         cap="replicas")
+    mode: str = opt("colocated", "colocated: every server runs whole requests; disaggregated: a prefill pool "
+                                 "computes each prompt and its first token, then hands the request's KV over a "
+                                 "link to a decode pool that generates the rest (DistServe, Splitwise, NVIDIA "
+                                 "Dynamo)", choices=FLEET_MODES)
+    prefill: Optional[FleetGroup] = opt(None, "the prefill pool (mode = disaggregated): its replicas, hardware and "
+                                              "batch limits")
+    decode: Optional[FleetGroup] = opt(None, "the decode pool (mode = disaggregated): its replicas, hardware and "
+                                             "batch limits")
+    kv_link_gb_s: float = opt(50.0, "bandwidth of each prefill server's link to the decode pool, per direction "
+                                    "(mode = disaggregated; a 400 Gb/s NIC moves 50 GB/s): a request's KV takes its "
+                                    "bytes / this, after the transfers before it on the link", "GB/s", gt=0.0,
+                              le=1e9)
+
+    def _check(self, path: str) -> None:
+        pools = (self.prefill, self.decode)
+        if self.mode == "disaggregated":
+            if None in pools:
+                raise ScenarioError(f"{path}.mode = 'disaggregated' needs both pools: give [{path}.prefill] and "
+                                    f"[{path}.decode], each with its replicas")
+            if self.groups:
+                raise ScenarioError(f"{path}.groups cannot be combined with mode = 'disaggregated' (each pool is "
+                                    f"one kind of server); remove them")
+            object.__setattr__(self, "replicas", self.prefill.replicas + self.decode.replicas)
+        elif pools != (None, None):
+            raise ScenarioError(f"{path}.{'prefill' if self.prefill else 'decode'} is a pool of a disaggregated "
+                                f"fleet: set {path}.mode = 'disaggregated', or remove it")
+        if self.groups:  # the groups' sum, whatever was given (a preset's replicas may meet groups set over it)
+            object.__setattr__(self, "replicas", sum(g.replicas for g in self.groups))
+
+    def tables(self) -> tuple[tuple[str, FleetGroup], ...]:
+        """(key path, table) of every group or pool, in replica order."""
+        if self.mode == "disaggregated":
+            return (("fleet.prefill", self.prefill), ("fleet.decode", self.decode))
+        return tuple((f"fleet.groups[{i}]", g) for i, g in enumerate(self.groups))
+
+
+FIXED_STEP_KEYS = ("step_time_ms", "kv_capacity_tokens")  # what the fixed step model reads of a server or group
+ROOFLINE_STEP_KEYS = ("gpu", "quant", "calibration")  # a group's or pool's own keys on the roofline step model only
+
+
+def on_roofline(data: dict) -> dict:
+    """A copy of scenario ``data`` on the roofline step model: its fleet's groups or pools keep their replicas and
+    batch limits but lose the iteration times and KV capacities of the fixed model (``FIXED_STEP_KEYS``), which
+    the GPU gives now and which a roofline group may not set."""
+    moved = apply_overrides(data, {"server.step_model": "roofline"})
+    fleet = moved.get("fleet", {})
+    for table in [*fleet.get("groups", []), *(fleet[pool] for pool in ("prefill", "decode") if fleet.get(pool))]:
+        for key in FIXED_STEP_KEYS:
+            table.pop(key, None)
+    return moved
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole what-if: workload, server, policy, seed."""
+
+    workload: Workload = opt(help="[workload] table")
+    name: str = opt("scenario", "label shown in reports", cap="name_chars")
+    seed: int = opt(0, "seed of the single random generator (same seed, same result)", "", ge=0, le=2 ** 63 - 1)
+    server: Server = opt(Server(), "[server] table")
+    policy: Policy = opt(Policy(), "[policy] table")
+    fleet: Fleet = opt(Fleet(), "[fleet] table")
+    limits: Limits = opt(Limits(), "[limits] table")
+    origin: Origin = field(default=Origin(), metadata={"internal": True})
+
+    def _check(self, path: str) -> None:
+        fixed = self.server.step_model == "fixed"
+        for where, group in self.fleet.tables():
+            own = FIXED_STEP_KEYS if not fixed else ROOFLINE_STEP_KEYS
+            given = [k for k in own if getattr(group, k) not in (None, "")]
+            if given:
+                raise ScenarioError(f"{where}.{given[0]} is not used with server.step_model = "
+                                    f"{self.server.step_model!r}; remove it (a roofline group sets gpu, quant, "
+                                    f"tensor_parallel; a fixed one step_time_ms, kv_capacity_tokens)")
+            group.server(self.server)._check(where)  # its batch limits against each other and the decodes
+        weights = self.policy.weights
+        if weights is None:
+            return
+        names = [c.name for c in self.workload.classes]
+        unknown = sorted(set(weights) - set(names))
+        if unknown:
+            raise ScenarioError(f"policy.weights.{key_text(unknown[0])} is not a class; classes are {', '.join(names)}")
+        missing = [n for n in names if n not in weights]
+        if missing:
+            raise ScenarioError(f"policy.weights lacks class {missing[0]!r}; give a weight for every class")
+
+
+# --------------------------------------------------------------------------- labels
+
+# What a form calls each key: words, without the unit (the form adds the key's unit in parentheses).
+FIELD_LABELS = {
+    "TokenDist.dist": "Distribution", "TokenDist.value": "Length", "TokenDist.low": "Shortest",
+    "TokenDist.high": "Longest", "TokenDist.mean": "Mean", "TokenDist.cv": "Coefficient of variation",
+    "TokenDist.max": "Cap", "RequestClass.shared_prefix_tokens": "Shared prompt prefix",
+    "RequestClass.conversation_turns": "Turns per conversation", "RequestClass.turn_gap_s": "Time between turns",
+    "Arrival.process": "Arrival process", "Arrival.rate_per_s": "Arrival rate",
+    "Arrival.cv": "Burstiness (coefficient of variation)",
+    "Trace.format": "Format", "Trace.rate_scale": "Speed-up", "Trace.jitter_ms": "Jitter",
+    "RequestClass.share": "Share of arrivals", "RequestClass.priority": "Priority level",
+    "RequestClass.tier_weight": "Tier weight", "RequestClass.sla_ttft_ms": "TTFT target",
+    "RequestClass.sla_e2e_ms": "End-to-end target", "RequestClass.timeout_ms": "Client time-out",
+    "Workload.num_requests": "Requests simulated", "Workload.duration_s": "Duration",
+    "Server.step_model": "Step-time model", "Server.step_time_ms": "Iteration time",
+    "Server.max_batch_size": "Batch limit", "Server.max_batched_tokens": "Token budget per iteration",
+    "Server.min_batch_size": "Minimum batch", "Server.wait_timeout_ms": "Longest wait for a minimum batch",
+    "Server.kv_capacity_tokens": "KV cache capacity", "Server.block_size_tokens": "KV block size",
+    "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request",
+    "Server.batching": "Batching", "Server.admission": "Admission", "Server.calibration": "Step-time calibration",
+    "Server.gpu": "GPU", "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",
+    "Server.tensor_parallel": "Tensor parallel", "Server.gpu_memory_utilization": "GPU memory share",
+    "Server.activation_reserve_gib": "Activation reserve", "Server.host_link_gb_s": "Host link bandwidth",
+    "Server.speculative": "Speculative decoding", "Speculative.draft_tokens": "Draft length",
+    "Speculative.acceptance": "Acceptance rate", "Speculative.draft_model": "Draft model",
+    "Speculative.draft_cost": "Draft step cost", "Server.prefix_caching": "Prefix caching",
+    "Policy.name": "Policy", "Policy.preemptive": "Preemptive", "Policy.aging_per_s": "Aging",
+    "Policy.max_wait_ms": "Promote after waiting", "Policy.weights": "Weights",
+    "Policy.prefill_token_weight": "Prefill token weight", "Policy.alpha": "alpha (waiting)",
+    "Policy.beta": "beta (progress)", "Policy.gamma": "gamma (tier)", "Policy.margin": "Preemption margin",
+    "Policy.default_sla_ms": "SLA for classes without one", "Policy.preempt_mode": "Preemption mode",
+    "Policy.preempt_overhead_ms": "Pause and resume cost", "Policy.predictor_error": "Length predictor error",
+    "Limits.max_waiting_requests": "Queue bound", "Limits.max_drain_s": "Drain limit",
+    "Fleet.replicas": "Replicas", "Fleet.router": "Router", "Fleet.groups": "GPU groups",
+    "FleetGroup.gpu": "GPU", "FleetGroup.replicas": "Replicas", "FleetGroup.quant": "Weights",
+    "FleetGroup.tensor_parallel": "Tensor parallel", "FleetGroup.calibration": "Step-time calibration",
+    "FleetGroup.step_time_ms": "Iteration time", "FleetGroup.kv_capacity_tokens": "KV cache capacity",
+    "FleetGroup.max_batch_size": "Batch limit", "FleetGroup.max_batched_tokens": "Token budget per iteration",
+    "Fleet.mode": "Fleet layout", "Fleet.prefill": "Prefill pool", "Fleet.decode": "Decode pool",
+    "Fleet.kv_link_gb_s": "KV link bandwidth",
+}
+
+
+def fleet_pools(scenario: Scenario) -> tuple[tuple[Server, int, str], ...]:
+    """(server, replicas, role) of each group of the fleet, in replica order (replica 0 is the first group's first),
+    the role one of ``POOL_ROLES``: the prefill then the decode pool of a disaggregated fleet, the groups of a mixed
+    one, or one group of ``fleet.replicas`` x ``server``."""
+    fleet = scenario.fleet
+    if fleet.mode == "disaggregated":
+        return tuple((g.server(scenario.server), g.replicas, role)
+                     for (_, g), role in zip(fleet.tables(), POOL_ROLES[1:]))
+    if not fleet.groups:
+        return ((scenario.server, fleet.replicas, POOL_ROLES[0]),)
+    return tuple((g.server(scenario.server), g.replicas, POOL_ROLES[0]) for g in fleet.groups)
+
+
+def fleet_servers(scenario: Scenario) -> tuple[tuple[Server, int], ...]:
+    """(server, replicas) of each group or pool of the fleet, in replica order (``fleet_pools``)."""
+    return tuple((server, replicas) for server, replicas, _ in fleet_pools(scenario))
+
+
+def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:
+    """(type, metadata, default) of field ``name`` of config class ``cls``."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    tp, _ = unwrap_optional(typing.get_type_hints(cls)[name])
+    return tp, dict(f.metadata), f.default
+
+
+def field_bounds(meta: dict) -> tuple[float | None, float | None]:
+    """(lowest, highest) value the engine accepts for a field (``ge``/``gt``, ``le`` or its default safety limit),
+    so a widget holds every value a link or an upload may carry, and no other."""
+    high = meta.get("le")
+    if "cap" in meta:
+        high = getattr(DEFAULT_CAPS, meta["cap"])
+    return meta.get("ge", meta.get("gt")), high
+
+
+def field_label(cls: type, name: str) -> str:
+    """The words a form shows for key ``name`` of config class ``cls`` (``FIELD_LABELS``)."""
+    return FIELD_LABELS.get(f"{cls.__name__}.{name}") or name.replace("_", " ").capitalize()
+
+
+# --------------------------------------------------------------------------- generic loader
+
+
+def _is_config(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a table"}.get(
+        tp, "a table")
+
+
+def not_text(text: str) -> str:
+    """Why ``text`` is not Unicode text, for an error line after its key ('' when it is). JSON (a link) and the
+    command line (a byte that is not UTF-8) can carry a lone surrogate such as '\\ud800', which UTF-8 cannot
+    encode: a page, a file or a report showing it would fail."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"is not Unicode text (character {exc.start + 1} is a lone surrogate)"
+    return ""
+
+
+def _check_text(value: str, path: str) -> str:
+    """``value`` (a scenario's text) when it is Unicode text, else ``ScenarioError`` naming ``path``."""
+    problem = not_text(value)
+    if problem:
+        raise ScenarioError(f"{path} = {excerpt(value)} {problem}; remove it")
+    return value
+
+
+def _check_keys(table: Mapping, path: str) -> dict:
+    """``table`` (a table of names, as policy.weights) as a dict when its keys are Unicode text, else
+    ``ScenarioError`` naming the first bad key."""
+    bad = [key for key in table if not_text(str(key))]
+    if bad:
+        raise ScenarioError(f"{path}.{key_text(bad[0])} {not_text(bad[0])}; rename or remove it")
+    return dict(table)
+
+
+def _convert(value: Any, tp: Any, path: str, caps: Caps) -> Any:
+    tp, optional = unwrap_optional(tp)
+    if value is None and optional:
+        return None
+    if _is_config(tp):
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{path} must be a table ({{key = value, ...}}), got {excerpt(value)}")
+        return _build(tp, value, path, caps)
+    if typing.get_origin(tp) is tuple:
+        item_tp = typing.get_args(tp)[0]
+        if not isinstance(value, (list, tuple)):
+            raise ScenarioError(f"{path} must be an array of tables ([[{path}]]), got {excerpt(value)}")
+        return tuple(_convert(v, item_tp, f"{path}[{i}]", caps) for i, v in enumerate(value))
+    if tp is dict:
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{path} must be a table {{name = number, ...}}, got {excerpt(value)}")
+        return _check_keys(value, path)
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number):
+            raise ScenarioError(f"{path} must be a finite number, got {excerpt(value)}")
+        return number
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if tp is str and isinstance(value, str):
+        return _check_text(value, path)
+    if tp in (int, bool) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
+        return value
+    raise ScenarioError(f"{path} must be {_type_name(tp)}, got {excerpt(value)}")
+
+
+def _check_field(value: Any, meta: Mapping[str, Any], default: Any, path: str, caps: Caps) -> None:
+    if value is None or isinstance(value, (tuple, bool, dict)) or dataclasses.is_dataclass(value):
+        return
+    unit = f" {meta['unit']}" if meta.get("unit") else ""
+    if "choices" in meta and value not in meta["choices"]:
+        allowed = ", ".join(repr(c) for c in meta["choices"])
+        raise ScenarioError(f"{path} = {excerpt(value)} is not allowed; choose one of {allowed}")
+    if "cap" in meta:
+        caps.check(meta["cap"], path, value, unit)
+    if "table" in meta and (value or default):  # an empty name where the default is empty: "the server's", "none"
+        check_name(meta["table"], value, path)
+    if "ge" in meta and value < meta["ge"]:
+        raise ScenarioError(f"{path} = {value!r} must be >= {number_text(meta['ge'])}{unit}")
+    if "gt" in meta and value <= meta["gt"]:
+        raise ScenarioError(f"{path} = {value!r} must be > {number_text(meta['gt'])}{unit}")
+    if "le" in meta and value > meta["le"]:
+        raise ScenarioError(f"{path} = {value!r} must be <= {number_text(meta['le'])}{unit}")
+
+
+def _public_fields(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
+
+
+def _build(cls: type, data: Mapping[str, Any], path: str, caps: Caps) -> Any:
+    fields = {f.name: f for f in _public_fields(cls)}
+    unknown = sorted((k for k in data if k not in fields), key=str)
+    if unknown:
+        where = f"{path}.{key_text(unknown[0])}" if path else key_text(unknown[0])
+        raise ScenarioError(f"{where} is not a known key; allowed here: {', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        key_path = f"{path}.{name}" if path else name
+        if name not in data:
+            if f.default is _MISSING:
+                raise ScenarioError(f"{key_path} is required: {f.metadata['help']}")
+            continue
+        raw = data[name]
+        if isinstance(raw, (list, tuple)) and "cap" in f.metadata:  # count before converting every entry
+            caps.check(f.metadata["cap"], key_path, raw)
+        value = _convert(raw, hints[name], key_path, caps)
+        _check_field(value, f.metadata, f.default, key_path, caps)
+        kwargs[name] = value
+    obj = cls(**kwargs)
+    if hasattr(obj, "_check"):
+        obj._check(path or "scenario")
+    return obj
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def _parse_value(text: str) -> Any:
+    """A ``--set`` value as TOML (numbers, booleans, quoted strings, tables); bare words are strings."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+    except RecursionError:
+        raise ScenarioError(f"override value {excerpt(text)} is nested too deeply") from None
+
+
+def apply_overrides(data: dict, overrides: Mapping[str, Any] | list[str]) -> dict:
+    """Return a copy of raw scenario ``data`` with dotted ``key=value`` overrides applied.
+
+    Keys are dotted paths (``policy.name``, ``workload.arrival.rate_per_s``); a class is
+    addressed by index or name (``workload.classes.0.share``, ``workload.classes.offline.share``).
+    String values are parsed as TOML, bare words kept as strings.
+    """
+    data = copy.deepcopy(data)
+    if isinstance(overrides, list):
+        pairs = []
+        for item in overrides:
+            if "=" not in item:
+                raise ScenarioError(f"override {item!r} must look like key=value (e.g. policy.name=priority)")
+            key, text = item.split("=", 1)
+            pairs.append((key.strip(), _parse_value(text.strip())))
+    else:
+        pairs = list(overrides.items())
+    for key, value in pairs:
+        parts = key.split(".")
+        node: Any = data
+        for depth, part in enumerate(parts[:-1]):
+            node = _descend(node, part, ".".join(parts[: depth + 1]))
+        last = parts[-1]
+        if isinstance(node, list):
+            node[_list_index(node, last, key)] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ScenarioError(f"override {key}: {'.'.join(parts[:-1])} is {excerpt(node)}, not a table; "
+                                f"it has no key {last!r}")
+    return data
+
+
+def _list_index(items: list, part: str, path: str) -> int:
+    if part.isdigit() and int(part) < len(items):
+        return int(part)
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping) and item.get("name") == part:
+            return i
+    raise ScenarioError(f"override {path}: no entry {part!r} (use an index below {len(items)} or a class name)")
+
+
+def _descend(node: Any, part: str, path: str) -> Any:
+    if isinstance(node, list):
+        return node[_list_index(node, part, path)]
+    if not isinstance(node, dict):
+        raise ScenarioError(f"override {path}: {excerpt(node)} is not a table")
+    return node.setdefault(part, {})
+
+
+def parse_toml(content: bytes, name: str, caps: Caps = DEFAULT_CAPS) -> dict:
+    """The table in scenario TOML ``content`` (named ``name`` in errors); ``ScenarioError`` when it is too
+    large, not UTF-8 text, not valid TOML or nested too deeply."""
+    caps.check("scenario_bytes", name, content)
+    try:
+        return tomllib.loads(content.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{name} is not a text file (byte {exc.start} is not UTF-8); a scenario is TOML "
+                            f"text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{name} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{name} is nested too deeply to be a scenario") from None
+
+
+def read_toml(path: str | Path, caps: Caps = DEFAULT_CAPS) -> dict:
+    """Parse a scenario TOML file (a regular file of at most ``caps.scenario_bytes``, ``files.read_regular``),
+    turning every problem into ``ScenarioError``."""
+    content = read_regular(path, "scenario file", caps.scenario_bytes, "scenario_bytes",
+                           caps.raise_hint("scenario_bytes"))
+    return parse_toml(content, f"scenario file {quoted(path)}", caps)
+
+
+def to_toml(data: Mapping[str, Any]) -> str:
+    """Raw scenario data as TOML text (keys whose value is None are left out: they mean "default")."""
+
+    def strip(obj: Any) -> Any:
+        if isinstance(obj, Mapping):
+            return {k: strip(v) for k, v in obj.items() if v is not None}
+        if isinstance(obj, (list, tuple)):
+            return [strip(v) for v in obj]
+        return obj
+
+    return tomli_w.dumps(strip(data))
+
+
+def load_scenario(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | list[str] | None = None,
+                  origin: Origin = Origin()) -> Scenario:
+    """Load and validate a scenario from a TOML path or a dict, with optional dotted overrides.
+
+    ``origin`` says what the scenario may touch (``origin.Origin``: trace files by path or only the app's
+    stored traces by name) and within which limits. Relative trace paths are taken from the TOML file's
+    folder, or from ``origin.trace_dir`` for a dict. A stored trace's name is checked here, before any file
+    is opened.
+    """
+    if isinstance(source, Mapping):
+        data = dict(source)
+    else:
+        data = read_toml(source, origin.caps)
+        if not origin.trace_names_only:
+            origin = dataclasses.replace(origin, trace_dir=str(Path(source).resolve().parent))
+    if overrides:
+        data = apply_overrides(data, overrides)
+    scenario = dataclasses.replace(_build(Scenario, data, "", origin.caps), origin=origin)
+    if scenario.workload.trace is not None and origin.trace_names_only:
+        origin.trace_file(scenario.workload.trace.path)
+    return scenario
+
+
+def scenario_to_dict(scenario: Scenario) -> dict:
+    """The scenario as plain data (no ``None`` values), loadable again by ``load_scenario``."""
+
+    def strip(obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            return {f.name: strip(getattr(obj, f.name)) for f in _public_fields(type(obj))
+                    if getattr(obj, f.name) is not None}
+        if isinstance(obj, tuple):
+            return [strip(v) for v in obj]
+        return obj
+
+    return strip(scenario)
+
+
+def _limit_text(meta: Mapping[str, Any]) -> str:
+    """What a key is checked against, for the reference: the table whose row it names, then a fixed range end or a
+    safety limit."""
+    parts = [f"a name in {where(meta['table'])}"] if "table" in meta else []
+    if "cap" in meta:
+        parts.append(f"<= {number_text(getattr(DEFAULT_CAPS, meta['cap']))} (`{meta['cap']}`)")
+    elif "le" in meta:
+        parts.append(f"<= {number_text(meta['le'])}")
+    return "; ".join(parts)
+
+
+def keys_reference() -> list[dict[str, str]]:
+    """Every scenario key with its type, unit, default, limit and help, in file order (for docs)."""
+    rows: list[dict[str, str]] = []
+
+    def walk(cls: type, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in _public_fields(cls):
+            key = f"{prefix}{f.name}"
+            tp, _ = unwrap_optional(hints[f.name])
+            inner = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
+            if _is_config(inner):
+                walk(inner, f"{key}[]." if inner is not tp else f"{key}.")
+                continue
+            if f.default is _MISSING:
+                default = "required"
+            elif f.default is None:
+                default = "none"
+            else:
+                default = repr(f.default).replace("'", '"') if not isinstance(f.default, bool) \
+                    else str(f.default).lower()
+            help_text = f.metadata["help"]
+            if "choices" in f.metadata:
+                help_text += " (" + " \\| ".join(str(c) for c in f.metadata["choices"]) + ")"
+            rows.append({"key": key, "unit": f.metadata.get("unit", ""), "default": default,
+                         "limit": _limit_text(f.metadata), "help": help_text})
+
+    walk(Scenario, "")
+    return rows
+
+
+def keys_markdown() -> str:
+    """The keys reference as a Markdown table, then the safety limits (the README sections are generated from
+    them)."""
+    lines = ["| key | unit | default | limit | meaning |", "|---|---|---|---|---|"]
+    for row in keys_reference():
+        lines.append(f"| `{row['key']}` | {row['unit']} | {row['default']} | {row['limit']} | {row['help']} |")
+    limits = "Safety limits (`engine/scenario/caps.py`): a value beyond one is an error naming the field, the value " \
+             "and the limit; the command line may raise one with `--limit NAME=VALUE`, links and uploads never can.\n\n"
+    return "\n".join(lines) + "\n\n" + limits + caps_markdown()

@@ -1,0 +1,555 @@
+"""Workshop chapters: one trade-off each, as data a teacher edits without code.
+
+A chapter is one TOML file in ``data/workshop`` (its file name, without ``.toml``, is its id and its link).
+It holds the text and the experiment together::
+
+    title, question          what the chapter asks
+    preset, overrides        the scenario: a file of data/scenarios, changed by dotted overrides, at a load where
+                             the effect is large
+    [prediction]             prompt, choices, answer (one of the choices): what the learner commits to first
+    [knob]                   label, path and values (one field), or options = [{label, set = {path = value},
+                             unset = [path]}] (``unset``: the field goes back to its default, e.g. none)
+    [chart]                  metric (a key of engine.scenario.metric_table) and the classes to draw; without classes, a
+                             fleet metric of the summary's system block
+    [see]                    text ("what you should see", with the reason) and checks that must hold on the
+                             chart's runs: {metric, class, at, than, above = F or below = F}: the value at knob
+                             option ``at`` is at least F times (above) or at most 1/F times (below) the value at
+                             ``than``
+    [exercise]               task, fields (paths the learner sets, optional label/min/max), goals
+                             (``CLASS.METRIC=VALUE``, or ``system.METRIC=VALUE``; the metric's direction says
+                             at most or at least), solution (values that meet every goal), start (optional: the
+                             values the learner starts from, by default the scenario's), cards (optional: the
+                             fleet must fit on at most this many whole cards, MIG slices counted by how many a card
+                             holds); the start must miss at least one goal, so the exercise asks for a change
+
+A chapter of ``kind = "rental"`` has no simulation: its knob is the hours of use a day and its chart what a month
+of renting ``cards`` cards costs under each billing (``[rental]``: cards, hourly_offer, monthly_offer); its
+exercise asks for the hours a day from which the annual prepay costs less than renting by the hour.
+
+``load_chapters`` checks every file and says what is wrong in one line (file and field). Runs go through
+``parallel.summaries`` (local cores, or the operator's cluster).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, HOURS_PER_MONTH, deployment_cost
+from ..decide.targets import TARGET_METRICS, meets
+from ..hardware.tables import is_slice, load_table
+from ..scenario.config import (OVERALL, Arrival, Fleet, Policy, Scenario, Server, Speculative, apply_overrides,
+                               field_bounds, field_label, field_meta, fleet_servers, load_scenario, read_toml)
+from ..scenario.errors import ScenarioError, excerpt
+from ..scenario.metric_table import METRICS, SYSTEM_METRICS, metric
+from ..scenario.origin import Origin
+from ..scenario.summary import Summary
+from ..scenario.table_names import DATA_ROOT
+from ..sim.parallel import summaries
+from ..sim.simulate import PRESET_DIR
+
+WORKSHOP_DIR = DATA_ROOT / "workshop"
+SYSTEM = "system"  # the goal and chart "class" of a fleet metric
+SYSTEM_KEYS = tuple(m.key for m in SYSTEM_METRICS)
+RENTAL = "rental"
+DAYS_PER_MONTH = HOURS_PER_MONTH / 24.0
+RENTAL_MODES = ("by the hour", "monthly", "annual prepay")  # the rental chapter's lines
+BREAKEVEN_TOLERANCE_H = 0.5  # hours a day: how close the rental exercise's answer must be
+# Where the learner's fields live (``section.field``), for their labels, units and bounds.
+FIELD_CLASSES = {"server": Server, "server.speculative": Speculative, "policy": Policy, "fleet": Fleet,
+                 "workload.arrival": Arrival}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting of the chapter's knob: its label on the chart and the fields it sets."""
+
+    label: str
+    values: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A claim of "what you should see" on the chart's runs: ``metric`` of ``cls`` at option ``at`` is at least
+    ``factor`` times (``above``) or at most 1/``factor`` times (not ``above``) the value of ``than_cls`` (by default
+    the same class) at option ``than``."""
+
+    metric: str
+    cls: str
+    at: str
+    than: str
+    factor: float
+    above: bool
+    than_cls: str
+
+    def holds(self, mine: float | None, other: float | None) -> bool:
+        """True when the claim holds between its two values; a missing value never holds."""
+        if mine is None or other is None:
+            return False
+        return mine >= self.factor * other if self.above else mine * self.factor <= other
+
+    def describe(self) -> str:
+        """The claim in words: "offline Longest wait at priority >= 3 x its value at fifo"."""
+        label = self.metric if self.metric not in METRICS else metric(self.metric).label
+        who = "" if self.cls == SYSTEM else f"{self.cls} "
+        relation = f">= {self.factor:g} x" if self.above else f"<= 1/{self.factor:g} x"
+        other = "its value" if self.than_cls == self.cls else \
+            ("the fleet's" if self.than_cls == SYSTEM else f"{self.than_cls}'s")
+        return f"{who}{label} at {self.at} {relation} {other} at {self.than}"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """An exercise goal: ``metric`` of ``cls`` (a class, ``overall`` or ``system``) at most or at least ``limit``,
+    as the metric's direction says; an unstable run never meets it."""
+
+    cls: str
+    metric: str
+    limit: float
+
+    @property
+    def at_most(self) -> bool:
+        return metric(self.metric).lower_is_better
+
+    def value(self, summary: Summary) -> float | None:
+        block = summary["system"] if self.cls == SYSTEM else \
+            summary["overall"] if self.cls == OVERALL else summary["classes"][self.cls]
+        return metric(self.metric).value(block)
+
+    def met(self, summary: Summary) -> tuple[bool, float | None]:
+        value = self.value(summary)
+        return meets(value, self.limit, self.at_most, summary), value
+
+    def describe(self) -> str:
+        m = metric(self.metric)
+        who = "" if self.cls == SYSTEM else f"{self.cls} "
+        return f"{who}{m.label} {'at most' if self.at_most else 'at least'} {m.unit_text(self.limit)}"
+
+
+@dataclass(frozen=True)
+class Field:
+    """A value the learner sets in the exercise: a dotted scenario path with its label and bounds."""
+
+    path: str
+    label: str
+    unit: str
+    low: float | None
+    high: float | None
+    choices: tuple | None
+    help: str
+    owner: type | None  # the configuration class the path is a key of (None: a path of the chapter's own)
+
+
+@dataclass(frozen=True)
+class Rental:
+    """The rental chapter's offers: ``cards`` cards by the hour through one offer, by the month through another."""
+
+    cards: int
+    hourly_offer: str
+    monthly_offer: str
+    currency: str
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter, as its file says (``load_chapter``)."""
+
+    id: str
+    title: str
+    question: str
+    kind: str
+    scenario: dict | None          # the preset with the overrides applied (plain data); None for a rental chapter
+    prompt: str
+    choices: tuple[str, ...]
+    answer: str
+    knob_label: str
+    options: tuple[Option, ...]
+    chart_metric: str
+    chart_classes: tuple[str, ...]
+    see: str
+    checks: tuple[Check, ...]
+    task: str
+    fields: tuple[Field, ...]
+    goals: tuple[Goal, ...]
+    solution: Mapping[str, Any]
+    start: Mapping[str, Any]
+    cards: int | None              # the exercise's fleet must fit on this many whole cards
+    rental: Rental | None
+
+    def option(self, label: str) -> Option:
+        return next(o for o in self.options if o.label == label)
+
+    def scenario_with(self, values: Mapping[str, Any]) -> dict:
+        """The chapter's scenario with ``values`` set (``scenario_with``)."""
+        return scenario_with(self.scenario, values)
+
+    def start_values(self) -> dict[str, Any]:
+        """What the learner starts from: the exercise's ``start`` values, else the fields' values in the chapter's
+        scenario."""
+        if self.start:
+            return dict(self.start)
+        typed = load_scenario(self.scenario)
+        return {f.path: _typed_value(typed, f.path) for f in self.fields}
+
+
+def scenario_with(scenario: dict, values: Mapping[str, Any]) -> dict:
+    """``scenario`` (plain data) with ``values`` (path -> value) set; None removes the key, so the field takes its
+    default (an optional field's "none")."""
+    data = apply_overrides(scenario, {path: value for path, value in values.items() if value is not None})
+    for path in (path for path, value in values.items() if value is None):
+        *parents, last = path.split(".")
+        node = apply_overrides(data, {})  # a copy to walk
+        table = node
+        for part in parents:
+            table = table.get(part, {}) if isinstance(table, dict) else {}
+        if isinstance(table, dict):
+            table.pop(last, None)
+        data = node
+    return data
+
+
+def _typed_value(typed: Any, path: str) -> Any:
+    """The value at dotted ``path`` of the typed scenario (a list entry by its index: ``fleet.groups.0.gpu``)."""
+    node = typed
+    for part in path.split("."):
+        if isinstance(node, tuple):
+            node = node[int(part)]
+        else:
+            node = node.get(part) if isinstance(node, Mapping) else getattr(node, part)
+    return node
+
+
+class _Reader:
+    """Reads one chapter file's table, each error one line naming the file and the field."""
+
+    def __init__(self, name: str, table: Mapping[str, Any]) -> None:
+        self.name, self.table = name, table
+
+    def fail(self, field: str, why: str) -> ScenarioError:
+        return ScenarioError(f"data/workshop/{self.name}.toml: {field} {why}")
+
+    def get(self, table: Mapping[str, Any], key: str, kind: type | tuple, where: str, default: Any = ...) -> Any:
+        if key not in table:
+            if default is ...:
+                raise self.fail(f"{where}{key}", "is missing")
+            return default
+        value = table[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind in (int, float, (int, float)):
+            raise self.fail(f"{where}{key}", f"= {excerpt(value)} has the wrong type")
+        return value
+
+    def section(self, key: str, required: bool = True) -> Mapping[str, Any]:
+        return self.get(self.table, key, dict, "", None if not required else ...) or {}
+
+
+def _field(reader: _Reader, spec: Mapping[str, Any], where: str) -> Field:
+    """An exercise field: a configuration key takes its label, unit, bounds and choices from the configuration's
+    metadata (``min``, ``max``, ``label`` in the file override them); any other path must give a label."""
+    path = reader.get(spec, "path", str, where)
+    section, _, name = path.rpartition(".")
+    owner = FIELD_CLASSES.get(section)
+    meta: dict = {}
+    if owner is not None and name in {f.name for f in dataclasses.fields(owner)}:
+        _, meta, _ = field_meta(owner, name)
+    else:
+        owner = None
+        if "label" not in spec:
+            raise reader.fail(f"{where}label", f"is missing: {path} is not a configuration key; give it a label")
+    low, high = field_bounds(meta)
+    low = reader.get(spec, "min", (int, float), where, low)
+    high = reader.get(spec, "max", (int, float), where, high)
+    label = reader.get(spec, "label", str, where, None) or field_label(owner, name)
+    choices = reader.get(spec, "choices", list, where, None) or meta.get("choices")
+    return Field(path, label, meta.get("unit", ""), low, high, tuple(choices) if choices else None,
+                 meta.get("help", ""), owner)
+
+
+def _options(reader: _Reader, knob: Mapping[str, Any]) -> tuple[Option, ...]:
+    if "options" in knob:
+        options = []
+        for i, spec in enumerate(reader.get(knob, "options", list, "knob.")):
+            where = f"knob.options[{i}]."
+            if not isinstance(spec, dict):
+                raise reader.fail(where[:-1], "must be a table {label, set, unset}")
+            values = dict(reader.get(spec, "set", dict, where, {}))
+            for path in reader.get(spec, "unset", list, where, []):  # back to the field's default (none)
+                values[path] = None
+            if not values:
+                raise reader.fail(where[:-1], "sets nothing: give set = {path = value} or unset = [path]")
+            options.append(Option(reader.get(spec, "label", str, where), values))
+    else:
+        path = reader.get(knob, "path", str, "knob.")
+        options = [Option(_label(value), {path: value}) for value in reader.get(knob, "values", list, "knob.")]
+    if len(options) < 2 or len({o.label for o in options}) != len(options):
+        raise reader.fail("knob", "needs at least two settings with different labels")
+    return tuple(options)
+
+
+def _label(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _class_of(reader: _Reader, cls: str, key: str, classes: list[str], where: str) -> None:
+    """The metric ``key`` must be one that ``cls`` has: a class metric of a class or ``overall``, or a fleet
+    metric of ``system``."""
+    if cls == SYSTEM:
+        if key not in SYSTEM_KEYS:
+            raise reader.fail(where, f"{key!r} is not a fleet metric; use one of {', '.join(SYSTEM_KEYS)}")
+        return
+    if key not in TARGET_METRICS:
+        raise reader.fail(where, f"{key!r} is not a class metric; use one of {', '.join(TARGET_METRICS)}")
+    if cls != OVERALL and cls not in classes:
+        raise reader.fail(where, f"class {cls!r} is not a class of the scenario ({', '.join(classes)}, {OVERALL})")
+
+
+def _goal(reader: _Reader, text: str, classes: list[str], where: str) -> Goal:
+    left, equals, right = text.partition("=")
+    cls, dot, key = left.strip().rpartition(".")
+    try:
+        limit = float(right)
+    except ValueError:
+        limit = math.nan
+    if not equals or not dot or not math.isfinite(limit):
+        raise reader.fail(where, f"= {excerpt(text)} must look like CLASS.METRIC=VALUE (or system.METRIC=VALUE)")
+    _class_of(reader, cls, key.strip(), classes, where)
+    return Goal(cls, key.strip(), limit)
+
+
+def load_chapter(path: Path) -> Chapter:
+    """The chapter in ``path``; ``ScenarioError`` naming the file and field when anything in it is wrong."""
+    name = path.stem
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ScenarioError(f"data/workshop/{name}.toml is not valid TOML: {error}") from None
+    r = _Reader(name, table)
+    kind = r.get(table, "kind", str, "", "simulation")
+    if kind not in ("simulation", RENTAL):
+        raise r.fail("kind", f"= {excerpt(kind)} must be simulation or {RENTAL}")
+    prediction, knob, chart, see, exercise = (r.section(k) for k in ("prediction", "knob", "chart", "see",
+                                                                      "exercise"))
+    choices = tuple(r.get(prediction, "choices", list, "prediction."))
+    answer = r.get(prediction, "answer", str, "prediction.")
+    if answer not in choices:
+        raise r.fail("prediction.answer", f"= {excerpt(answer)} is not one of the choices")
+    options = _options(r, knob)
+    labels = {o.label for o in options}
+    scenario, rental, classes = None, None, []
+    if kind == RENTAL:
+        spec = r.section(RENTAL)
+        rental = Rental(r.get(spec, "cards", int, "rental."), r.get(spec, "hourly_offer", str, "rental."),
+                        r.get(spec, "monthly_offer", str, "rental."), r.get(spec, "currency", str, "rental.", "USD"))
+        try:
+            for offer in (rental.hourly_offer, rental.monthly_offer):
+                deployment_cost(offer, rental.cards, BILLING_MODES[0], rental.currency, CNY_PER_USD_DEFAULT)
+        except ScenarioError as error:
+            raise r.fail("rental", f"is wrong: {error}") from None
+    else:
+        preset = PRESET_DIR / f"{r.get(table, 'preset', str, '')}.toml"
+        if not preset.is_file():
+            raise r.fail("preset", f"= {excerpt(preset.stem)} is not a file of data/scenarios")
+        try:
+            scenario = apply_overrides(read_toml(preset), list(r.get(table, "overrides", list, "", [])))
+            typed = load_scenario(scenario)
+            for option in options:
+                load_scenario(scenario_with(scenario, option.values))
+        except ScenarioError as error:
+            raise r.fail("overrides or knob", f"give a scenario that does not load: {error}") from None
+        classes = [c.name for c in typed.workload.classes]
+    chart_metric = r.get(chart, "metric", str, "chart.")
+    chart_classes = tuple(r.get(chart, "classes", list, "chart.", []))
+    if kind != RENTAL:
+        for cls in chart_classes or (SYSTEM,):
+            _class_of(r, cls, chart_metric, classes, "chart")
+    checks = []
+    for i, spec in enumerate(r.get(see, "checks", list, "see.")):
+        where = f"see.checks[{i}]."
+        if not isinstance(spec, dict):
+            raise r.fail(where[:-1], "must be a table")
+        above, below = spec.get("above"), spec.get("below")
+        if (above is None) == (below is None):
+            raise r.fail(where[:-1], "needs exactly one of above = FACTOR or below = FACTOR")
+        factor = r.get(spec, "above" if above is not None else "below", (int, float), where)
+        cls = r.get(spec, "class", str, where, SYSTEM)
+        check = Check(r.get(spec, "metric", str, where), cls, r.get(spec, "at", str, where),
+                      r.get(spec, "than", str, where), float(factor), above is not None,
+                      r.get(spec, "than_class", str, where, cls))
+        if {check.at, check.than} - labels:
+            raise r.fail(where[:-1], f"compares {check.at!r} and {check.than!r}; the knob's settings are "
+                                     f"{', '.join(sorted(labels))}")
+        for series in (check.cls, check.than_cls):
+            if kind == RENTAL:
+                if series not in RENTAL_MODES:
+                    raise r.fail(f"{where}class", f"must be one of {', '.join(RENTAL_MODES)}")
+            else:
+                _class_of(r, series, check.metric, classes, where[:-1])
+        checks.append(check)
+    if not checks:
+        raise r.fail("see.checks", "must hold at least one check: what the learner should see, as a test")
+    fields = tuple(_field(r, spec if isinstance(spec, dict) else {"path": spec}, f"exercise.fields[{i}].")
+                   for i, spec in enumerate(r.get(exercise, "fields", list, "exercise.")))
+    goals = tuple(_goal(r, text, classes, f"exercise.goals[{i}]")
+                  for i, text in enumerate(r.get(exercise, "goals", list, "exercise.", [])))
+    solution = r.get(exercise, "solution", dict, "exercise.")
+    start = r.get(exercise, "start", dict, "exercise.", {})
+    for key, values in (("solution", solution), ("start", start)):
+        if (values or key == "solution") and set(values) != {f.path for f in fields}:
+            raise r.fail(f"exercise.{key}", f"must set exactly the fields {', '.join(f.path for f in fields)}")
+    if kind == RENTAL and not start:
+        raise r.fail("exercise.start", "is missing: a rental exercise has no scenario to start from")
+    if kind != RENTAL and not goals:
+        raise r.fail("exercise.goals", "must hold at least one goal")
+    return Chapter(name, r.get(table, "title", str, ""), r.get(table, "question", str, ""), kind, scenario,
+                   r.get(prediction, "prompt", str, "prediction."), choices, answer,
+                   r.get(knob, "label", str, "knob."), options, chart_metric, chart_classes,
+                   r.get(see, "text", str, "see."), tuple(checks), r.get(exercise, "task", str, "exercise."), fields,
+                   goals, solution, start, r.get(exercise, "cards", int, "exercise.", None), rental)
+
+
+def chapter_paths(folder: Path = WORKSHOP_DIR) -> list[Path]:
+    return sorted(folder.glob("*.toml"))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_all(folder: Path, stamp: tuple) -> tuple[Chapter, ...]:
+    return tuple(load_chapter(path) for path in chapter_paths(folder))
+
+
+def load_chapters(folder: Path = WORKSHOP_DIR) -> tuple[Chapter, ...]:
+    """Every chapter in ``folder``, in file-name order (read again when a file changes)."""
+    stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in chapter_paths(folder))
+    return _load_all(folder, stamp)
+
+
+# --------------------------------------------------------------------------- running a chapter
+
+
+def rental_costs(chapter: Chapter, hours_per_day: float, cny_per_usd: float) -> dict[str, tuple[float, float]]:
+    """A month of the rental chapter's cards at ``hours_per_day`` of use: (low, high) in its currency per
+    billing, by the hour paying only the hours used, monthly and annual prepay paying the whole month."""
+    rental = chapter.rental
+    hourly = deployment_cost(rental.hourly_offer, rental.cards, BILLING_MODES[0], rental.currency, cny_per_usd)
+    monthly = deployment_cost(rental.monthly_offer, rental.cards, BILLING_MODES[0], rental.currency, cny_per_usd)
+    annual = deployment_cost(rental.monthly_offer, rental.cards, BILLING_MODES[1], rental.currency, cny_per_usd)
+    used_h = hours_per_day * DAYS_PER_MONTH
+    return dict(zip(RENTAL_MODES, (tuple(p * used_h for p in hourly.per_hour), monthly.per_month, annual.per_month)))
+
+
+def breakeven_hours_per_day(chapter: Chapter, cny_per_usd: float) -> float:
+    """Hours of use a day from which the annual prepay costs less than renting by the hour (low ends of both)."""
+    rental = chapter.rental
+    hourly = deployment_cost(rental.hourly_offer, rental.cards, BILLING_MODES[0], rental.currency, cny_per_usd)
+    annual = deployment_cost(rental.monthly_offer, rental.cards, BILLING_MODES[1], rental.currency, cny_per_usd)
+    return annual.per_month[0] / (hourly.per_hour[0] * DAYS_PER_MONTH)
+
+
+def run_options(chapter: Chapter, origin: Origin = Origin(),
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Summary]:
+    """The summary of the chapter's scenario at each knob setting (label -> summary)."""
+    datas = [chapter.scenario_with(option.values) for option in chapter.options]
+    return dict(zip((o.label for o in chapter.options), summaries(datas, origin, progress)))
+
+
+def chart_values(chapter: Chapter, runs: Mapping[str, Summary], cny_per_usd: float = CNY_PER_USD_DEFAULT
+                 ) -> dict[str, dict[str, float | None]]:
+    """The chart's values: series (a class, ``system`` or a billing) -> knob label -> value. A rental chapter's
+    values are the low end of each billing's monthly cost (``runs`` unused)."""
+    if chapter.kind == RENTAL:
+        costs = {o.label: rental_costs(chapter, float(next(iter(o.values.values()))), cny_per_usd)
+                 for o in chapter.options}
+        return {mode: {label: costs[label][mode][0] for label in costs} for mode in RENTAL_MODES}
+    m = metric(chapter.chart_metric)
+    series = {}
+    for cls in chapter.chart_classes or (SYSTEM,):
+        series[cls] = {label: m.value(summary["system"] if cls == SYSTEM else
+                                      summary["overall"] if cls == OVERALL else summary["classes"][cls])
+                       for label, summary in runs.items()}
+    return series
+
+
+def check_values(chapter: Chapter, check: Check, runs: Mapping[str, Summary], cny_per_usd: float = CNY_PER_USD_DEFAULT
+                 ) -> tuple[float | None, float | None]:
+    """The two values ``check`` compares: its class at its option, the other class at the other option."""
+    if chapter.kind == RENTAL:
+        values = chart_values(chapter, runs, cny_per_usd)
+        return values[check.cls][check.at], values[check.than_cls][check.than]
+    return tuple(Goal(cls, check.metric, 0.0).value(runs[label]) if label in runs else None
+                 for cls, label in ((check.cls, check.at), (check.than_cls, check.than)))
+
+
+def checks_hold(chapter: Chapter, runs: Mapping[str, Summary],
+                cny_per_usd: float = CNY_PER_USD_DEFAULT) -> list[tuple[Check, bool]]:
+    """Each check of "what you should see" and whether it holds on ``runs``."""
+    return [(check, check.holds(*check_values(chapter, check, runs, cny_per_usd))) for check in chapter.checks]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The exercise checked on the learner's values: each goal met or not, with the value it reached."""
+
+    goals: tuple[tuple[str, bool, str], ...]   # (goal in words, met, the value reached in words)
+    unstable: bool
+
+    @property
+    def solved(self) -> bool:
+        return all(met for _, met, _ in self.goals)
+
+
+def whole_cards(typed: Scenario) -> int:
+    """Whole cards a fleet occupies: tensor parallel x replicas, or for slices as many cards as hold them, summed
+    over a mixed fleet's groups."""
+    cards = 0
+    for server, replicas in fleet_servers(typed):
+        if is_slice(server.gpu):
+            cards += math.ceil(replicas / int(load_table("gpu_slices").loc[server.gpu, "max_per_card"]))
+        else:
+            cards += server.tensor_parallel * replicas
+    return cards
+
+
+def check_rental(chapter: Chapter, values: Mapping[str, Any], cny_per_usd: float = CNY_PER_USD_DEFAULT) -> Verdict:
+    """The rental exercise: the hours a day given against the break-even, within ``BREAKEVEN_TOLERANCE_H``."""
+    hours = given(chapter, values)[chapter.fields[0].path]
+    breakeven = breakeven_hours_per_day(chapter, cny_per_usd)
+    met = abs(float(hours) - breakeven) <= BREAKEVEN_TOLERANCE_H
+    side = "" if met else f", {'above' if hours > breakeven else 'below'} it"
+    return Verdict(((f"within {BREAKEVEN_TOLERANCE_H:g} h of the break-even", met, f"{float(hours):g} h a day{side}"),),
+                   False)
+
+
+def given(chapter: Chapter, values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values`` when it gives every exercise field (None only for an optional configuration key), else
+    ``ScenarioError`` naming the first one missing."""
+    for f in chapter.fields:
+        if f.path not in values or values[f.path] is None and f.owner is None:
+            raise ScenarioError(f"{f.label}: give a value")
+    return values
+
+
+def judge(chapter: Chapter, data: dict, summary: Summary) -> Verdict:
+    """The exercise's goals on ``summary``, the run of ``data`` (``scenario_with`` the learner's values), and the
+    fleet's size against the exercise's cards."""
+    results = []
+    if chapter.cards is not None:
+        used = whole_cards(load_scenario(data))
+        results.append((f"fits on {chapter.cards} card{'s' if chapter.cards != 1 else ''}", used <= chapter.cards,
+                        f"{used} card{'s' if used != 1 else ''}"))
+    for goal in chapter.goals:
+        met, value = goal.met(summary)
+        results.append((goal.describe(), met, metric(goal.metric).unit_text(value)))
+    return Verdict(tuple(results), bool(summary["system"]["unstable"]))
+
+
+def check_exercise(chapter: Chapter, values: Mapping[str, Any], origin: Origin = Origin(),
+                   cny_per_usd: float = CNY_PER_USD_DEFAULT) -> Verdict:
+    """Run the chapter's scenario with the learner's ``values`` and judge every goal (``judge``); a rental
+    chapter: ``check_rental``."""
+    if chapter.kind == RENTAL:
+        return check_rental(chapter, values, cny_per_usd)
+    data = chapter.scenario_with(given(chapter, values))
+    return judge(chapter, data, summaries([data], origin)[0])
