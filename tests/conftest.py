@@ -31,8 +31,13 @@ from engine.scenario.config import Scenario, unwrap_optional
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "data" / "scenarios"
-# The team's public traces: beside the checkout (../shared/traces), or wherever SCHEDULER_LAB_TRACES points.
-TRACES = Path(os.environ.get("SCHEDULER_LAB_TRACES") or REPO.parent / "shared" / "traces")
+# Excerpts of public traces (their first rows, with source and licence in the folder's README): the full traces
+# are for the benchmarks (bench/trace_figures.py).
+TRACES = REPO / "tests" / "fixtures" / "traces"
+AZURE_CONV = TRACES / "azure_conv_2023_first2000.csv"
+AZURE_CODE = TRACES / "azure_code_2023_first1000.csv"
+MOONCAKE_CONVERSATION = TRACES / "mooncake_conversation_first1500.jsonl"
+MOONCAKE_SYNTHETIC = TRACES / "mooncake_synthetic_first500.jsonl"
 
 ONE_CLASS = [{"name": "only", "share": 1.0}]
 
@@ -71,14 +76,6 @@ def shown(elements) -> list[str]:
     """The text of Markdown elements (errors, captions...) as a reader sees it: backslash escapes and the
     invisible word joiners of ``ui.text.plain`` removed."""
     return [re.sub(r"\\(.)", r"\1", e.value).replace("\u2060", "") for e in elements]
-
-
-@pytest.fixture(scope="session")
-def traces_dir() -> Path:
-    if not TRACES.is_dir():
-        pytest.skip(f"team traces not found at {TRACES}: put them at ../shared/traces beside the checkout or set "
-                    f"SCHEDULER_LAB_TRACES")
-    return TRACES
 
 
 def pytest_configure(config):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import engine
-from conftest import trace_scenario
+from conftest import MOONCAKE_CONVERSATION, trace_scenario
 from engine.scenario.errors import ScenarioError
 from engine.sim import kernel
 from engine.sim.simulate import execute, prepare
@@ -16,7 +16,6 @@ from engine.sim.simulate import execute, prepare
 EXACT = 1e-12
 CHAT = {"name": "chat", "share": 1.0, "shared_prefix_tokens": 32}
 OTHER = {"name": "other", "share": 1.0}
-MOONCAKE = "mooncake_fast25/conversation_trace.jsonl"
 
 
 def first_tokens(result):
@@ -115,19 +114,19 @@ def test_the_cache_keeps_its_books_under_memory_pressure_and_preemption(policy, 
     assert_cache_consistent(prepare(scenario))
 
 
-def test_the_mooncake_hit_rate_is_the_traces_repeated_prefix_blocks(traces_dir):
-    """Replaying the conversation trace's first 3,000 requests on one server with an unlimited cache, the prompt
+def test_the_mooncake_hit_rate_is_the_traces_repeated_prefix_blocks():
+    """Replaying the conversation trace's first 1,500 requests on one server with an unlimited cache, the prompt
     tokens served from the cache are the leading 512-token blocks seen before (at most all but the last prompt
     token), counted here from the file in arrival order; requests that arrive together do not yet share what the
     other is computing, so the simulation finds a little less."""
-    path = traces_dir / MOONCAKE
+    path = MOONCAKE_CONVERSATION
     scenario = engine.load_scenario({
-        "workload": {"classes": [{"name": "chat", "share": 1.0}], "num_requests": 3000,
+        "workload": {"classes": [{"name": "chat", "share": 1.0}], "num_requests": 1500,
                      "trace": {"path": str(path), "format": "mooncake"}},
         "server": {"step_model": "fixed", "step_time_ms": 1.0, "max_batch_size": 64, "max_batched_tokens": 65536,
                    "prefix_caching": True}})
     found = engine.simulate(scenario).summary["system"]["prefix_hit_frac"]
-    rows = sorted((json.loads(line) for line in path.read_text().splitlines()[:3000]), key=lambda r: r["timestamp"])
+    rows = sorted((json.loads(line) for line in path.read_text().splitlines()), key=lambda r: r["timestamp"])
     seen, hit, asked = set(), 0, 0
     for row in rows:
         ids, prompt = row["hash_ids"], row["input_length"]
@@ -137,24 +136,24 @@ def test_the_mooncake_hit_rate_is_the_traces_repeated_prefix_blocks(traces_dir):
         hit, asked = hit + leading * 512, asked + prompt
         seen.update(ids[:prompt // 512])
     expected = hit / asked
-    assert 0.3 < expected < 0.35
+    assert 0.25 < expected < 0.3
     assert expected * 0.99 <= found <= expected
 
 
-def test_prefix_affinity_sends_a_shared_prefix_where_it_is_cached(traces_dir):
+def test_prefix_affinity_sends_a_shared_prefix_where_it_is_cached():
     """Four replicas on the Mooncake trace: routing by cached prefix finds far more of it than round robin,
     which spreads each conversation over all four caches."""
     def hit_rate(router):
         return engine.simulate(engine.load_scenario({
-            "workload": {"classes": [{"name": "chat", "share": 1.0}], "num_requests": 2000,
-                         "trace": {"path": str(traces_dir / MOONCAKE), "format": "mooncake"}},
+            "workload": {"classes": [{"name": "chat", "share": 1.0}], "num_requests": 1500,
+                         "trace": {"path": str(MOONCAKE_CONVERSATION), "format": "mooncake"}},
             "server": {"step_model": "fixed", "step_time_ms": 1.0, "max_batch_size": 64,
                        "max_batched_tokens": 65536, "prefix_caching": True},
             "fleet": {"replicas": 4, "router": router}})).summary["system"]["prefix_hit_frac"]
     assert hit_rate("prefix-affinity") > 1.5 * hit_rate("round-robin")
 
 
-def test_prefix_caching_needs_paged_memory_and_blocks_that_divide_the_trace_blocks(traces_dir):
+def test_prefix_caching_needs_paged_memory_and_blocks_that_divide_the_trace_blocks():
     with pytest.raises(ScenarioError, match="server.prefix_caching needs kv_allocation = 'paged'"):
         engine.load_scenario({"workload": {"classes": [{**CHAT, "prompt_tokens": {"dist": "constant", "value": 9},
                                                         "output_tokens": {"dist": "constant", "value": 9}}],
@@ -163,7 +162,7 @@ def test_prefix_caching_needs_paged_memory_and_blocks_that_divide_the_trace_bloc
                               "server": {"prefix_caching": True, "kv_allocation": "static", "max_seq_len": 100}})
     scenario = engine.load_scenario({
         "workload": {"classes": [{"name": "chat", "share": 1.0}], "num_requests": 10,
-                     "trace": {"path": str(traces_dir / MOONCAKE), "format": "mooncake"}},
+                     "trace": {"path": str(MOONCAKE_CONVERSATION), "format": "mooncake"}},
         "server": {"prefix_caching": True, "block_size_tokens": 24}})
     with pytest.raises(ScenarioError, match="block_size_tokens = 24 does not divide the prefix blocks of 512"):
         engine.simulate(scenario)

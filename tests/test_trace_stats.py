@@ -1,25 +1,47 @@
-"""Stream statistics against the figures published with the team's traces (../shared/traces/README.md)."""
+"""Stream statistics (engine.sim.trace_stats) against the same figures counted here with the standard library,
+on excerpts of public traces; bench/trace_figures.py checks them against the published figures of the full
+traces."""
+
+import math
+import statistics
 
 import numpy as np
 import pytest
 
+from conftest import AZURE_CODE, AZURE_CONV, MOONCAKE_CONVERSATION
 from engine.sim.trace_stats import per_minute_rate, trace_statistics
 from engine.sim.traces import read_trace
 
 
-@pytest.mark.parametrize("path, fmt, rate, iat_cv, minute_cv, out_p99", [
-    ("azure_llm_2023/AzureLLMInferenceTrace_conv.csv", "azure", 5.53, 1.09, 0.25, 601),
-    ("azure_llm_2023/AzureLLMInferenceTrace_code.csv", "azure", 2.57, 13.15, 1.03, 251),
-    ("mooncake_fast25/conversation_trace.jsonl", "mooncake", 3.40, 3.03, 0.12, 1119),
-])
-def test_statistics_match_the_published_ones(traces_dir, path, fmt, rate, iat_cv, minute_cv, out_p99):
-    trace = read_trace(traces_dir / path, fmt)
+def linear_percentile(values, p):
+    """numpy's default (linear) percentile, counted by hand: rank p/100 x (n - 1) between the two neighbours."""
+    ordered = sorted(values)
+    rank = p / 100 * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@pytest.mark.parametrize("path, fmt", [(AZURE_CONV, "azure"), (AZURE_CODE, "azure"),
+                                       (MOONCAKE_CONVERSATION, "mooncake")])
+def test_statistics_are_the_ones_counted_by_hand(path, fmt):
+    trace = read_trace(path, fmt)
     stats = trace_statistics(trace.arrival_s, trace.prompt_tokens, trace.output_tokens)
-    assert stats["rate_per_s"] == pytest.approx(rate, abs=0.01)
-    assert stats["iat_cv"] == pytest.approx(iat_cv, abs=0.01)
-    # Our minute windows drop the trailing partial minute; the published figure may not.
-    assert stats["minute_cv"] == pytest.approx(minute_cv, abs=0.05)
-    assert stats["output_p99"] == pytest.approx(out_p99, rel=0.005)
+    arrivals = [float(a) for a in trace.arrival_s]
+    span_s = arrivals[-1] - arrivals[0]
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    minutes = [0] * (int(span_s // 60) + 1)
+    for a in arrivals:
+        minutes[int((a - arrivals[0]) // 60)] += 1
+    whole = minutes[:-1]  # the trailing partial minute is left out
+    assert stats["requests"] == len(arrivals) and stats["span_s"] == pytest.approx(span_s)
+    assert stats["rate_per_s"] == pytest.approx((len(arrivals) - 1) / span_s)
+    assert stats["iat_cv"] == pytest.approx(statistics.pstdev(gaps) / statistics.fmean(gaps))
+    assert stats["minute_cv"] == pytest.approx(statistics.pstdev(whole) / statistics.fmean(whole))
+    outputs = [int(v) for v in trace.output_tokens]
+    assert stats["output_p99"] == pytest.approx(linear_percentile(outputs, 99))
+    assert stats["prompt_mean"] == pytest.approx(statistics.fmean(int(v) for v in trace.prompt_tokens))
+    assert stats["output_max"] == max(outputs)
 
 
 def test_per_minute_rate_counts_whole_minutes():
