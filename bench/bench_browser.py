@@ -31,7 +31,7 @@ from playwright.async_api import async_playwright  # noqa: E402
 
 from bench_sessions import command_cpu_s, process_cpu_s, session_rate  # noqa: E402
 from conftest import app_server  # noqa: E402
-from engine.scenario.config import apply_overrides, read_toml
+from engine.scenario.config import apply_overrides, read_toml  # noqa: E402
 from ui import state  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

@@ -31,10 +31,10 @@ import engine  # noqa: E402
 
 SCENARIO = REPO / "data" / "scenarios" / "example.toml"
 CHILD = """
-import sys, time, json
+import sys, time, json  # noqa: E402
 t0 = time.perf_counter()
 sys.path.insert(0, {repo!r})
-import engine
+import engine  # noqa: E402
 s = engine.load_scenario({scenario!r}, overrides=["workload.num_requests={n}"])
 t1 = time.perf_counter()
 r = engine.simulate(s)

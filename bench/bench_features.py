@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.decide.plan_text import mix_text, shape
-from engine.decide.planner import Question, plan
-from engine.decide.targets import parse_target
-from engine.scenario.config import apply_overrides, read_toml
+from engine.decide.plan_text import mix_text, shape  # noqa: E402
+from engine.decide.planner import Question, plan  # noqa: E402
+from engine.decide.targets import parse_target  # noqa: E402
+from engine.scenario.config import apply_overrides, read_toml  # noqa: E402
 
 TRACES = REPO.parent / "shared" / "traces"
 ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import engine  # noqa: E402
-from engine.sim.simulate import execute, prepare
+from engine.sim.simulate import execute, prepare  # noqa: E402
 
 PEER = REPO / "data" / "scenarios" / "engine_vllm_v1.toml"
 PEER_OVERRIDES = ["workload.arrival.rate_per_s=1.0", "server.max_batch_size=256", "server.max_batched_tokens=8192",

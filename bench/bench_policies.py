@@ -13,10 +13,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.scenario.config import apply_overrides, read_toml
-from engine.sim.policies import POLICIES
-from engine.sim.simulate import run_summary
-from engine.sim.sweep import compare_policies
+from engine.scenario.config import apply_overrides, read_toml  # noqa: E402
+from engine.sim.policies import POLICIES  # noqa: E402
+from engine.sim.simulate import run_summary  # noqa: E402
+from engine.sim.sweep import compare_policies  # noqa: E402
 
 SCENARIO = REPO / "data" / "scenarios" / "example.toml"
 

@@ -15,12 +15,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.decide.planner import Question, plan
-from engine.decide.report import DEFAULT_APP_URL, report_html, write_pdf
-from engine.decide.targets import parse_target
-from engine.scenario.config import read_toml
-from engine.sim.parallel import cores
-from engine.sim.simulate import warm_up
+from engine.decide.planner import Question, plan  # noqa: E402
+from engine.decide.report import DEFAULT_APP_URL, report_html, write_pdf  # noqa: E402
+from engine.decide.targets import parse_target  # noqa: E402
+from engine.scenario.config import read_toml  # noqa: E402
+from engine.sim.parallel import cores  # noqa: E402
+from engine.sim.simulate import warm_up  # noqa: E402
 
 SCENARIO = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
 

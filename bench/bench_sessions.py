@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import app_server  # noqa: E402
-from engine.scenario.config import apply_overrides
+from engine.scenario.config import apply_overrides  # noqa: E402
 from streamlit_client import Session, all_at_once, open_page  # noqa: E402
 from ui import state  # noqa: E402
 

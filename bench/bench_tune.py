@@ -15,12 +15,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.decide.tune_text import tune_text
+from engine.decide.tune_text import tune_text  # noqa: E402
 from engine.decide.tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS, DEFAULT_SEEDS, Objective, TuneQuestion,
                                  parse_constraint, tune)
-from engine.scenario.config import apply_overrides, read_toml
-from engine.sim.parallel import cores
-from engine.sim.simulate import warm_up
+from engine.scenario.config import apply_overrides, read_toml  # noqa: E402
+from engine.sim.parallel import cores  # noqa: E402
+from engine.sim.simulate import warm_up  # noqa: E402
 
 SCENARIO = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
 BUSY = {"server.max_batch_size": 64, "workload.arrival.rate_per_s": 45.0}

@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 
 from engine.calibrate.calibration import (MIN_FAMILY_MEASUREMENTS, cases, conservative, error_pct, family_factors, fit,
                                           measurements)
-from engine.calibrate.calibration_report import markdown_table
-from engine.hardware.tables import load_table
-from engine.scenario.table_names import DATA_DIR
+from engine.calibrate.calibration_report import markdown_table  # noqa: E402
+from engine.hardware.tables import load_table  # noqa: E402
+from engine.scenario.table_names import DATA_DIR  # noqa: E402
 
 
 def abs_errors_pct(rows: pd.DataFrame, efficiency) -> list[float]:

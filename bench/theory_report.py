@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.teach.theory import theory_checks
+from engine.teach.theory import theory_checks  # noqa: E402
 
 
 def main() -> None:

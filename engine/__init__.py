@@ -11,9 +11,9 @@ from .sim._numba_cache import ensure_cache_dir
 
 ensure_cache_dir()
 
-from .scenario.config import Scenario, apply_overrides, load_scenario, scenario_to_dict
-from .scenario.errors import ScenarioError, TraceError
-from .sim.simulate import Result, simulate
+from .scenario.config import Scenario, apply_overrides, load_scenario, scenario_to_dict  # noqa: E402
+from .scenario.errors import ScenarioError, TraceError  # noqa: E402
+from .sim.simulate import Result, simulate  # noqa: E402
 
 __all__ = ["Scenario", "Result", "ScenarioError", "TraceError", "apply_overrides", "load_scenario",
            "scenario_to_dict", "simulate"]

@@ -27,7 +27,7 @@ if "SCHEDULER_LAB_TRACE_STORE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["SCHEDULER_LAB_TRACE_STORE"], ignore_errors=True)
 
 import engine  # noqa: E402
-from engine.scenario.config import Scenario, unwrap_optional
+from engine.scenario.config import Scenario, unwrap_optional  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "data" / "scenarios"
