@@ -31,10 +31,10 @@ import engine  # noqa: E402
 
 SCENARIO = REPO / "data" / "scenarios" / "example.toml"
 CHILD = """
-import sys, time, json  # noqa: E402
+import sys, time, json
 t0 = time.perf_counter()
 sys.path.insert(0, {repo!r})
-import engine  # noqa: E402
+import engine
 s = engine.load_scenario({scenario!r}, overrides=["workload.num_requests={n}"])
 t1 = time.perf_counter()
 r = engine.simulate(s)
