@@ -2,8 +2,8 @@
 data/scenarios/article_mixed_8xa100.toml
 under the article's four policies, each run as the article describes it.
 
-Prints, and writes into the README (between the article markers), the article's figures beside the
-simulated ones and which of the article's claims (orderings between policies) the simulation
+Prints, and writes into the manual's page docs/article.md (between the article markers), the article's figures
+beside the simulated ones and which of the article's claims (orderings between policies) the simulation
 reproduces, with the reason where it does not: at the article's 50 req/s, and at the rates where the
 offered-load estimate reaches 1.0 and 1.2 (the simulated fleet serves 50 req/s without a queue, so the
 policies only differ above it). The Article page of the app shows the same comparison.
@@ -71,9 +71,9 @@ def main() -> None:
     runs = {**first, **compare(rates[1:], args.seeds, args.requests)}
     text = report(runs, args.seeds, args.requests)
     print(text)
-    readme = REPO / "README.md"
-    readme.write_text(re.sub(r"(<!-- article:start -->\n).*?(<!-- article:end -->)",
-                             lambda m: m.group(1) + text + m.group(2), readme.read_text(), flags=re.S))
+    page = REPO / "docs" / "article.md"
+    page.write_text(re.sub(r"(<!-- article:start -->\n).*?(<!-- article:end -->)",
+                           lambda m: m.group(1) + text + m.group(2), page.read_text(), flags=re.S))
 
 
 if __name__ == "__main__":

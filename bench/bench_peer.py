@@ -9,7 +9,7 @@ simulated requests per wall second; and the default preset with 100,000 requests
 twice in the same run, with event skipping (the default) and deciding every iteration
 (``event_skipping=False``, the loop before skipping), and given as the ratio of the two. The goals these
 figures are held to (350,000 requests/s on the peer workload, under 0.2 s for the default preset) are in
-the README.
+the manual's speed page (docs/speed.md).
 
 Usage: python bench/bench_peer.py [--sizes 10000 100000] [--json PATH]
 """

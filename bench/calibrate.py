@@ -6,8 +6,9 @@ the overhead from 5, the shares of peak alone from 3), the others from the fit o
 fewer rows gets the fit over all rows, a family with none a conservative estimate (each factor at the
 slowest value of the calibrated families). Also report a held-out error: for a family with its own fit,
 each row predicted by a fit made without it (leave one out); for a family on the common fit, its rows
-predicted by a fit of all the other families' rows (a GPU the fit has never seen). Writes data/hardware/calibration.csv and the README's predicted-versus-measured table
-(between the calibration markers), and prints how long each fit took.
+predicted by a fit of all the other families' rows (a GPU the fit has never seen). Writes
+data/hardware/calibration.csv and the predicted-versus-measured table of the manual's simulator page
+(docs/method.md, between the calibration markers), and prints how long each fit took.
 
 Usage: python bench/calibrate.py
 """
@@ -97,10 +98,10 @@ def main() -> None:
         print(rows[-1], flush=True)
     pd.DataFrame(rows).to_csv(DATA_DIR / "calibration.csv", index=False)
     load_table.cache_clear()
-    readme = REPO / "README.md"
+    page = REPO / "docs" / "method.md"
     text = re.sub(r"(<!-- calibration:start -->\n).*?(<!-- calibration:end -->)",
-                  lambda m: m.group(1) + markdown_table() + m.group(2), readme.read_text(), flags=re.S)
-    readme.write_text(text)
+                  lambda m: m.group(1) + markdown_table() + m.group(2), page.read_text(), flags=re.S)
+    page.write_text(text)
     print(markdown_table())
 
 

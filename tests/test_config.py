@@ -1,13 +1,12 @@
 """Scenario loading: the issue's example as written, field-named errors, overrides, presets, docs."""
 
 import dataclasses
-import re
 
 import pytest
 
 import engine
-from conftest import REPO, SCENARIOS
-from engine.scenario.config import RequestClass, keys_markdown, keys_reference, scenario_to_dict
+from conftest import SCENARIOS
+from engine.scenario.config import RequestClass, keys_reference, scenario_to_dict
 
 
 def test_example_loads_with_the_documented_keys():
@@ -109,13 +108,6 @@ def test_every_key_is_documented_with_help_text():
             "server.max_batched_tokens", "server.kv_capacity_tokens", "policy.preemptive",
             "limits.max_waiting_requests"} <= keys
     assert all(r["help"] for r in rows)
-
-
-def test_readme_key_reference_is_generated_from_the_config():
-    readme = (REPO / "README.md").read_text()
-    match = re.search(r"<!-- keys:start -->\n(.*?)<!-- keys:end -->", readme, re.S)
-    assert match, "README.md lacks the generated key reference (python -m engine keys)"
-    assert match.group(1) == keys_markdown(), "README key reference is stale: paste `python -m engine keys`"
 
 
 def test_names_and_codes_come_from_one_registry():

@@ -285,9 +285,9 @@ def test_the_code_never_unpickles_or_evaluates_input():
     assert not offenders
 
 
-def test_readme_explains_how_to_serve_others():
-    readme = (REPO / "README.md").read_text()
-    assert "--server.address" in readme and "reverse proxy" in readme
+def test_the_manual_explains_how_to_serve_others():
+    page = (REPO / "docs" / "serving.md").read_text()
+    assert "--server.address" in page and "reverse proxy" in page
 
 
 def test_uploaded_traces_live_in_the_users_cache_folder_unless_told_otherwise():

@@ -1,4 +1,4 @@
-"""The predicted-versus-measured table as Markdown (README and Method page share it)."""
+"""The predicted-versus-measured table as Markdown (the manual's simulator page and the Method page share it)."""
 
 from __future__ import annotations
 
