@@ -112,6 +112,6 @@ def fill(page: str, name: str, text: str) -> None:
 with mkdocs_gen_files.open("reference/keys.md", "w") as keys_file:
     keys_file.write(keys_page())
 with mkdocs_gen_files.open("reference/cli.md", "w") as cli_file:
-    cli_file.write(cli_markdown(cli._parser()))
+    cli_file.write(cli_markdown(cli.command_parser()))
 fill("app/workshop.md", "workshop chapters", chapters_markdown())
 fill("safety.md", "safety limits", caps_markdown())

@@ -61,7 +61,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_INVALID, f"error: {message} (see {self.prog} --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def command_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the manual's command-line reference is generated from it)."""
     parser = _Parser(prog="python -m engine", description="Scheduler Lab simulator")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="simulate one scenario and print its metrics")
@@ -572,7 +573,7 @@ def _write(path: str, text: str, option: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every failure is one line on stderr: exit 2 for bad input, 1 for an internal error."""
-    args = _parser().parse_args(argv)
+    args = command_parser().parse_args(argv)
     try:
         if args.command == "keys":
             print(keys_markdown(), end="")

@@ -60,7 +60,7 @@ def test_the_safety_page_lists_every_limit(site):
 
 def test_the_cli_page_holds_every_command_and_option(site):
     text = page_text(site, "reference/cli")
-    parser = cli._parser()
+    parser = cli.command_parser()
     commands = next(a for a in parser._actions if a.dest == "command")
     for name, sub in commands.choices.items():
         assert f"{name} " in text and sub.prog in text, name

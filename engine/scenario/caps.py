@@ -8,7 +8,7 @@ and the app's result cache. Scenario keys name the limit they are checked agains
 
 ``DEFAULT_CAPS`` holds for the app, always. The command line may raise a limit explicitly
 (``--limit NAME=VALUE``, which builds a ``Caps`` with ``from_cli = True`` so errors say how).
-The README's limits table is generated from this class (``caps_markdown``).
+The manual's limits table (docs/safety.md) is generated from this class (``caps_markdown``).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def caps_with(overrides: list[str]) -> Caps:
 
 
 def caps_markdown() -> str:
-    """The limits as a Markdown table (the README section is generated from it)."""
+    """The limits as a Markdown table (the manual's limits table is generated from it)."""
     lines = ["| limit | value | unit | bounds |", "|---|---:|---|---|"]
     for name, f in limits_fields().items():
         lines.append(f"| `{name}` | {number_text(f.default)} | {f.metadata['unit']} | {f.metadata['help']} |")

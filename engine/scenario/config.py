@@ -960,8 +960,8 @@ def keys_reference() -> list[dict[str, str]]:
 
 
 def keys_markdown() -> str:
-    """The keys reference as a Markdown table, then the safety limits (the README sections are generated from
-    them)."""
+    """The keys reference as a Markdown table, then the safety limits (the manual's keys page is generated from
+    them when the site is built: docs/gen_pages.py)."""
     lines = ["| key | unit | default | limit | meaning |", "|---|---|---|---|---|"]
     for row in keys_reference():
         lines.append(f"| `{row['key']}` | {row['unit']} | {row['default']} | {row['limit']} | {row['help']} |")
