@@ -13,18 +13,19 @@ from typing import Any, Optional
 import streamlit as st
 
 from engine.scenario.config import Policy, field_bounds, field_label, field_meta
-from engine.scenario.labels import choice_label, key_words, own_choices
+from engine.scenario.labels import CHOICE_WORDS, choice_label, key_words, own_choices
 from engine.sim.policies import POLICY_LABELS
 from ui.text import sentence
 
 
 def field_help(cls: type, name: str) -> str | None:
     """The help of key ``name`` of ``cls`` as a sentence in the form's words (``labels.key_words``): the keys it
-    names by their labels, its choices and the policies it lists by their words."""
+    names by their labels, its choices, and the step-time models and policies it lists by their words."""
     help_text = field_meta(cls, name)[1].get("help")
     if not help_text:
         return None
-    return sentence(key_words(help_text, own_choices(cls, name), POLICY_LABELS if cls is Policy else None))
+    listed = {**CHOICE_WORDS["step_model"], **(POLICY_LABELS if cls is Policy else {})}  # "(roofline; ...)"
+    return sentence(key_words(help_text, own_choices(cls, name), listed))
 
 
 def field_input(cls: type, name: str, value: Any, key: str, label: Optional[str] = None,

@@ -142,6 +142,10 @@ _KEY = re.compile(r"(?<![\w./,\[-])((?:[a-z][a-z0-9_]*(?:\[\d+\])?\.)+[a-z][a-z0
                   r"(?:\s*=\s*'?([\w.*-]+)'?)?(?![\w/(,\]-])")
 
 
+# A list of TOML tables a help text names ("[[fleet.groups]] tables"): the key that holds them.
+_TABLES = re.compile(r"\[\[([a-z_.]+)\]\](?: tables?)?")
+
+
 def key_words(text: str, names: Mapping[str, str] | None = None, listed: Mapping[str, str] | None = None) -> str:
     """``text`` (a help text or a message written for the scenario file) in the form's words: every key it names
     by its label in quotes, a value given to a key ("preempt_mode = keep") by the value's words ('"Preemption mode":
@@ -155,6 +159,8 @@ def key_words(text: str, names: Mapping[str, str] | None = None, listed: Mapping
             return match.group(0)
         shown = f"\u201c{field_label(*found)}\u201d"
         return shown if value is None else f"{shown}: {choice_label(*found, _number(value))}"
+    text = _TABLES.sub(lambda m: f"\u201c{key_label(m.group(1))}\u201d" if _key_class(m.group(1)) else m.group(0),
+                       text)
     text = _KEY.sub(replace, text)
     for name, shown in (names or {}).items():
         text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", shown, text)
