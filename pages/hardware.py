@@ -29,6 +29,7 @@ from engine.hardware.tables import gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
 from engine.scenario.config import OVERALL, Fleet, Server, on_roofline
 from engine.scenario.errors import printable
+from engine.scenario.labels import key_words
 from engine.scenario.metric_table import LATENCY_KEYS, metric, money_range, round_money
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.sweep import sweep_rates
@@ -76,7 +77,7 @@ def memory_section(server: Server, profile: RooflineProfile) -> int | None:
     try:
         capacity = kv_capacity_tokens(server, profile)
     except engine.ScenarioError as exc:
-        text.error(exc)
+        text.error(key_words(str(exc)))
         return None
     view.number("hw_context_tokens", 16, 1_000_000, 2048, integer=True)
     context = st.number_input("Tokens per request (prompt + output)", 16, 1_000_000, step=256, key="hw_context_tokens",
@@ -106,8 +107,8 @@ def workload_fits(data: dict) -> bool:
     try:
         runner.summary(runner.canonical(runner.capped(data)))
     except engine.ScenarioError as exc:
-        text.error(f"{exc}. The cost against load and the other shapes need a fleet that can serve every "
-                   f"request; the cheapest rental below searches the shapes that can.")
+        text.error(f"{key_words(str(exc))}. The cost against load and the other shapes need a fleet that can serve "
+                   f"every request; the cheapest rental below searches the shapes that can.")
         return False
     return True
 

@@ -14,7 +14,8 @@ from engine.decide.diagnosis import diagnose
 from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy,
                                     RequestClass, Server, Speculative, Workload, expected_tokens_per_decode,
                                     field_bounds, field_label, field_meta)
-from engine.scenario.metric_table import COSTS, STEADY_STATE, SYSTEM_METRICS, metric
+from engine.scenario import labels
+from engine.scenario.metric_table import COSTS, DURATION, STEADY_STATE, SYSTEM_METRICS, metric
 from engine.scenario.summary import Summary, SystemMetrics
 from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
@@ -24,7 +25,7 @@ from engine.sim.workload import trace_requests
 from ui import (charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, tune_panel,
                 view)
 from ui.trace_store import APP_ORIGIN
-from ui.widgets import field_input
+from ui.widgets import field_help, field_input
 
 BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
@@ -94,10 +95,23 @@ def load_controls(data: dict, typed: engine.Scenario, v: int) -> None:
         with st.popover(f"Class {text.plain(cls['name'])}", width="stretch"):
             for key in keys:
                 cls[key] = field_input(RequestClass, key, cls.get(key), key=f"class_{i}_{key}_{v}")
+            no_effect(class_note(cls, bool(data.get("server", {}).get("prefix_caching")), "turn_gap_s" in keys))
     total = sum(c["share"] or 0.0 for c in workload["classes"])
     if total > 0 and abs(total - 1.0) > 1e-9:
         split = " / ".join(f"{(c['share'] or 0.0) / total:.0%}" for c in workload["classes"])
         st.caption(f"Shares sum to {total:g}; they are rescaled to sum to 1: arrivals split {split}.")
+
+
+def class_note(cls: dict, prefix_caching: bool, turns_shown: bool) -> str | None:
+    """Why a class's time between turns (when shown) or shared prefix changes nothing: one turn per conversation has
+    no second turn; without prefix caching a shared prefix is computed for every prompt like the rest of it."""
+    if turns_shown and (cls.get("conversation_turns") or 1) == 1:
+        return (f"{field_label(RequestClass, 'turn_gap_s')}: with one turn per conversation there is no next "
+                f"turn to wait for.")
+    if (cls.get("shared_prefix_tokens") or 0) > 0 and not prefix_caching:
+        return (f"{field_label(RequestClass, 'shared_prefix_tokens')}: without prefix caching (Server) every "
+                f"prompt computes its prefix again.")
+    return None
 
 
 def policy_controls(data: dict, typed: engine.Scenario, v: int) -> None:
@@ -117,9 +131,14 @@ def policy_controls(data: dict, typed: engine.Scenario, v: int) -> None:
             value = float(policy.get(param.key, default))
             label = field_label(Policy, param.key) + (f" ({meta['unit']})" if meta["unit"] else "")
             policy[param.key] = st.slider(label, min(low, value), max(high, value), value, step, key=key,
-                                          help=text.sentence(meta["help"]))
+                                          help=field_help(Policy, param.key))
         else:
             policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=key)
+        mode = policy.get("preempt_mode") or field_meta(Policy, "preempt_mode")[2]
+        if param.key == "preempt_overhead_ms" and mode != "keep":
+            no_effect(f"{field_label(Policy, 'preempt_overhead_ms')} is paid when a kept request resumes; with "
+                      f"{field_label(Policy, 'preempt_mode').lower()} {labels.words('preempt_mode', mode)} nothing "
+                      f"is kept on the GPU.")
 
 
 def weight_inputs(data: dict, weights: dict | None, key: str) -> dict:
@@ -135,34 +154,58 @@ def server_controls(data: dict, v: int) -> None:
     server = data.setdefault("server", {})
     server["step_model"] = field_input(Server, "step_model", server.get("step_model"), key=f"step_model_{v}")
     model_keys = FIXED_STEP_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
-    for key in (*model_keys, *BATCHING_KEYS, *MEMORY_KEYS):
-        choices = hardware_choices.TABLE_CHOICES.get(key)
-        server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
-                                  options=choices() if choices else None)
+    for keys in ((*model_keys, *BATCHING_KEYS), MEMORY_KEYS):
+        for key in keys:
+            choices = hardware_choices.TABLE_CHOICES.get(key)
+            server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
+                                      options=choices() if choices else None)
+        if keys is not MEMORY_KEYS:
+            no_effect(batch_wait_note(server))
     speculative_controls(server, v)
     notice = state.drop_foreign_calibration(data)
     if notice:
-        st.info(notice)
+        st.info(labels.key_words(notice))
     if server["step_model"] == "roofline":
         st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '')}.")
+
+
+def no_effect(note: str | None) -> None:
+    """Beside a control that changes nothing in the current combination: why."""
+    if note:
+        st.caption(f":orange[No effect:] {note}")
+
+
+def batch_wait_note(server: dict) -> str | None:
+    """Why the minimum batch or its wait changes nothing: a replica holds an iteration back while fewer than the
+    minimum batch are ready only until the oldest ready request has waited the longest wait (engine/sim/kernel.py,
+    step 2), so with no wait it never holds back, and a minimum of one is met by any ready request."""
+    low, wait_ms = server.get("min_batch_size") or 1, server.get("wait_timeout_ms") or 0.0
+    words = (field_label(Server, "min_batch_size"), field_label(Server, "wait_timeout_ms"))
+    if low > 1 and wait_ms == 0:
+        return (f"{words[0]} {low} with a {words[1].lower()} of 0 ms: an iteration is held back for a minimum "
+                f"batch only until the oldest ready request has waited that long, and it always has, so every "
+                f"iteration starts at once. Set a wait above 0 to batch.")
+    if low == 1 and wait_ms > 0:
+        return (f"{words[1]} {wait_ms:g} ms with a {words[0].lower()} of 1: any ready request makes a batch, so "
+                f"nothing waits. Raise the minimum batch to hold iterations back.")
+    return None
 
 
 def speculative_controls(server: dict, v: int) -> None:
     """Speculative decoding on or off; when on, the draft length, its acceptance rate and the draft model (roofline)
     or the draft step's cost."""
     spec = server.get("speculative")
-    _, meta, _ = field_meta(Server, "speculative")
     if not st.toggle(field_label(Server, "speculative"), value=spec is not None, key=f"speculative_{v}",
-                     help=text.sentence(meta["help"]) + " Helps while the GPU is mostly reading weights (low load), "
-                     "costs throughput when it is compute bound (high load)."):
+                     help=field_help(Server, "speculative") + " Helps while the GPU is mostly reading weights (low "
+                     "load), costs throughput when it is compute bound (high load)."):
         server.pop("speculative", None)
         return
     spec = dict(spec or {"draft_tokens": 4, "acceptance": 0.7})
     spec["draft_tokens"] = field_input(Speculative, "draft_tokens", spec.get("draft_tokens"), key=f"spec_k_{v}")
-    _, meta, default = field_meta(Speculative, "acceptance")
+    default = field_meta(Speculative, "acceptance")[2]
     spec["acceptance"] = st.slider(field_label(Speculative, "acceptance"), 0.0, 1.0,
                                    float(spec.get("acceptance", default)), 0.05, key=f"spec_a_{v}",
-                                   help=text.sentence(meta["help"]))
+                                   help=field_help(Speculative, "acceptance"))
     by_cost = "none (give the draft step's cost)"
     models = [by_cost] + (hardware_choices.TABLE_CHOICES["model"]() if server["step_model"] == "roofline" else [])
     draft = field_input(Speculative, "draft_model", spec.get("draft_model") or by_cost, key=f"spec_model_{v}",
@@ -195,9 +238,8 @@ def group_controls(fleet: dict, server: dict, v: int) -> None:
     """Mixed fleet on or off; when on, how many groups and each group's replicas and hardware (the keys of
     ``FleetGroup`` the step model reads)."""
     groups = fleet.get("groups") or []
-    _, meta, _ = field_meta(Fleet, "groups")
     if not st.toggle(field_label(Fleet, "groups"), value=bool(groups), key=f"fleet_mixed_{v}",
-                     help=text.sentence(meta["help"])):
+                     help=field_help(Fleet, "groups")):
         replicas = groups[0]["replicas"] if groups else fleet.get("replicas")  # the first group is [server]'s
         fleet.pop("groups", None)
         fleet["replicas"] = field_input(Fleet, "replicas", replicas, key=f"fleet_replicas_{v}")
@@ -250,6 +292,8 @@ def fleet_controls(data: dict, v: int) -> None:
             fleet["replicas"] = sum(pool.get("replicas", 1) for pool in pools)
         group_controls(fleet, data["server"], v)
     fleet["router"] = field_input(Fleet, "router", fleet.get("router"), key=f"fleet_router_{v}")
+    if fleet["mode"] != "disaggregated" and not fleet.get("groups") and (fleet.get("replicas") or 1) == 1:
+        no_effect("one replica: the router sends every request to it.")
 
 
 def edited_scenario(base: dict) -> dict:
@@ -285,7 +329,7 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
         shown = "the last scenario that ran" if last else "the default scenario"
         fallback = last[0] if last else state.default_data()
         if isinstance(exc, engine.ScenarioError):
-            text.error(f"{exc}. Showing {shown}.")
+            text.error(f"{labels.key_words(str(exc))}. Showing {shown}.")
         else:
             LOG.exception("simulation failed for %s", key)
             text.error(f"The simulation failed unexpectedly ({type(exc).__name__}); showing {shown}. Please report "
@@ -307,6 +351,7 @@ def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario
     before = flat_metrics(previous).set_index("class") if previous else None
     targets = {c.name: c.sla_ttft_ms is not None or c.sla_e2e_ms is not None for c in typed.workload.classes}
     targets[OVERALL] = any(targets.values())
+    unstable = summary["system"]["unstable"]  # its latencies measure the backlog when it stopped, not the fleet
     for col, name in zip(st.columns(len(current.index)), current.index):
         card = col.container(border=True)
         card.markdown(f"**{text.plain(name)}** · {current.loc[name, 'completed']:,} of "
@@ -316,8 +361,10 @@ def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario
             m = metric(key)
             value = current.loc[name, key]
             old = before.loc[name, key] if before is not None and name in before.index else None
-            shown = "no target" if key == "sla_attainment" and not targets.get(name, True) else m.text(value)
-            cells[i % 2].metric(m.card_label(), shown, m.change_text(value, old),
+            shown = "no target" if key == "sla_attainment" and not targets.get(name, True) else \
+                tables.UNSTABLE if unstable and m.kind == DURATION else m.text(value)
+            change = None if unstable and m.kind == DURATION else m.change_text(value, old)
+            cells[i % 2].metric(m.card_label(), shown, change,
                                 delta_color="inverse" if m.lower_is_better else "normal", help=text.sentence(m.help))
 
 
@@ -453,7 +500,7 @@ typed = state.validate(scenario)
 st.caption(text.plain(f"{typed.name} · now: {state.describe(typed)}"))
 summary, system = run.summary, run.summary["system"]
 if system["unstable"]:
-    st.warning(text.plain(stop_explanation(system, APP_ORIGIN.caps) + "."))
+    st.warning(text.plain(labels.key_words(stop_explanation(system, APP_ORIGIN.caps)) + "."))
 if typed.workload.trace is not None:
     st.caption(f"Replays {summary['run']['requests']:,} of the trace's {trace_requests(typed):,} requests.")
 

@@ -10,14 +10,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 import engine
 from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
 from engine.decide.plan_charts import pareto_chart
-from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, sensitivity_text,
-                                     summary_line, tuned_text)
+from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
+                                     sensitivity_text, summary_line, tuned_text)
 from engine.decide.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
 from engine.decide.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
 from engine.decide.targets import TARGET_METRICS, Target
@@ -25,6 +24,7 @@ from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
 from engine.hardware.tables import load_table
 from engine.scenario.config import OVERALL
 from engine.scenario.json_out import strict_json
+from engine.scenario.labels import format_label, key_words, words
 from engine.scenario.metric_table import metric
 from engine.scenario.registry import POLICY_CODES, ROUTER_CODES
 from engine.sim import parallel
@@ -53,17 +53,15 @@ def target_inputs(typed: engine.Scenario) -> tuple[Target, ...]:
         view.choice(f"plan_class_{i}", classes, cls0)
         view.choice(f"plan_metric_{i}", [NO_TARGET, *TARGET_METRICS], metric0 if i == 0 else NO_TARGET)
         view.number(f"plan_limit_{i}", 0.0, 1e9, limit0 if i == 0 else 0.0)
+        # Every row keeps its labels: on a phone the three columns stack, and a row without them is unnamed.
         cols = st.columns([2, 2, 2])
-        cls = cols[0].selectbox("Class", classes, key=f"plan_class_{i}", label_visibility="visible" if i == 0
-                                else "collapsed", format_func=text.plain)
-        key = cols[1].selectbox("Metric", [NO_TARGET, *TARGET_METRICS], key=f"plan_metric_{i}",
-                                label_visibility="visible" if i == 0 else "collapsed",
+        cls = cols[0].selectbox(f"Target {i + 1}: class", classes, key=f"plan_class_{i}", format_func=text.plain)
+        key = cols[1].selectbox(f"Target {i + 1}: metric", [NO_TARGET, *TARGET_METRICS], key=f"plan_metric_{i}",
                                 format_func=lambda k: "no target" if k == NO_TARGET else
                                 f"{metric(k).title()} {'at most' if metric(k).lower_is_better else 'at least'}")
         unit = "" if key == NO_TARGET else metric(key).unit or "share, 0 to 1"
-        limit = cols[2].number_input(f"Limit ({unit})" if unit else "Limit", 0.0, 1e9, key=f"plan_limit_{i}",
-                                     format="%g", label_visibility="visible" if i == 0 else "collapsed",
-                                     disabled=key == NO_TARGET)
+        limit = cols[2].number_input(f"Target {i + 1}: limit" + (f" ({unit})" if unit else ""), 0.0, 1e9,
+                                     key=f"plan_limit_{i}", format="%g", disabled=key == NO_TARGET)
         if key != NO_TARGET:
             targets.append(Target(cls, key, float(limit)))
     return tuple(targets)
@@ -112,13 +110,15 @@ def question_inputs(typed: engine.Scenario) -> Question:
                                    format_func=POLICY_LABELS.get,
                                    help="Per GPU and degree the policy needing the fewest replicas is kept; each "
                                         "policy adds a search. The policies' parameters are the scenario's.")
-    quants = cols[1].multiselect("Weight formats accepted", QUANTS, key="plan_quants",
+    quants = cols[1].multiselect("Weight formats accepted", QUANTS, key="plan_quants", format_func=format_label,
                                  help="Each format is sized at every tensor-parallel degree it fits; fewer bits need "
                                       "fewer cards, and the quality of the answers is yours to judge.")
     routers = cols[2].multiselect("Routers to try", list(ROUTER_CODES), key="plan_routers",
+                                  format_func=lambda name: words("router", name),
                                   help="Where each arrival goes among the replicas; each router adds a search.")
     decodings = cols[3].multiselect(
         "Decoding to try", DECODINGS, key="plan_decodings", disabled=typed.server.speculative is None,
+        format_func=lambda name: words("decoding", name),
         help="Plain: one token per decode iteration. Speculative: the scenario's speculative decoding (its draft "
              "and acceptance rate; turn it on in the Lab to compare). Each decoding adds a search.")
     budget = st.columns(4)[0].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
@@ -132,9 +132,10 @@ def question_inputs(typed: engine.Scenario) -> Question:
                                  help="A fleet meets the targets only if it does on every seed's run.")
     requests = cols[3].number_input("Requests per run", *REQUESTS_RANGE, step=500, key="plan_requests")
     tune_first = cols[4].number_input("Tune first (candidates)", 0, TUNE_RANGE[1], step=50, key="plan_tune",
-                                      help="0: the scenario's policy parameters. Otherwise each of priority, wfq and "
-                                           "dynamic is tuned on the scenario's own fleet first (the first target the "
-                                           "objective, the others constraints) with this many candidates.")
+                                      help="0: the scenario's policy parameters. Otherwise each of strict priority, "
+                                           "weighted fair queuing and dynamic cost is tuned on the scenario's own "
+                                           "fleet first (the first target the objective, the others constraints) "
+                                           "with this many candidates.")
     if not gpus:
         raise engine.ScenarioError("choose at least one GPU to consider")
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
@@ -172,7 +173,7 @@ def show_answer(answer: dict, question: Question) -> None:
                    "for a figure that must be at least its limit).")
     if answer["alternatives"]:
         st.markdown(f"**Alternatives, cheapest first** ({len(answer['alternatives'])})")
-        frame = alternatives_frame(answer["alternatives"], POLICY_LABELS.get)
+        frame = alternatives_frame(answer["alternatives"])
         wide = {t.describe(): st.column_config.Column(width="large") for t in question.targets}  # value + interval
         st.dataframe(frame, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config=wide)
         st.caption("Targets: mean over the seeds (95% interval). Policy: the one needing the fewest replicas on that "
@@ -180,9 +181,7 @@ def show_answer(answer: dict, question: Question) -> None:
                    "which the same fleet still meets every target (the recommendation and the first 12 alternatives).")
     if answer["not_possible"]:
         with st.expander(f"Not possible ({len(answer['not_possible'])})"):
-            st.dataframe(pd.DataFrame([{"GPU": n["gpu"], "tensor parallel": n.get("tensor_parallel"),
-                                        "policies": ", ".join(n.get("policies", [])), "why": n["note"]}
-                                       for n in answer["not_possible"]]), hide_index=True, width="stretch",
+            st.dataframe(not_possible_frame(answer["not_possible"]), hide_index=True, width="stretch",
                          placeholder=tables.MISSING)
     run = answer["run"]
     st.caption(f"{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run.get('where', run['workers'])}.")
@@ -229,7 +228,7 @@ traffic_inputs(data, typed)
 try:
     question = question_inputs(typed)
 except engine.ScenarioError as exc:
-    text.error(f"{exc}.")
+    text.error(f"{key_words(str(exc))}.")
     st.stop()
 asked = (runner.canonical(data), repr(question))
 # The click is kept in the session (a button's own value lasts one run, and the first run of a page may rerun).
@@ -246,7 +245,7 @@ if st.session_state.pop("plan_asked", False):
                 done / total, text=f"Sizing every configuration... {done}/{total}"))
             answer["run"]["where"] = parallel.where()
     except engine.ScenarioError as exc:
-        text.error(f"The plan stopped: {exc}.")
+        text.error(f"The plan stopped: {key_words(str(exc))}.")
         st.stop()
     finally:
         bar.empty()

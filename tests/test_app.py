@@ -59,7 +59,8 @@ def test_invalid_setting_names_the_field_and_keeps_the_last_results():
     before = metric(at, 0, "End-to-end p99")
     at.number_input(key="server_max_batched_tokens_1").set_value(2).run()
     assert not at.exception
-    assert any("max_batched_tokens = 2 is below max_batch_size = 8" in e for e in shown(at.error))
+    assert any("\u201cToken budget per iteration\u201d: 2 is below \u201cBatch limit\u201d: 8" in e
+               for e in shown(at.error)), "the field is named in the form's words"
     assert metric(at, 0, "End-to-end p99") == before
 
 
@@ -231,7 +232,7 @@ def test_hardware_page_names_the_tensor_parallel_degree_that_fits():
     at = hardware_page()
     at.selectbox(key="hw_model_1").set_value("Llama-3-70B").run()
     assert not at.exception
-    assert any("does not fit on 1 x A100-80G" in e and "tensor_parallel = 2" in e for e in shown(at.error))
+    assert any("does not fit on 1 x A100-80G" in e and "\u201cTensor parallel\u201d: 2" in e for e in shown(at.error))
     sources = at.table[0].value
     sources = sources.data if hasattr(sources, "data") else sources  # the page styles the table
     assert sources.loc["card total", "GiB"] == pytest.approx(81920 / 1024)  # nvidia-smi, however far it overflows

@@ -98,3 +98,12 @@ def test_the_caveat_names_an_estimate_and_a_cheaper_plan_on_paper():
     assert caveat(estimate, "python -m engine calibrate").endswith("(python -m engine calibrate) before renting.")
     calibrated = {"recommendation": entry(100, True), "alternatives": [entry(200, False)]}
     assert caveat(calibrated, "x") is None, "a dearer estimate is no caveat"
+
+
+def test_the_report_names_policies_routers_arrivals_and_formats_in_words(page):
+    """No policy code, router name, lowercase arrival process or weight format, and no key in the report's text."""
+    body = re.sub(r"<script.*?</script>|<style.*?</style>|<[^>]+>", " ", page, flags=re.S)
+    code = re.search(r"(?<![\w-])(fifo|wfq|edf|sjf|srpt|lpm|vllm-\w+|round-robin|least-tokens|poisson|gamma|fp16|fp8|"
+                     r"tensor_parallel|max_batch_size)(?![\w-])", body)
+    assert code is None, body[max(0, code.start() - 80):code.end() + 80]
+    assert "Router: Fewest tokens" in body and "Poisson arrivals" in body and "INT4 weights" in body

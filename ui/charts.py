@@ -30,6 +30,11 @@ def class_color(index: int) -> str:
     return CLASS_COLORS[index % len(CLASS_COLORS)]
 
 
+# Legends go above the plot, in rows as wide as the figure: at the side they take a phone's whole width, over the
+# bars; at the foot Plotly makes room for the legend or for the x axis, not both.
+LEGEND_ABOVE = dict(orientation="h", x=0, xanchor="left", yref="container", y=1, yanchor="top", font=dict(size=11))
+
+
 def axis_title(key: str, currency: str = "") -> str:
     return metric(key).title(currency)
 
@@ -43,27 +48,28 @@ def comparison_bars(frame: pd.DataFrame, key: str, labels: dict[str, str], curre
     for policy, group in shown.groupby("policy", sort=False):
         fig.add_trace(go.Bar(x=[chart_text(c) for c in group["class"]], y=[m.table_value(v) for v in group[key]],
                              name=labels.get(policy, policy), marker_color=POLICY_COLORS.get(policy)))
-    fig.update_layout(barmode="group", height=320, margin=dict(t=30, b=10), yaxis_title=m.title(currency),
-                      xaxis_title="class")
+    fig.update_layout(barmode="group", height=520, margin=dict(t=30, b=60), yaxis_title=m.title(currency),
+                      xaxis_title="Class", legend=LEGEND_ABOVE)
     if m.kind == DURATION:  # a starved class may wait orders of magnitude longer than the others
         log_axis(fig, shown[key])
     return fig
 
 
 def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict[str, str]) -> go.Figure:
-    """Metric against arrival rate, one panel per class, one line per policy; the current rate dashed.
+    """Metric against arrival rate (req/s), one panel per class, one line per policy; the current rate dashed.
 
     Latencies use a log axis: past saturation they grow by orders of magnitude.
     """
     shown = frame[frame["class"] != OVERALL]
     classes = list(dict.fromkeys(shown["class"]))
-    fig = make_subplots(rows=1, cols=len(classes), subplot_titles=[chart_text(c) for c in classes], shared_yaxes=True)
+    fig = make_subplots(rows=1, cols=len(classes), shared_yaxes=True)
     for col, name in enumerate(classes, start=1):
         for policy, group in shown[shown["class"] == name].groupby("policy", sort=False):
             fig.add_trace(go.Scatter(x=group["rate_per_s"], y=[metric(key).table_value(v) for v in group[key]],
                                      mode="lines+markers", name=labels.get(policy, policy), legendgroup=policy,
                                      showlegend=col == 1, line=dict(color=POLICY_COLORS.get(policy))), row=1, col=col)
-        fig.update_xaxes(title_text="arrival rate (req/s)", row=1, col=col)
+        # Each panel names its class under it, short enough not to meet its neighbour's on a phone.
+        fig.update_xaxes(title_text=f"{chart_text(name)} (req/s)", row=1, col=col)
     # One list of shapes (``add_vline`` per panel took a tenth of a cached Lab page's time).
     fig.update_layout(shapes=[dict(type="line", x0=current_rate, x1=current_rate, xref=f"x{col if col > 1 else ''}",
                                    y0=0, y1=1, yref=f"y{col if col > 1 else ''} domain",
@@ -71,7 +77,7 @@ def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict
     fig.update_yaxes(title_text=axis_title(key), row=1, col=1)
     if metric(key).kind == DURATION:
         log_axis(fig, shown[key])
-    fig.update_layout(height=340, margin=dict(t=40, b=10))
+    fig.update_layout(height=560, margin=dict(t=30, b=60), legend=LEGEND_ABOVE)
     return fig
 
 

@@ -14,6 +14,7 @@ import streamlit as st
 import engine
 from engine.hardware.calibration_store import holds_for
 from engine.scenario.config import Server, fleet_pools, read_toml
+from engine.scenario.labels import key_words
 from engine.scenario.link import SCENARIO_KEY, decode, encode
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.simulate import PRESET_DIR, hardware_label, stated_load
@@ -121,7 +122,7 @@ def update(data: dict) -> bool:
     try:
         validate(data)
     except engine.ScenarioError as exc:
-        text.error(f"{exc}. The last valid scenario stays in use.")
+        text.error(f"{key_words(str(exc))}. The last valid scenario stays in use.")
         return False
     _change(data, new_version=False)
     st.session_state["edited"] = True

@@ -2,7 +2,7 @@
 way (``engine.scenario.metric_table``), policy labels instead of ids, and the decisive columns first.
 
 Cells stay numbers (so a click on a header sorts them); a missing value reads "—", and the caption under the
-table says what it means.
+table says what it means; a latency of an unstable run reads "unstable".
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.scenario.metric_table import METRICS
+from pandas.io.formats.style import Styler
+
+from engine.scenario.metric_table import DURATION, METRICS
 from engine.sim.policies import POLICY_LABELS
 from ui.text import sentence
 
@@ -51,7 +53,23 @@ def show(frame: pd.DataFrame, columns: list[str], currency: str = "", key: str |
                                   **({"format": "localized"} if kind is st.column_config.NumberColumn else {}))
     if "policy" in shown.columns:
         shown["policy"] = shown["policy"].map(lambda p: POLICY_LABELS.get(p, p))
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config, key=key, placeholder=MISSING)
+    st.dataframe(unstable_latencies(shown, frame), hide_index=True, width="stretch", column_config=config, key=key,
+                 placeholder=MISSING)
+
+
+UNSTABLE = "unstable"  # what a latency of a run whose queue kept growing reads: it measures the backlog, not the fleet
+
+
+def unstable_latencies(shown: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame | Styler:
+    """``shown`` with every latency of an unstable row (``frame``'s ``unstable`` column) written "unstable": such a
+    run's latency is the length of its backlog when it stopped (millions of ms), not a figure of the fleet. The
+    cells keep their numbers, so a click on a header still sorts them."""
+    if "unstable" not in frame.columns or not frame["unstable"].fillna(False).astype(bool).any():
+        return shown
+    rows = frame["unstable"].fillna(False).astype(bool).to_numpy()
+    latencies = [c for c in shown.columns if c in METRICS and METRICS[c].kind == DURATION]
+    shown = shown.reset_index(drop=True)
+    return shown.style.format(lambda _: UNSTABLE, subset=pd.IndexSlice[shown.index[rows], latencies])
 
 
 MISSING = "—"  # what an empty cell reads, on every table of every page

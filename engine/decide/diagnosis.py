@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 from ..hardware.roofline import roofline_profile, roofline_step_params
 from ..hardware.steptime import step_terms_nb
-from ..scenario.config import Scenario
+from ..scenario.config import Policy, Scenario, field_label
+from ..scenario.labels import key_words, words
 from ..scenario.metric_table import metric
 from ..scenario.summary import Summary
+from ..sim.policies import POLICY_LABELS
 from ..sim.simulate import load_text, stop_explanation
 
 NEAR_SATURATION_LOAD = 0.8  # from here waiting grows steeply: an M/M/1 queue waits rho / (1 - rho) = 4 services
@@ -55,7 +57,8 @@ def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
     load = system["offered_load"]
     if system["unstable"]:
         needed = max(fleet.replicas + 1, math.floor(fleet.replicas * load) + 1)
-        findings.append(Finding("overload", f"{stop_explanation(system, scenario.origin.caps)}. Relieve it with "
+        findings.append(Finding("overload", f"{key_words(stop_explanation(system, scenario.origin.caps))}. Relieve "
+                                            f"it with "
                                             f"at least {needed} replicas (the load estimate falls under 1), a faster "
                                             f"GPU, or less traffic."))
     elif load >= NEAR_SATURATION_LOAD:
@@ -139,7 +142,7 @@ def _memory(scenario: Scenario, system: dict) -> list[Finding]:
     preemptions, waste, peak = system["preemptions"], system["preemption_waste_frac"], system["kv_peak_frac"]
     wasted = f", and recomputing their prompts wasted {waste:.1%} of GPU time" if waste >= WASTE_WORTH_SAYING else ""
     if peak is not None and peak >= FULL_KV_PEAK:
-        relief = ("more KV memory (a GPU with more memory, KV in FP8, a higher gpu_memory_utilization, a higher "
+        relief = ("more KV memory (a GPU with more memory, KV in FP8, a larger GPU memory share, a higher "
                   "tensor-parallel degree) or more replicas")
         capacity = f"peak use {peak:.0%} of {system['kv_capacity_tokens']:,} tokens"
         if preemptions:
@@ -149,8 +152,8 @@ def _memory(scenario: Scenario, system: dict) -> list[Finding]:
                                    f"with {relief}.")]
     if preemptions:
         return [Finding("preemptions", f"{preemptions:,} running requests were preempted for requests the policy "
-                                       f"ranks higher (policy.preemptive){wasted}. preempt_mode = keep or swap stops "
-                                       f"the recomputation; preemptive = false stops the evictions.")]
+                                       f"ranks higher (the policy is preemptive){wasted}. Preemption mode Keep or "
+                                       f"Swap stops the recomputation; turning Preemptive off stops the evictions.")]
     return []
 
 
@@ -158,7 +161,7 @@ def _batch(scenario: Scenario, system: dict) -> list[Finding]:
     limit = scenario.server.max_batch_size
     if system["mean_batch_size"] >= FULL_BATCH * limit:
         return [Finding("batch_limit", f"Batch-size limit: iterations held {system['mean_batch_size']:.1f} sequences "
-                                       f"on average of at most {limit} (server.max_batch_size). Raise it if the KV "
+                                       f"on average of at most {limit} (the batch limit). Raise it if the KV "
                                        f"cache holds more, or add replicas.")]
     return []
 
@@ -173,8 +176,10 @@ def _router(scenario: Scenario, summary: Summary) -> list[Finding]:
     high, low = max(busy), min(busy)
     if high >= BUSY_FLEET and high - low >= IMBALANCE_BUSY:
         hot, cold = busy.index(high), busy.index(low)
-        better = "" if scenario.fleet.router != "round-robin" else " A load-aware router (least-tokens) evens it out."
-        return [Finding("router_imbalance", f"Router imbalance ({scenario.fleet.router}): replica {hot} was busy "
+        better = "" if scenario.fleet.router != "round-robin" else \
+            f" A load-aware router ({words('router', 'least-tokens')}) evens it out."
+        return [Finding("router_imbalance", f"Router imbalance ({words('router', scenario.fleet.router)}): replica "
+                                            f"{hot} was busy "
                                             f"{high:.0%} of the time, replica {cold} {low:.0%}.{better}")]
     return []
 
@@ -201,8 +206,9 @@ def _classes(scenario: Scenario, summary: Summary) -> list[Finding]:
 def _starving_relief(scenario: Scenario) -> str:
     policy = scenario.policy
     if policy.name == "priority":
-        return "Let waiting count: policy.aging_per_s or policy.max_wait_ms."
+        return (f"Let waiting count: {field_label(Policy, 'aging_per_s')} or "
+                f"{field_label(Policy, 'max_wait_ms').lower()}.")
     if policy.name == "dynamic":
-        return (f"Its waiting counts against default_sla_ms = {policy.default_sla_ms:,.0f} ms when it has no SLA: "
-                f"lower that, or raise alpha.")
-    return "Guarantee it a share: weighted fair queuing (policy wfq with weights)."
+        return (f"Its waiting counts against the {field_label(Policy, 'default_sla_ms')} "
+                f"({policy.default_sla_ms:,.0f} ms): lower that, or raise alpha.")
+    return f"Guarantee it a share: {POLICY_LABELS['wfq'].lower()} with weights."

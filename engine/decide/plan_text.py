@@ -1,5 +1,6 @@
-"""The planner's answer as text for a terminal: the recommendation in one paragraph, the alternatives as a
-table with one unit per column (no NaN: "—" where there is no value), and what could not be sized."""
+"""The planner's answer in words, for the Planner page, the report and a terminal: the recommendation in one
+paragraph, the alternatives as a table with one unit per column (no NaN: "—" where there is no value), and what could
+not be sized. Policies, routers, weight formats and decodings read as their labels (``engine.scenario.labels``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import textwrap
 
 import pandas as pd
 
+from ..scenario.labels import count_text, format_label, key_words, words
 from ..scenario.metric_table import metric, money_range, money_text
+from ..sim.policies import POLICY_LABELS
 
 ALTERNATIVES_SHOWN = 12
 TEXT_WIDTH = 120  # columns of the terminal text's paragraphs
@@ -34,36 +37,41 @@ def summary_line(plan: dict) -> str:
     targets = "; ".join(f"{t['class']} {metric(t['metric']).label} {target_text(t)}" for t in plan["targets"])
     headroom = (f"; meets the targets up to {plan['headroom_rate_per_s']:,.2f} req/s"
                 if plan["headroom_rate_per_s"] is not None else "")
-    same = f" (as good: {', '.join(plan['same_fleet_policies'])})" if plan["same_fleet_policies"] else ""
+    same = f" (as good: {', '.join(map(policy_label, plan['same_fleet_policies']))})" \
+        if plan["same_fleet_policies"] else ""
     decoding = ", speculative decoding" if plan["decoding"] == "speculative" else ""
-    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards, {plan['quant']} weights"
-            f"{decoding}), policy "
-            f"{plan['policy']['name']}{same}, router {plan['router']}: "
+    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards, "
+            f"{format_label(plan['quant'])} weights{decoding}), policy "
+            f"{policy_label(plan['policy']['name'])}{same}, router {words('router', plan['router'])}: "
             f"{money_range((cost['low'], cost['high']), cost['currency'])}"
             f" per month ({cost['billing']}), {money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
 
 
-def policy_text(plan: dict, label=str) -> str:
-    """The plan's policy (through ``label``: the app writes names, the terminal ids) and how many others do as
-    well with the same fleet."""
+def policy_label(name: str) -> str:
+    """A policy's words ("First come, first served"); a name the policy table lacks as given."""
+    return POLICY_LABELS.get(name, name)
+
+
+def policy_text(plan: dict) -> str:
+    """The plan's policy in words and how many others do as well with the same fleet."""
     same = len(plan["same_fleet_policies"])
-    return label(plan["policy"]["name"]) + (f" (+{same} as good)" if same else "")
+    return policy_label(plan["policy"]["name"]) + (f" (+{same} as good)" if same else "")
 
 
-def alternatives_frame(plans: list[dict], label=str) -> pd.DataFrame:
-    """One row per plan, each column one figure with its unit (``label`` writes a policy's name)."""
+def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
+    """One row per plan, each column one figure with its unit."""
     rows = []
     for plan in plans:
         cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
         rows.append({
             # what to rent and what it costs and achieves first; how it is run and how sure after
-            "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": plan["quant"],
-            "decoding": plan["decoding"], "cards": plan["cards"],
+            "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": format_label(plan["quant"]),
+            "decoding": words("decoding", plan["decoding"]), "cards": plan["cards"],
             f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
-            "policy": policy_text(plan, label),
+            "policy": policy_text(plan),
             "headroom (req/s)": f"{plan['headroom_rate_per_s']:,.2f}" if plan["headroom_rate_per_s"] else "—",
             "step times": plan["step_times"] + ("" if plan["calibrated"] else " (estimate)"),
         })
@@ -91,11 +99,13 @@ def mix_text(answer: dict) -> str | None:
     if mix is None:
         return answer.get("mix_note") or None
     cost, was = mix["monthly_cost"], mix["instead_of"]
-    groups = " + ".join(f"{g['replicas']} x TP{g['tensor_parallel']} {g['gpu']} ({g['quant']} weights) through "
+    groups = " + ".join(f"{g['replicas']} x TP{g['tensor_parallel']} {g['gpu']} ({format_label(g['quant'])} weights) "
+                        f"through "
                         f"{g['offer']}" for g in mix["groups"])
     targets = "; ".join(f"{t['class']} {metric(t['metric']).label} {target_text(t)}" for t in mix["targets"])
     estimate = "" if mix["calibrated"] else "; step times of a group rest on an estimate"
-    return (f"Cheaper as a mixed fleet: {groups} ({mix['cards']} cards, router {mix['router']} weighing each "
+    return (f"Cheaper as a mixed fleet: {groups} ({mix['cards']} cards, router {words('router', mix['router'])} "
+            f"weighing each "
             f"server by its speed), {money_range((cost['low'], cost['high']), cost['currency'])} per month, "
             f"{money_text(mix['saving_per_month'])} {cost['currency']} less than {was['replicas']} x "
             f"TP{was['tensor_parallel']} "
@@ -105,8 +115,8 @@ def mix_text(answer: dict) -> str | None:
 def tuned_text(answer: dict) -> str | None:
     """What tuning each policy first found: "Tuned on the scenario's fleet: dynamic (alpha (waiting) 9.38, ...);
     wfq kept its parameters (the objective did not move at the scenario's load)"; None without tuning."""
-    parts = [f"{name} ({', '.join(t['settings'])})" if t["used"] else f"{name} kept its parameters ({t['why']})"
-             for name, t in answer.get("tuned", {}).items()]
+    parts = [f"{policy_label(name)} ({', '.join(t['settings'])})" if t["used"] else
+             f"{policy_label(name)} kept its parameters ({t['why']})" for name, t in answer.get("tuned", {}).items()]
     return f"Tuned on the scenario's own fleet before sizing: {'; '.join(parts)}" if parts else None
 
 
@@ -152,6 +162,14 @@ def cut_text(answer: dict) -> str | None:
                    "stopped where marked")
     return (f"Cut short: {cut}; {covered}. Ask again with fewer GPUs, policies, seeds or requests per run to "
             f"search it all")
+
+
+def not_possible_frame(items: list[dict]) -> pd.DataFrame:
+    """What could not be sized, one row each: GPU, tensor-parallel degree (a whole number), the policies tried in
+    words, and why (in the form's words)."""
+    return pd.DataFrame([{"GPU": n["gpu"], "tensor parallel": count_text(n.get("tensor_parallel")),
+                          "policies": ", ".join(map(policy_label, n.get("policies", []))), "why": key_words(n["note"])}
+                         for n in items])
 
 
 def _wrap(paragraph: str, indent: str = "  ") -> str:

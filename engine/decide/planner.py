@@ -348,7 +348,8 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
                 continue
             if smallest is None:
                 skipped.append({"gpu": named, "note": "the model does not fit on one slice (slices cannot be "
-                                "combined)" if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"})
+                                "combined)" if is_slice(gpu) else
+                                "the model does not fit even at a tensor-parallel degree of 8"})
                 continue
             gpu_offers = offers[offers["gpu"] == gpu].index
             degrees = [tp for tp in TP_DEGREES if tp >= smallest and (tp == 1 or not is_slice(gpu))

@@ -24,17 +24,17 @@ from plotly.offline import get_plotlyjs
 
 from ..calibrate.calibration import badge
 from ..hardware.tables import load_table
-from ..scenario.config import Scenario, load_scenario
+from ..scenario.config import Scenario, TokenDist, field_label, load_scenario
 from ..scenario.errors import ScenarioError
+from ..scenario.labels import format_label, words
 from ..scenario.link import page_link
 from ..scenario.metric_table import metric, money_range
 from ..scenario.origin import Origin
-from ..sim.policies import POLICY_LABELS
 from ..sim.simulate import estimated_offered_load, load_text
 from .cost import BILLING_MODES, CURRENCIES, deployment_cost
 from .plan_charts import pareto_chart, targets_chart
-from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, sensitivity_text, summary_line,
-                        target_text, tuned_text)
+from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
+                        policy_label, sensitivity_text, summary_line, target_text, tuned_text)
 from .planner import Question
 
 CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
@@ -105,37 +105,40 @@ def workload_frame(scenario: Scenario) -> pd.DataFrame:
     total = sum(c.share for c in scenario.workload.classes) or 1.0
     rows = []
     for c in scenario.workload.classes:
-        lengths = {name: ", ".join(f"{k} {v:g}" for k, v in vars(dist).items() if v is not None and k != "dist")
+        lengths = {name: ", ".join(f"{field_label(TokenDist, k).lower()} {v:g}" for k, v in vars(dist).items()
+                                   if v is not None and k != "dist")
                    if dist is not None else "from the trace"
                    for name, dist in (("prompt", c.prompt_tokens), ("output", c.output_tokens))}
         rows.append({"class": c.name, "share": f"{c.share / total:.0%}", "priority": c.priority,
                      "TTFT target": metric("ttft_p99_ms").text(c.sla_ttft_ms),
                      "end-to-end target": metric("e2e_p99_ms").text(c.sla_e2e_ms),
                      "time-out": metric("ttft_p99_ms").text(c.timeout_ms),
-                     "prompt tokens": f"{c.prompt_tokens.dist} ({lengths['prompt']})" if c.prompt_tokens else
-                     lengths["prompt"],
-                     "output tokens": f"{c.output_tokens.dist} ({lengths['output']})" if c.output_tokens else
-                     lengths["output"]})
+                     "prompt tokens": f"{words('dist', c.prompt_tokens.dist)} ({lengths['prompt']})"
+                     if c.prompt_tokens else lengths["prompt"],
+                     "output tokens": f"{words('dist', c.output_tokens.dist)} ({lengths['output']})"
+                     if c.output_tokens else lengths["output"]})
     return pd.DataFrame(rows)
 
 
 def assumptions(scenario: Scenario, question: Question) -> list[str]:
     """The facts the numbers rest on, one sentence each."""
     w, s = scenario.workload, scenario.server
-    arrival = (f"{w.arrival.process} arrivals at {w.arrival.rate_per_s:,g} req/s" if w.arrival is not None else
+    arrival = (f"{words('arrival', w.arrival.process)} arrivals at {w.arrival.rate_per_s:,g} req/s"
+               if w.arrival is not None else
                f"the trace {Path(w.trace.path).name}")
     lines = [f"Workload: {arrival}; every decision rests on {question.seeds} runs of {question.requests:,} requests "
              f"each (seeds {scenario.seed} to {scenario.seed + question.seeds - 1}); a fleet meets a target only if "
              f"it does on every run."]
     if s.step_model == "roofline":
-        lines.append(f"Model {s.model} with {s.quant} weights and a {s.kv_quant} KV cache; at most {s.max_batch_size} "
-                     f"sequences and {s.max_batched_tokens:,} tokens per iteration, {s.batching} batching, "
-                     f"{s.admission} admission, {s.gpu_memory_utilization:.0%} of GPU memory for the server.")
+        lines.append(f"Model {s.model} with {format_label(s.quant)} weights and a {format_label(s.kv_quant)} KV "
+                     f"cache; at most {s.max_batch_size} sequences and {s.max_batched_tokens:,} tokens per iteration, "
+                     f"batching: {words('batching', s.batching)}, admission: {words('admission', s.admission)}, "
+                     f"{s.gpu_memory_utilization:.0%} of GPU memory for the server.")
         lines.append(f"The scenario as given ({scenario.fleet.replicas} x TP{s.tensor_parallel} {s.gpu}) runs at an "
                      f"offered load of {load_text(estimated_offered_load(scenario))} (an estimate).")
-    lines.append(f"Router: {scenario.fleet.router}; policy parameters as in the scenario "
-                 f"({POLICY_LABELS[scenario.policy.name]} in it; the plan tried "
-                 f"{', '.join(question.policies) or scenario.policy.name}).")
+    tried = ", ".join(map(policy_label, question.policies or (scenario.policy.name,)))
+    lines.append(f"Router: {words('router', scenario.fleet.router)}; policy parameters as in the scenario "
+                 f"({policy_label(scenario.policy.name)} in it; the plan tried {tried}).")
     lines.append("Prices: the offers below, as quoted on their dates; 'monthly' and 'hourly' price the offer as "
                  f"quoted, 'annual' with its prepay discount; {question.cny_per_usd:g} CNY per USD.")
     return lines
@@ -203,11 +206,9 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
                   _chart(targets_chart(answer, question.targets))]
     if answer["alternatives"]:
         parts += [f"<h2>Alternatives, cheapest first ({len(answer['alternatives'])})</h2>",
-                  _table(alternatives_frame(answer["alternatives"], POLICY_LABELS.get))]
+                  _table(alternatives_frame(answer["alternatives"]))]
     if answer["not_possible"]:
-        parts += ["<h2>Not possible</h2>", _table(pd.DataFrame(
-            [{"GPU": n["gpu"], "tensor parallel": n.get("tensor_parallel"),
-              "policies": ", ".join(n.get("policies", [])), "why": n["note"]} for n in answer["not_possible"]]))]
+        parts += ["<h2>Not possible</h2>", _table(not_possible_frame(answer["not_possible"]))]
     parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
               "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
               "<h2>Step times of every GPU in this plan</h2>", _table(calibration_frame(answer)),

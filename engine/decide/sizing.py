@@ -67,6 +67,7 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
             **{key: metric(key).value(system) for key in ("gpu_busy_frac", "offered_load")},
             "cost_per_million_output_tokens": unit_costs(rental.per_hour[0], o)["per_million_output_tokens"]
             if rental and not hosting else None,
+            "unstable": bool(system["unstable"]),
             "note": "; ".join(n for n in ("unstable" if system["unstable"] else "", hosting or "") if n),
         })
     return pd.DataFrame(rows)
@@ -124,7 +125,7 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
         tp = smallest_tensor_parallel(variant, origin)
         if tp is None:
             return {"note": "the model does not fit on one slice (slices cannot be combined)"
-                    if is_slice(gpu) else "the model does not fit even at tensor_parallel = 8"}
+                    if is_slice(gpu) else "the model does not fit even at a tensor-parallel degree of 8"}
         replicas, summary = fewest_replicas(apply_overrides(variant, {"server.tensor_parallel": tp}), target,
                                             max_replicas, run)
         return ({"note": f"misses the target with {max_replicas} replicas of TP{tp}"} if replicas is None

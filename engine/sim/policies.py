@@ -76,8 +76,8 @@ POLICIES = {
     "edf": PolicySpec(EDF, "Earliest deadline first", "SLA deadline (TTFT before the first token, then "
                       "end-to-end)", r"key = t_{arrival} + SLA",
                       "Use it when every class has a latency target and meeting targets matters more than raw speed."),
-    "vllm-fcfs": PolicySpec(VLLM_FCFS, "vLLM fcfs", "arrival time; victim on memory exhaustion: latest "
-                            "arrival; recompute", r"key = t_{arrival}",
+    "vllm-fcfs": PolicySpec(VLLM_FCFS, "vLLM first come, first served", "arrival time; victim on memory "
+                            "exhaustion: latest arrival; recompute", r"key = t_{arrival}",
                             "Use it to see what vLLM does by default.", preemption="never", forced_mode="recompute"),
     "vllm-priority": PolicySpec(
         VLLM_PRIORITY, "vLLM priority", "priority level then arrival; victim: lowest priority then latest "
