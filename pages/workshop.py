@@ -89,8 +89,8 @@ def run_experiment(chapter: workshop.Chapter) -> dict[str, Summary]:
 
 def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> go.Figure:
     """The chart that answers the chapter's question: one panel per metric of the chapter, one line (a numeric
-    knob, on a numeric axis: the settings where their values put them) or one set of bars (named settings, in
-    their order) per series; settings whose run was unstable are marked on the axis. A workshop version of
+    knob, on a numeric axis: the settings where their values put them, read in the knob's direction) or one set
+    of bars (named settings, in their order) per series; settings whose run was unstable are marked on the axis. A workshop version of
     ``charts.workshop_chart``, which spaces every knob as categories and draws one metric."""
     panels = workshop.chart_values(chapter, runs, CNY_PER_USD_DEFAULT)
     classes = [] if chapter.kind == workshop.RENTAL else [c["name"] for c in chapter.scenario["workload"]["classes"]]
@@ -117,8 +117,9 @@ def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = Fa
             else:
                 fig.add_trace(go.Bar(x=ticks, y=y, marker_color=color, **legend), row=1, col=col)
         fig.update_yaxes(title_text=y_title, rangemode="tozero", row=1, col=col)
-        axis = dict(type="log" if chapter.log_axis else "linear", tickvals=[o.x for o in chapter.options],
-                    ticktext=ticks) if chapter.numeric else dict(type="category")
+        xs = [o.x for o in chapter.options]
+        axis = dict(type="log" if chapter.log_axis else "linear", tickvals=xs, ticktext=ticks,
+                    autorange="reversed" if xs[0] > xs[-1] else True) if chapter.numeric else dict(type="category")
         fig.update_xaxes(title_text=text.chart_text(chapter.knob_label), row=1, col=col, **axis)
     fig.update_layout(barmode="group", height=PRESENTER_CHART_HEIGHT_PX if large else CHART_HEIGHT_PX,
                       margin=dict(t=30, b=10), legend_title_text="")
@@ -157,9 +158,9 @@ def field_widget(field: workshop.Field, value: object, key: str) -> object:
     """One exercise input: choices that are codes by the words the chapter gives them, a configuration key's own
     widget (label, unit, bounds, choices), else a number. (``field_input`` shows choices as written.)"""
     if field.choice_labels:
-        choices = list(field.choices) + ([value] if value not in field.choices else [])
-        return st.selectbox(field.label + (f" ({field.unit})" if field.unit else ""), choices,
-                            index=choices.index(value), key=key, help=text.sentence(field.help) if field.help else None,
+        return st.selectbox(field.label + (f" ({field.unit})" if field.unit else ""), field.choices,
+                            index=field.choices.index(value), key=key,
+                            help=text.sentence(field.help) if field.help else None,
                             format_func=lambda choice: field.choice_labels.get(choice, str(choice)))
     if field.owner is not None:
         name = field.path.rsplit(".", 1)[1]

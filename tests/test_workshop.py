@@ -169,6 +169,16 @@ def test_a_rental_check_compares_the_billings_the_chart_draws(tmp_path):
         workshop.load_chapters(folder)
 
 
+@pytest.mark.parametrize("old, new, key", [
+    ('solution = { "server.gpu" = "H100-80G-MIG-2g.20gb"', 'solution = { "server.gpu" = "H100-80G"', "solution"),
+    ('"server.gpu=H100-80G-MIG-1g.10gb"', '"server.gpu=H100-80G"', "start"),
+])
+def test_an_exercise_starts_and_ends_among_its_choices(tmp_path, old, new, key):
+    folder = broken(tmp_path, "13-mig-slices", old, new)
+    with pytest.raises(ScenarioError, match=rf"exercise.{key} gives server.gpu = '.*', not one of its choices"):
+        workshop.load_chapters(folder)
+
+
 def test_a_teacher_adds_a_chapter_without_code(tmp_path):
     folder = tmp_path / "workshop"
     shutil.copytree(workshop.WORKSHOP_DIR, folder)

@@ -494,7 +494,18 @@ def load_chapter(path: Path) -> Chapter:
                       r.get(see, "text", str, "see."), tuple(checks), r.get(exercise, "task", str, "exercise."),
                       fields, goals, solution, start, r.get(exercise, "cards", int, "exercise.", None), rental)
     _drawn(r, chapter)
+    _among_choices(r, chapter)
     return chapter
+
+
+def _among_choices(reader: _Reader, chapter: Chapter) -> None:
+    """The exercise's solution and start give a field with choices one of its choices (the learner's input
+    offers only those)."""
+    for key, values in (("solution", chapter.solution), ("start", chapter.start_values())):
+        for f in chapter.fields:
+            if f.choices and values[f.path] not in f.choices:
+                raise reader.fail(f"exercise.{key}", f"gives {f.path} = {excerpt(values[f.path])}, not one of its "
+                                                     f"choices ({', '.join(map(str, f.choices))})")
 
 
 def chapter_paths(folder: Path = WORKSHOP_DIR) -> list[Path]:
