@@ -27,13 +27,14 @@ from ui.widgets import field_input
 CHAPTER_PARAM, PRESENTER_PARAM = "chapter", "presenter"
 SYSTEM_COLOR = "#444444"  # the fleet's series (a fleet metric has no class)
 RENTAL_COLORS = dict(zip(workshop.RENTAL_MODES, ("#d62728", "#1f77b4", "#2ca02c")))
-CHART_HEIGHT_PX, PRESENTER_CHART_HEIGHT_PX = 420, 470  # the presenter's fits under the answer at 1440 x 900
+CHART_HEIGHT_PX, PRESENTER_CHART_HEIGHT_PX = 420, 540  # the presenter's fits under the answer at 1440 x 900
 PRESENTER_CSS = """<style>
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stHeader"] {display: none !important;}
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
+[data-testid="stHeader"] {display: none !important;}
 .block-container {max-width: 1500px; padding-top: 1.5rem;}
 .stButton button p {font-size: 1.3rem;}
 .stMarkdown p, .stMarkdown li {font-size: 1.7rem; line-height: 1.45;}
-[data-testid="stCaptionContainer"] p {font-size: 1.2rem;}
+[data-testid="stCaptionContainer"] p {font-size: 1.5rem;}
 h1 {font-size: 2.6rem !important; padding-top: 0.5rem !important;}
 </style>"""
 
@@ -90,8 +91,9 @@ def run_experiment(chapter: workshop.Chapter) -> dict[str, Summary]:
 def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> go.Figure:
     """The chart that answers the chapter's question: one panel per metric of the chapter, one line (a numeric
     knob, on a numeric axis: the settings where their values put them, read in the knob's direction) or one set
-    of bars (named settings, in their order) per series; settings whose run was unstable are marked on the axis. A workshop version of
-    ``charts.workshop_chart``, which spaces every knob as categories and draws one metric."""
+    of bars (named settings, in their order) per series; settings whose run was unstable are marked on the axis.
+    A workshop version of ``charts.workshop_chart``, which spaces every knob as categories and draws one
+    metric."""
     panels = workshop.chart_values(chapter, runs, CNY_PER_USD_DEFAULT)
     classes = [] if chapter.kind == workshop.RENTAL else [c["name"] for c in chapter.scenario["workload"]["classes"]]
     unstable = {label for label, s in runs.items() if s["system"]["unstable"]}

@@ -5,6 +5,7 @@ chart sits whole on the screen, with no scrolling; a numeric knob is drawn on a 
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from engine.teach import workshop
 from test_browser import ARTIFACTS, TIMEOUT_MS, browser, server, wait_idle  # noqa: F401 (fixtures)
@@ -34,14 +35,17 @@ def test_every_chapter_fits_a_projector_with_its_counter(server, projector):  # 
         projector.wait_for_selector(f"h1:has-text('{chapter.title}')")
         wait_idle(projector)
         projector.get_by_text(f"Chapter {number} of {len(chapters)}", exact=True).wait_for()
+        plot = projector.locator(".js-plotly-plot")
+        expect(plot).to_have_count(0, timeout=TIMEOUT_MS)  # the previous chapter's leaves once its rerun is done
         projector.get_by_role("button", name="Show the answer").click()
-        projector.wait_for_function(CHART_JS + " !== null", timeout=TIMEOUT_MS)
+        expect(plot).to_have_count(1, timeout=TIMEOUT_MS)
         wait_idle(projector)
+        axis, traces = projector.wait_for_function(CHART_JS, timeout=TIMEOUT_MS).json_value()
         projector.evaluate(TOP_JS)
-        box = projector.locator(".js-plotly-plot").bounding_box()
+        expect(plot).to_be_visible()
+        box = plot.bounding_box()
         projector.screenshot(path=str(ARTIFACTS / f"projector_{chapter.id}.png"))
         assert box["y"] >= 0 and box["y"] + box["height"] <= PROJECTOR["height"], (chapter.id, box)
-        axis, traces = projector.evaluate(CHART_JS)
         expected = ("log" if chapter.log_axis else "linear") if chapter.numeric else "category"
         assert axis == expected, (chapter.id, axis)
         assert traces >= 1
