@@ -56,8 +56,9 @@ Below, the article's figures (measured at 50 req/s) above the simulator's, at th
 where the policies differ, then each of the article's claims with the simulator's verdict and, where they differ, the \
 reason.""")
 st.markdown("\n".join(f"- **{name}**: {article.HOW_DESCRIBED[name]}" for name in article.POLICIES))
-everyone = st.toggle("Let every policy preempt, as the preset sets it (recompute)", key="article_preempt",
-                     help="The preset sets preemptive = true for every policy: WFQ then evicts running requests and "
+everyone = st.toggle("Let every policy preempt as the scenario does (an evicted request recomputes its prompt)",
+                     key="article_preempt",
+                     help="The scenario makes every policy preemptive: WFQ then evicts running requests and "
                           "recomputes their prompts, which the article does not describe. Off: each policy as the "
                           "article describes it.")
 

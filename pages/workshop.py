@@ -10,7 +10,9 @@ scenario is left as it is, until "Open in the Lab" replaces it with the chapter'
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
+from plotly.subplots import make_subplots
 
 import engine
 from engine.decide.cost import CNY_PER_USD_DEFAULT
@@ -25,12 +27,15 @@ from ui.widgets import field_input
 CHAPTER_PARAM, PRESENTER_PARAM = "chapter", "presenter"
 SYSTEM_COLOR = "#444444"  # the fleet's series (a fleet metric has no class)
 RENTAL_COLORS = dict(zip(workshop.RENTAL_MODES, ("#d62728", "#1f77b4", "#2ca02c")))
+CHART_HEIGHT_PX, PRESENTER_CHART_HEIGHT_PX = 420, 540  # the presenter's fits under the answer at 1440 x 900
 PRESENTER_CSS = """<style>
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header {display: none;}
-.block-container {max-width: 1500px; padding-top: 3rem;}
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
+[data-testid="stHeader"] {display: none !important;}
+.block-container {max-width: 1500px; padding-top: 1.5rem;}
 .stButton button p {font-size: 1.3rem;}
 .stMarkdown p, .stMarkdown li {font-size: 1.7rem; line-height: 1.45;}
-h1 {font-size: 3rem !important;}
+[data-testid="stCaptionContainer"] p {font-size: 1.5rem;}
+h1 {font-size: 2.6rem !important; padding-top: 0.5rem !important;}
 </style>"""
 
 
@@ -63,6 +68,11 @@ def pick_chapter(chapters: tuple[workshop.Chapter, ...]) -> workshop.Chapter:
     return chapters[ids.index(chosen)]
 
 
+def counter(chapters: tuple[workshop.Chapter, ...], chapter: workshop.Chapter) -> str:
+    """Where the chapter sits in the workshop: "Chapter 8 of 18"."""
+    return f"Chapter {[c.id for c in chapters].index(chapter.id) + 1} of {len(chapters)}"
+
+
 def run_experiment(chapter: workshop.Chapter) -> dict[str, Summary]:
     """The chapter's scenario at each knob setting: cached for every session, run on all cores with a progress
     bar, within a section's time (a note says when runs were left out)."""
@@ -78,41 +88,64 @@ def run_experiment(chapter: workshop.Chapter) -> dict[str, Summary]:
     return {o.label: s for o, s in zip(chapter.options, results) if s is not None}
 
 
-def chart(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> None:
-    """The chart that answers the chapter's question (``large``: type a projector shows across a room)."""
-    series = workshop.chart_values(chapter, runs, CNY_PER_USD_DEFAULT)
-    if chapter.kind == workshop.RENTAL:
-        colors, y_title, fraction = RENTAL_COLORS, f"Cost per month ({chapter.rental.currency})", False
-    else:
-        classes = [c["name"] for c in chapter.scenario["workload"]["classes"]]
-        colors = {name: SYSTEM_COLOR if name in (workshop.SYSTEM, OVERALL) else charts.class_color(classes.index(name))
-                  for name in series}
-        m = metric(chapter.chart_metric)
-        y_title, fraction = m.title(), m.kind == FRACTION
-        if workshop.SYSTEM in series:
-            series = {"fleet": series[workshop.SYSTEM]}
-            colors = {"fleet": SYSTEM_COLOR}
-    numeric = all(_is_number(next(iter(o.values.values()))) for o in chapter.options) and \
-        all(len(o.values) == 1 for o in chapter.options)
-    unstable = frozenset(label for label, s in runs.items() if s["system"]["unstable"])
-    fig = charts.workshop_chart(series, chapter.knob_label, y_title, colors, numeric, fraction, unstable)
+def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> go.Figure:
+    """The chart that answers the chapter's question: one panel per metric of the chapter, one line (a numeric
+    knob, on a numeric axis: the settings where their values put them, read in the knob's direction) or one set
+    of bars (named settings, in their order) per series; settings whose run was unstable are marked on the axis.
+    A workshop version of ``charts.workshop_chart``, which spaces every knob as categories and draws one
+    metric."""
+    panels = workshop.chart_values(chapter, runs, CNY_PER_USD_DEFAULT)
+    classes = [] if chapter.kind == workshop.RENTAL else [c["name"] for c in chapter.scenario["workload"]["classes"]]
+    unstable = {label for label, s in runs.items() if s["system"]["unstable"]}
+    ticks = [text.chart_text(f"{o.label} (unstable)" if o.label in unstable else o.label) for o in chapter.options]
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.12 if len(panels) > 1 else 0.0)
+    in_legend: set[str] = set()  # a series drawn in two panels has one legend entry
+    for col, (key, series) in enumerate(panels.items(), start=1):
+        if chapter.kind == workshop.RENTAL:
+            y_title, scale = f"Cost per month ({chapter.rental.currency})", 1.0
+        else:
+            m = metric(key)
+            y_title, scale = m.title(), 100.0 if m.kind == FRACTION else 1.0
+        for name, values in series.items():
+            y = [None if values.get(o.label) is None else values[o.label] * scale for o in chapter.options]
+            shown = text.chart_text("fleet" if name == workshop.SYSTEM else name)
+            color = RENTAL_COLORS.get(name) or (SYSTEM_COLOR if name in (workshop.SYSTEM, OVERALL) else
+                                                charts.class_color(classes.index(name)))
+            legend = dict(name=shown, legendgroup=shown, showlegend=shown not in in_legend)
+            in_legend.add(shown)
+            if chapter.numeric:
+                fig.add_trace(go.Scatter(x=[o.x for o in chapter.options], y=y, mode="lines+markers",
+                                         line=dict(color=color), **legend), row=1, col=col)
+            else:
+                fig.add_trace(go.Bar(x=ticks, y=y, marker_color=color, **legend), row=1, col=col)
+        fig.update_yaxes(title_text=y_title, rangemode="tozero", row=1, col=col)
+        xs = [o.x for o in chapter.options]
+        axis = dict(type="log" if chapter.log_axis else "linear", tickvals=xs, ticktext=ticks,
+                    autorange="reversed" if xs[0] > xs[-1] else True) if chapter.numeric else dict(type="category")
+        fig.update_xaxes(title_text=text.chart_text(chapter.knob_label), row=1, col=col, **axis)
+    fig.update_layout(barmode="group", height=PRESENTER_CHART_HEIGHT_PX if large else CHART_HEIGHT_PX,
+                      margin=dict(t=30, b=10), legend_title_text="")
     if large:
-        big = dict(size=22)
-        fig.update_layout(height=600, margin=dict(l=90, b=90), legend_font=big)
+        big = dict(size=20)
+        fig.update_layout(margin=dict(t=20, l=90, b=20), legend_font=big)
         fig.update_xaxes(tickfont=big, title_font=big)
         fig.update_yaxes(tickfont=big, title_font=big)
-    st.plotly_chart(fig, width="stretch")
+    return fig
+
+
+def chart(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> None:
+    """The chapter's chart (``large``: type a projector shows across a room), then which runs were unstable and
+    each run's offered load, in the knob's order."""
+    st.plotly_chart(figure(chapter, runs, large), width="stretch")
+    ordered = [o.label for o in chapter.options if o.label in runs]
+    unstable = [label for label in ordered if runs[label]["system"]["unstable"]]
     if unstable:
         st.caption("Unstable (the queue grows for as long as requests arrive; its latencies describe a growing "
-                   f"backlog): {', '.join(text.plain(u) for u in sorted(unstable))}.")
+                   f"backlog): {', '.join(text.plain(u) for u in unstable)}.")
     if runs:
-        loads = ", ".join(f"{text.plain(label)}: {load_text(s['system']['offered_load'])}"
-                          for label, s in runs.items())
+        loads = ", ".join(f"{text.plain(label)}: {load_text(runs[label]['system']['offered_load'])}"
+                          for label in ordered)
         st.caption(f"Offered load (an estimate) of each run: {loads}.")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def what_you_should_see(chapter: workshop.Chapter, runs: dict[str, Summary]) -> None:
@@ -124,7 +157,13 @@ def what_you_should_see(chapter: workshop.Chapter, runs: dict[str, Summary]) -> 
 
 
 def field_widget(field: workshop.Field, value: object, key: str) -> object:
-    """One exercise input: a configuration key's own widget (label, unit, bounds, choices), else a number."""
+    """One exercise input: choices that are codes by the words the chapter gives them, a configuration key's own
+    widget (label, unit, bounds, choices), else a number. (``field_input`` shows choices as written.)"""
+    if field.choice_labels:
+        return st.selectbox(field.label + (f" ({field.unit})" if field.unit else ""), field.choices,
+                            index=field.choices.index(value), key=key,
+                            help=text.sentence(field.help) if field.help else None,
+                            format_func=lambda choice: field.choice_labels.get(choice, str(choice)))
     if field.owner is not None:
         name = field.path.rsplit(".", 1)[1]
         return field_input(field.owner, name, value, key, label=field.label,
@@ -188,30 +227,32 @@ def exercise(chapter: workshop.Chapter) -> None:
 
 
 def presenter_view(chapters: tuple[workshop.Chapter, ...], chapter: workshop.Chapter) -> None:
-    """The chapter for a projector: large type, the question and the choices, then one chart on demand."""
+    """The chapter for a projector: large type, the question and the choices; once the answer is shown, the
+    prediction completed by its answer, then the chart (it fits under them at 1440 x 900), then what to see."""
     st.html(PRESENTER_CSS)
-    st.title(chapter.title)
-    st.markdown(chapter.question)
-    st.markdown(f"**Predict:** {chapter.prompt}\n\n" +
-                "\n".join(f"{i}. {choice}" for i, choice in enumerate(chapter.choices, start=1)))
     revealed = f"ws_{chapter.id}_revealed"
     shown = st.session_state.setdefault(revealed, False)
-    st.button("Hide the answer" if shown else "Show the answer", key=f"ws_{chapter.id}_reveal",
-              on_click=lambda: st.session_state.update({revealed: not shown}))
-    shown = st.session_state[revealed]
+    st.caption(counter(chapters, chapter))
+    st.title(chapter.title)
     if shown:
-        st.markdown(f"**Answer:** {chapter.answer}")
-        runs = run_experiment(chapter)
-        chart(chapter, runs, large=True)
+        st.markdown(f"{chapter.prompt} **{chapter.answer}**")
+        chart(chapter, run_experiment(chapter), large=True)
         st.markdown(chapter.see)
+    else:
+        st.markdown(chapter.question)
+        st.markdown(f"**Predict:** {chapter.prompt}\n\n" +
+                    "\n".join(f"{i}. {choice}" for i, choice in enumerate(chapter.choices, start=1)))
     ids = [c.id for c in chapters]
     at = ids.index(chapter.id)
-    cols = st.columns(3)
-    cols[0].button("Previous chapter", on_click=open_chapter, args=(ids[max(at - 1, 0)], True), disabled=at == 0,
+    cols = st.columns(4)
+    cols[0].button("Hide the answer" if shown else "Show the answer", key=f"ws_{chapter.id}_reveal",
+                   on_click=lambda: st.session_state.update({revealed: not shown}), width="stretch",
+                   type="secondary" if shown else "primary")
+    cols[1].button("Previous chapter", on_click=open_chapter, args=(ids[max(at - 1, 0)], True), disabled=at == 0,
                    width="stretch")
-    cols[1].button("Next chapter", on_click=open_chapter, args=(ids[min(at + 1, len(ids) - 1)], True),
+    cols[2].button("Next chapter", on_click=open_chapter, args=(ids[min(at + 1, len(ids) - 1)], True),
                    disabled=at + 1 == len(ids), width="stretch")
-    cols[2].button("Leave presenter view", on_click=open_chapter, args=(chapter.id, False), width="stretch")
+    cols[3].button("Leave presenter view", on_click=open_chapter, args=(chapter.id, False), width="stretch")
 
 
 def open_chapter(chapter_id: str, presenter: bool) -> None:
@@ -225,7 +266,8 @@ def open_chapter(chapter_id: str, presenter: bool) -> None:
     st.session_state["ws_chapter"] = chapter_id
 
 
-def chapter_view(chapter: workshop.Chapter) -> None:
+def chapter_view(chapters: tuple[workshop.Chapter, ...], chapter: workshop.Chapter) -> None:
+    st.caption(counter(chapters, chapter))
     st.markdown(f"### {chapter.title}")
     st.markdown(chapter.question)
     st.markdown(f"[Link to this chapter]({chapter_link(chapter)}) · "
@@ -258,4 +300,4 @@ if st.query_params.get(PRESENTER_PARAM) == "1":
 st.title("Workshop")
 st.caption(f"{len(chapters)} chapters, one trade-off each: predict, run, read the chart, then solve the exercise. "
            f"Each chapter runs its own scenario; the Lab's is left as it is.")
-chapter_view(pick_chapter(chapters))
+chapter_view(chapters, pick_chapter(chapters))

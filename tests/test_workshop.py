@@ -66,11 +66,24 @@ def test_rental_break_even_by_hand():
 
 
 def test_a_check_compares_two_values_by_its_factor():
-    above = workshop.Check("ttft_p99_ms", "a", "x", "y", 2.0, True, "a")
-    below = workshop.Check("ttft_p99_ms", "a", "x", "y", 2.0, False, "a")
+    above, below, within = (workshop.Check("ttft_p99_ms", "a", "x", "y", 2.0, relation, "a")
+                            for relation in workshop.RELATIONS)
     assert above.holds(4.0, 2.0) and not above.holds(3.9, 2.0)
     assert below.holds(1.0, 2.0) and not below.holds(1.1, 2.0)
+    assert within.holds(4.0, 2.0) and within.holds(1.0, 2.0) and not within.holds(4.1, 2.0)
+    assert not within.holds(0.9, 2.0)
     assert not above.holds(None, 2.0) and not below.holds(1.0, None)
+    assert within.describe() == "a TTFT p99 at x within 2 x of its value at y"
+
+
+def test_a_numeric_knob_sits_on_a_numeric_axis_a_wide_one_on_a_log_axis():
+    chapters = {c.id: c for c in workshop.load_chapters()}
+    batch, rental, policies = (chapters[i] for i in ("01-continuous-batching", "14-rental-terms",
+                                                      "04-strict-priority"))
+    assert [o.x for o in batch.options] == [1, 4, 16, 64, 256] and batch.numeric and batch.log_axis
+    assert rental.numeric and not rental.log_axis, "2 to 24 hours: a linear cost must look linear"
+    assert not policies.numeric and not policies.log_axis
+    assert [o.label for o in chapters["07-dynamic-cost"].options] == ["60,000", "20,000", "5,000", "1,000"]
 
 
 def test_a_goal_reads_its_metric_direction_and_an_unstable_run_never_meets_it():
@@ -121,6 +134,25 @@ def broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
      "give a scenario that does not load"),
     ('[see]', '[see\n', "is not valid TOML"),
     ('set = { "policy.name" = "priority" }', 'unset = []', "knob.options[1] sets nothing: give set"),
+    ('[[prediction.claims]]\nmetric = "longest_wait_ms"', '[[prediction.ignored]]\nmetric = "longest_wait_ms"',
+     "prediction.claims is missing"),
+    ('[[prediction.claims]]\nmetric = "longest_wait_ms"\nclass = "offline"\nat = "strict priority"\nthan = "FIFO"\n'
+     'above = 3.0', 'claims = []', "prediction.claims must hold at least one claim: the answer, as a test"),
+    ('metric = "longest_wait_ms"\nclass = "offline"\nat = "strict priority"\nthan = "FIFO"\nabove = 3.0\n\n[knob]',
+     'metric = "ttft_p99_ms"\nclass = "offline"\nat = "strict priority"\nthan = "FIFO"\nabove = 3.0\n\n[knob]',
+     "prediction.claims[0].metric = 'ttft_p99_ms' is not drawn: the chart shows longest_wait_ms"),
+    ('classes = ["interactive", "offline"]', 'classes = ["interactive"]',
+     "prediction.claims[0].class = 'offline' is not drawn for longest_wait_ms: the chart shows interactive"),
+    ('than = "FIFO"\nabove = 3.0\n\n[knob]', 'than = "FIFO"\nabove = 3.0\nwithin = 2.0\n\n[knob]',
+     "prediction.claims[0] needs exactly one of above = FACTOR, below = FACTOR or within = FACTOR"),
+    ('than = "FIFO"\nabove = 3.0\n\n[knob]', 'than = "FIFO"\nabove = 0.5\n\n[knob]',
+     "prediction.claims[0].above = 0.5 must be at least 1"),
+    ('metric = "longest_wait_ms"\nclasses', 'metric = "longest_wait_ms"\nmetrics = ["ttft_p99_ms"]\nclasses',
+     "chart gives both metric and metrics"),
+    ('metric = "longest_wait_ms"\nclasses', 'metrics = ["longest_wait_ms", "longest_wait_ms"]\nclasses',
+     "chart.metrics must name one or two different metrics"),
+    ('metric = "longest_wait_ms"\nclasses', 'metric = "compute_util_frac"\nclasses',
+     "chart.classes are not drawn: every metric of the chart is a fleet metric"),
 ])
 def test_a_broken_chapter_is_one_line_naming_file_and_field(tmp_path, old, new, message):
     folder = broken(tmp_path, "04-strict-priority", old, new)
@@ -128,6 +160,23 @@ def test_a_broken_chapter_is_one_line_naming_file_and_field(tmp_path, old, new, 
         workshop.load_chapters(folder)
     text = str(raised.value)
     assert text.startswith("data/workshop/04-strict-priority.toml") and message in text and "\n" not in text, text
+
+
+def test_a_rental_check_compares_the_billings_the_chart_draws(tmp_path):
+    folder = broken(tmp_path, "14-rental-terms", 'metric = "monthly cost"\nclass = "annual prepay"',
+                    'metric = "yearly cost"\nclass = "annual prepay"')
+    with pytest.raises(ScenarioError, match=r"see.checks\[0\].metric = 'yearly cost' is not drawn"):
+        workshop.load_chapters(folder)
+
+
+@pytest.mark.parametrize("old, new, key", [
+    ('solution = { "server.gpu" = "H100-80G-MIG-2g.20gb"', 'solution = { "server.gpu" = "H100-80G"', "solution"),
+    ('"server.gpu=H100-80G-MIG-1g.10gb"', '"server.gpu=H100-80G"', "start"),
+])
+def test_an_exercise_starts_and_ends_among_its_choices(tmp_path, old, new, key):
+    folder = broken(tmp_path, "13-mig-slices", old, new)
+    with pytest.raises(ScenarioError, match=rf"exercise.{key} gives server.gpu = '.*', not one of its choices"):
+        workshop.load_chapters(folder)
 
 
 def test_a_teacher_adds_a_chapter_without_code(tmp_path):

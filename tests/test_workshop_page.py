@@ -4,6 +4,8 @@ the article page shows the article's table beside the simulated one at each load
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -62,6 +64,54 @@ def test_a_chapter_opens_from_its_link_and_checks_its_exercise(cid):
     assert "Solved: every goal is met." in check(at, chapter)
 
 
+def revealed(cid: str) -> tuple[AppTest, dict]:
+    """The chapter's page once the learner has predicted: the page and its chart's figure (Plotly JSON)."""
+    at = open_page("pages/workshop.py", {"chapter": cid})
+    at.radio(key=f"ws_{cid}_guess").set_value(CHAPTERS[cid].answer).run()
+    return at, json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def test_a_chapter_says_where_it_sits_and_lists_unstable_runs_in_the_knob_order():
+    at, fig = revealed("01-continuous-batching")
+    captions = shown(at.caption)
+    assert f"Chapter 1 of {len(CHAPTERS)}" in captions
+    assert any(c.endswith("growing backlog): 1, 4, 16.") for c in captions), captions
+    assert any(c.startswith("Offered load (an estimate) of each run: 1: ") for c in captions), captions
+
+
+@pytest.mark.parametrize("cid, axis, direction", [("01-continuous-batching", "log", True),
+                                                  ("14-rental-terms", "linear", True),
+                                                  ("07-dynamic-cost", "log", "reversed"),
+                                                  ("04-strict-priority", "category", None)])
+def test_a_numeric_knob_sits_on_a_numeric_axis(cid, axis, direction):
+    """1 to 256 sequences on a log axis, 2 to 24 hours on a linear one (a cost in proportion to the hours is a
+    straight line), an SLA lowered from 60 s to 1 s read from the right, named settings as categories in their
+    order."""
+    _, fig = revealed(cid)
+    assert fig["layout"]["xaxis"]["type"] == axis and fig["layout"]["xaxis"].get("autorange") == direction
+    xs = fig["data"][0]["x"]
+    expected = [o.x for o in CHAPTERS[cid].options] if axis != "category" else \
+        [o.label for o in CHAPTERS[cid].options]
+    assert xs == expected
+    if axis != "category":
+        assert fig["layout"]["xaxis"]["ticktext"][0] == CHAPTERS[cid].options[0].label + \
+            (" (unstable)" if cid.startswith("01") else "")
+
+
+def test_an_answer_about_two_metrics_draws_two_panels_with_one_legend():
+    _, fig = revealed("02-prefill-and-decode")
+    layout = fig["layout"]
+    assert (layout["yaxis"]["title"]["text"], layout["yaxis2"]["title"]["text"]) == ("TPOT p99 (ms)", "TTFT p99 (ms)")
+    assert [(t["name"], t.get("showlegend", True)) for t in fig["data"]] == \
+        [("chat", True), ("batch", True), ("chat", False), ("batch", False)]
+
+
+def test_exercise_choices_that_are_codes_show_their_words():
+    at = open_page("pages/workshop.py", {"chapter": "11-preemption-modes"})
+    mode = at.selectbox(key="ws_11-preemption-modes_field_1")
+    assert mode.options == ["Keep on the GPU", "Swap to host memory", "Recompute"] and mode.value == "recompute"
+
+
 def test_next_moves_to_the_next_chapter_and_the_link_follows():
     first, second = sorted(CHAPTERS)[:2]
     at = open_page("pages/workshop.py", {"chapter": first})
@@ -87,8 +137,13 @@ def test_the_presenter_view_shows_the_question_then_one_chart_on_demand():
     chapter = CHAPTERS["07-dynamic-cost"]
     at = open_page("pages/workshop.py", {"chapter": chapter.id, "presenter": "1"})
     assert at.title[0].value == chapter.title and not at.get("plotly_chart") and not at.radio
+    assert shown(at.caption)[0] == f"Chapter 7 of {len(CHAPTERS)}"
     next(b for b in at.button if b.label == "Show the answer").click().run()
     assert len(at.get("plotly_chart")) == 1
+    assert f"{chapter.prompt} **{chapter.answer}**" in [m.value for m in at.markdown], "the prediction, completed"
+    next(b for b in at.button if b.label == "Hide the answer").click().run()
+    assert not at.get("plotly_chart") and chapter.question in [m.value for m in at.markdown]
+    next(b for b in at.button if b.label == "Show the answer").click().run()
     following = CHAPTERS["08-sjf-and-predictors"]
     next(b for b in at.button if b.label == "Next chapter").click().run()
     assert at.title[0].value == following.title and at.query_params["chapter"] == following.id

@@ -163,7 +163,7 @@ CLAIMS = (
     Claim("the dynamic cost keeps offline throughput between strict priority's and WFQ's",
           lambda s: s["strict priority"]["offline_tok_s"] < s["dynamic cost"]["offline_tok_s"] <
           s["WFQ 70/30"]["offline_tok_s"],
-          "with its default coefficients (alpha = beta = gamma = 1) and the 60 s SLA it assumes for offline, which "
+          "with its default coefficients (alpha, beta and gamma all 1) and the 60 s SLA it assumes for offline, which "
           "has none, an offline request's waiting counts 60 times less than an interactive one's, so the dynamic "
           "cost holds offline back at least as much as strict priority (the workshop's dynamic-cost chapter "
           "shows the assumed SLA giving offline its throughput back)"),

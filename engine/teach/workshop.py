@@ -6,16 +6,25 @@ It holds the text and the experiment together::
     title, question          what the chapter asks
     preset, overrides        the scenario: a file of data/scenarios, changed by dotted overrides, at a load where
                              the effect is large
-    [prediction]             prompt, choices, answer (one of the choices): what the learner commits to first
-    [knob]                   label, path and values (one field), or options = [{label, set = {path = value},
-                             unset = [path]}] (``unset``: the field goes back to its default, e.g. none)
-    [chart]                  metric (a key of engine.scenario.metric_table) and the classes to draw; without classes, a
-                             fleet metric of the summary's system block
+    [prediction]             prompt, choices, answer (one of the choices): what the learner commits to first;
+                             claims: the answer as checks (as in [see]) on what the chart draws, so that a test
+                             runs the experiment and holds the answer to it: each claim's metric is one of the
+                             chart's and its classes are drawn, its direction and factor say what the answer says
+                             ("more than doubles": above = 2; "about the same": within = 1.1)
+    [knob]                   label, path and values (one field; numbers sit on a numeric axis, a logarithmic one
+                             when they span ``LOG_AXIS_SPAN`` times or more), or options = [{label,
+                             set = {path = value}, unset = [path]}] (``unset``: the field goes back to its default,
+                             e.g. none), drawn as named settings in their order
+    [chart]                  metric (a key of engine.scenario.metric_table), or metrics = [two keys] for two panels
+                             side by side (an answer about two things draws both), and the classes to draw; a fleet
+                             metric of the summary's system block draws the fleet
     [see]                    text ("what you should see", with the reason) and checks that must hold on the
-                             chart's runs: {metric, class, at, than, above = F or below = F}: the value at knob
-                             option ``at`` is at least F times (above) or at most 1/F times (below) the value at
-                             ``than``
-    [exercise]               task, fields (paths the learner sets, optional label/min/max), goals
+                             chart's runs: {metric, class, at, than, above = F, below = F or within = F}: the value
+                             at knob option ``at`` is at least F times (above), at most 1/F times (below), or
+                             between 1/F and F times (within) the value at ``than`` (of class ``than_class``,
+                             by default the same)
+    [exercise]               task, fields (paths the learner sets, optional label/min/max, and choices: a list,
+                             or a table of value = "label" where the values are codes), goals
                              (``CLASS.METRIC=VALUE``, or ``system.METRIC=VALUE``; the metric's direction says
                              at most or at least), solution (values that meet every goal), start (optional: the
                              values the learner starts from, by default the scenario's), cards (optional: the
@@ -60,6 +69,8 @@ RENTAL = "rental"
 DAYS_PER_MONTH = HOURS_PER_MONTH / 24.0
 RENTAL_MODES = ("by the hour", "monthly", "annual prepay")  # the rental chapter's lines
 BREAKEVEN_TOLERANCE_H = 0.5  # hours a day: how close the rental exercise's answer must be
+LOG_AXIS_SPAN = 20.0  # a numeric knob whose largest value is this many times its smallest sits on a log axis
+RELATIONS = ("above", "below", "within")  # how a check compares its two values
 # Where the learner's fields live (``section.field``), for their labels, units and bounds.
 FIELD_CLASSES = {"server": Server, "server.speculative": Speculative, "policy": Policy, "fleet": Fleet,
                  "workload.arrival": Arrival}
@@ -67,37 +78,45 @@ FIELD_CLASSES = {"server": Server, "server.speculative": Speculative, "policy": 
 
 @dataclass(frozen=True)
 class Option:
-    """One setting of the chapter's knob: its label on the chart and the fields it sets."""
+    """One setting of the chapter's knob: its label on the chart, the fields it sets, and its place on a numeric
+    axis (``x``; None for a named setting)."""
 
     label: str
     values: Mapping[str, Any]
+    x: float | None = None
 
 
 @dataclass(frozen=True)
 class Check:
-    """A claim of "what you should see" on the chart's runs: ``metric`` of ``cls`` at option ``at`` is at least
-    ``factor`` times (``above``) or at most 1/``factor`` times (not ``above``) the value of ``than_cls`` (by default
-    the same class) at option ``than``."""
+    """A claim on the chart's runs (of "what you should see", or of the prediction's answer): ``metric`` of ``cls``
+    at option ``at`` is at least ``factor`` times (``above``), at most 1/``factor`` times (``below``) or between
+    1/``factor`` and ``factor`` times (``within``) the value of ``than_cls`` (by default the same class) at option
+    ``than``."""
 
     metric: str
     cls: str
     at: str
     than: str
     factor: float
-    above: bool
+    relation: str
     than_cls: str
 
     def holds(self, mine: float | None, other: float | None) -> bool:
         """True when the claim holds between its two values; a missing value never holds."""
         if mine is None or other is None:
             return False
-        return mine >= self.factor * other if self.above else mine * self.factor <= other
+        if self.relation == "above":
+            return mine >= self.factor * other
+        if self.relation == "below":
+            return mine * self.factor <= other
+        return other <= self.factor * mine and mine <= self.factor * other
 
     def describe(self) -> str:
-        """The claim in words: "offline Longest wait at priority >= 3 x its value at fifo"."""
+        """The claim in words: "offline Longest wait at strict priority >= 3 x its value at FIFO"."""
         label = self.metric if self.metric not in METRICS else metric(self.metric).label
         who = "" if self.cls == SYSTEM else f"{self.cls} "
-        relation = f">= {self.factor:g} x" if self.above else f"<= 1/{self.factor:g} x"
+        relation = {"above": f">= {self.factor:g} x", "below": f"<= 1/{self.factor:g} x",
+                    "within": f"within {self.factor:g} x of"}[self.relation]
         other = "its value" if self.than_cls == self.cls else \
             ("the fleet's" if self.than_cls == SYSTEM else f"{self.than_cls}'s")
         return f"{who}{label} at {self.at} {relation} {other} at {self.than}"
@@ -141,6 +160,7 @@ class Field:
     low: float | None
     high: float | None
     choices: tuple | None
+    choice_labels: Mapping[Any, str]  # the words shown for a choice that is a code (empty: shown as written)
     help: str
     owner: type | None  # the configuration class the path is a key of (None: a path of the chapter's own)
 
@@ -167,9 +187,10 @@ class Chapter:
     prompt: str
     choices: tuple[str, ...]
     answer: str
+    claims: tuple[Check, ...]      # the answer, as checks on what the chart draws
     knob_label: str
     options: tuple[Option, ...]
-    chart_metric: str
+    chart_metrics: tuple[str, ...]  # one panel each
     chart_classes: tuple[str, ...]
     see: str
     checks: tuple[Check, ...]
@@ -183,6 +204,25 @@ class Chapter:
 
     def option(self, label: str) -> Option:
         return next(o for o in self.options if o.label == label)
+
+    @property
+    def numeric(self) -> bool:
+        """Whether the knob's settings are numbers, drawn on a numeric axis."""
+        return all(o.x is not None for o in self.options)
+
+    @property
+    def log_axis(self) -> bool:
+        """Whether the numeric knob's values span ``LOG_AXIS_SPAN`` times or more (all above zero): a log axis
+        spaces 1, 4, 16, 64, 256 evenly where a linear one would crowd the first four."""
+        xs = [o.x for o in self.options]
+        return self.numeric and min(xs) > 0 and max(xs) >= LOG_AXIS_SPAN * min(xs)
+
+    def series(self, key: str) -> tuple[str, ...]:
+        """The series the chart draws for metric ``key``: the fleet for a fleet metric (and the rental chapter's
+        billings), else the chapter's classes."""
+        if self.kind == RENTAL:
+            return RENTAL_MODES
+        return (SYSTEM,) if key in SYSTEM_KEYS else self.chart_classes
 
     def scenario_with(self, values: Mapping[str, Any]) -> dict:
         """The chapter's scenario with ``values`` set (``scenario_with``)."""
@@ -264,8 +304,9 @@ def _field(reader: _Reader, spec: Mapping[str, Any], where: str) -> Field:
     low = reader.get(spec, "min", (int, float), where, low)
     high = reader.get(spec, "max", (int, float), where, high)
     label = reader.get(spec, "label", str, where, None) or field_label(owner, name)
-    choices = reader.get(spec, "choices", list, where, None) or meta.get("choices")
-    return Field(path, label, meta.get("unit", ""), low, high, tuple(choices) if choices else None,
+    choices = reader.get(spec, "choices", (list, dict), where, None) or meta.get("choices")
+    labels = dict(choices) if isinstance(choices, dict) else {}
+    return Field(path, label, meta.get("unit", ""), low, high, tuple(choices) if choices else None, labels,
                  meta.get("help", ""), owner)
 
 
@@ -284,14 +325,20 @@ def _options(reader: _Reader, knob: Mapping[str, Any]) -> tuple[Option, ...]:
             options.append(Option(reader.get(spec, "label", str, where), values))
     else:
         path = reader.get(knob, "path", str, "knob.")
-        options = [Option(_label(value), {path: value}) for value in reader.get(knob, "values", list, "knob.")]
+        options = [Option(_label(value), {path: value}, float(value) if _is_number(value) else None)
+                   for value in reader.get(knob, "values", list, "knob.")]
     if len(options) < 2 or len({o.label for o in options}) != len(options):
         raise reader.fail("knob", "needs at least two settings with different labels")
     return tuple(options)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _label(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    """A knob value as the chart and the checks name it: numbers with thousands separators ("16,384", "0.5")."""
+    return f"{value:,g}" if _is_number(value) else str(value)
 
 
 def _class_of(reader: _Reader, cls: str, key: str, classes: list[str], where: str) -> None:
@@ -318,6 +365,54 @@ def _goal(reader: _Reader, text: str, classes: list[str], where: str) -> Goal:
         raise reader.fail(where, f"= {excerpt(text)} must look like CLASS.METRIC=VALUE (or system.METRIC=VALUE)")
     _class_of(reader, cls, key.strip(), classes, where)
     return Goal(cls, key.strip(), limit)
+
+
+def _checks(reader: _Reader, specs: list, where: str, kind: str, classes: list[str],
+            labels: set[str]) -> list[Check]:
+    """The checks of ``[see]`` or the claims of ``[prediction]`` (``where``: their key, for the error line): each
+    compares two of the knob's settings by one relation, on a metric the classes have."""
+    checks = []
+    for i, spec in enumerate(specs):
+        here = f"{where}[{i}]."
+        if not isinstance(spec, dict):
+            raise reader.fail(here[:-1], "must be a table")
+        given = [relation for relation in RELATIONS if relation in spec]
+        if len(given) != 1:
+            raise reader.fail(here[:-1], "needs exactly one of above = FACTOR, below = FACTOR or within = FACTOR")
+        factor = reader.get(spec, given[0], (int, float), here)
+        if factor < 1:
+            raise reader.fail(f"{here}{given[0]}", f"= {factor:g} must be at least 1 (a factor between two values)")
+        cls = reader.get(spec, "class", str, here, SYSTEM)
+        check = Check(reader.get(spec, "metric", str, here), cls, reader.get(spec, "at", str, here),
+                      reader.get(spec, "than", str, here), float(factor), given[0],
+                      reader.get(spec, "than_class", str, here, cls))
+        if {check.at, check.than} - labels:
+            raise reader.fail(here[:-1], f"compares {check.at!r} and {check.than!r}; the knob's settings are "
+                                         f"{', '.join(sorted(labels))}")
+        for series in (check.cls, check.than_cls):
+            if kind == RENTAL:
+                if series not in RENTAL_MODES:
+                    raise reader.fail(f"{here}class", f"must be one of {', '.join(RENTAL_MODES)}")
+            else:
+                _class_of(reader, series, check.metric, classes, here[:-1])
+        checks.append(check)
+    return checks
+
+
+def _drawn(reader: _Reader, chapter: Chapter) -> None:
+    """Every claim of the answer is about what the chart draws: one of its metrics, for classes it shows; and a
+    rental chapter's checks compare the billings it draws."""
+    for where, checks in (("prediction.claims", chapter.claims),
+                          ("see.checks", chapter.checks if chapter.kind == RENTAL else ())):
+        for i, check in enumerate(checks):
+            if check.metric not in chapter.chart_metrics:
+                raise reader.fail(f"{where}[{i}].metric", f"= {check.metric!r} is not drawn: the chart shows "
+                                                          f"{', '.join(chapter.chart_metrics)}")
+            missing = {check.cls, check.than_cls} - set(chapter.series(check.metric))
+            if missing:
+                raise reader.fail(f"{where}[{i}].class", f"= {sorted(missing)[0]!r} is not drawn for "
+                                                         f"{check.metric}: the chart shows "
+                                                         f"{', '.join(chapter.series(check.metric))}")
 
 
 def load_chapter(path: Path) -> Chapter:
@@ -361,36 +456,25 @@ def load_chapter(path: Path) -> Chapter:
         except ScenarioError as error:
             raise r.fail("overrides or knob", f"give a scenario that does not load: {error}") from None
         classes = [c.name for c in typed.workload.classes]
-    chart_metric = r.get(chart, "metric", str, "chart.")
+    if "metric" in chart and "metrics" in chart:
+        raise r.fail("chart", "gives both metric and metrics; give one")
+    chart_metrics = tuple(r.get(chart, "metrics", list, "chart.")) if "metrics" in chart else \
+        (r.get(chart, "metric", str, "chart."),)
+    if not 1 <= len(chart_metrics) <= 2 or len(set(chart_metrics)) != len(chart_metrics):
+        raise r.fail("chart.metrics", "must name one or two different metrics (one panel each)")
     chart_classes = tuple(r.get(chart, "classes", list, "chart.", []))
     if kind != RENTAL:
-        for cls in chart_classes or (SYSTEM,):
-            _class_of(r, cls, chart_metric, classes, "chart")
-    checks = []
-    for i, spec in enumerate(r.get(see, "checks", list, "see.")):
-        where = f"see.checks[{i}]."
-        if not isinstance(spec, dict):
-            raise r.fail(where[:-1], "must be a table")
-        above, below = spec.get("above"), spec.get("below")
-        if (above is None) == (below is None):
-            raise r.fail(where[:-1], "needs exactly one of above = FACTOR or below = FACTOR")
-        factor = r.get(spec, "above" if above is not None else "below", (int, float), where)
-        cls = r.get(spec, "class", str, where, SYSTEM)
-        check = Check(r.get(spec, "metric", str, where), cls, r.get(spec, "at", str, where),
-                      r.get(spec, "than", str, where), float(factor), above is not None,
-                      r.get(spec, "than_class", str, where, cls))
-        if {check.at, check.than} - labels:
-            raise r.fail(where[:-1], f"compares {check.at!r} and {check.than!r}; the knob's settings are "
-                                     f"{', '.join(sorted(labels))}")
-        for series in (check.cls, check.than_cls):
-            if kind == RENTAL:
-                if series not in RENTAL_MODES:
-                    raise r.fail(f"{where}class", f"must be one of {', '.join(RENTAL_MODES)}")
-            else:
-                _class_of(r, series, check.metric, classes, where[:-1])
-        checks.append(check)
+        for key in chart_metrics:
+            for cls in chart_classes if key not in SYSTEM_KEYS else (SYSTEM,):
+                _class_of(r, cls, key, classes, "chart")
+        if chart_classes and all(key in SYSTEM_KEYS for key in chart_metrics):
+            raise r.fail("chart.classes", "are not drawn: every metric of the chart is a fleet metric")
+    checks = _checks(r, r.get(see, "checks", list, "see."), "see.checks", kind, classes, labels)
     if not checks:
         raise r.fail("see.checks", "must hold at least one check: what the learner should see, as a test")
+    claims = _checks(r, r.get(prediction, "claims", list, "prediction."), "prediction.claims", kind, classes, labels)
+    if not claims:
+        raise r.fail("prediction.claims", "must hold at least one claim: the answer, as a test")
     fields = tuple(_field(r, spec if isinstance(spec, dict) else {"path": spec}, f"exercise.fields[{i}].")
                    for i, spec in enumerate(r.get(exercise, "fields", list, "exercise.")))
     goals = tuple(_goal(r, text, classes, f"exercise.goals[{i}]")
@@ -404,11 +488,24 @@ def load_chapter(path: Path) -> Chapter:
         raise r.fail("exercise.start", "is missing: a rental exercise has no scenario to start from")
     if kind != RENTAL and not goals:
         raise r.fail("exercise.goals", "must hold at least one goal")
-    return Chapter(name, r.get(table, "title", str, ""), r.get(table, "question", str, ""), kind, scenario,
-                   r.get(prediction, "prompt", str, "prediction."), choices, answer,
-                   r.get(knob, "label", str, "knob."), options, chart_metric, chart_classes,
-                   r.get(see, "text", str, "see."), tuple(checks), r.get(exercise, "task", str, "exercise."), fields,
-                   goals, solution, start, r.get(exercise, "cards", int, "exercise.", None), rental)
+    chapter = Chapter(name, r.get(table, "title", str, ""), r.get(table, "question", str, ""), kind, scenario,
+                      r.get(prediction, "prompt", str, "prediction."), choices, answer, tuple(claims),
+                      r.get(knob, "label", str, "knob."), options, chart_metrics, chart_classes,
+                      r.get(see, "text", str, "see."), tuple(checks), r.get(exercise, "task", str, "exercise."),
+                      fields, goals, solution, start, r.get(exercise, "cards", int, "exercise.", None), rental)
+    _drawn(r, chapter)
+    _among_choices(r, chapter)
+    return chapter
+
+
+def _among_choices(reader: _Reader, chapter: Chapter) -> None:
+    """The exercise's solution and start give a field with choices one of its choices (the learner's input
+    offers only those)."""
+    for key, values in (("solution", chapter.solution), ("start", chapter.start_values())):
+        for f in chapter.fields:
+            if f.choices and values[f.path] not in f.choices:
+                raise reader.fail(f"exercise.{key}", f"gives {f.path} = {excerpt(values[f.path])}, not one of its "
+                                                     f"choices ({', '.join(map(str, f.choices))})")
 
 
 def chapter_paths(folder: Path = WORKSHOP_DIR) -> list[Path]:
@@ -456,27 +553,23 @@ def run_options(chapter: Chapter, origin: Origin = Origin(),
 
 
 def chart_values(chapter: Chapter, runs: Mapping[str, Summary], cny_per_usd: float = CNY_PER_USD_DEFAULT
-                 ) -> dict[str, dict[str, float | None]]:
-    """The chart's values: series (a class, ``system`` or a billing) -> knob label -> value. A rental chapter's
-    values are the low end of each billing's monthly cost (``runs`` unused)."""
+                 ) -> dict[str, dict[str, dict[str, float | None]]]:
+    """The chart's values, one panel per metric: metric -> series (a class, ``system`` or a billing) -> knob
+    label -> value. A rental chapter's values are the low end of each billing's monthly cost (``runs`` unused)."""
     if chapter.kind == RENTAL:
-        costs = {o.label: rental_costs(chapter, float(next(iter(o.values.values()))), cny_per_usd)
-                 for o in chapter.options}
-        return {mode: {label: costs[label][mode][0] for label in costs} for mode in RENTAL_MODES}
-    m = metric(chapter.chart_metric)
-    series = {}
-    for cls in chapter.chart_classes or (SYSTEM,):
-        series[cls] = {label: m.value(summary["system"] if cls == SYSTEM else
-                                      summary["overall"] if cls == OVERALL else summary["classes"][cls])
-                       for label, summary in runs.items()}
-    return series
+        costs = {o.label: rental_costs(chapter, o.x, cny_per_usd) for o in chapter.options}
+        return {chapter.chart_metrics[0]: {mode: {label: costs[label][mode][0] for label in costs}
+                                           for mode in RENTAL_MODES}}
+    return {key: {cls: {label: Goal(cls, key, 0.0).value(summary) for label, summary in runs.items()}
+                  for cls in chapter.series(key)}
+            for key in chapter.chart_metrics}
 
 
 def check_values(chapter: Chapter, check: Check, runs: Mapping[str, Summary], cny_per_usd: float = CNY_PER_USD_DEFAULT
                  ) -> tuple[float | None, float | None]:
     """The two values ``check`` compares: its class at its option, the other class at the other option."""
     if chapter.kind == RENTAL:
-        values = chart_values(chapter, runs, cny_per_usd)
+        values = chart_values(chapter, runs, cny_per_usd)[check.metric]
         return values[check.cls][check.at], values[check.than_cls][check.than]
     return tuple(Goal(cls, check.metric, 0.0).value(runs[label]) if label in runs else None
                  for cls, label in ((check.cls, check.at), (check.than_cls, check.than)))
