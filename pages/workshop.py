@@ -91,9 +91,7 @@ def run_experiment(chapter: workshop.Chapter) -> dict[str, Summary]:
 def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> go.Figure:
     """The chart that answers the chapter's question: one panel per metric of the chapter, one line (a numeric
     knob, on a numeric axis: the settings where their values put them, read in the knob's direction) or one set
-    of bars (named settings, in their order) per series; settings whose run was unstable are marked on the axis.
-    A workshop version of ``charts.workshop_chart``, which spaces every knob as categories and draws one
-    metric."""
+    of bars (named settings, in their order) per series; settings whose run was unstable are marked on the axis."""
     panels = workshop.chart_values(chapter, runs, CNY_PER_USD_DEFAULT)
     classes = [] if chapter.kind == workshop.RENTAL else [c["name"] for c in chapter.scenario["workload"]["classes"]]
     unstable = {label for label, s in runs.items() if s["system"]["unstable"]}
@@ -158,7 +156,7 @@ def what_you_should_see(chapter: workshop.Chapter, runs: dict[str, Summary]) -> 
 
 def field_widget(field: workshop.Field, value: object, key: str) -> object:
     """One exercise input: choices that are codes by the words the chapter gives them, a configuration key's own
-    widget (label, unit, bounds, choices), else a number. (``field_input`` shows choices as written.)"""
+    widget (label, unit, bounds, choices in words), else a number."""
     if field.choice_labels:
         return st.selectbox(field.label + (f" ({field.unit})" if field.unit else ""), field.choices,
                             index=field.choices.index(value), key=key,

@@ -244,24 +244,3 @@ def tune_surface(surface: dict, panel: dict) -> go.Figure:
     fig.update_layout(height=360, margin=dict(t=40, b=10), title=title,
                       legend=dict(orientation="h", yanchor="bottom", y=-0.35))
     return fig
-
-
-def workshop_chart(series: dict[str, dict[str, float | None]], x_title: str, y_title: str, colors: dict[str, str],
-                   numeric: bool, fraction: bool = False, unstable: frozenset[str] = frozenset()) -> go.Figure:
-    """A workshop chapter's chart: one line (numeric knob) or one set of bars (a knob of named settings) per
-    series (a class, the fleet, a billing), over the knob's settings in their order; settings whose run was
-    unstable are marked on the axis."""
-    fig = go.Figure()
-    labels = list(next(iter(series.values())))
-    ticks = [f"{chart_text(x)} (unstable)" if x in unstable else chart_text(x) for x in labels]
-    scale = 100.0 if fraction else 1.0
-    for name, values in series.items():
-        y = [None if values[x] is None else values[x] * scale for x in labels]
-        shown = chart_text(name)
-        if numeric:
-            fig.add_trace(go.Scatter(x=ticks, y=y, name=shown, mode="lines+markers", line=dict(color=colors[name])))
-        else:
-            fig.add_trace(go.Bar(x=ticks, y=y, name=shown, marker_color=colors[name]))
-    fig.update_layout(barmode="group", height=420, margin=dict(t=30, b=10), legend_title_text="",
-                      xaxis=dict(title=x_title, type="category"), yaxis=dict(title=y_title, rangemode="tozero"))
-    return fig
