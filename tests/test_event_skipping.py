@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.sim.kernel import S_SKIPPED
+from engine.sim.kernel.state import S_SKIPPED
 from engine.sim.layout import F_FIRST_SCHEDULED
 from engine.sim.simulate import execute, prepare, simulate
 from engine.sim.workload import RequestArrays

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from ..scenario.caps import MIB
 from ..scenario.config import Scenario, TokenDist, fleet_pools
 from ..scenario.errors import ScenarioError
-from .kernel import N_PC_ROWS, N_SERIES_FIXED, series_rows_per_replica, waiting_capacity
+from .kernel.state import N_PC_ROWS, N_SERIES_FIXED, series_rows_per_replica, waiting_capacity
 from .layout import N_FLOAT_FIELDS, N_INT_FIELDS
 from .traces import read_trace
 from .workload import conversation_slots

@@ -1,0 +1,91 @@
+"""One replica's decision, at the end of its iteration or when it wakes: the numbered steps of the package's
+docstring, in order, each a call into the module that holds it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..policies import P_PREEMPTIVE
+from .admit import (ADMIT_ANY, ADMIT_DECODES, ADMIT_PROMPTS, admit_waiting_nb, drop_timeouts_nb, gate_release_s_nb,
+                    next_event_s_nb, order_running_nb)
+from .batch import schedule_running_nb
+from .record import account_nb
+from .skip import skip_decodes_nb
+from .state import (A_EXTRA_S, A_WASTE_S, BUSY, CK_MODE, CK_NEXT_S, CK_WAIT_START_S, C_BATCH, C_MAX_BATCHED_TOKENS,
+                    C_MAX_BATCH_SIZE, C_PREEMPTIONS, C_ROLE, C_RUNNING, C_USED_BLOCKS, C_WAITING, DRAINED, HORIZON,
+                    IDLE, PREFILL_FIRST, PREFILL_ROLE, QUEUE_BOUND, SV_BATCHING, SV_DRAFT_TOKENS, SV_EVENT_SKIPPING,
+                    SV_HORIZON_S, SV_MAX_WAITING_REQUESTS, S_KV_BLOCK_SECONDS, S_WASTE_S, WAITING_FOR_GATE)
+from .step import advance_nb, step_s_nb
+
+
+@njit(cache=True, inline="always")
+def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, waiting, running, batch, cnt, clock,
+              acc, cross, handoff, t, queued_elsewhere, t_stop, may_skip):
+    """One replica's decision at ``t``: finish its iteration, then start the next one, wait or go idle.
+
+    ``queued_elsewhere``: requests waiting at the other replicas (for the queue bound, on the fleet).
+    ``t_stop``, ``may_skip``: the next arrival, and whether the queue bound cannot be reached before it
+    (for event skipping). Returns the stop reason (``DRAINED`` = carry on).
+    """
+    if clock[CK_MODE] == BUSY:
+        advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, clock, handoff, t)
+    else:  # waiting or idle since CK_WAIT_START_S, its blocks held (cached prefixes, KV on the link)
+        stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
+    cnt[C_WAITING] = drop_timeouts_nb(ints, fl, classes, ids, pc, waiting, cnt[C_WAITING], cnt, t)
+    cnt[C_RUNNING] = drop_timeouts_nb(ints, fl, classes, ids, pc, running, cnt[C_RUNNING], cnt, t)
+    if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
+        clock[CK_MODE] = IDLE
+        clock[CK_NEXT_S] = np.inf
+        clock[CK_WAIT_START_S] = t
+        return DRAINED
+    if queued_elsewhere + cnt[C_WAITING] > srv[SV_MAX_WAITING_REQUESTS]:
+        return QUEUE_BOUND
+    if t > srv[SV_HORIZON_S]:
+        return HORIZON
+    t_release = gate_release_s_nb(srv, fl, waiting, running, cnt, t)
+    if t_release > t:
+        clock[CK_MODE] = WAITING_FOR_GATE
+        clock[CK_WAIT_START_S] = t
+        clock[CK_NEXT_S] = next_event_s_nb(ints, fl, waiting, cnt, t_release)
+        return DRAINED
+
+    preemptions_before = cnt[C_PREEMPTIONS]
+    order_running_nb(policy, classes, ints, fl, running, cnt, t)
+    may_admit = cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]
+    prefill_first = srv[SV_BATCHING] == PREFILL_FIRST
+    if prefill_first and may_admit and cnt[C_WAITING] > 0:
+        # Whole prompts whenever one can be admitted: the iteration is theirs, every decode waits.
+        admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t,
+                         cnt[C_MAX_BATCHED_TOKENS], ADMIT_PROMPTS)
+    if cnt[C_BATCH] == 0:
+        budget, memory_preempted = schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt,
+                                                       acc, cnt[C_MAX_BATCHED_TOKENS])
+        if not memory_preempted and may_admit:
+            admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget,
+                             ADMIT_DECODES if prefill_first else ADMIT_ANY)
+    if cnt[C_BATCH] == 0 and cnt[C_ROLE] == PREFILL_ROLE and cnt[C_RUNNING] == 0 and cnt[C_USED_BLOCKS] > 0:
+        # its memory is held by KV on the link: wait for a transfer to end (``hand_over_nb`` wakes it), or for the
+        # next time-out of a waiting request
+        clock[CK_MODE] = WAITING_FOR_GATE
+        clock[CK_WAIT_START_S] = t
+        clock[CK_NEXT_S] = next_event_s_nb(ints, fl, waiting, cnt, np.inf)
+        return DRAINED
+    if cnt[C_BATCH] == 0:
+        raise RuntimeError("internal error: requests are ready but none could be scheduled")
+
+    dt, compute_s, memory_s, prefill, decode, recomputed = step_s_nb(srv, step, ints, batch, cnt)
+    stats[S_WASTE_S] += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
+    dt += acc[A_EXTRA_S]
+    acc[A_EXTRA_S] = 0.0
+    acc[A_WASTE_S] = 0.0
+    account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
+               cnt[C_PREEMPTIONS] - preemptions_before)
+    if srv[SV_EVENT_SKIPPING] and srv[SV_DRAFT_TOKENS] == 0 and may_skip and prefill == 0 and recomputed == 0 \
+            and cnt[C_WAITING] == 0 and cnt[C_BATCH] == cnt[C_RUNNING]:
+        t, dt = skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t, dt,
+                                t_stop)
+    clock[CK_MODE] = BUSY
+    clock[CK_NEXT_S] = t + dt
+    return DRAINED
