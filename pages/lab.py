@@ -177,7 +177,7 @@ def no_effect(note: str | None) -> None:
 
 def batch_wait_note(server: dict) -> str | None:
     """Why the minimum batch or its wait changes nothing: a replica holds an iteration back while fewer than the
-    minimum batch are ready only until the oldest ready request has waited the longest wait (engine/sim/kernel.py,
+    minimum batch are ready only until the oldest ready request has waited the longest wait (engine/sim/kernel,
     step 2), so with no wait it never holds back, and a minimum of one is met by any ready request."""
     low, wait_ms = server.get("min_batch_size") or 1, server.get("wait_timeout_ms") or 0.0
     words = (field_label(Server, "min_batch_size"), field_label(Server, "wait_timeout_ms"))

@@ -1,4 +1,4 @@
-"""Event skipping (``kernel._skip_decodes_nb``) gives the results of deciding every iteration, bit for bit:
+"""Event skipping (``kernel.skip.skip_decodes_nb``) gives the results of deciding every iteration, bit for bit:
 every request record, every time-series row and every counter, on Hypothesis-drawn scenarios over every
 policy, preemption mode, batching and admission mode, router, both step models and the run limits."""
 

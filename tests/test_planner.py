@@ -245,7 +245,7 @@ def test_accepted_weight_formats_are_each_sized_and_the_cheapest_wins():
     best = answer["recommendation"]
     assert best["quant"] == "fp8" and best["cards"] == fewest["fp8"]
     assert all(best["monthly_cost"]["low"] <= p["monthly_cost"]["low"] for p in plans if p["calibrated"])
-    assert f"{best['cards']} cards, fp8 weights" in plan_text(answer, "t").splitlines()[1]
+    assert f"{best['cards']} cards, FP8 weights" in plan_text(answer, "t").splitlines()[1]
 
 
 def test_a_budget_too_small_says_what_the_cheapest_plan_costs():
@@ -291,7 +291,7 @@ def test_a_tuned_policy_is_sized_with_its_tuned_parameters():
     rerun = simulate(load_scenario(search.scenario(Config("H100-80G", best["tensor_parallel"], "dynamic",
                                                           best["quant"], best["router"]), best["replicas"])))
     assert rerun.summary["classes"]["interactive"] == best["metrics"]["interactive"], "sized with those parameters"
-    assert plan_text(answer, "t").count("Tuned on the scenario's own fleet before sizing: dynamic (alpha") == 1
+    assert plan_text(answer, "t").count("Tuned on the scenario's own fleet before sizing: Dynamic cost with preemption (alpha") == 1
     untuned = plan(busy, small(gpus=("H100-80G",), policies=("dynamic",), seeds=2, requests=1000))
     assert untuned["tuned"] == {} and untuned["recommendation"]["policy"] == {"name": "dynamic"}
 
@@ -312,7 +312,7 @@ def test_decoding_is_a_search_dimension_and_speculation_wins_only_where_it_helps
     answer, cards = fewest_cards(TTFT_1S + (Target("overall", "tpot_mean_ms", 20.0),))
     assert cards["speculative"] <= cards["plain"] / 2
     assert answer["recommendation"]["decoding"] == "speculative"
-    assert "int4 weights, speculative decoding)" in plan_text(answer, "t").splitlines()[1]
+    assert "INT4 weights, speculative decoding)" in plan_text(answer, "t").splitlines()[1]
     _, cards = fewest_cards(TTFT_1S)
     assert cards["plain"] < cards["speculative"]
     with pytest.raises(ScenarioError, match="decoding 'speculative' needs server.speculative in the scenario"):

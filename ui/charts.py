@@ -62,13 +62,14 @@ def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict
     """
     shown = frame[frame["class"] != OVERALL]
     classes = list(dict.fromkeys(shown["class"]))
-    # One arrival-rate title under all panels (a title per panel met its neighbour's on a phone) and each panel's
-    # class in its top left corner (above the panels it met the legend), where the curves start low.
-    fig = make_subplots(rows=1, cols=len(classes), shared_yaxes=True, x_title="arrival rate (req/s)")
+    # The arrival-rate title under the first panel only (a title per panel met its neighbour's on a phone) and
+    # each panel's class in its top left corner (above the panels it met the legend), where the curves start low.
+    fig = make_subplots(rows=1, cols=len(classes), shared_yaxes=True)
+    fig.update_xaxes(title_text="arrival rate (req/s)", row=1, col=1)
     for col, name in enumerate(classes, start=1):
         axis = col if col > 1 else ""
-        fig.add_annotation(text=f"<b>{chart_text(name)}</b>", xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.02,
-                           y=0.98, xanchor="left", yanchor="top", showarrow=False)
+        fig.add_annotation(text=chart_text(name), xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.02, y=0.98,
+                           xanchor="left", yanchor="top", showarrow=False, font=dict(weight="bold"))
     for col, name in enumerate(classes, start=1):
         for policy, group in shown[shown["class"] == name].groupby("policy", sort=False):
             fig.add_trace(go.Scatter(x=group["rate_per_s"], y=[metric(key).table_value(v) for v in group[key]],

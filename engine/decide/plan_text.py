@@ -113,8 +113,9 @@ def mix_text(answer: dict) -> str | None:
 
 
 def tuned_text(answer: dict) -> str | None:
-    """What tuning each policy first found: "Tuned on the scenario's fleet: dynamic (alpha (waiting) 9.38, ...);
-    wfq kept its parameters (the objective did not move at the scenario's load)"; None without tuning."""
+    """What tuning each policy first found: "Tuned on the scenario's own fleet before sizing: Dynamic cost with
+    preemption (alpha (waiting) 9.38, ...); Weighted fair queuing kept its parameters (the objective did not move
+    at the scenario's load)"; None without tuning."""
     parts = [f"{policy_label(name)} ({', '.join(t['settings'])})" if t["used"] else
              f"{policy_label(name)} kept its parameters ({t['why']})" for name, t in answer.get("tuned", {}).items()]
     return f"Tuned on the scenario's own fleet before sizing: {'; '.join(parts)}" if parts else None

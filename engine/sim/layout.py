@@ -14,7 +14,7 @@ NOT_ARRIVED, WAITING, RUNNING, COMPLETED, TIMED_OUT, TRANSFERRING = 0, 1, 2, 3, 
 # I_RECOMPUTE_LEFT: tokens of the next re-prefill that had been computed before (wasted work);
 # I_HOST_TOKENS: KV tokens swapped out to host memory; I_PAUSED: 1 while paused with its KV kept;
 # I_REPLICA: the replica the router sent it to; I_DECODES: decode iterations it took part in (with speculative
-# decoding, the j-th emits ``kernel._emitted_nb(j)`` tokens). Prefix caching: its prompt's prefix blocks are
+# decoding, the j-th emits ``kernel.step._emitted_nb(j)`` tokens). Prefix caching: its prompt's prefix blocks are
 # ``prefix ids[I_PREFIX_START : I_PREFIX_START + I_PREFIX_BLOCKS]``; I_CACHED_UNITS of them it holds in its
 # replica's prefix cache (shared, counted there, not in I_BLOCKS); I_PREFIX_HIT: tokens of its prompt the cache held
 # when last looked up (for the lpm policy). I_PREFILL_REPLICA: on a disaggregated fleet, the prefill replica that

@@ -5,7 +5,7 @@ A policy decides two things only, both through one number per request, its
 get the batch, and the preemption victim (the running request with the highest
 key). Ties break by arrival time, then request index. The mechanism (token
 budget, KV blocks, time, how a preempted request is paused) lives in
-``kernel.py`` and is shared by all policies.
+the compiled loop (``kernel``) and is shared by all policies.
 
 A preemptive policy lets a waiting request that finds the batch or memory full
 evict the worst running request when its key is lower by more than the margin
