@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from llvmlite import ir
-from numba import njit, types
+from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -38,3 +38,7 @@ def _clock_gettime_ns(typingctx):
 def monotonic_ns_nb():
     """``time.monotonic_ns()``, from compiled code."""
     return _clock_gettime_ns()
+
+
+if config.DISABLE_JIT:  # the loop runs as plain Python (NUMBA_DISABLE_JIT=1: what compiling gains, bench_engine)
+    monotonic_ns_nb = time.monotonic_ns  # noqa: F811 - an intrinsic has no Python body to fall back on
