@@ -333,7 +333,7 @@ def test_the_scenario_line_names_speculative_decoding():
                                                "output_tokens": {"dist": "constant", "value": 8}}]},
                                   "server": {"step_model": "roofline", "speculative": {
                                       "draft_tokens": 3, "acceptance": 0.6, "draft_model": "Llama-3.2-1B"}}})
-    assert state.describe(typed) == ("Llama-3-8B (fp16) on A100-80G, speculative decoding (3 tokens drafted by "
+    assert state.describe(typed) == ("Llama-3-8B (FP16) on A100-80G, speculative decoding (3 tokens drafted by "
                                      "Llama-3.2-1B); policy: First come, first served")
 
 
@@ -368,7 +368,7 @@ def test_a_mixed_fleet_in_the_lab_adds_a_faster_group_routes_by_speed_and_prices
                for c in at.caption)
     assert float(metric(at, 0, "TTFT p99").split()[0]) < before
     table = next(d.value for d in at.dataframe if "hardware" in d.value.columns)
-    assert list(table["hardware"]) == ["TP4 A100-80G int4"] * 2 + ["TP4 H100-80G int4"]
+    assert list(table["hardware"]) == ["TP4 A100-80G INT4"] * 2 + ["TP4 H100-80G INT4"]
     assert table["routed"].iloc[2] > table["routed"].iloc[:2].sum()
     at.toggle(key="fleet_mixed_1").set_value(False).run()
     assert float(metric(at, 0, "TTFT p99").split()[0]) == before
@@ -379,7 +379,7 @@ def test_the_scenario_line_names_a_mixed_fleets_groups():
     data["fleet"] = {"groups": [{"replicas": 2, "gpu": "A100-80G", "tensor_parallel": 4},
                                 {"replicas": 1, "gpu": "H100-80G", "quant": "fp8", "tensor_parallel": 4}]}
     assert state.describe(engine.load_scenario(data)).startswith(
-        "a mixed fleet of 2 x TP4 A100-80G int4, 1 x TP4 H100-80G fp8 serving Llama-3-70B; policy:")
+        "a mixed fleet of 2 x TP4 A100-80G INT4, 1 x TP4 H100-80G FP8 serving Llama-3-70B; policy:")
 
 
 def test_a_disaggregated_fleet_in_the_lab_trades_first_token_time_for_time_per_token():

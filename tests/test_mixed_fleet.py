@@ -117,7 +117,7 @@ def test_a_mixed_fleet_summary_names_each_replicas_hardware():
     summary = engine.simulate(engine.load_scenario(article(
         300, groups=[{**A100, "replicas": 2}, {**H100, "replicas": 1}]))).summary
     replicas = summary["system"]["replicas"]
-    assert [r["hardware"] for r in replicas] == ["TP4 A100-80G int4"] * 2 + ["TP4 H100-80G fp8"]
+    assert [r["hardware"] for r in replicas] == ["TP4 A100-80G INT4"] * 2 + ["TP4 H100-80G FP8"]
     assert summary["system"]["kv_capacity_tokens"] == min(r["kv_capacity_tokens"] for r in replicas)
     assert sum(r["routed"] for r in replicas) == 300
 

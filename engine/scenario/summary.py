@@ -46,7 +46,7 @@ class ClassMetrics(TypedDict, total=False):
 class ReplicaStats(TypedDict):
     replica: int
     role: str  # what it serves: colocated, prefill or decode (``registry.POOL_ROLES``)
-    hardware: str  # its group's cards, e.g. "TP2 H100-80G fp8" (``simulate.hardware_label``)
+    hardware: str  # its group's cards, e.g. "TP2 H100-80G FP8" (``simulate.hardware_label``)
     speed: float  # its speed on the workload, the fastest replica's 1 (the routers weigh by it)
     kv_capacity_tokens: Optional[int]
     routed: int
