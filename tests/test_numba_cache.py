@@ -37,6 +37,30 @@ def test_writable_package_and_explicit_setting_get_the_keyed_folder(monkeypatch,
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "mine" / key)
 
 
+def test_old_keyed_folders_are_pruned_in_the_engines_own_folder_only(monkeypatch, tmp_path):
+    """Each edit of a compiled module leaves a keyed folder behind: the most recently used few are kept, anything
+    that is not a keyed folder is left alone, and a folder the user gave is never pruned."""
+    key = "f" * 16
+    own = tmp_path / "engine" / "__pycache__" / "numba"
+    old = [own / f"{i:016x}" for i in range(6)]
+    for age_s, folder in enumerate(old, start=1):  # old[0] the most recently used
+        folder.mkdir(parents=True)
+        os.utime(folder, (1e9 - age_s, 1e9 - age_s))
+    (own / "notes").mkdir()
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(_numba_cache, "ENGINE_DIR", tmp_path / "engine")
+    monkeypatch.setattr(_numba_cache, "sources_key", lambda: key)
+    _numba_cache.ensure_cache_dir()
+    kept = sorted(p.name for p in own.iterdir())
+    assert kept == sorted([key, "notes", *(f.name for f in old[:_numba_cache.KEPT_FOLDERS])])
+    given = tmp_path / "mine"
+    for folder in old:
+        (given / folder.name).mkdir(parents=True)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(given))
+    _numba_cache.ensure_cache_dir()
+    assert len(list(given.iterdir())) == len(old) + 1
+
+
 def test_the_key_changes_with_a_compiled_source_only(monkeypatch, tmp_path):
     copy = tmp_path / "engine"
     shutil.copytree(ENGINE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))

@@ -392,7 +392,7 @@ class Policy:
                                 ge=0.001, le=TIME_MS_MAX)
     preempt_mode: str = opt("recompute", "what a preempted request keeps: keep (KV stays on the GPU), swap (KV "
                                          "to host memory and back) or recompute (KV dropped, prefill redone); "
-                                         "the vllm-* presets always recompute",
+                                         "the two vLLM policies always recompute",
                             choices=tuple(PREEMPT_MODE_CODES))
     preempt_overhead_ms: float = opt(1.0, "GPU time of one pause and resume (preempt_mode = keep)", "ms",
                                      ge=0.0, le=1000.0)

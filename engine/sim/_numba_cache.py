@@ -9,11 +9,15 @@ compiles once more (editing any other module keeps the cache).
 
 The keyed folders live under ``NUMBA_CACHE_DIR`` when it is set, else in the package's ``__pycache__``, else (a
 read-only package: installed, shared checkout) in a per-user cache folder, so a second process still starts
-without compiling. Must run before numba is imported (it reads ``NUMBA_CACHE_DIR`` then).
+without compiling. In those two folders of its own, the engine keeps the ``KEPT_FOLDERS`` most recently used keyed
+folders besides the current one (each edit of a compiled module leaves one behind, a few MiB); a folder given by
+``NUMBA_CACHE_DIR`` is never pruned. Must run before numba is imported (it reads ``NUMBA_CACHE_DIR`` then).
 """
 
 import hashlib
 import os
+import re
+import shutil
 from pathlib import Path
 
 ENGINE_DIR = Path(__file__).resolve().parents[1]
@@ -21,6 +25,10 @@ ENGINE_DIR = Path(__file__).resolve().parents[1]
 # compiled functions and those they import names from (tests/test_numba_cache.py checks it against the imports).
 COMPILED_SOURCES = ("sim/kernel/*.py", "sim/policies.py", "sim/monotonic.py", "sim/layout.py", "hardware/steptime.py",
                     "scenario/registry.py")
+
+
+KEPT_FOLDERS = 3  # older keyed folders kept: a few versions side by side (branches, checkouts sharing a user cache)
+KEY_PATTERN = re.compile(r"[0-9a-f]{16}")
 
 
 def sources_key() -> str:
@@ -55,4 +63,21 @@ def ensure_cache_dir() -> None:
         root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "scheduler-lab" / "numba"
     folder = root / key
     folder.mkdir(parents=True, exist_ok=True)
+    os.utime(folder)  # used now: the pruning keeps the most recently used
+    if not given:
+        prune(root, folder)
     os.environ["NUMBA_CACHE_DIR"] = str(folder)
+
+
+def prune(root: Path, current: Path) -> None:
+    """Remove the keyed folders under ``root`` beyond the ``KEPT_FOLDERS`` most recently used besides ``current``
+    (any other entry is left alone; one that vanishes meanwhile, or cannot be removed, is skipped)."""
+    others = []
+    for entry in root.iterdir():
+        try:
+            if entry != current and entry.is_dir() and KEY_PATTERN.fullmatch(entry.name):
+                others.append((entry.stat().st_mtime, entry))
+        except OSError:
+            continue
+    for _, entry in sorted(others, reverse=True)[KEPT_FOLDERS:]:
+        shutil.rmtree(entry, ignore_errors=True)
