@@ -129,8 +129,8 @@ def main() -> None:
     print("| replicas | router | wall (s) | iterations | requests/s | TTFT p99 (ms) |")
     print("|---:|---|---:|---:|---:|---:|")
     for r in fleets:
-        print(f"| {r['replicas']} | {r['router']} | {r['wall_s']:.3f} | {r['iterations']:,} | {r['requests_per_s']:,.0f} | "
-              f"{r['ttft_p99_ms']:,.0f} |")
+        print(f"| {r['replicas']} | {r['router']} | {r['wall_s']:.3f} | {r['iterations']:,} | "
+              f"{r['requests_per_s']:,.0f} | {r['ttft_p99_ms']:,.0f} |")
     slicing = measure_slicing(args.fleet_requests)
     print(f"\nSlices against one call, {slicing['requests']:,} requests: {slicing['sliced_s']:.3f} s vs "
           f"{slicing['one_call_s']:.3f} s ({slicing['ratio']:.3f}x)")

@@ -41,7 +41,8 @@ def main() -> None:
     written = time.perf_counter()
     write_pdf(text, args.out / "plan.pdf")
     printed = time.perf_counter()
-    print(f"{SCENARIO.name} on {cores()} cores: plan {planned - started:.1f} s ({answer['run']['evaluations']:,} runs), "
+    print(f"{SCENARIO.name} on {cores()} cores: plan {planned - started:.1f} s "
+          f"({answer['run']['evaluations']:,} runs), "
           f"HTML {written - planned:.2f} s ({len(text) / 2 ** 20:.1f} MiB), PDF {printed - written:.1f} s "
           f"({(args.out / 'plan.pdf').stat().st_size / 2 ** 10:,.0f} KiB); report {printed - planned:.1f} s; "
           f"files in {args.out}")

@@ -34,7 +34,8 @@ def main() -> None:
     args = parser.parse_args()
     warm_up()  # load the compiled loop before timing
     constraints = tuple(parse_constraint("*.longest_wait_ms<=30000"))
-    question = TuneQuestion(Objective("interactive", "ttft_p99_ms"), constraints, candidates=args.candidates, seeds=args.seeds, requests=args.requests)
+    question = TuneQuestion(Objective("interactive", "ttft_p99_ms"), constraints, candidates=args.candidates,
+                            seeds=args.seeds, requests=args.requests)
     data = apply_overrides(read_toml(SCENARIO), BUSY)
     started = time.perf_counter()
     answer = tune(data, question)

@@ -257,7 +257,8 @@ def format_table(result: Result) -> str:
         lines.append("fleet: " + "; ".join(
             f"{len(group)} x {hardware}" + ("" if role == "colocated" else f" for {role}") +
             f" (speed {group[0]['speed']:.2f}, {sum(r['routed'] for r in group):,} routed, busy "
-            f"{100 * sum(r['busy_frac'] for r in group) / len(group):.1f}%)" for (role, hardware), group in kinds.items()))
+            f"{100 * sum(r['busy_frac'] for r in group) / len(group):.1f}%)"
+            for (role, hardware), group in kinds.items()))
     if "kv_transfer_ms" in result.requests:
         moved = result.requests["kv_transfer_ms"].dropna()
         if len(moved):

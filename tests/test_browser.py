@@ -83,7 +83,8 @@ CDF_JS = """(() => {
   return null; })()"""
 
 
-ALL_KPIS_JS = """Array.from(document.querySelectorAll('[data-testid="stMetricValue"]')).map(e => e.innerText).join('|')"""
+ALL_KPIS_JS = ("""Array.from(document.querySelectorAll('[data-testid="stMetricValue"]'))"""
+               """.map(e => e.innerText).join('|')""")
 
 
 def timed_key_press(page, control, key: str) -> dict:

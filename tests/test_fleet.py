@@ -155,5 +155,6 @@ def test_article_preset_is_physically_plausible_at_50_per_s():
     scenario = engine.load_scenario(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml",
                                     overrides=["workload.num_requests=6000"])
     system = engine.simulate(scenario).summary["system"]
-    assert scenario.workload.arrival.rate_per_s == 50.0 and scenario.fleet.replicas * scenario.server.tensor_parallel == 8
+    assert scenario.workload.arrival.rate_per_s == 50.0
+    assert scenario.fleet.replicas * scenario.server.tensor_parallel == 8
     assert system["offered_load"] < 1.0 and system["stop_reason"] == "drained"

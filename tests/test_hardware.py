@@ -70,7 +70,8 @@ def test_more_cards_are_faster_per_iteration_until_communication_dominates():
         p4, p8 = (roofline_profile(Server(step_model="roofline", gpu=gpu, model="Llama-3-8B", tensor_parallel=tp))
                   for tp in (4, 8))
         assert p8.comm_s_per_token > p4.comm_s_per_token > 0
-        gains[gpu] = step_time_s_nb(roofline_step_params(p4), 1, 1001, 1000) / step_time_s_nb(roofline_step_params(p8), 1, 1001, 1000)
+        gains[gpu] = (step_time_s_nb(roofline_step_params(p4), 1, 1001, 1000)
+                      / step_time_s_nb(roofline_step_params(p8), 1, 1001, 1000))
     assert all(1 < gain < 2 for gain in gains.values()), gains
 
 

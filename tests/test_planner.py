@@ -291,7 +291,8 @@ def test_a_tuned_policy_is_sized_with_its_tuned_parameters():
     rerun = simulate(load_scenario(search.scenario(Config("H100-80G", best["tensor_parallel"], "dynamic",
                                                           best["quant"], best["router"]), best["replicas"])))
     assert rerun.summary["classes"]["interactive"] == best["metrics"]["interactive"], "sized with those parameters"
-    assert plan_text(answer, "t").count("Tuned on the scenario's own fleet before sizing: Dynamic cost with preemption (alpha") == 1
+    tuned_line = "Tuned on the scenario's own fleet before sizing: Dynamic cost with preemption (alpha"
+    assert plan_text(answer, "t").count(tuned_line) == 1
     untuned = plan(busy, small(gpus=("H100-80G",), policies=("dynamic",), seeds=2, requests=1000))
     assert untuned["tuned"] == {} and untuned["recommendation"]["policy"] == {"name": "dynamic"}
 

@@ -91,7 +91,8 @@ def test_own_csv_with_classes_and_rate_scale(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("arrival_s,prompt_tokens\n0,5\n", "missing column 'output_tokens'"),
-    ("arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,x,3\n", r"line 3: prompt_tokens = 'x' must be an integer from 1 to 10,000,000"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,x,3\n",
+     r"line 3: prompt_tokens = 'x' must be an integer from 1 to 10,000,000"),
     ("arrival_s,prompt_tokens,output_tokens\n0,5,0\n", r"line 2: output_tokens = '0' must be an integer from 1"),
     ("arrival_s,prompt_tokens,output_tokens\n-1,5,3\n", r"line 2: arrival_s = '-1' must be a number >= 0"),
     ("arrival_s,prompt_tokens,output_tokens\n", "has a header but no rows"),

@@ -3,8 +3,8 @@
 Search space: every GPU with an offer (or those asked for) x every tensor-parallel degree at which the model
 fits and some offer's machines host the group x the policies asked for (default: the scenario's) x the weight
 formats, routers and decodings (plain, or the scenario's speculative decoding) asked for x replicas.
-Per GPU, format, decoding and degree the policy that needs the fewest replicas is kept (ties: the one with the most to spare on
-its tightest target), and the others that do as well are named beside it.
+Per GPU, format, decoding and degree the policy that needs the fewest replicas is kept (ties: the one with the most
+to spare on its tightest target), and the others that do as well are named beside it.
 For each configuration the replicas start at the analytic bound (the fewest whose estimated offered load is
 under 1: fewer are unstable by definition) and grow by doubling, then bisection, to the fewest that meet every
 target on every one of ``seeds`` runs (same requests per run, seeds ``seed``, ``seed + 1``, ...): a p99 near

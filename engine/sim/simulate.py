@@ -358,9 +358,9 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
 
 @dataclass(frozen=True)
 class GroupInputs:
-    """One group of identical replicas (the whole fleet, unless it is mixed or disaggregated): its server, how many, its step tuple,
-    KV capacity in tokens (0: unlimited), speculative decoding parameters (``speculative_params``) and effective
-    FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model)."""
+    """One group of identical replicas (the whole fleet, unless it is mixed or disaggregated): its server, how many,
+    its step tuple, KV capacity in tokens (0: unlimited), speculative decoding parameters (``speculative_params``)
+    and effective FLOP/s and bandwidth as shares of the datasheet peaks (None under the fixed step model)."""
 
     server: Server
     replicas: int
