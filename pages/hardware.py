@@ -29,7 +29,7 @@ from engine.hardware.tables import gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
 from engine.scenario.config import OVERALL, Fleet, Server, on_roofline
 from engine.scenario.errors import printable
-from engine.scenario.labels import key_words
+from engine.scenario.labels import key_words, words
 from engine.scenario.metric_table import LATENCY_KEYS, metric, money_range, round_money
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.sweep import sweep_rates
@@ -324,8 +324,8 @@ def calibration_picker(data: dict, server: Server) -> None:
     key = f"hw_calibration_{state.version()}"
     if st.session_state.get(key) not in choices:
         st.session_state[key] = current
-    picked = st.selectbox("Step-time calibration", choices, key=key,
-                          format_func=lambda c: c or f"shipped ({gpu_row(server.gpu)['family']} family)",
+    shipped = f"shipped ({words('gpu_family', gpu_row(server.gpu)['family'])} family)"
+    picked = st.selectbox("Step-time calibration", choices, key=key, format_func=lambda c: c or shipped,
                           help="Step-time factors the simulator uses for this GPU: the shipped fit to published "
                                "measurements, or one fitted on your own benchmark results below.")
     if picked != current:

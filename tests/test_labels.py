@@ -11,7 +11,9 @@ import pytest
 
 from conftest import SCENARIOS
 from engine.decide.plan_text import not_possible_frame, summary_line
+from engine.calibrate import calibration
 from engine.decide.planner import DECODINGS
+from engine.hardware.tables import load_table
 from engine.scenario import labels
 from engine.scenario.config import Fleet, Policy, Server, read_toml
 from engine.scenario.registry import POLICY_CODES
@@ -34,6 +36,13 @@ def test_every_registry_name_has_words_that_start_with_a_capital(kind):
     assert set(labels.CHOICE_WORDS[kind]) == set(labels.REGISTRY[kind])
     assert all(words[0].isupper() for words in labels.CHOICE_WORDS[kind].values())
     assert set(labels.CHOICE_WORDS["decoding"]) == set(DECODINGS)
+
+
+def test_every_gpu_family_has_words():
+    families = set(load_table("gpus")["family"])
+    assert set(labels.CHOICE_WORDS["gpu_family"]) == families
+    assert all(w[0].isupper() for w in labels.CHOICE_WORDS["gpu_family"].values())
+    assert "of the Hopper family" in calibration.badge("H100-80G")
 
 
 def test_a_form_shows_words_for_a_choice_a_format_and_a_whole_number():

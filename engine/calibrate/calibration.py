@@ -34,6 +34,7 @@ from ..hardware.roofline import efficiency_for, peak_profile, roofline_step_para
 from ..hardware.steptime import decode_step_s_nb, prefill_s
 from ..hardware.tables import Efficiency, calibration_row, gpu_row, is_slice, load_table
 from ..scenario.config import Server, load_scenario
+from ..scenario.labels import words
 from ..sim.layout import F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_GENERATED, I_OUTPUT
 from ..sim.metrics import latencies_ms, summary_stats
 from ..sim.simulate import SIMULTANEOUS_RATE_PER_S, Prepared, execute, prepare
@@ -259,15 +260,16 @@ def badge(gpu: str, calibration: str = "") -> str:
 def _shipped_badge(gpu: str) -> str:
     row = calibration_row(gpu)
     n = int(row["measurements"])
+    family = words("gpu_family", row.name)
     if n == 0:
-        return (f"estimate only: no measurement of the {row.name} family; each factor at the slowest value of "
+        return (f"estimate only: no measurement of the {family} family; each factor at the slowest value of "
                 f"the measured families (a conservative estimate)")
     if n < MIN_FAMILY_MEASUREMENTS:
         fitted = family_factors(n)
         how = ("shares of peak fitted to them, the rest from the fit over all measured GPUs" if fitted else
                "efficiencies from the fit over all measured GPUs")
-        return (f"{how}; only {n} measurement(s) of the {row.name} family, median error "
+        return (f"{how}; only {n} measurement(s) of the {family} family, median error "
                 f"{row['median_abs_error_pct']:.1f}% ({row['loo_median_abs_error_pct']:.1f}% when the fit leaves "
                 f"each out): too few to call it calibrated")
-    return (f"calibrated against {n} measurements of the {row.name} family, median error "
+    return (f"calibrated against {n} measurements of the {family} family, median error "
             f"{row['median_abs_error_pct']:.0f}% ({row['loo_median_abs_error_pct']:.0f}% leaving each one out)")
