@@ -87,8 +87,16 @@ def test_bad_files_are_one_line_naming_the_field(content, message):
 def test_model_ids_map_to_the_same_architecture():
     assert model_for("meta-llama/Llama-3.1-8B-Instruct") == "Llama-3-8B"
     assert model_for("meta-llama/Llama-2-70b-hf") == "Llama-2-70B"
-    with pytest.raises(engine.ScenarioError, match="give --model"):
-        model_for("acme/secret-model")
+    assert model_for("Qwen/Qwen3-235B-A22B-Instruct-2507") == "Qwen3-235B-A22B"
+    assert model_for("Qwen/Qwen3-30B-A3B") == "Qwen3-30B-A3B"
+    assert model_for("Qwen/Qwen2.5-7B-Instruct") == "Qwen2.5-7B"
+    assert model_for("mistralai/Mixtral-8x7B-Instruct-v0.1") == "Mixtral-8x7B"
+    assert model_for("zai-org/GLM-4.5-Air-FP8") == "GLM-4.5-Air"
+    assert model_for("moonshotai/Kimi-K2-Instruct") == "Kimi-K2"
+    assert model_for("Qwen/Qwen2-7B") == "Qwen2.5-7B"  # the same shape: the versions differ by a minor number
+    for other in ("acme/secret-model", "THUDM/glm-4-9b-chat", "moonshotai/Kimi-K2.5", "Qwen/Qwen3-4B"):
+        with pytest.raises(engine.ScenarioError, match="give --model"):
+            model_for(other)
 
 
 def test_fit_recovers_what_produced_the_figures():

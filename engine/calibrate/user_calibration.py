@@ -32,21 +32,35 @@ FITTED_FACTORS = ("compute", "bandwidth", "overhead_ms")  # what one benchmark's
 SHAPE_FACTOR_FILES = 3  # from this many result files on, the roofline's sharpness is fitted too
 
 
-def _plain(name: str) -> str:
-    """A model name reduced for matching: minor versions dropped (3.1 -> 3), lower case, letters and digits."""
-    return re.sub(r"[^a-z0-9]", "", re.sub(r"(\d)\.\d+", r"\1", name.lower()))
+SIZE_TOKEN = re.compile(r"(\d+x)?\d+(\.\d+)?[bm]")  # a parameter count: 8b, 0.5b, 8x7b, 125m
+
+
+def _words(name: str, drop_minor: bool = False) -> tuple[str, ...]:
+    """A model name (its last path part) as lower-case words, versions kept whole ("Qwen3-235B-A22B" -> qwen3,
+    235b, a22b; "Kimi-K2.5" -> kimi, k2.5); ``drop_minor``: minor versions dropped (llama, 3.1 -> llama, 3)."""
+    words = re.findall(r"[a-z0-9]+(?:\.[0-9]+)*", name.lower().rsplit("/", 1)[-1])
+    return tuple(re.sub(r"(\d)\.\d+", r"\1", w) for w in words) if drop_minor else tuple(words)
+
+
+def _contains(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
+    return any(words[i:i + len(part)] == part for i in range(len(words) - len(part) + 1))
 
 
 def model_for(model_id: str) -> str:
-    """The ``models.csv`` model a benchmark's model id names (meta-llama/Llama-3.1-8B-Instruct -> Llama-3-8B: the
-    same architecture), the longest match; ``ScenarioError`` naming ``--model`` when none matches."""
-    plain = _plain(model_id)
-    matches = [m for m in load_table("models").index if _plain(m) in plain]
+    """The ``models.csv`` model a benchmark's model id names: the row whose words appear in it, versions and all
+    (Qwen/Qwen3-235B-A22B-Instruct-2507 -> Qwen3-235B-A22B), the longest such; else a row with a parameter count
+    whose words appear once minor versions are dropped (meta-llama/Llama-3.1-8B-Instruct -> Llama-3-8B: the same
+    architecture and size). A row without a size never matches another version (GLM-4.5 is not glm-4-9b, Kimi-K2
+    not Kimi-K2.5). ``ScenarioError`` naming ``--model`` when none matches."""
+    models = load_table("models").index
+    matches = [m for m in models if _contains(_words(model_id), _words(m))] or \
+        [m for m in models if any(SIZE_TOKEN.fullmatch(w) for w in _words(m))
+         and _contains(_words(model_id, drop_minor=True), _words(m, drop_minor=True))]
     if not matches:
         known = ", ".join(load_table("models").index)
         raise ScenarioError(f"the result file names model {excerpt(model_id)}, which matches no model of "
                             f"data/hardware/models.csv; give --model with one of {known}")
-    return max(matches, key=len)
+    return max(matches, key=lambda m: (len(_words(m)), len(m)))
 
 
 REPLAY_SEED = 0  # of the replayed Poisson arrivals (a result file gives their rate, not their times)

@@ -17,7 +17,7 @@ from .errors import ScenarioError, excerpt
 
 DATA_ROOT = Path(__file__).resolve().parents[2] / "data"  # the shipped data: hardware tables, scenarios, workshop
 DATA_DIR = DATA_ROOT / "hardware"
-LISTED_NAMES = 20  # names an error line lists before "...": one line, the whole table of models or formats
+LISTED_NAMES = 20  # names an error line lists before "..." (the file it names holds them all): one line
 # table -> (what one row is, for an error line; the files whose rows it is, in order)
 TABLES = {
     "gpus": ("a GPU", ("gpus.csv", "gpu_slices.csv")),
