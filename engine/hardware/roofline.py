@@ -46,7 +46,7 @@ from ..scenario.errors import ScenarioError
 from ..scenario.registry import TP_DEGREES
 from .calibration_store import saved_for
 from .steptime import HARD_MAX, ROOFLINE, step_params
-from .tables import Efficiency, gpu_row, is_slice, load_table, shipped_efficiency, table_row
+from .tables import PEAK_COLUMNS, Efficiency, gpu_row, is_slice, load_table, shipped_efficiency, table_row
 
 ACTIVATION_BYTES = 2  # FP16 activations
 EMBEDDING_BYTES = 2  # embedding and LM head stay 16-bit in quantised checkpoints (FP8, INT8, AWQ/GPTQ INT4)
@@ -190,8 +190,7 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
                             f"other slices; set tensor_parallel = 1 and add fleet.replicas instead")
     shape = model_shape(model)
     h, vocab, experts = int(model["hidden"]), int(model["vocab"]), int(model["experts"])
-    peak_column = {"fp16": "fp16_tflops", "fp8": "fp8_tflops", "int8": "int8_tops"}[quant["compute"]]
-    peak = gpu[peak_column]
+    peak = gpu[PEAK_COLUMNS[quant["compute"]]]
     if pd.isna(peak):
         raise ScenarioError(f"server.quant = {server.quant!r} needs {quant['compute']} tensor cores, which "
                             f"{server.gpu} does not have; choose fp16, bf16 or int4 (or another GPU)")

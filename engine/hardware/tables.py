@@ -37,6 +37,11 @@ def gpu_names() -> list[str]:
     return [*load_table("gpus").index, *load_table("gpu_slices").index]
 
 
+# The dense tensor-core peak of each compute format (``quant.csv``'s ``compute``), by its ``gpus.csv`` column; an
+# empty cell: the card has no tensor cores for that format.
+PEAK_COLUMNS = {"fp16": "fp16_tflops", "fp8": "fp8_tflops", "int8": "int8_tops", "fp4": "fp4_tflops"}
+
+
 @functools.lru_cache(maxsize=None)
 def gpu_row(name: str) -> pd.Series:
     """The ``gpus.csv`` row of a card, or the derived row of a slice (``parent``/``kind`` set, no link)."""
@@ -48,7 +53,7 @@ def gpu_row(name: str) -> pd.Series:
         return load_table("gpus").loc[name].copy()
     cut = slices.loc[name]
     row = load_table("gpus").loc[cut["parent"]].copy()
-    for column in ("fp16_tflops", "fp8_tflops", "int8_tops"):
+    for column in PEAK_COLUMNS.values():
         row[column] = row[column] * cut["sm_fraction"]
     if pd.isna(cut["memory_mib"]):
         row["memory_mib"] = row["memory_mib"] * cut["memory_fraction"]
