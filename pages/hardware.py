@@ -29,7 +29,7 @@ from engine.hardware.tables import gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
 from engine.scenario.config import OVERALL, Fleet, Server, on_roofline
 from engine.scenario.errors import printable
-from engine.scenario.labels import key_words, words
+from engine.scenario.labels import cards_text, key_words, words
 from engine.scenario.metric_table import LATENCY_KEYS, metric, money_range, round_money
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.sweep import sweep_rates
@@ -241,7 +241,7 @@ def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
     tables.show(frame, ["shape", "cost_per_million_output_tokens", "ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms",
                         "e2e_p99_ms", "sla_attainment", "output_tokens_per_s", "completed", "timed_out",
                         "gpu_busy_frac", "offered_load", "note"], rental.currency if rental else "")
-    st.caption(f"{cost_panel.cards_text(cards)} of {server.gpu}, current workload, policy and router, first "
+    st.caption(f"{cards_text(cards)} of {server.gpu}, current workload, policy and router, first "
                f"{runner.SWEEP_MAX_REQUESTS:,} requests. More tensor parallelism: faster iterations (lower TPOT) "
                "but fewer servers to queue on; more replicas: more batches in parallel, each slower.")
 

@@ -136,3 +136,7 @@ def test_a_minimum_batch_without_a_wait_says_why_it_does_nothing():
     at = lab(data).run()
     assert any("any ready request makes a batch" in c.value for c in at.caption)
     assert any("the router sends every request to it" in c.value for c in at.caption), "one replica"
+
+
+def test_a_count_of_cards_agrees_with_its_number():
+    assert (labels.cards_text(1), labels.cards_text(8), labels.cards_text(0.5)) == ("1 card", "8 cards", "0.5 cards")

@@ -9,14 +9,10 @@ from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_
                                 HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for, unit_costs)
 from engine.decide.pricing import fleet_size, group_rent, offer_rent, price_problem
 from engine.hardware.tables import load_table
+from engine.scenario.labels import cards_text
 from engine.scenario.metric_table import COSTS, metric, money_range
 from engine.scenario.summary import Summary
 from ui import text, view
-
-
-def cards_text(count: float) -> str:
-    """ "1 card", "8 cards" """
-    return f"{count:g} card" + ("" if count == 1 else "s")
 
 
 def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | None:

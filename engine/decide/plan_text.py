@@ -8,7 +8,7 @@ import textwrap
 
 import pandas as pd
 
-from ..scenario.labels import count_text, format_label, key_words, words
+from ..scenario.labels import cards_text, count_text, format_label, key_words, words
 from ..scenario.metric_table import metric, money_range, money_text
 from ..sim.policies import POLICY_LABELS
 
@@ -40,7 +40,7 @@ def summary_line(plan: dict) -> str:
     same = f" (as good: {', '.join(map(policy_label, plan['same_fleet_policies']))})" \
         if plan["same_fleet_policies"] else ""
     decoding = ", speculative decoding" if plan["decoding"] == "speculative" else ""
-    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({plan['cards']} cards, "
+    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({cards_text(plan['cards'])}, "
             f"{format_label(plan['quant'])} weights{decoding}), policy "
             f"{policy_label(plan['policy']['name'])}{same}, router {words('router', plan['router'])}: "
             f"{money_range((cost['low'], cost['high']), cost['currency'])}"
@@ -87,7 +87,7 @@ def sensitivity_text(answer: dict) -> str | None:
             continue
         cost = item["monthly_cost"]
         parts.append(f"{item['change']} needs {item['replicas']} x TP{best['tensor_parallel']} "
-                     f"({item['cards']} cards), "
+                     f"({cards_text(item['cards'])}), "
                      f"{money_range((cost['low'], cost['high']), cost['currency'])} per month")
     return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
 
@@ -104,7 +104,7 @@ def mix_text(answer: dict) -> str | None:
                         f"{g['offer']}" for g in mix["groups"])
     targets = "; ".join(f"{t['class']} {metric(t['metric']).label} {target_text(t)}" for t in mix["targets"])
     estimate = "" if mix["calibrated"] else "; step times of a group rest on an estimate"
-    return (f"Cheaper as a mixed fleet: {groups} ({mix['cards']} cards, router {words('router', mix['router'])} "
+    return (f"Cheaper as a mixed fleet: {groups} ({cards_text(mix['cards'])}, router {words('router', mix['router'])} "
             f"weighing each "
             f"server by its speed), {money_range((cost['low'], cost['high']), cost['currency'])} per month, "
             f"{money_text(mix['saving_per_month'])} {cost['currency']} less than {was['replicas']} x "

@@ -77,6 +77,11 @@ def choice_label(cls: type, name: str, value: object) -> str:
     return count_text(value) if isinstance(value, float) else str(value)
 
 
+def cards_text(count: float) -> str:
+    """ "1 card", "8 cards" """
+    return f"{count:g} card" + ("" if count == 1 else "s")
+
+
 def count_text(value: object) -> str:
     """A number meant as a whole one ("4", not "4.0"); "—" when missing, anything else as given."""
     if value is None or value != value:  # None or NaN
