@@ -16,7 +16,7 @@ its blocks stay until the transfer ends (an event of its own, after arrivals and
 before decisions at the same time); then the router sends it to a decode replica,
 where it waits for a slot and memory (its KV, already sent, takes blocks only once
 it is admitted: the decode pool's buffer for it is not modelled). A
-replica's decision (``decide.decide_nb``), at the end of its iteration or when it wakes, is:
+replica's decision (``decision.decide_nb``), at the end of its iteration or when it wakes, is:
 
 1. apply the finished iteration (``step.advance_nb``); drop requests whose time-out passed before a first token;
 2. if nothing is ready, go idle until the router sends a request; hold back while fewer than
@@ -70,7 +70,7 @@ The rooms, each a module, bottom up (a module imports only those above it in thi
 - ``admit``: time-outs, the min-batch gate, the order of the running requests and admission of waiting ones;
 - ``record``: the statistics and the decimated time series of every iteration;
 - ``skip``: event skipping, a stretch of identical decode-only decisions run in one go;
-- ``decide``: one replica's decision, the numbered steps above;
+- ``decision``: one replica's decision, the numbered steps above;
 - ``loop``: ``run_nb``, the events of the fleet in time order.
 
 This package's own names are what the rest of the engine reads: the loop, its stop reasons, the columns it
