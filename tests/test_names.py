@@ -102,8 +102,8 @@ def test_the_command_line_refuses_bad_names_in_one_line(override, words):
      "fleet.groups[1].gpu = 'H100' is not a GPU"),
     (roofline(**{"fleet.groups": [{"replicas": 1, "quant": "awq"}]}), "fleet.groups[0].quant = 'awq' is not a "
                                                                        "weight format"),
-    (roofline(**{"fleet.mode": "disaggregated", "fleet.prefill": {"gpu": "B300"}, "fleet.decode": {}}),
-     "fleet.prefill.gpu = 'B300' is not a GPU"),
+    (roofline(**{"fleet.mode": "disaggregated", "fleet.prefill": {"gpu": "B400"}, "fleet.decode": {}}),
+     "fleet.prefill.gpu = 'B400' is not a GPU"),
     (roofline(**{"fleet.mode": "disaggregated", "fleet.prefill": {}, "fleet.decode": {"quant": "nf4"}}),
      "fleet.decode.quant = 'nf4' is not a weight format"),
 ])

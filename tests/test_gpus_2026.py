@@ -1,0 +1,58 @@
+"""The GPUs customers rent in 2026: each row carries its sourced figures, FP4 where the card has it, and runs."""
+import math
+
+import pandas as pd
+import pytest
+
+import engine
+from engine.hardware.tables import DATA_DIR
+
+COLUMNS = ("memory_mib", "mem_bw_tb_s", "fp16_tflops", "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gb_s",
+           "allreduce_latency_us")
+NAN = math.nan
+# Hand-copied from the sources named in each row's source text (dense tensor figures):
+SOURCED = {
+    # nvidia-smi 97871MiB (find_string id 53244009727); willitrunai.com/es/gpus/h20-96gb; lmsys.org 2025-09-26 blog
+    "H20": (97871, 4.0, 148, 296, 296, NAN, 900, 10),
+    # nvidia-smi 189471MiB; glennklockwood.com/garden/processors/B200 (GB200 at 1,200 W); NVL72 NVLink 1.8 TB/s
+    "GB200": (189471, 8.0, 2500, 5000, 5000, 10000, 1800, 10),
+    # nvidia-smi 275040MiB (B300 SXM6 AC); glennklockwood.com/garden/processors/B300 (HGX B300)
+    "B300": (275040, 8.0, 2250, 4500, 4500, 13125, 1800, 10),
+    # marketed 256 GB; awesomeagents.ai/hardware/amd-mi325x; stas00/ml-engineering INT8 2,600; 7 x 128 GB/s
+    "MI325X": (244140, 6.0, 1307.4, 2614.9, 2600, NAN, 896, 10),
+}
+FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "MI325X": "cdna3"}
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    return pd.read_csv(DATA_DIR / "gpus.csv").set_index("gpu")
+
+
+@pytest.mark.parametrize("name", sorted(SOURCED))
+def test_row_has_the_sourced_figures(gpus, name):
+    row = gpus.loc[name]
+    for column, expected in zip(COLUMNS, SOURCED[name]):
+        if math.isnan(expected):
+            assert pd.isna(row[column]), f"{name} {column} should be empty"
+        else:
+            assert row[column] == pytest.approx(expected), f"{name} {column}"
+    assert row["family"] == FAMILY[name] and row["as_of"] == "2026-12-02"
+
+
+def test_fp4_exactly_on_blackwell_and_cdna4(gpus):
+    has_fp4 = gpus["fp4_tflops"].notna()
+    assert (has_fp4 == gpus["family"].isin(["blackwell", "cdna4"])).all()
+
+
+def test_marketed_sizes_say_so(gpus):
+    assert "marketed" in gpus.loc["MI325X", "memory_source"]
+    assert "72" in gpus.loc["GB200", "source"] and "NVLink domain" in gpus.loc["GB200", "source"]
+
+
+@pytest.mark.parametrize("name", sorted(SOURCED))
+def test_each_new_gpu_runs_end_to_end(name):
+    scenario = engine.load_scenario("data/scenarios/example.toml", overrides=[
+        "server.step_model=roofline", f"server.gpu={name}", "workload.num_requests=100"])
+    result = engine.simulate(scenario)
+    assert result.summary["overall"]["completed"] == 100
