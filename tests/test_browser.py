@@ -48,7 +48,13 @@ def browser():
 
 @pytest.fixture
 def page(browser, request):
-    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    yield from browser_page(browser, request, {"width": 1400, "height": 1600})
+
+
+def browser_page(browser, request, viewport: dict):
+    """A page of ``viewport`` size for one test (a fixture's body): a screenshot in tests/artifacts/ when it
+    fails."""
+    page = browser.new_page(viewport=viewport)
     page.set_default_timeout(TIMEOUT_MS)
     yield page
     report = getattr(request.node, "rep_call", None)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import ARTIFACTS, CDF_JS, TIMEOUT_MS, browser, server, wait_idle  # noqa: F401 - fixtures
+from test_browser import (ARTIFACTS, CDF_JS, TIMEOUT_MS, browser, browser_page, server,  # noqa: F401 - fixtures
+                          wait_idle)
 
 PHONE = {"width": 390, "height": 844}
 
@@ -25,11 +26,8 @@ def overlap(a: list[float], b: list[float]) -> bool:
 
 
 @pytest.fixture
-def phone(browser):  # noqa: F811 - the browser fixture
-    page = browser.new_page(viewport=PHONE)
-    page.set_default_timeout(TIMEOUT_MS)
-    yield page
-    page.close()
+def phone(browser, request):  # noqa: F811 - the browser fixture
+    yield from browser_page(browser, request, PHONE)
 
 
 def test_lab_charts_keep_legends_and_axis_titles_clear_on_a_phone(server, phone):  # noqa: F811

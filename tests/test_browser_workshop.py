@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine.teach import workshop
-from test_browser import ARTIFACTS, TIMEOUT_MS, browser, server, wait_idle  # noqa: F401 (fixtures)
+from test_browser import ARTIFACTS, TIMEOUT_MS, browser, browser_page, server, wait_idle  # noqa: F401 (fixtures)
 
 PROJECTOR = {"width": 1440, "height": 900}
 TOP_JS = """(() => { window.scrollTo(0, 0);
@@ -19,13 +19,7 @@ CHART_JS = """(() => { const p = document.querySelector('.js-plotly-plot');
 
 @pytest.fixture
 def projector(browser, request):  # noqa: F811 (the fixture imported above)
-    page = browser.new_page(viewport=PROJECTOR)
-    page.set_default_timeout(TIMEOUT_MS)
-    yield page
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
-    page.close()
+    yield from browser_page(browser, request, PROJECTOR)
 
 
 def test_every_chapter_fits_a_projector_with_its_counter(server, projector):  # noqa: F811

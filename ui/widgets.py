@@ -8,6 +8,7 @@ keys a help text names read in words (``engine.scenario.labels``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Optional
 
 import streamlit as st
@@ -18,9 +19,11 @@ from engine.sim.policies import POLICY_LABELS
 from ui.text import sentence
 
 
+@functools.lru_cache(maxsize=None)
 def field_help(cls: type, name: str) -> str | None:
     """The help of key ``name`` of ``cls`` as a sentence in the form's words (``labels.key_words``): the keys it
-    names by their labels, its choices, and the step-time models and policies it lists by their words."""
+    names by their labels, its choices, and the step-time models and policies it lists by their words. Made once
+    per key (every widget of every rerun asks for it)."""
     help_text = field_meta(cls, name)[1].get("help")
     if not help_text:
         return None
