@@ -126,7 +126,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
                                                     "dearer is recommended.")
     view.number("plan_tune", 0, TUNE_RANGE[1], 0, integer=True)
     cols = st.columns(5)
-    billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing")
+    billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing",
+                                  format_func=lambda mode: words("billing", mode))
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     seeds = cols[2].number_input("Seeds per decision", 2, max(T_95), step=1, key="plan_seeds",
                                  help="A fleet meets the targets only if it does on every seed's run.")

@@ -12,6 +12,8 @@ import pytest
 from conftest import SCENARIOS
 from engine.decide.plan_text import not_possible_frame, summary_line
 from engine.calibrate import calibration
+from engine.decide.cost import BILLING_MODES
+from engine.decide.report import cost_frame
 from engine.decide.planner import DECODINGS
 from engine.hardware.tables import load_table
 from engine.scenario import labels
@@ -120,7 +122,7 @@ def test_the_lab_on_a_gpu_shows_no_code_no_key_and_no_lowercase_choice():
         assert not CODE.search(text), text
         assert not KEY.search(text), text
     options = [o for box in at.selectbox for o in box.options]
-    assert "Fewest tokens" in options and "Mixed" in options and "FP16" in options
+    assert "Fewest tokens" in options and "Mixed" in options and "FP16" in options and "Pay as you go" in options
 
 
 def test_a_minimum_batch_without_a_wait_says_why_it_does_nothing():
@@ -140,3 +142,13 @@ def test_a_minimum_batch_without_a_wait_says_why_it_does_nothing():
 
 def test_a_count_of_cards_agrees_with_its_number():
     assert (labels.cards_text(1), labels.cards_text(8), labels.cards_text(0.5)) == ("1 card", "8 cards", "0.5 cards")
+
+
+def test_every_billing_mode_has_words():
+    assert set(labels.CHOICE_WORDS["billing"]) == set(BILLING_MODES)
+    assert all(w[0].isupper() for w in labels.CHOICE_WORDS["billing"].values())
+
+
+def test_the_report_cost_table_names_each_billing_in_words():
+    frame = cost_frame({"offer": "ref-8x-h100-server", "cards": 8}, 7.0)
+    assert set(frame["billing"]) == {"Pay as you go", "Annual prepay"}

@@ -9,7 +9,7 @@ from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_
                                 HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for, unit_costs)
 from engine.decide.pricing import fleet_size, group_rent, offer_rent, price_problem
 from engine.hardware.tables import load_table
-from engine.scenario.labels import cards_text
+from engine.scenario.labels import cards_text, words
 from engine.scenario.metric_table import COSTS, metric, money_range
 from engine.scenario.summary import Summary
 from ui import text, view
@@ -51,7 +51,8 @@ def pricing_inputs(cols: list, currency_default: str) -> tuple[str, str, float]:
     view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
     view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
     view.choice("cost_currency", CURRENCIES, currency_default)
-    billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing")
+    billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing",
+                                  format_func=lambda mode: words("billing", mode))
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     cny_per_usd = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
                                        help="Exchange rate: your setting, not a market quote.")

@@ -26,7 +26,7 @@ from ..calibrate.calibration import badge
 from ..hardware.tables import load_table
 from ..scenario.config import Scenario, TokenDist, field_label, load_scenario
 from ..scenario.errors import ScenarioError
-from ..scenario.labels import format_label, words
+from ..scenario.labels import cards_text, format_label, words
 from ..scenario.link import page_link
 from ..scenario.metric_table import metric, money_range
 from ..scenario.origin import Origin
@@ -90,7 +90,7 @@ def cost_frame(plan: dict, cny_per_usd: float) -> pd.DataFrame:
     for billing in BILLING_MODES:
         for currency in CURRENCIES:
             cost = deployment_cost(plan["offer"], plan["cards"], billing, currency, cny_per_usd)
-            rows.append({"billing": billing, "currency": currency,
+            rows.append({"billing": words("billing", billing), "currency": currency,
                          "per hour": money_range(cost.per_hour), "per month": money_range(cost.per_month)})
     return pd.DataFrame(rows)
 
@@ -189,8 +189,8 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
         unit = best["cost_per_1m_output_tokens"]
         per_million = money_range((unit["low"], unit["high"]), best["monthly_cost"]["currency"])
         parts += ["<h2>What it costs</h2>", _table(cost_frame(best, question.cny_per_usd)),
-                  f'<p class="meta">{best["cards"]} cards through {e(best["offer"])}; per 1M output tokens at the '
-                  f"simulated load: {e(per_million)}.</p>",
+                  f'<p class="meta">{cards_text(best["cards"])} through {e(best["offer"])}; per 1M output tokens '
+                  f"at the simulated load: {e(per_million)}.</p>",
                   "<h2>Targets</h2>", _table(targets_frame(best)),
                   "<h2>What limits this fleet</h2>",
                   "<ul>" + "".join(f"<li>{e(s)}</li>" for s in answer["diagnosis"]) + "</ul>"]

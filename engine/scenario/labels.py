@@ -36,6 +36,7 @@ CHOICE_WORDS = {
     "role": {"colocated": "Whole requests", "prefill": "Prefill", "decode": "Decode"},
     "dist": {"constant": "Constant", "uniform": "Uniform", "geometric": "Geometric", "lognormal": "Lognormal"},
     "decoding": {"plain": "Plain", "speculative": "Speculative"},
+    "billing": {"pay as you go": "Pay as you go", "annual prepay": "Annual prepay"},  # cost.BILLING_MODES
     # GPU families of data/hardware/gpus.csv (the architecture a calibration is fitted per)
     "gpu_family": {"turing": "Turing", "ampere": "Ampere", "ampere-consumer": "Ampere (consumer)", "ada": "Ada",
                    "hopper": "Hopper", "blackwell": "Blackwell", "cdna3": "CDNA 3"},
