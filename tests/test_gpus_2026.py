@@ -20,8 +20,10 @@ SOURCED = {
     "B300": (275040, 8.0, 2250, 4500, 4500, 13125, 1800, 10),
     # marketed 256 GB; awesomeagents.ai/hardware/amd-mi325x; stas00/ml-engineering INT8 2,600; 7 x 128 GB/s
     "MI325X": (244140, 6.0, 1307.4, 2614.9, 2600, NAN, 896, 10),
+    # marketed 288 GB; 256 CUs x 8,192 FP8 FLOPS a clock x 2.4 GHz (ISSCC 2026, Hot Chips 2025); 7 x 153.6 GB/s
+    "MI355X": (274658, 8.0, 2516.6, 5033.2, 5033.2, 10066.3, 1075.2, 10),
 }
-FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "MI325X": "cdna3"}
+FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "MI325X": "cdna3", "MI355X": "cdna4"}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def test_fp4_exactly_on_blackwell_and_cdna4(gpus):
 
 
 def test_marketed_sizes_say_so(gpus):
-    assert "marketed" in gpus.loc["MI325X", "memory_source"]
+    assert "marketed" in gpus.loc["MI325X", "memory_source"] and "marketed" in gpus.loc["MI355X", "memory_source"]
     assert "72" in gpus.loc["GB200", "source"] and "NVLink domain" in gpus.loc["GB200", "source"]
 
 

@@ -39,7 +39,8 @@ CHOICE_WORDS = {
     "billing": {"pay as you go": "Pay as you go", "annual prepay": "Annual prepay"},  # cost.BILLING_MODES
     # GPU families of data/hardware/gpus.csv (the architecture a calibration is fitted per)
     "gpu_family": {"turing": "Turing", "ampere": "Ampere", "ampere-consumer": "Ampere (consumer)", "ada": "Ada",
-                   "hopper": "Hopper", "blackwell": "Blackwell", "cdna3": "CDNA 3"},
+                   "hopper": "Hopper", "blackwell": "Blackwell", "cdna3": "CDNA 3",
+                   "cdna4": "CDNA 4"},
 }
 # Which words each scenario key's choices take ("Class.key").
 FIELD_CHOICES = {
