@@ -29,7 +29,7 @@ from engine.scenario.metric_table import metric
 from engine.scenario.registry import POLICY_CODES, ROUTER_CODES
 from engine.sim import parallel
 from engine.sim.policies import POLICY_LABELS
-from ui import cluster, jobs, runner, scenario_sidebar, state, tables, text, turns, view
+from ui import cluster, cost_panel, jobs, runner, scenario_sidebar, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
 
 NO_TARGET = "none"
@@ -126,8 +126,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
                                                     "dearer is recommended.")
     view.number("plan_tune", 0, TUNE_RANGE[1], 0, integer=True)
     cols = st.columns(5)
-    billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing",
-                                  format_func=lambda mode: words("billing", mode))
+    billing = cost_panel.billing_picker(cols[0])
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     seeds = cols[2].number_input("Seeds per decision", 2, max(T_95), step=1, key="plan_seeds",
                                  help="A fleet meets the targets only if it does on every seed's run.")

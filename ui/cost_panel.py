@@ -15,6 +15,11 @@ from engine.scenario.summary import Summary
 from ui import text, view
 
 
+def billing_picker(col) -> str:
+    """The billing mode, picked in words in ``col`` (every page shares its key, so the choice follows the user)."""
+    return col.selectbox("Billing", BILLING_MODES, key="cost_billing", format_func=lambda mode: words("billing", mode))
+
+
 def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | None:
     """Offer, billing, currency and exchange-rate pickers (shared by the pages through their keys)."""
     offers = offers_for(gpu)
@@ -51,8 +56,7 @@ def pricing_inputs(cols: list, currency_default: str) -> tuple[str, str, float]:
     view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
     view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
     view.choice("cost_currency", CURRENCIES, currency_default)
-    billing = cols[0].selectbox("Billing", BILLING_MODES, key="cost_billing",
-                                  format_func=lambda mode: words("billing", mode))
+    billing = billing_picker(cols[0])
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     cny_per_usd = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
                                        help="Exchange rate: your setting, not a market quote.")

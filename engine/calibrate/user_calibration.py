@@ -53,11 +53,12 @@ def model_for(model_id: str) -> str:
     architecture and size). A row without a size never matches another version (GLM-4.5 is not glm-4-9b, Kimi-K2
     not Kimi-K2.5). ``ScenarioError`` naming ``--model`` when none matches."""
     models = load_table("models").index
-    matches = [m for m in models if _contains(_words(model_id), _words(m))] or \
+    named, named_major = _words(model_id), _words(model_id, drop_minor=True)
+    matches = [m for m in models if _contains(named, _words(m))] or \
         [m for m in models if any(SIZE_TOKEN.fullmatch(w) for w in _words(m))
-         and _contains(_words(model_id, drop_minor=True), _words(m, drop_minor=True))]
+         and _contains(named_major, _words(m, drop_minor=True))]
     if not matches:
-        known = ", ".join(load_table("models").index)
+        known = ", ".join(models)
         raise ScenarioError(f"the result file names model {excerpt(model_id)}, which matches no model of "
                             f"data/hardware/models.csv; give --model with one of {known}")
     return max(matches, key=lambda m: (len(_words(m)), len(m)))
