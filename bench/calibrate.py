@@ -1,20 +1,19 @@
-"""Fit the roofline's efficiency factors to the published measurements and write the calibration.
+"""Fit the step model's family and engine factors on the training part of the measurements and write the calibration.
 
-For each GPU family with at least 3 rows in data/hardware/measurements.csv, fit
-``calibration.family_factors`` on that family's rows (all five factors from 10 rows, the shares of peak and
-the overhead from 5, the shares of peak alone from 3), the others from the fit over all rows; a family with
-fewer rows gets the fit over all rows, a family with none a conservative estimate (each factor at the
-slowest value of the calibrated families). Also report a held-out error: for a family with its own fit,
-each row predicted by a fit made without it (leave one out); for a family on the common fit, its rows
-predicted by a fit of all the other families' rows (a GPU the fit has never seen). Writes
-data/hardware/calibration.csv and the predicted-versus-measured table of the manual's simulator page
-(docs/method.md, between the calibration markers), and prints how long each fit took.
+The split and the method are ``engine.calibrate.joint_fit``'s: pages whose SHA-256 is 0 mod 3, and every
+DeepSeek-V3/R1 run, are held out; the fit replays at most 8 runs of each training page. Writes
+data/hardware/calibration.csv (per GPU family: shares of peak, sharpness, the runs fitted and the held-out runs
+with their median error), data/hardware/engines.csv (per serving engine: overhead, all-reduce factor, the same
+counts) and the held-out table of the manual (docs/method.md, between the calibration markers).
 
-Usage: python bench/calibrate.py
+A family or engine without a held-out run says so; the badge in the app shows held-out error only.
+
+Usage: python bench/calibrate.py [--workers N]   (takes 10 to 20 minutes on 2 cores)
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import time
@@ -26,83 +25,79 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.calibrate.calibration import (MIN_FAMILY_MEASUREMENTS, cases, conservative, error_pct, family_factors, fit,
-                                          measurements)
-from engine.calibrate.calibration_report import markdown_table  # noqa: E402
+from engine.calibrate.calibration import cases, measurements  # noqa: E402
+from engine.calibrate.calibration_report import (held_out_summary, markdown_table, prediction_table,  # noqa: E402
+                                                 write_validation)
+from engine.calibrate.joint_fit import FIT_ROWS_PER_DOCUMENT, fit_jointly, fit_sample, split  # noqa: E402
 from engine.hardware.tables import load_table  # noqa: E402
 from engine.scenario.table_names import DATA_DIR  # noqa: E402
 
 
-def abs_errors_pct(rows: pd.DataFrame, efficiency) -> list[float]:
-    """Absolute error of each row's prediction at ``efficiency``, in percent."""
-    return [abs(error_pct(case.predict(efficiency)[row["metric"]], row["measured"]))
-            for case, (_, row) in zip(cases(rows), rows.iterrows())]
-
-
-def held_out_errors_pct(rows: pd.DataFrame, full_fit) -> list[float]:
-    """Error of each row under a fit of the others (the same factors free), started from the fit on all of them."""
-    return [abs_errors_pct(rows.loc[[key]], fit(cases(rows.drop(index=key)), start=full_fit, step=0.1,
-                                                tolerance=0.02, factors=family_factors(len(rows))))[0]
-            for key in rows.index]
-
-
-def calibration_row(family, eff, own, source, errors, held_out) -> dict:
-    return {"family": family, "compute_efficiency": round(float(eff.compute), 6),
-            "bandwidth_efficiency": round(float(eff.bandwidth), 6),
-            "iteration_overhead_ms": round(float(eff.overhead_ms), 6),
-            "roofline_sharpness": round(float(eff.sharpness), 4),
-            "allreduce_latency_factor": round(float(eff.allreduce_factor), 4),
-            "measurements": len(own),
-            "median_abs_error_pct": round(float(pd.Series(errors).median()), 1) if errors else None,
-            "loo_median_abs_error_pct": round(float(pd.Series(held_out).median()), 1) if held_out else None,
-            "source": source, "as_of": date.today().isoformat()}
-
-
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
     table = measurements()
-    started = time.perf_counter()
-    overall = fit(cases(table))
-    print(f"all rows ({len(table)}): {overall} in {time.perf_counter() - started:.1f} s", flush=True)
+    sample = fit_sample(table)
+    print(f"{len(table)} runs, {int(split(table).sum())} held out; fitting on {len(sample)} "
+          f"(at most {FIT_ROWS_PER_DOCUMENT} per training page)", flush=True)
     families = sorted(set(load_table("gpus")["family"]))
-    own_fits = {}
-    for family in families:
-        own = table[table["family"] == family]
-        if family_factors(len(own)):
-            started = time.perf_counter()
-            own_fits[family] = fit(cases(own), start=overall, factors=family_factors(len(own)))
-            print(f"{family} ({len(own)} rows): {own_fits[family]} in {time.perf_counter() - started:.1f} s",
-                  flush=True)
-    estimate = conservative({family: eff for family, eff in own_fits.items()
-                             if (table["family"] == family).sum() >= MIN_FAMILY_MEASUREMENTS})
+    engines = list(load_table("engines").index)
+    started = time.perf_counter()
+    factors = fit_jointly(cases(sample), families, engines, workers=args.workers,
+                          log=lambda line: print(line, flush=True))
+    print(f"fitted in {time.perf_counter() - started:.0f} s", flush=True)
+    fitted_families = sample.groupby("family").size()
+    fitted_engines = sample.groupby("engine").size()
+    today = date.today().isoformat()
     rows = []
     for family in families:
-        own = table[table["family"] == family]
-        held_out = []
-        if family in own_fits:
-            eff = own_fits[family]
-            source = (f"fit by bench/calibrate.py on the {len(own)} {family} rows of measurements.csv "
-                      f"({', '.join(family_factors(len(own)))}; the other factors from the fit over all rows)")
-            held_out = held_out_errors_pct(own, eff)
-        elif len(own):
-            eff = overall
-            source = (f"fit by bench/calibrate.py on all {len(table)} rows of measurements.csv ({len(own)} of this "
-                      f"family, fewer than {MIN_FAMILY_MEASUREMENTS})")
-            unseen = fit(cases(table[table["family"] != family]), start=overall, step=0.1, tolerance=0.02)
-            held_out = abs_errors_pct(own, unseen)
-        else:
-            eff = estimate
-            source = ("no measurement of this family: a conservative estimate, each factor at the slowest value "
-                      f"of the calibrated families ({MIN_FAMILY_MEASUREMENTS} or more rows; bench/calibrate.py)")
-        rows.append(calibration_row(family, eff, own, source, abs_errors_pct(own, eff) if len(own) else [],
-                                    held_out))
-        print(rows[-1], flush=True)
-    pd.DataFrame(rows).to_csv(DATA_DIR / "calibration.csv", index=False)
-    load_table.cache_clear()
+        f, n = factors.families[family], int(fitted_families.get(family, 0))
+        own = factors.fitted[family]
+        source = (f"fit by bench/calibrate.py on {n} training runs of this family ({', '.join(own)}; "
+                  f"the other factors the slowest of the families that fit them)" if own else
+                  (f"{n} training runs of this family, too few to fit a factor: each factor the slowest of the "
+                   f"fitted families, an estimate" if n else
+                   "no training run of this family: each factor the slowest of the fitted families, an estimate"))
+        rows.append({"family": family, "compute_efficiency": round(f["compute"], 6),
+                     "low_precision_compute_efficiency": round(f["low_precision_compute"], 6),
+                     "bandwidth_efficiency": round(f["bandwidth"], 6), "roofline_sharpness": round(f["sharpness"], 4),
+                     "measurements": n, "fitted_factors": " ".join(own), "source": source, "as_of": today})
+    calibration = pd.DataFrame(rows).set_index("family")
+    engine_table = load_table("engines").astype({"fitted_factors": object, "source": object})
+    for engine in engines:
+        e = factors.engines[engine]
+        engine_table.loc[engine, ["overhead_ms", "allreduce_latency_factor"]] = [round(e["overhead_ms"], 4),
+                                                                                 round(e["allreduce_factor"], 4)]
+        engine_table.loc[engine, "measurements"] = int(fitted_engines.get(engine, 0))
+        own = factors.fitted[engine]
+        engine_table.loc[engine, "fitted_factors"] = " ".join(own)
+        engine_table.loc[engine, "source"] = (
+            f"fit by bench/calibrate.py on {int(fitted_engines.get(engine, 0))} training runs ({', '.join(own)})"
+            if own else "no training run of this engine: each factor the slowest of the fitted engines, an estimate")
+        engine_table.loc[engine, "as_of"] = today
+    write(calibration, engine_table)  # the factors first: the predictions read them
+    started = time.perf_counter()
+    write_validation(prediction_table(workers=args.workers))
+    print(f"every run predicted in {time.perf_counter() - started:.0f} s", flush=True)
+    for frame, column in ((calibration, "family"), (engine_table, "engine")):
+        errors = held_out_summary(column)
+        frame["held_out_measurements"] = [errors.get(k, (0, None))[0] for k in frame.index]
+        frame["held_out_median_abs_error_pct"] = [round(errors[k][1], 1) if k in errors else None
+                                                  for k in frame.index]
+    write(calibration, engine_table)
     page = REPO / "docs" / "method.md"
     text = re.sub(r"(<!-- calibration:start -->\n).*?(<!-- calibration:end -->)",
                   lambda m: m.group(1) + markdown_table() + m.group(2), page.read_text(), flags=re.S)
     page.write_text(text)
     print(markdown_table())
+
+
+def write(calibration: pd.DataFrame, engines: pd.DataFrame) -> None:
+    """Both tables, indexed by family and engine."""
+    calibration.to_csv(DATA_DIR / "calibration.csv")
+    engines.to_csv(DATA_DIR / "engines.csv")
+    load_table.cache_clear()
 
 
 if __name__ == "__main__":

@@ -523,7 +523,7 @@ def _hardware(args: argparse.Namespace) -> int:
     print(f"decode iteration at 2,048 tokens of context: batch 1 {decode_step_s_nb(step, 1, 2048) * 1e3:.2f} ms, "
           f"batch {full} {decode_step_s_nb(step, full, 2048) * 1e3:.2f} ms (the most that fit, up to max_batch_size); "
           f"prefill of 2,048 tokens {prefill_s(step, 2048) * 1e3:.1f} ms")
-    print(f"step times: {badge(server.gpu, server.calibration)}")
+    print(f"step times: {badge(server.gpu, server.calibration, server.engine)}")
     return 0
 
 

@@ -22,10 +22,11 @@ from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, 
 from engine.decide.sizing import cheapest_fleets, fleet_shapes
 from engine.decide.targets import Target
 from engine.hardware import calibration_store
-from engine.hardware.roofline import (GIB, RooflineProfile, card_memory, kv_capacity_tokens, memory_convention,
-                                      roofline_profile, roofline_step_params)
+from engine.hardware.roofline import (GIB, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens,
+                                      memory_convention, roofline_profile, roofline_step_params,
+                                      sampler_bytes_per_logit)
 from engine.hardware.steptime import decode_step_s_nb, prefill_s
-from engine.hardware.tables import gpu_row, is_slice, load_table
+from engine.hardware.tables import engine_row, gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
 from engine.scenario.config import OVERALL, Fleet, Server, on_roofline
 from engine.scenario.errors import printable
@@ -44,14 +45,15 @@ MEMORY_COLORS = {"weights": "#636EFA", "activation peak": "#FFA15A", "outside Py
 
 def fleet_inputs(data: dict, v: int) -> None:
     server, fleet = data.setdefault("server", {}), data.setdefault("fleet", {})
-    cols = st.columns(6)
-    for col, (key, choices) in zip(cols, hardware_choices.TABLE_CHOICES.items()):
+    choices = hardware_choices.TABLE_CHOICES
+    cols = st.columns(len(choices) + 2)
+    for col, (key, options) in zip(cols, choices.items()):
         with col:
-            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}", options=choices())
-    with cols[4]:
+            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}", options=options())
+    with cols[len(choices)]:
         server["tensor_parallel"] = field_input(Server, "tensor_parallel", server.get("tensor_parallel"),
                                                 key=f"hw_tensor_parallel_{v}")
-    with cols[5]:
+    with cols[len(choices) + 1]:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
 
 
@@ -117,6 +119,8 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
     """One row per part of the memory bar: its size, how it is computed and the measurement behind it; then
     the card's total."""
     conventions = load_table("serving_memory")["source"]
+    rules = engine_row(server.engine)["rules_source"]
+    total_share = engine_row(server.engine)["memory_budget"] == TOTAL_SHARE
     tp = server.tensor_parallel
     how = {
         "weights": (f"all weights of {server.model} in {server.quant} (embedding and LM head in 16 bits) / {tp} "
@@ -124,14 +128,18 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
         "activation peak": ("given by activation_reserve_gib" if server.activation_reserve_gib is not None else
                             f"{server.max_batched_tokens:,} batched tokens x (4 x hidden + 2 x intermediate / {tp}) "
                             f"x 2 B + {server.max_batch_size:,} sequences x vocabulary x "
-                            f"{memory_convention('sampler_bytes_per_logit'):g} B (the sampler)",
-                            conventions["sampler_bytes_per_logit"]),
+                            f"{sampler_bytes_per_logit(server.engine):g} B (the sampler)",
+                            conventions["sampler_bytes_per_logit"] if total_share else rules),
         "outside PyTorch": ("CUDA context, cuBLAS workspace" + (" and NCCL buffers" if tp > 1 else ""),
                             conventions["non_torch_gib_one_card" if tp == 1 else "non_torch_gib_tensor_parallel"]),
         "KV cache": ("what is left of the server's share", "vLLM's rule: utilisation x total - weights - "
-                     "activation peak - memory outside PyTorch"),
+                     "activation peak - memory outside PyTorch") if total_share else
+                    ("a share of the memory left free", f"{server.engine}: utilisation x (total - weights - "
+                     "activation peak - memory outside PyTorch)"),
         "held back": (f"(1 - gpu_memory_utilization {server.gpu_memory_utilization:g}) x the memory CUDA sees; "
-                      "CUDA graphs are captured here", "vLLM gpu_worker.determine_available_memory"),
+                      "CUDA graphs are captured here", "vLLM gpu_worker.determine_available_memory") if total_share else
+                     (f"(1 - gpu_memory_utilization {server.gpu_memory_utilization:g}) x the memory left free",
+                      rules),
         "hidden from CUDA": ("the card's total (nvidia-smi) that CUDA does not report", conventions["cuda_hidden_gib"]),
         "over by": ("how far the model overflows the card", "the parts above less the card total below"),
     }
@@ -164,7 +172,7 @@ def step_section(server: Server, profile: RooflineProfile, capacity: int) -> Non
     right.plotly_chart(fig, width="stretch")
     st.caption("Flat lines are memory-bound (weights read once per iteration, shared by the batch); rising lines "
                "are compute-bound; a line ends where its batch no longer fits the KV cache. Roofline model, "
-               + badge(server.gpu, server.calibration) + ".")
+               + badge(server.gpu, server.calibration, server.engine) + ".")
 
 
 def offers_section() -> None:
@@ -461,7 +469,8 @@ else:
     data = on_roofline(data)  # this page's view only; the scenario is unchanged
 typed = state.validate(data)
 server = typed.server
-st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration)}. Source: {gpu_row(server.gpu)['source']}")
+st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration, server.engine)}. "
+           f"Source: {gpu_row(server.gpu)['source']}")
 
 st.subheader("Does it fit? Memory of one card")
 profile = roofline_profile(server)

@@ -28,7 +28,7 @@ from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_help, field_input
 
 BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
-ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "gpu_memory_utilization")
+ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "engine", "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_caching")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens",
               "conversation_turns", "turn_gap_s")
@@ -166,7 +166,8 @@ def server_controls(data: dict, v: int) -> None:
     if notice:
         st.info(labels.key_words(notice))
     if server["step_model"] == "roofline":
-        st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '')}.")
+        engine = server.get("engine") or Server.engine
+        st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '', engine)}.")
 
 
 def no_effect(note: str | None) -> None:

@@ -23,8 +23,10 @@ head in 16 bits), the activation peak of its profile run (`max_batched_tokens` x
 sampler, unless `activation_reserve_gib` is set) and the memory outside PyTorch
 ({memory_convention("non_torch_gib_one_card"):g} GiB, {memory_convention("non_torch_gib_tensor_parallel"):g} GiB with
 tensor parallelism); the rest holds the KV cache. Key and value heads split over the cards (each card keeps at
-least one); a latent-attention (MLA) cache is copied on every card. Every term and its source:
-`data/hardware/serving_memory.csv` and the Hardware page's memory bar.
+least one); a latent-attention (MLA) cache is copied on every card. TensorRT-LLM (`server.engine`) budgets
+the other way round: the KV cache takes `gpu_memory_utilization` of the memory left free once weights, activations
+(its logits in FP32, 4 B a logit) and the rest are in place. Every term and its source:
+`data/hardware/serving_memory.csv`, `data/hardware/engines.csv` and the Hardware page's memory bar.
 """
 
 
@@ -257,21 +259,17 @@ st.caption(f"Run live: {CHECK_SEEDS} seeds x {CHECK_REQUESTS:,} requests. With 2
            "(`python bench/theory_report.py`) every error is within 0.5%.")
 
 st.markdown("### Calibration against published measurements")
-st.markdown("Each measurement's load (batch-1 decode, prefill, static-batch throughput, Poisson-load "
-            "inter-token latency) run through this simulator with the calibrated efficiencies "
-            "(`data/hardware/calibration.csv`, fitted per GPU family by `python bench/calibrate.py`):")
-
-
-@st.cache_data(show_spinner="Predicting every measurement (a few seconds, once per server)...")
-def calibration_markdown() -> str:
-    return markdown_table()
-
-
-st.markdown(calibration_markdown())
+st.markdown("Each published run's load (closed-loop clients, Poisson arrivals, offline batches, single "
+            "iterations) replayed through this simulator on its serving engine, with the factors fitted per GPU family "
+            "(`data/hardware/calibration.csv`) and per engine (`data/hardware/engines.csv`) by "
+            "`python bench/calibrate.py` on the training pages only. Accuracy is read on the held-out runs: pages the "
+            "fit never saw, and every DeepSeek run (errors in percent of the measured value):")
+st.markdown(markdown_table())
 st.dataframe(load_table("calibration"), width="stretch", placeholder=tables.MISSING)
+st.dataframe(load_table("engines"), width="stretch", placeholder=tables.MISSING)
 
 st.markdown("### Hardware and model tables")
-for name in ("gpus", "gpu_slices", "models", "quant", "kv_quant", "measurements", "offers"):
+for name in ("gpus", "gpu_slices", "models", "quant", "kv_quant", "measurements", "validation", "offers"):
     st.markdown(f"`data/hardware/{name}.csv`")
     st.dataframe(load_table(name), width="stretch", placeholder=tables.MISSING)
 st.caption("These are the data files as stored: column names are the files' own (units in the names).")

@@ -1,13 +1,17 @@
 """Roofline tables and formulas against published figures and hand computation."""
 
+import tomllib
+
 import pytest
 
 import engine
+from conftest import SCENARIOS
 from engine.hardware.roofline import (GIB, card_memory, efficiency_for, kv_capacity_tokens, roofline_profile,
                                       roofline_step_params)
-from engine.hardware.steptime import step_time_s_nb
-from engine.hardware.tables import Efficiency
-from engine.scenario.config import Server
+from engine.hardware.steptime import step_terms_nb, step_time_s_nb
+from engine.hardware.tables import Efficiency, engine_row, load_table
+from engine.scenario.config import Server, load_scenario
+from engine.scenario.errors import ScenarioError
 
 
 @pytest.mark.parametrize("model, params_b, kv_bytes", [("Llama-3-8B", 8.03, 131072), ("Llama-3-70B", 70.55, 327680)])
@@ -138,3 +142,64 @@ def test_mig_slice_is_its_share_of_the_card():
     too_big = Server(step_model="roofline", gpu="H100-80G-MIG-1g.10gb", model="Llama-3-8B", quant="fp16")
     with pytest.raises(engine.ScenarioError, match="does not fit.*lower-bit quant, a smaller model or a larger GPU"):
         kv_capacity_tokens(too_big, roofline_profile(too_big))
+
+
+def test_all_reduces_take_the_faster_of_one_shot_and_two_shot():
+    """Llama-3-70B over TP4 on H100 (450 GB/s a direction, 10 us a synchronisation, factor 1): 160 all-reduces of
+    tokens x 8192 x 2 B. One-shot: 1 latency + 3 messages a card; two-shot: 2 latencies + 1.5 messages. They cross
+    where 1.5 messages take one latency: 10 us x 450e9 / (1.5 x 16384 B) = 183 tokens."""
+    server = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-70B", tensor_parallel=4)
+    p = roofline_profile(server, efficiency=Efficiency(0.7, 0.85, 0.0, 0.0, 1.0))
+    message_s = 8192 * 2 / 450e9
+    assert p.comm_fixed_s == pytest.approx(160 * 10e-6)
+    assert p.comm_one_shot_s_per_token == pytest.approx(160 * 3 * message_s)
+    assert p.comm_s_per_token == pytest.approx(160 * 1.5 * message_s)
+    step = roofline_step_params(p)
+    for tokens in (1, 100, 183, 184, 4096):
+        one = 160 * (10e-6 + 3 * message_s * tokens)
+        two = 160 * (2 * 10e-6 + 1.5 * message_s * tokens)
+        assert step_terms_nb(step, tokens, 0.0, 0.0)[2] == pytest.approx(min(one, two), rel=1e-9)
+        assert (one <= two) == (tokens <= 183)
+
+
+def test_attention_runs_at_the_16_bit_rate_under_fp8_weights():
+    """FP8 weights: matmuls at the FP8 peak times the low-precision share, attention at the FP16 peak times the
+    16-bit share (H100: 1,978.9 and 989.4 TFLOPS dense)."""
+    eff = Efficiency(0.6, 0.8, 1.0, 0.0, 1.0, low_precision_compute=0.4)
+    fp8 = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", quant="fp8"),
+                           efficiency=eff)
+    fp16 = roofline_profile(Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B"), efficiency=eff)
+    assert fp8.low_precision and not fp16.low_precision
+    assert fp8.effective_flops_per_s == pytest.approx(1978.9e12 * 0.4)
+    assert fp8.attention_flops_per_s == pytest.approx(989.4e12 * 0.6) == fp16.attention_flops_per_s
+    assert fp16.effective_flops_per_s == pytest.approx(989.4e12 * 0.6)
+    tokens, pairs = 4096, 4096 * 4097 / 2
+    compute_s = tokens * fp8.matmul_flops_per_token / fp8.effective_flops_per_s \
+        + pairs * fp8.attention_flops_per_context_token / fp8.attention_flops_per_s
+    memory_s = (fp8.weight_bytes + fp8.kv_bytes_per_token * tokens) / fp8.effective_bytes_per_s
+    assert step_time_s_nb(roofline_step_params(fp8), tokens, pairs, 0.0) == pytest.approx(
+        max(compute_s, memory_s) + 0.001, rel=1e-12)
+
+
+def test_the_serving_engine_sets_the_overhead_and_the_all_reduce_factor():
+    """Family factors from calibration.csv, the overhead and all-reduce factor from the engine's engines.csv row;
+    naming the default engine changes nothing."""
+    family = load_table("calibration").loc["hopper"]
+    for engine in load_table("engines").index:
+        eff = efficiency_for("H100-80G", engine=engine)
+        assert eff.overhead_ms == engine_row(engine)["overhead_ms"]
+        assert eff.allreduce_factor == engine_row(engine)["allreduce_latency_factor"]
+        assert (eff.compute, eff.bandwidth) == (family["compute_efficiency"], family["bandwidth_efficiency"])
+    base = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B")
+    assert roofline_profile(base) == roofline_profile(Server(step_model="roofline", gpu="H100-80G",
+                                                             model="Llama-3-8B", engine=Server.engine))
+
+
+def test_an_unknown_engine_is_one_line_naming_the_choices():
+    data = tomllib.loads((SCENARIOS / "example.toml").read_text())
+    data["server"].update(step_model="roofline", engine="triton-fast")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(data)
+    text = str(caught.value)
+    assert "\n" not in text and text.startswith("server.engine = 'triton-fast'")
+    assert all(name in text for name in load_table("engines").index)

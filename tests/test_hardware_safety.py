@@ -21,7 +21,7 @@ from engine.scenario.config import Server, read_toml
 from ui import state
 
 VLLM = REPO / "tests" / "fixtures" / "vllm_bench_serve_detailed.json"
-H100 = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", quant="bf16", kv_quant="bf16")
+H100 = Server(step_model="roofline", gpu="H100-80G", model="Llama-3.1-8B", quant="bf16", kv_quant="bf16")
 OPERATORS_ACT = "python -m engine calibrate FILE --gpu NAME --save NAME --replace"
 PAGE_SECTIONS = {"Does it fit? Memory of one card", "Iteration time", "Your own measurements", "Rental offers",
                  "Cheapest rental that meets a target"}
@@ -118,7 +118,7 @@ def test_the_app_creates_at_most_its_limit_of_calibrations_and_the_command_line_
 def h100_scenario() -> dict:
     """A small roofline scenario on one H100-80G (the shipped calibration)."""
     data = read_toml(SCENARIOS / "example.toml")
-    data["server"] = {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3-8B", "quant": "bf16",
+    data["server"] = {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3.1-8B", "quant": "bf16",
                       "kv_quant": "bf16", "max_batch_size": 8}
     data["workload"]["num_requests"] = 300
     return data

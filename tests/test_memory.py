@@ -87,3 +87,18 @@ def test_llama_2_70b_on_two_a100s_holds_its_real_capacity():
                     gpu_memory_utilization=0.9)
     capacity = kv_capacity_tokens(server, roofline_profile(server))
     assert 33_000 < capacity < 40_000
+
+
+def test_tensorrt_llm_gives_the_kv_cache_a_share_of_the_free_memory():
+    """The same Llama-3-8B card under TensorRT-LLM: the KV cache is 0.9 of what the weights, the forward pass's
+    activations, 4 B logits per sequence and vocabulary entry and the rest leave free (free_gpu_memory_fraction)."""
+    server = Server(step_model="roofline", gpu="A100-80G", model="Llama-3-8B", quant="fp16", engine="tensorrt-llm",
+                    gpu_memory_utilization=0.9, max_batched_tokens=8192, max_batch_size=256)
+    profile = roofline_profile(server)
+    weights = 8_030_261_248 * 2
+    activation = 8192 * (4 * 4096 + 2 * 14336) * 2 + 256 * 128256 * 4
+    free = 81920 * MIB - HIDDEN - weights - activation - NON_TORCH_ONE_CARD
+    assert card_memory(server, profile, 1).kv == pytest.approx(0.9 * free)
+    assert kv_capacity_tokens(server, profile) == int(0.9 * free // (32 * 2 * 8 * 128 * 2))
+    vllm = Server(**{**server.__dict__, "engine": "vllm"})
+    assert kv_capacity_tokens(server, profile) > kv_capacity_tokens(vllm, roofline_profile(vllm))

@@ -9,8 +9,9 @@ from engine.scenario.table_names import DATA_DIR
 
 REQUIRED = {
     "gpus": ["memory_mib", "mem_bw_tb_s", "fp16_tflops", "int8_tops", "interconnect_gb_s", "allreduce_latency_us"],
-    "calibration": ["compute_efficiency", "bandwidth_efficiency", "iteration_overhead_ms"],
-    "measurements": ["tensor_parallel", "batch", "requests", "input_tokens", "output_tokens", "measured"],
+    "calibration": ["compute_efficiency", "low_precision_compute_efficiency", "bandwidth_efficiency"],
+    "engines": ["overhead_ms", "allreduce_latency_factor"],
+    "measurements": ["tensor_parallel", "batch", "input_tokens", "output_tokens", "measured"],  # requests 0: not stated
     "models": ["layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"],
     "quant": ["weight_bytes_per_param"],
     "kv_quant": ["bytes_per_value"],

@@ -1,6 +1,6 @@
 """Your own measurements: benchmark result files read, replayed, compared and fitted; calibrations saved under a
 name and picked by a scenario. The fixtures follow the documented formats; their figures were produced by this
-simulator at known factors (Efficiency(0.5, 0.6, 2.0, 1.6, 2.0) on one H100-80G with Llama-3-8B BF16), so a
+simulator at known factors (Efficiency(0.5, 0.6, 2.0, 1.6, 2.0) on one H100-80G with Llama-3.1-8B BF16), so a
 fit must find factors that reproduce them."""
 
 import dataclasses
@@ -24,7 +24,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 VLLM = FIXTURES / "vllm_bench_serve_detailed.json"
 GENAI = FIXTURES / "genai_perf_profile_export.json"
 AIPERF = FIXTURES / "aiperf_profile_export.json"
-H100 = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", quant="bf16", kv_quant="bf16")
+H100 = Server(step_model="roofline", gpu="H100-80G", model="Llama-3.1-8B", quant="bf16", kv_quant="bf16")
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +85,9 @@ def test_bad_files_are_one_line_naming_the_field(content, message):
 
 
 def test_model_ids_map_to_the_same_architecture():
-    assert model_for("meta-llama/Llama-3.1-8B-Instruct") == "Llama-3-8B"
+    assert model_for("meta-llama/Llama-3.1-8B-Instruct") == "Llama-3.1-8B"
+    assert model_for("meta-llama/Meta-Llama-3-8B-Instruct") == "Llama-3-8B"
+    assert model_for("meta-llama/Llama-3.3-70B-Instruct") == "Llama-3.3-70B"
     assert model_for("meta-llama/Llama-2-70b-hf") == "Llama-2-70B"
     assert model_for("Qwen/Qwen3-235B-A22B-Instruct-2507") == "Qwen3-235B-A22B"
     assert model_for("Qwen/Qwen3-30B-A3B") == "Qwen3-30B-A3B"
@@ -118,7 +120,7 @@ def test_saved_calibration_times_the_scenario_and_is_never_replaced_silently():
     assert (os.stat(os.environ["SCHEDULER_LAB_CALIBRATIONS"]).st_mode & 0o777) == 0o700
     with pytest.raises(engine.ScenarioError, match="exists; choose another name or replace it"):
         save(calibrated.calibration)
-    mine = Server(step_model="roofline", gpu="H100-80G", model="Llama-3-8B", quant="bf16", kv_quant="bf16",
+    mine = Server(step_model="roofline", gpu="H100-80G", model="Llama-3.1-8B", quant="bf16", kv_quant="bf16",
                   calibration="mine")
     assert efficiency_for("H100-80G", "mine") == calibrated.calibration.efficiency
     assert roofline_profile(mine) == roofline_profile(H100, efficiency=calibrated.calibration.efficiency)
@@ -150,6 +152,7 @@ def test_hardware_page_replays_fits_saves_and_uses_your_results():
     from test_app import hardware_page
     at = hardware_page()
     at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()
+    at.selectbox(key="hw_model_1").set_value("Llama-3.1-8B").run()  # the model the fixture measured
     at.file_uploader(key="bench_upload").set_value([(VLLM.name, VLLM.read_bytes(), "application/json")]).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     captions = " ".join(c.value for c in at.caption)
@@ -175,6 +178,7 @@ def test_a_saved_calibration_of_another_gpu_family_is_dropped_with_a_notice():
     from test_app import hardware_page
     at = hardware_page()
     at.selectbox(key="hw_gpu_1").set_value("H100-80G").run()
+    at.selectbox(key="hw_model_1").set_value("Llama-3.1-8B").run()
     at.file_uploader(key="bench_upload").set_value([(VLLM.name, VLLM.read_bytes(), "application/json")]).run()
     at.text_input(key="hw_calibration_name").set_value("h100-fit").run()
     at.button(key="hw_calibration_save").click().run()
@@ -194,7 +198,7 @@ def test_a_bad_file_is_named_and_the_good_ones_still_fitted_and_a_wrong_model_ca
     assert not at.exception
     assert shown(at.error) == ["broken.json: not JSON (JSONDecodeError); expected a vllm bench serve, GenAI-Perf or "
                                "AIPerf result file"]
-    assert any("is replayed with Llama-2-7B: set Model above to Llama-3-8B" in w.value for w in at.warning)
+    assert any("is replayed with Llama-2-7B: set Model above to Llama-3.1-8B" in w.value for w in at.warning)
     at.text_input(key="hw_calibration_name").set_value("wrong").run()
     assert at.button(key="hw_calibration_save").disabled
 
@@ -202,7 +206,7 @@ def test_a_bad_file_is_named_and_the_good_ones_still_fitted_and_a_wrong_model_ca
 def h100_scenario(name: str) -> dict:
     """A small roofline scenario on one H100-80G timed by the saved calibration ``name``."""
     data = engine.scenario.config.read_toml(REPO / "data/scenarios/example.toml")
-    server = {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3-8B", "quant": "bf16", "kv_quant": "bf16",
+    server = {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3.1-8B", "quant": "bf16", "kv_quant": "bf16",
               "calibration": name, "max_batch_size": 8}
     return engine.scenario.config.apply_overrides({**data, "server": server}, {"workload.num_requests": 300})
 

@@ -1,5 +1,5 @@
 """Options of the server keys that name a row of a hardware table (GPU, model, weight and KV
-formats)."""
+formats, serving engine)."""
 
 from __future__ import annotations
 
@@ -10,4 +10,5 @@ TABLE_CHOICES = {
     "model": lambda: list(load_table("models").index),
     "quant": lambda: list(load_table("quant").index),
     "kv_quant": lambda: list(load_table("kv_quant").index),
+    "engine": lambda: list(load_table("engines").index),
 }

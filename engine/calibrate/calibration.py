@@ -1,39 +1,39 @@
-"""The roofline against measurements, and the fit of its efficiency factors.
+"""The roofline against measurements: replaying a published run, and the fit of a user's own runs.
 
-``data/hardware/measurements.csv`` holds published serving figures (one row per figure, with source): a
-GPU, model, weight and KV format and tensor-parallel degree; a load; fixed input and output lengths; and
-the metric measured. Loads: ``batch`` requests at once (``rate_per_s`` 0 and ``requests`` = ``batch``);
-a closed loop of ``batch`` clients (``rate_per_s`` 0, more ``requests`` than ``batch``: the server holds at
-most ``batch`` and each request's time to first token counts from when it is first scheduled, as a client
-sends it only when a slot frees); or Poisson arrivals at ``rate_per_s``. Metrics: mean, median or p99 of
-time to first token, time per output token and end-to-end latency, TGI's time per token (the whole request
-from scheduling, over its output tokens), output tokens per second, and two
-single iterations read from kernel profiles: ``decode_step_ms`` (``batch`` sequences holding
-``input_tokens`` each) and ``prefill_step_ms`` (one prompt of ``input_tokens``).
+``data/hardware/measurements.csv`` holds published serving figures (one row per figure, with its page
+(``document``), source and serving engine): a GPU, model, weight and KV format and tensor-parallel degree; a load;
+fixed input and output lengths; and the metric measured. Loads: ``batch`` requests at once (``rate_per_s`` 0 and
+``requests`` = ``batch``); a closed loop of ``batch`` clients (``rate_per_s`` 0, more ``requests`` than ``batch``:
+the server holds at most ``batch`` and each request's time to first token counts from when it is first scheduled,
+as a client sends it only when a slot frees); or Poisson arrivals at ``rate_per_s``. Metrics: mean, median or p99
+of time to first token, time per output token and end-to-end latency, TGI's time per token (the whole request
+from scheduling, over its output tokens), output tokens per second, and two single iterations read from kernel
+profiles: ``decode_step_ms`` (``batch`` sequences holding ``input_tokens`` each) and ``prefill_step_ms`` (one
+prompt of ``input_tokens``).
 
-A ``Case`` runs its load through the simulator itself (drawn and packed once, then re-run per candidate
-at the cost of the compiled loop only), so what is calibrated is exactly what the Lab prints.
+A ``Case`` runs its load through the simulator itself (drawn and packed once, then re-run per candidate at the
+cost of the compiled loop only), on the run's serving engine with that engine's admission rule, so what is
+calibrated is exactly what the Lab prints.
 
-``fit`` chooses one ``Efficiency`` (compute share, bandwidth share, per-iteration overhead, sharpness of
-the smooth roofline, all-reduce latency factor) for a set of cases by a pattern search on the sum of
-squared log errors. ``bench/calibrate.py`` fits each GPU family with at least ``MIN_FAMILY_MEASUREMENTS``
-rows and writes ``data/hardware/calibration.csv``; families with fewer rows use the fit over all rows,
-families with none a deliberately conservative estimate (``conservative``).
+The shipped factors are fitted by ``joint_fit`` (families and engines together, on a training split). ``fit`` here
+chooses one ``Efficiency`` for a user's own runs of one set-up (``user_calibration``) by a pattern search on the
+sum of squared log errors.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import fields
-
 import numpy as np
 import pandas as pd
 
 from ..hardware.calibration_store import saved_for
-from ..hardware.roofline import efficiency_for, peak_profile, roofline_step_params, with_efficiency
+from ..hardware.roofline import (efficiency_for, kv_capacity_tokens, peak_profile, roofline_profile,
+                                 roofline_step_params, with_efficiency)
 from ..hardware.steptime import decode_step_s_nb, prefill_s
-from ..hardware.tables import Efficiency, calibration_row, gpu_row, is_slice, load_table
-from ..scenario.config import Server, load_scenario
+from ..hardware.tables import Efficiency, calibration_row, engine_row, gpu_row, is_slice, load_table
+from ..scenario.caps import Caps
+from ..scenario.config import Limits, Server, load_scenario
+from ..scenario.errors import ScenarioError
 from ..scenario.labels import words
 from ..sim.layout import F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, I_GENERATED, I_OUTPUT
 from ..sim.metrics import latencies_ms, summary_stats
@@ -46,13 +46,9 @@ METRICS = {**{f"{key}_{stat}_ms": f"{stat} {name} (ms)" for key, name in LATENCI
            "output_tokens_per_s": "output tokens/s",
            "decode_step_ms": "one decode iteration (ms)", "prefill_step_ms": "one prefill iteration (ms)"}
 ITERATION_METRICS = ("decode_step_ms", "prefill_step_ms")
-MIN_FAMILY_MEASUREMENTS = 5  # a family with this many rows is "calibrated"
-# How many of its own rows a family needs for each set of factors fitted on them alone (the others come from
-# the fit over all rows): few rows tell the shares of peak apart, only many the shape of the roofline.
-FAMILY_FACTORS = ((10, ("compute", "bandwidth", "overhead_ms", "sharpness", "allreduce_factor")),
-                  (MIN_FAMILY_MEASUREMENTS, ("compute", "bandwidth", "overhead_ms")),
-                  (3, ("compute", "bandwidth")))
-FACTORS = tuple(f.name for f in fields(Efficiency))
+REPLAY_REQUESTS_MIN, REPLAY_BATCHES = 2000, 4  # a replay sends at most max(2000, 4 x batch) of a run's requests
+MIN_FAMILY_MEASUREMENTS = 5  # a family fitted on this many runs is "calibrated"
+FACTORS = ("compute", "bandwidth", "overhead_ms", "sharpness", "allreduce_factor")  # what a user's own fit moves
 BOUNDS = {"compute": (0.05, 1.0), "bandwidth": (0.05, 1.0), "overhead_ms": (0.05, 50.0),  # the fit's box
           "sharpness": (1.0, 32.0), "allreduce_factor": (0.5, 20.0)}
 FACTOR_WORDS = {"compute": "the compute share of peak", "bandwidth": "the bandwidth share of peak",
@@ -74,15 +70,39 @@ def one_class_scenario(name: str, requests: int, rate_per_s: float, prompt_token
             "server": {**server, "step_model": "roofline"}}
 
 
+def replayed_requests(row: pd.Series) -> int:
+    """How many of a measurement's requests the replay sends: all of them up to ``max(2000, 4 x batch)`` (a long
+    benchmark's steady state is reached well before), that many when the source does not say (0)."""
+    cap = max(REPLAY_REQUESTS_MIN, REPLAY_BATCHES * int(row["batch"]))
+    return min(int(row["requests"]) or cap, cap)
+
+
 def measurement_scenario(row: pd.Series) -> dict:
-    """The scenario that reproduces one measurement's load on the roofline model."""
-    batch = int(row["batch"])
-    return one_class_scenario(
-        f"measurement {row.name}", int(row["requests"]), float(row["rate_per_s"]) or SIMULTANEOUS_RATE_PER_S,
+    """The scenario that reproduces one measurement's load on the roofline model, on its serving engine with the
+    engine's admission rule. The replay may queue all its requests and drain for as long as they take (a
+    benchmark sends them all)."""
+    batch, requests = int(row["batch"]), replayed_requests(row)
+    scenario = one_class_scenario(
+        f"measurement {row.name}"[:Caps.name_chars], requests, float(row["rate_per_s"]) or SIMULTANEOUS_RATE_PER_S,
         int(row["input_tokens"]), int(row["output_tokens"]),
         {"gpu": row["gpu"], "model": row["model"], "quant": row["quant"], "kv_quant": row["kv_quant"],
          "tensor_parallel": int(row["tensor_parallel"]), "max_batch_size": batch,
-         "max_batched_tokens": max(8192, batch)})
+         "max_batched_tokens": max(8192, batch), "engine": row["engine"],
+         "admission": engine_row(row["engine"])["admission"]})
+    scenario["limits"] = {"max_waiting_requests": max(requests, Limits.max_waiting_requests),
+                          "max_drain_s": Caps.drain_s}
+    return scenario
+
+
+def replay_problem(row: pd.Series) -> str | None:
+    """Why a measurement cannot be replayed as published (its model does not fit the cards as this simulator
+    budgets memory, say), or None when it can."""
+    try:
+        server = load_scenario(measurement_scenario(row)).server
+        kv_capacity_tokens(server, roofline_profile(server))
+    except ScenarioError as exc:
+        return str(exc)
+    return None
 
 
 STATISTIC_KEYS = {"mean": "mean", "median": "p50", "p99": "p99"}  # a metric's statistic -> summary_stats' key
@@ -96,6 +116,7 @@ class Case:
         self.prepared, self.server, self.measured = prepared, server, measured
         self.closed_loop, self.batch, self.tokens = closed_loop, batch, tokens
         self.peak = peak_profile(server, server.tensor_parallel)
+        self.family = gpu_row(server.gpu)["family"]
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Case:
@@ -104,7 +125,7 @@ class Case:
         measured = {row["metric"]: float(row["measured"])}
         if row["metric"] in ITERATION_METRICS:
             return cls(None, scenario.server, measured, batch=int(row["batch"]), tokens=int(row["input_tokens"]))
-        closed = float(row["rate_per_s"]) == 0 and int(row["requests"]) > int(row["batch"])
+        closed = float(row["rate_per_s"]) == 0 and replayed_requests(row) > int(row["batch"])
         return cls(prepare(scenario), scenario.server, measured, closed_loop=closed)
 
     def predict(self, efficiency: Efficiency) -> dict[str, float]:
@@ -154,7 +175,7 @@ def cases(rows: pd.DataFrame) -> list[Case]:
 
 def predict(row: pd.Series, efficiency: Efficiency | None = None) -> float:
     """The simulator's value of ``row``'s metric under its load (default: its GPU family's calibration)."""
-    return Case.from_row(row).predict(efficiency or efficiency_for(row["gpu"]))[row["metric"]]
+    return Case.from_row(row).predict(efficiency or efficiency_for(row["gpu"], engine=row["engine"]))[row["metric"]]
 
 
 def loss(fitted: list[Case], efficiency: Efficiency) -> float:
@@ -166,11 +187,6 @@ def free_factors(fitted: list[Case]) -> tuple[str, ...]:
     """The factors the cases can tell apart: the all-reduce factor only when some case uses tensor parallelism."""
     parallel = any(c.server.tensor_parallel > 1 for c in fitted)
     return tuple(f for f in FACTORS if parallel or f != "allreduce_factor")
-
-
-def family_factors(rows: int) -> tuple[str, ...]:
-    """The factors a family with ``rows`` measurements fits on its own rows (none below 3)."""
-    return next((factors for least, factors in FAMILY_FACTORS if rows >= least), ())
 
 
 def fit(fitted: list[Case], start: Efficiency = START, step: float = 0.4, tolerance: float = 0.01,
@@ -222,54 +238,48 @@ def at_bounds(efficiency: Efficiency, factors: tuple[str, ...] = FACTORS) -> lis
     return [f for f in factors if any(math.isclose(getattr(efficiency, f), b, rel_tol=1e-6) for b in BOUNDS[f])]
 
 
-def conservative(fitted: dict[str, Efficiency]) -> Efficiency:
-    """For a GPU family without measurements: each factor at the slowest value of the ``fitted`` (calibrated)
-    families (lowest shares of peak, highest overhead, softest roofline, slowest all-reduce)."""
-    effs = list(fitted.values())
-    return Efficiency(min(e.compute for e in effs), min(e.bandwidth for e in effs),
-                      max(e.overhead_ms for e in effs), min(e.sharpness for e in effs),
-                      max(e.allreduce_factor for e in effs))
-
-
-def prediction_table() -> pd.DataFrame:
-    """Every measurement with the calibrated prediction and its error (%, predicted vs measured)."""
-    table = measurements()
-    table["predicted"] = [predict(row) for _, row in table.iterrows()]
-    table["error_pct"] = error_pct(table["predicted"], table["measured"])
-    return table
-
-
 def status(gpu: str) -> str:
-    """A few words for tables: 'calibrated (N measurements)', 'N measurements only' or 'estimate only'."""
-    n = int(calibration_row(gpu)["measurements"])
+    """A few words for tables: 'calibrated (N runs, X% off held out)', 'N measurements only' or 'estimate only'."""
+    row = calibration_row(gpu)
+    n = int(row["measurements"])
     if n >= MIN_FAMILY_MEASUREMENTS:
-        return f"calibrated ({n} measurements)"
+        return f"calibrated ({n} runs, {_held_out_words(row, short=True)})"
     return f"{n} measurement{'s' if n > 1 else ''} only" if n else "estimate only"
 
 
-def badge(gpu: str, calibration: str = "") -> str:
-    """One line on where ``gpu``'s step times come from (``calibration``: a saved calibration's name); a slice
-    says that it is timed as its share of the card, which no measurement checks."""
+def _held_out_words(row: pd.Series, short: bool = False) -> str:
+    """The held-out check of a family or engine row: runs it was not fitted on and their median error."""
+    held = int(row["held_out_measurements"])
+    if not held:
+        return "none held out" if short else "no run of it was held out to check the fit"
+    error = float(row["held_out_median_abs_error_pct"])
+    if short:
+        return f"{error:.0f}% off on {held} held out"
+    return f"median error {error:.0f}% on {held} runs the fit never saw"
+
+
+def badge(gpu: str, calibration: str = "", engine: str = Server.engine) -> str:
+    """One line on where ``gpu``'s step times under ``engine`` come from (``calibration``: a saved calibration's
+    name); a slice says that it is timed as its share of the card, which no measurement checks."""
     text = (saved_for(calibration, gpu).badge() if calibration else
-            _shipped_badge(gpu))
+            _shipped_badge(gpu, engine))
     if is_slice(gpu):
         text += f"; {gpu} is timed as its share of a whole {gpu_row(gpu)['parent']}, not measured itself"
     return text
 
 
-def _shipped_badge(gpu: str) -> str:
+def _shipped_badge(gpu: str, engine: str) -> str:
     row = calibration_row(gpu)
     n = int(row["measurements"])
     family = words("gpu_family", row.name)
+    served = engine_row(engine)
+    engine_text = (f"{engine}'s overhead fitted on {int(served['measurements'])} runs, "
+                   f"{_held_out_words(served)}" if int(served["measurements"]) else
+                   f"{engine} has no measured run: its overhead is the slowest fitted engine's, an estimate")
     if n == 0:
         return (f"estimate only: no measurement of the {family} family; each factor at the slowest value of "
-                f"the measured families (a conservative estimate)")
+                f"the measured families (a conservative estimate); {engine_text}")
     if n < MIN_FAMILY_MEASUREMENTS:
-        fitted = family_factors(n)
-        how = ("shares of peak fitted to them, the rest from the fit over all measured GPUs" if fitted else
-               "efficiencies from the fit over all measured GPUs")
-        return (f"{how}; only {n} measurement(s) of the {family} family, median error "
-                f"{row['median_abs_error_pct']:.1f}% ({row['loo_median_abs_error_pct']:.1f}% when the fit leaves "
-                f"each out): too few to call it calibrated")
-    return (f"calibrated against {n} measurements of the {family} family, median error "
-            f"{row['median_abs_error_pct']:.0f}% ({row['loo_median_abs_error_pct']:.0f}% leaving each one out)")
+        return (f"only {n} measurement(s) of the {family} family, too few to call it calibrated; the factors they "
+                f"cannot fix are the slowest fitted families'; {_held_out_words(row)}; {engine_text}")
+    return f"calibrated against {n} measured runs of the {family} family, {_held_out_words(row)}; {engine_text}"

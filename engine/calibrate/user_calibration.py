@@ -119,10 +119,13 @@ def calibrate(results: list[BenchResult], server: Server, name: str) -> Calibrat
     """Fit ``server.gpu``'s factors on every figure of ``results`` (replayed on ``server``)."""
     check_calibration_name(name)
     cases = [replay_case(r, server) for r in results]
-    shipped = efficiency_for(server.gpu)
+    shipped = efficiency_for(server.gpu, engine=server.engine)
+    # The user's runs are of one weight format: one compute share, fitted from the shipped share for that format.
+    start = dataclasses.replace(shipped, compute=shipped.matmul_share(cases[0].peak.low_precision),
+                                low_precision_compute=None)
     factors = FITTED_FACTORS + (("sharpness",) if len(results) >= SHAPE_FACTOR_FILES else ())
     started = time.perf_counter()
-    fitted = fit(cases, start=shipped, factors=factors)
+    fitted = fit(cases, start=start, factors=factors)
     fit_s = time.perf_counter() - started
     rows = []
     for i, (result, case) in enumerate(zip(results, cases)):

@@ -144,11 +144,11 @@ def assumptions(scenario: Scenario, question: Question) -> list[str]:
     return lines
 
 
-def calibration_frame(answer: dict) -> pd.DataFrame:
-    """Where the step times of every GPU in the answer come from."""
+def calibration_frame(answer: dict, engine: str) -> pd.DataFrame:
+    """Where the step times of every GPU in the answer, served by ``engine``, come from."""
     plans = [p for p in (answer["recommendation"], *answer["alternatives"]) if p is not None]
     gpus = list(dict.fromkeys(p["gpu"] for p in plans))
-    return pd.DataFrame([{"GPU": gpu, "step times": badge(gpu)} for gpu in gpus])
+    return pd.DataFrame([{"GPU": gpu, "step times": badge(gpu, engine=engine)} for gpu in gpus])
 
 
 def offers_frame(answer: dict) -> pd.DataFrame:
@@ -211,7 +211,8 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
         parts += ["<h2>Not possible</h2>", _table(not_possible_frame(answer["not_possible"]))]
     parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
               "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
-              "<h2>Step times of every GPU in this plan</h2>", _table(calibration_frame(answer)),
+              "<h2>Step times of every GPU in this plan</h2>",
+              _table(calibration_frame(answer, scenario.server.engine)),
               "<h2>Offers priced</h2>", _table(offers_frame(answer))]
     run = answer["run"]
     parts.append(f'<p class="meta">{run["evaluations"]:,} simulations in {run["wall_s"]:.1f} s on {run["workers"]} '

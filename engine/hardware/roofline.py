@@ -23,8 +23,13 @@ weights and the activation reserve. Formulas (units in the names):
 - weight bytes read per iteration = non-expert matmul parameters * bytes per weight (+ touched experts)
 
 Tensor parallelism over T cards divides weights, KV, FLOP/s and bandwidth by T and adds two
-all-reduces of the batch's activations per layer (ring: 2 (T-1)/T x tokens x h x 2 B over the
-per-direction link bandwidth, plus a fixed latency each), not overlapped with compute.
+all-reduces of the batch's activations (tokens x h x 2 B) per layer, not overlapped with compute, each the
+faster of one-shot (one latency, (T-1) messages per card over the per-direction link bandwidth) and two-shot
+(two latencies, 2 (T-1)/T messages: reduce-scatter and all-gather); ``steptime`` takes the minimum.
+
+Matmuls run at the peak of the weight format's compute format (``quant.csv``) times the family's share for it
+(``Efficiency.matmul_share``: 16-bit, or 8- and 4-bit); attention at the 16-bit peak times the 16-bit share,
+as engines keep attention in 16 bits (FP8 attention kernels exist but are not the default).
 
 A GPU slice (``gpu_slices.csv``: MIG instances and fractional cloud slices) is its parent card with
 compute scaled by its SM share and memory and bandwidth by its memory share; slices have no link
@@ -46,19 +51,23 @@ from ..scenario.errors import ScenarioError
 from ..scenario.registry import TP_DEGREES
 from .calibration_store import saved_for
 from .steptime import HARD_MAX, ROOFLINE, step_params
-from .tables import PEAK_COLUMNS, Efficiency, gpu_row, is_slice, load_table, shipped_efficiency, table_row
+from .tables import (PEAK_COLUMNS, Efficiency, engine_row, gpu_row, is_slice, load_table, shipped_efficiency,
+                     table_row)
 
 ACTIVATION_BYTES = 2  # FP16 activations
 EMBEDDING_BYTES = 2  # embedding and LM head stay 16-bit in quantised checkpoints (FP8, INT8, AWQ/GPTQ INT4)
 GIB = 1024 * MIB
+TOTAL_SHARE = "total-share"  # engines.csv memory_budget: gpu_memory_utilization of the card (else of free memory)
 
 
-def efficiency_for(gpu: str, calibration: str = "") -> Efficiency:
-    """The fitted efficiency of ``gpu``'s family: the saved calibration named ``calibration`` when given
-    (``calibration_store``), else the shipped one (``calibration.csv``; slices use their parent's)."""
+def efficiency_for(gpu: str, calibration: str = "", engine: str = Server.engine) -> Efficiency:
+    """The fitted efficiency of ``gpu``'s family under serving ``engine``: the saved calibration named
+    ``calibration`` when given (``calibration_store``: all factors fitted on the user's own engine), else the
+    shipped one (``calibration.csv`` for the family, slices using their parent's; ``engines.csv`` for the
+    engine)."""
     if calibration:
         return saved_for(calibration, gpu).efficiency
-    return shipped_efficiency(gpu)
+    return shipped_efficiency(gpu, engine)
 
 
 @dataclass(frozen=True)
@@ -141,11 +150,14 @@ class RooflineProfile:
     attention_flops_per_context_token: float
     effective_flops_per_s: float        # peak tensor throughput x compute efficiency
     effective_bytes_per_s: float        # HBM bandwidth x bandwidth efficiency
+    attention_flops_per_s: float        # 16-bit tensor throughput x the 16-bit compute efficiency
+    low_precision: bool                 # matmuls in an 8- or 4-bit compute format (FP8, INT8, FP4)
     iteration_overhead_s: float
     sharpness: float                    # of the smooth maximum of compute and memory time
     card_memory_bytes: float            # one card's total (nvidia-smi)
-    comm_s_per_token: float             # tensor-parallel all-reduce time per batched token
-    comm_fixed_s: float                 # tensor-parallel all-reduce latency per iteration
+    comm_s_per_token: float             # tensor-parallel all-reduce time per batched token, two-shot
+    comm_one_shot_s_per_token: float    # the same, one-shot
+    comm_fixed_s: float                 # tensor-parallel all-reduce latency per iteration (once per algorithm step)
     activation_bytes_per_token: float   # forward-pass activations of one batched token on one card
     vocab: int
     draft_weight_bytes: float = 0.0           # speculative decoding's draft model: weights one draft step reads
@@ -162,7 +174,8 @@ def with_efficiency(peak: RooflineProfile, efficiency: Efficiency) -> RooflinePr
     """``peak`` (a ``peak_profile``) at ``efficiency``: throughputs scaled down, overhead, sharpness and the
     all-reduce latency factor applied. The calibration fit tries candidates this way, without the tables."""
     return dataclasses.replace(
-        peak, effective_flops_per_s=peak.effective_flops_per_s * efficiency.compute,
+        peak, effective_flops_per_s=peak.effective_flops_per_s * efficiency.matmul_share(peak.low_precision),
+        attention_flops_per_s=peak.attention_flops_per_s * efficiency.compute,
         effective_bytes_per_s=peak.effective_bytes_per_s * efficiency.bandwidth,
         iteration_overhead_s=efficiency.overhead_ms / 1000.0, sharpness=efficiency.sharpness,
         comm_fixed_s=peak.comm_fixed_s * efficiency.allreduce_factor)
@@ -174,7 +187,7 @@ def roofline_profile(server: Server, tensor_parallel: int | None = None,
     ``tensor_parallel`` cards (default: ``server.tensor_parallel``), at ``efficiency`` (default: the
     GPU family's calibration)."""
     return with_efficiency(peak_profile(server, tensor_parallel or server.tensor_parallel),
-                           efficiency or efficiency_for(server.gpu, server.calibration))
+                           efficiency or efficiency_for(server.gpu, server.calibration, server.engine))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -215,11 +228,14 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
         matmul_flops_per_token=2.0 * shape.active_matmul_parameters,
         attention_flops_per_context_token=shape.attention_flops_per_context_token,
         effective_flops_per_s=tp * float(peak) * 1e12,
+        attention_flops_per_s=tp * float(gpu[PEAK_COLUMNS["fp16"]]) * 1e12,
+        low_precision=quant["compute"] != "fp16",
         effective_bytes_per_s=tp * float(gpu["mem_bw_tb_s"]) * 1e12,
         iteration_overhead_s=0.0,
         sharpness=HARD_MAX,
         card_memory_bytes=float(gpu["memory_mib"]) * MIB,
         comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
+        comm_one_shot_s_per_token=allreduces * (tp - 1) * h * ACTIVATION_BYTES / link_bytes_per_s,
         comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,
         activation_bytes_per_token=(4 * h + 2 * int(model["intermediate"]) / tp) * ACTIVATION_BYTES,
         vocab=vocab,
@@ -263,7 +279,8 @@ def roofline_step_params(profile: RooflineProfile) -> tuple:
                        overhead_s=profile.iteration_overhead_s, comm_s_per_token=profile.comm_s_per_token,
                        comm_fixed_s=profile.comm_fixed_s, expert_bytes=profile.expert_bytes,
                        experts=profile.experts, experts_per_token=profile.experts_per_token,
-                       sharpness=profile.sharpness)
+                       sharpness=profile.sharpness, comm_one_shot_s_per_token=profile.comm_one_shot_s_per_token,
+                       attention_flops_per_s=profile.attention_flops_per_s)
 
 
 @functools.lru_cache(maxsize=None)
@@ -274,11 +291,15 @@ def memory_convention(name: str) -> float:
 
 @dataclass(frozen=True)
 class CardMemory:
-    """One card's memory as vLLM budgets it, in bytes: of the card's total (nvidia-smi), CUDA sees all but
-    ``hidden``; the server may use ``gpu_memory_utilization`` of that, the rest is ``held_back`` (CUDA graphs
-    live there); from its share it subtracts the weights, the activation peak of its profile run and the
-    memory outside PyTorch (``non_torch``); what is left is the KV cache (negative when the model does not
-    fit)."""
+    """One card's memory as the serving engine budgets it, in bytes (``engines.csv``'s ``memory_budget``).
+
+    ``total-share`` (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static): of the card's total
+    (nvidia-smi), CUDA sees all but ``hidden``; the server may use ``gpu_memory_utilization`` of that, the rest is
+    ``held_back`` (CUDA graphs live there); from its share it subtracts the weights, the activation peak of its
+    profile run and the memory outside PyTorch (``non_torch``); what is left is the KV cache (negative when the
+    model does not fit). ``free-share`` (TensorRT-LLM's free_gpu_memory_fraction): the KV cache takes
+    ``gpu_memory_utilization`` of what is free once the weights, activations and the rest are in place, and the
+    rest of that free memory is held back."""
 
     total: float
     hidden: float
@@ -305,13 +326,21 @@ def activation_bytes(server: Server, profile: RooflineProfile) -> float:
 
     Estimate = max_batched_tokens x (4 x hidden + 2 x intermediate / tensor_parallel) x 2 B (residual, norm
     and attention outputs, and this card's share of the MLP's gate and up projections) + max_batch_size x
-    vocabulary x ``sampler_bytes_per_logit`` (the sampler's logits, probabilities and sort buffers, over the
-    full vocabulary on every card).
+    vocabulary x the engine's ``sampler_bytes_per_logit`` (vLLM's sampler profiles logits, probabilities and
+    sort buffers over the full vocabulary on every card; TensorRT-LLM keeps one FP32 logit per sequence and
+    vocabulary entry).
     """
     if server.activation_reserve_gib is not None:
         return server.activation_reserve_gib * GIB
     return (server.max_batched_tokens * profile.activation_bytes_per_token
-            + server.max_batch_size * profile.vocab * memory_convention("sampler_bytes_per_logit"))
+            + server.max_batch_size * profile.vocab * sampler_bytes_per_logit(server.engine))
+
+
+def sampler_bytes_per_logit(engine: str) -> float:
+    """Bytes the engine keeps per (sequence x vocabulary entry) for sampling: its ``engines.csv`` value, or
+    vLLM's measured one (``serving_memory.csv``) where that is empty."""
+    value = engine_row(engine)["sampler_bytes_per_logit"]
+    return memory_convention("sampler_bytes_per_logit") if pd.isna(value) else float(value)
 
 
 def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) -> CardMemory:
@@ -320,10 +349,13 @@ def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) 
     non_torch = memory_convention("non_torch_gib_one_card" if tensor_parallel == 1 else
                                   "non_torch_gib_tensor_parallel") * GIB
     visible = profile.card_memory_bytes - hidden
+    weights = (profile.resident_weight_bytes + profile.draft_resident_weight_bytes) / tensor_parallel
+    activation = activation_bytes(server, profile)
+    free = visible if engine_row(server.engine)["memory_budget"] == TOTAL_SHARE else \
+        max(visible - weights - activation - non_torch, 0.0)
     return CardMemory(total=profile.card_memory_bytes, hidden=hidden,
-                      held_back=visible * (1.0 - server.gpu_memory_utilization),
-                      weights=(profile.resident_weight_bytes + profile.draft_resident_weight_bytes) / tensor_parallel,
-                      activation=activation_bytes(server, profile), non_torch=non_torch)
+                      held_back=free * (1.0 - server.gpu_memory_utilization), weights=weights,
+                      activation=activation, non_torch=non_torch)
 
 
 def smallest_fitting_tensor_parallel(server: Server, above: int = 0) -> int | None:

@@ -8,11 +8,19 @@ smooth maximum ``(compute_s^k + memory_s^k)^(1/k)`` whose sharpness k is fitted 
 GPU family (k = 2: up to 41% above the hard maximum at the ridge; large k: the hard
 maximum)::
 
-    compute_s = (matmul FLOPs/token x tokens + attention FLOPs/context token x context_pairs) / FLOP/s
+    compute_s = matmul FLOPs/token x tokens / FLOP/s
+                + attention FLOPs/context token x context_pairs / attention FLOP/s
+                (attention runs at the 16-bit rate whatever the weight format)
     memory_s  = (weight bytes + KV bytes/token x (context_reads + tokens)) / bytes/s
                 (for a mixture of experts, the weight bytes count the experts the tokens touch)
-    comm_s    = comm_fixed_s + comm_s_per_token x tokens     (tensor-parallel all-reduces)
+    comm_s    = min(comm_fixed_s + one_shot_s_per_token x tokens,
+                    2 x comm_fixed_s + comm_s_per_token x tokens)     (tensor-parallel all-reduces)
     step_s    = (compute_s^k + memory_s^k)^(1/k) + comm_s + overhead_s
+
+The all-reduces take the faster of the two algorithms engines pick between by message size (vLLM's custom
+all-reduce, TensorRT-LLM's ONESHOT/TWOSHOT): one-shot, where every card reads the others' whole message after
+one synchronisation ((T-1) messages per card), and two-shot, a reduce-scatter and an all-gather (two
+synchronisations, 2 (T-1)/T messages per card, as a ring moves).
 
 where ``tokens`` = prefill tokens + decodes in the batch, ``context_pairs`` = sum
 over batched tokens of the positions each attends to (a chunk of c tokens on top
@@ -30,7 +38,9 @@ FIXED, ROOFLINE = STEP_MODEL_CODES.values()
 # The step tuple (a plain tuple indexed by these constants).
 (ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
  ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S, ST_COMM_S_PER_TOKEN,
- ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN, ST_SHARPNESS) = range(15)
+ ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN, ST_SHARPNESS, ST_COMM_ONE_SHOT_S_PER_TOKEN,
+ ST_ATTENTION_FLOPS_PER_S) = range(17)
+ST_FIELDS = ST_ATTENTION_FLOPS_PER_S + 1
 HARD_MAX = 0.0  # sharpness meaning max(compute_s, memory_s) itself
 ALL_PHASES, PREFILL_PHASE, DECODE_PHASE = range(3)  # the work ``request_work_s_nb`` counts
 
@@ -38,18 +48,20 @@ ALL_PHASES, PREFILL_PHASE, DECODE_PHASE = range(3)  # the work ``request_work_s_
 def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
                 weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0,
                 comm_s_per_token=0.0, comm_fixed_s=0.0, expert_bytes=0.0, experts=0, experts_per_token=0,
-                sharpness=HARD_MAX):
-    """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients."""
+                sharpness=HARD_MAX, comm_one_shot_s_per_token=0.0, attention_flops_per_s=0.0):
+    """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients
+    (``attention_flops_per_s`` 0: attention at ``flops_per_s``)."""
     return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
             float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
             float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s),
-            float(expert_bytes), float(experts), float(experts_per_token), float(sharpness))
+            float(expert_bytes), float(experts), float(experts_per_token), float(sharpness),
+            float(comm_one_shot_s_per_token), float(attention_flops_per_s or flops_per_s))
 
 
 def step_rows(steps: list[tuple]) -> np.ndarray:
     """Step tuples as the rows of one float array (the compiled loop's per-replica step times; the model code
     becomes a float, compared as one)."""
-    return np.array(steps, dtype=np.float64).reshape(len(steps), ST_SHARPNESS + 1)
+    return np.array(steps, dtype=np.float64).reshape(len(steps), ST_FIELDS)
 
 
 @njit(cache=True)
@@ -67,14 +79,16 @@ def step_terms_nb(step, tokens, context_pairs, context_reads):
     """(compute_s, memory_s, comm_s) of one roofline iteration: its FLOPs at the effective FLOP/s, its bytes moved
     at the effective bandwidth, and its tensor-parallel all-reduces (formula in the module docstring). The
     diagnosis reads them to say which bound an iteration sits on."""
-    flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs
+    compute_s = (step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens / step[ST_FLOPS_PER_S]
+                 + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs / step[ST_ATTENTION_FLOPS_PER_S])
     weight_bytes = step[ST_WEIGHT_BYTES]
     if step[ST_EXPERTS] > 0:  # experts this many tokens are expected to touch (mixture of experts)
         untouched = (1.0 - step[ST_EXPERTS_PER_TOKEN] / step[ST_EXPERTS]) ** tokens
         weight_bytes += step[ST_EXPERT_BYTES] * step[ST_EXPERTS] * (1.0 - untouched)
     bytes_moved = weight_bytes + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
-    comm_s = step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens
-    return flops / step[ST_FLOPS_PER_S], bytes_moved / step[ST_BYTES_PER_S], comm_s
+    comm_s = min(step[ST_COMM_FIXED_S] + step[ST_COMM_ONE_SHOT_S_PER_TOKEN] * tokens,
+                 2.0 * step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens)
+    return compute_s, bytes_moved / step[ST_BYTES_PER_S], comm_s
 
 
 @njit(cache=True, inline="always")
@@ -148,9 +162,10 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
                 prefills = (p + max_batched_tokens - 1) // max_batched_tokens
                 total += (prefill * prefills * step[ST_STEP_TIME_S] + decode * decodes * fixed_decode_s) / slots
         else:
-            flops = step[ST_MATMUL_FLOPS_PER_TOKEN] * p + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * (
-                p * cached + p * (p + 1) / 2.0)
-            total += prefill * flops / step[ST_FLOPS_PER_S] + decode * decodes * decode_step_s / slots
+            compute_s = (step[ST_MATMUL_FLOPS_PER_TOKEN] * p / step[ST_FLOPS_PER_S]
+                         + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * (p * cached + p * (p + 1) / 2.0)
+                         / step[ST_ATTENTION_FLOPS_PER_S])
+            total += prefill * compute_s + decode * decodes * decode_step_s / slots
     return total / max(len(prompt_tokens), 1)
 
 

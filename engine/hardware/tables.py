@@ -1,5 +1,6 @@
 """The hardware tables (``data/hardware/*.csv``) read once: GPU cards and slices, and the shipped calibration's
-efficiency of each GPU family.
+efficiency of each GPU family (``calibration.csv``: shares of peak, sharpness) composed with that of each serving
+engine (``engines.csv``: per-iteration overhead, all-reduce latency factor).
 
 A leaf of the hardware layer: the saved calibrations (``calibration_store``) and the roofline (``roofline``) read
 their rows here.
@@ -81,19 +82,38 @@ def calibration_row(gpu: str) -> pd.Series:
 class Efficiency:
     """How close a serving engine gets to the card's peaks: shares of tensor FLOP/s and of HBM bandwidth, a
     fixed cost per iteration (scheduling, kernel launches, sampling), the sharpness k of the smooth maximum of
-    compute and memory time (``steptime``; ``HARD_MAX``: the plain maximum) and a factor on the all-reduce
-    latency of ``gpus.csv``."""
+    compute and memory time (``steptime``; ``HARD_MAX``: the plain maximum), a factor on the all-reduce
+    latency of ``gpus.csv`` and the share of peak of 8- and 4-bit matmuls (FP8, INT8, FP4; None: the 16-bit
+    ``compute`` share). The first, fourth and last are properties of the card's family, the overhead and the
+    all-reduce factor of the serving engine."""
 
     compute: float
     bandwidth: float
     overhead_ms: float
     sharpness: float = HARD_MAX
     allreduce_factor: float = 1.0
+    low_precision_compute: float | None = None
+
+    def matmul_share(self, low_precision: bool) -> float:
+        """The share of peak of matmuls in a 16-bit format, or in an 8- or 4-bit one (``low_precision``)."""
+        if low_precision and self.low_precision_compute is not None:
+            return self.low_precision_compute
+        return self.compute
 
 
-def shipped_efficiency(gpu: str) -> Efficiency:
-    """The efficiency of ``gpu``'s family in the shipped ``calibration.csv`` (slices use their card's)."""
-    row = calibration_row(gpu)
+FAMILY_FACTORS = ("compute", "low_precision_compute", "bandwidth", "sharpness")  # calibration.csv, per GPU family
+ENGINE_FACTORS = ("overhead_ms", "allreduce_factor")  # engines.csv, per serving engine
+
+
+def engine_row(engine: str) -> pd.Series:
+    """The ``engines.csv`` row of a serving engine."""
+    return table_row("engines", engine, "engine")
+
+
+def shipped_efficiency(gpu: str, engine: str) -> Efficiency:
+    """The efficiency of ``gpu``'s family in the shipped ``calibration.csv`` (slices use their card's) with the
+    overhead and all-reduce factor of ``engine`` in ``engines.csv``."""
+    row, served = calibration_row(gpu), engine_row(engine)
     return Efficiency(float(row["compute_efficiency"]), float(row["bandwidth_efficiency"]),
-                      float(row["iteration_overhead_ms"]), float(row["roofline_sharpness"]),
-                      float(row["allreduce_latency_factor"]))
+                      float(served["overhead_ms"]), float(row["roofline_sharpness"]),
+                      float(served["allreduce_latency_factor"]), float(row["low_precision_compute_efficiency"]))

@@ -304,6 +304,9 @@ class Server:
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
                                   "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
                                choices=TP_DEGREES)
+    engine: str = opt("vllm", "serving engine from data/hardware/engines.csv: its per-iteration overhead, "
+                              "all-reduce latency and memory budget (step_model = roofline)", cap="name_chars",
+                      table="engines")
     calibration: str = opt("", "step-time factors fitted on your own benchmark results (python -m engine calibrate "
                                "FILE --gpu NAME --save NAME, or the Hardware page); empty: the shipped calibration "
                                "of the GPU's family", cap="name_chars")
@@ -589,6 +592,7 @@ FIELD_LABELS = {
     "Server.kv_capacity_tokens": "KV cache capacity", "Server.block_size_tokens": "KV block size",
     "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request",
     "Server.batching": "Batching", "Server.admission": "Admission", "Server.calibration": "Step-time calibration",
+    "Server.engine": "Serving engine",
     "Server.gpu": "GPU", "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",
     "Server.tensor_parallel": "Tensor parallel", "Server.gpu_memory_utilization": "GPU memory share",
     "Server.activation_reserve_gib": "Activation reserve", "Server.host_link_gb_s": "Host link bandwidth",

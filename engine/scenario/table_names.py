@@ -24,6 +24,7 @@ TABLES = {
     "models": ("a model", ("models.csv",)),
     "quant": ("a weight format", ("quant.csv",)),
     "kv_quant": ("a KV-cache format", ("kv_quant.csv",)),
+    "engines": ("a serving engine", ("engines.csv",)),
 }
 
 

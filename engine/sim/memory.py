@@ -253,7 +253,7 @@ KEY_TERMS: dict[str, tuple[str, ...]] = {
     **{f"server.{key}": _NONE for key in (
         "step_model", "step_time_ms", "max_batched_tokens", "min_batch_size", "wait_timeout_ms",
         "kv_capacity_tokens", "kv_allocation", "max_seq_len", "batching", "admission", "gpu", "model", "quant",
-        "kv_quant", "tensor_parallel", "calibration", "gpu_memory_utilization", "activation_reserve_gib",
+        "kv_quant", "tensor_parallel", "engine", "calibration", "gpu_memory_utilization", "activation_reserve_gib",
         "host_link_gb_s")},
     "server.max_batch_size": ("replica lists",),
     "server.block_size_tokens": ("prefix blocks", "prefix caches", "replica lists"),
