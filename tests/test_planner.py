@@ -298,9 +298,10 @@ def test_a_tuned_policy_is_sized_with_its_tuned_parameters():
 
 
 def test_decoding_is_a_search_dimension_and_speculation_wins_only_where_it_helps():
-    """The article's load on H100 (Llama-3-70B INT4), drafting with Llama-3.2-1B (k = 4, a = 0.7): a 20 ms mean
-    time per token needs lightly loaded replicas when decoding plainly, and half the cards with speculation; with
-    the TTFT target alone the fleet runs near saturation, where verifying rejected tokens costs capacity."""
+    """The article's load on H100 (Llama-3-70B INT4), drafting with Llama-3.2-1B (k = 4, a = 0.7): a 12 ms mean
+    time per token needs lightly loaded replicas when decoding plainly, and half the cards with speculation (16 and
+    6 on 2026-12-02); with the TTFT target alone the fleet runs near saturation, where verifying rejected tokens
+    costs capacity."""
     data = apply_overrides(article(), {"server.speculative": {"draft_tokens": 4, "acceptance": 0.7,
                                                               "draft_model": "Llama-3.2-1B"}})
     both = ("plain", "speculative")
@@ -310,7 +311,7 @@ def test_decoding_is_a_search_dimension_and_speculation_wins_only_where_it_helps
         plans = [answer["recommendation"], *answer["alternatives"]]
         return answer, {d: min(p["cards"] for p in plans if p["decoding"] == d) for d in both}
 
-    answer, cards = fewest_cards(TTFT_1S + (Target("overall", "tpot_mean_ms", 20.0),))
+    answer, cards = fewest_cards(TTFT_1S + (Target("overall", "tpot_mean_ms", 12.0),))
     assert cards["speculative"] <= cards["plain"] / 2
     assert answer["recommendation"]["decoding"] == "speculative"
     assert "INT4 weights, speculative decoding)" in plan_text(answer, "t").splitlines()[1]
@@ -323,10 +324,10 @@ def test_decoding_is_a_search_dimension_and_speculation_wins_only_where_it_helps
 
 
 def test_a_mixed_fleet_is_proposed_only_when_it_meets_every_target_for_less():
-    """At 70 req/s the cheapest plan rents 5 H100 servers; one of them replaced by an A100 server meets the TTFT
+    """At 60 req/s the cheapest plan rents 4 H100 servers; one of them replaced by an A100 server meets the TTFT
     target on every seed for less. Proposed beside the answer, never in place of it: its cost is below the
     cheapest single-GPU plan's, its targets hold, and the fleet re-run on fresh seeds still meets them."""
-    answer = plan(article(70.0), small())
+    answer = plan(article(60.0), small())
     mix, cheapest = answer["mix"], rank([answer["recommendation"], *answer["alternatives"]])[0]
     assert mix is not None, answer["mix_note"]
     assert mix["monthly_cost"]["low"] < cheapest["monthly_cost"]["low"]
@@ -336,7 +337,7 @@ def test_a_mixed_fleet_is_proposed_only_when_it_meets_every_target_for_less():
     assert all(t["value"] <= t["limit"] for t in mix["targets"])
     groups = [{k: g[k] for k in ("gpu", "quant", "tensor_parallel", "replicas")} for g in mix["groups"]]
     for seed in (11, 12):
-        data = apply_overrides(article(70.0), {"fleet.groups": groups, "workload.num_requests": 800, "seed": seed,
+        data = apply_overrides(article(60.0), {"fleet.groups": groups, "workload.num_requests": 800, "seed": seed,
                                                "policy.name": mix["policy"]["name"], "fleet.router": mix["router"]})
         assert all_met(TTFT_1S, simulate(load_scenario(data)).summary)
     text = plan_text(answer, "plan").replace("\n  ", " ")  # the terminal folds its paragraphs

@@ -20,9 +20,9 @@ INTERACTIVE_P99 = Objective("interactive", "ttft_p99_ms")
 
 
 def busy_article(requests: int = 1500) -> dict:
-    """The article preset where requests queue for the batch (64 sequences at offered load about 0.9), so that
+    """The article preset where requests queue for the batch (64 sequences at offered load about 0.96), so that
     policies and their parameters differ."""
-    return apply_overrides(read_toml(ARTICLE), {"server.max_batch_size": 64, "workload.arrival.rate_per_s": 45.0,
+    return apply_overrides(read_toml(ARTICLE), {"server.max_batch_size": 64, "workload.arrival.rate_per_s": 50.0,
                                                 "workload.num_requests": requests})
 
 
