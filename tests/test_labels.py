@@ -40,6 +40,11 @@ def test_every_registry_name_has_words_that_start_with_a_capital(kind):
     assert set(labels.CHOICE_WORDS["decoding"]) == set(DECODINGS)
 
 
+def test_every_serving_engine_has_words():
+    assert set(labels.CHOICE_WORDS["engine"]) == set(load_table("engines").index)
+    assert all(w[0].isupper() or w.startswith("v") for w in labels.CHOICE_WORDS["engine"].values())
+
+
 def test_every_gpu_family_has_words():
     families = set(load_table("gpus")["family"])
     assert set(labels.CHOICE_WORDS["gpu_family"]) == families

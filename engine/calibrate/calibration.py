@@ -272,10 +272,10 @@ def _shipped_badge(gpu: str, engine: str) -> str:
     row = calibration_row(gpu)
     n = int(row["measurements"])
     family = words("gpu_family", row.name)
-    served = engine_row(engine)
-    engine_text = (f"{engine}'s overhead fitted on {int(served['measurements'])} runs, "
+    served, name = engine_row(engine), words("engine", engine)
+    engine_text = (f"{name}'s overhead fitted on {int(served['measurements'])} runs, "
                    f"{_held_out_words(served)}" if int(served["measurements"]) else
-                   f"{engine} has no measured run: its overhead is the slowest fitted engine's, an estimate")
+                   f"{name} has no measured run: its overhead is the slowest fitted engine's, an estimate")
     if n == 0:
         return (f"estimate only: no measurement of the {family} family; each factor at the slowest value of "
                 f"the measured families (a conservative estimate); {engine_text}")

@@ -41,13 +41,16 @@ CHOICE_WORDS = {
     "gpu_family": {"turing": "Turing", "ampere": "Ampere", "ampere-consumer": "Ampere (consumer)", "ada": "Ada",
                    "hopper": "Hopper", "blackwell": "Blackwell", "cdna3": "CDNA 3",
                    "cdna4": "CDNA 4"},
+    # serving engines of data/hardware/engines.csv (server.engine)
+    "engine": {"vllm": "vLLM V1", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM",
+               "legacy": "Engines of 2023-24"},
 }
 # Which words each scenario key's choices take ("Class.key").
 FIELD_CHOICES = {
     "Fleet.router": "router", "Arrival.process": "arrival", "Trace.format": "trace_format",
     "Server.batching": "batching", "Server.admission": "admission", "Policy.preempt_mode": "preempt_mode",
     "Server.step_model": "step_model", "Server.kv_allocation": "kv_allocation", "Fleet.mode": "fleet_mode",
-    "TokenDist.dist": "dist",
+    "TokenDist.dist": "dist", "Server.engine": "engine",
 }
 FORMAT_KEYS = ("quant", "kv_quant")  # keys naming a number format of data/hardware (fp16, int4...): shown upper-case
 # The registry's names, by the words that hold them (checked against CHOICE_WORDS by the tests).
