@@ -23,8 +23,7 @@ from engine.decide.sizing import cheapest_fleets, fleet_shapes
 from engine.decide.targets import Target
 from engine.hardware import calibration_store
 from engine.hardware.roofline import (GIB, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens,
-                                      memory_convention, roofline_profile, roofline_step_params,
-                                      sampler_bytes_per_logit)
+                                      roofline_profile, roofline_step_params, sampler_bytes_per_logit)
 from engine.hardware.steptime import decode_step_s_nb, prefill_s
 from engine.hardware.tables import engine_row, gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
