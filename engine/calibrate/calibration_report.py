@@ -61,8 +61,8 @@ def validation() -> pd.DataFrame:
     return measurements().join(pd.read_csv(VALIDATION_FILE, index_col=0))
 
 
-def _summary(rows: pd.DataFrame, by: str, label) -> list[str]:
-    lines = [f"| {by} | runs | median error | largest error | median signed error |", "|---|---|---|---|---|"]
+def _summary(rows: pd.DataFrame, by: str, heading: str, label) -> list[str]:
+    lines = [f"| {heading} | runs | median error | largest error | median signed error |", "|---|---|---|---|---|"]
     for key, group in rows.groupby(by, sort=True):
         errors = group["error_pct"]
         lines.append(f"| {label(key)} | {len(group)} | {errors.abs().median():.1f}% | {errors.abs().max():.0f}% | "
@@ -87,14 +87,15 @@ def markdown_table(table: pd.DataFrame | None = None) -> str:
     lines = [f"Held out: {len(dense)} runs of {dense['model'].nunique()} models from "
              f"{dense['document'].nunique()} pages the fit never saw; median absolute error "
              f"{dense['error_pct'].abs().median():.1f}%.", ""]
-    for by, label in (("family", lambda k: words("gpu_family", k)), ("engine", str), ("model", str),
-                      ("tensor_parallel", lambda k: f"TP{k}"), ("kind", str)):
-        lines += _summary(dense, by, label) + [""]
+    for by, heading, label in (("family", "GPU family", lambda k: words("gpu_family", k)),
+                               ("engine", "Serving engine", lambda k: words("engine", k)), ("model", "Model", str),
+                               ("tensor_parallel", "Tensor parallel", lambda k: f"TP{k}"), ("kind", "Metric", str)):
+        lines += _summary(dense, by, heading, label) + [""]
     if len(latent):
         lines += [f"DeepSeek-V3/R1 (multi-head latent attention, expert parallelism: not yet expressed by the step "
                   f"model, never fitted): {len(latent)} runs, median absolute error "
                   f"{latent['error_pct'].abs().median():.0f}%.", ""]
-        lines += _summary(latent, "kind", str) + [""]
+        lines += _summary(latent, "kind", "Metric", str) + [""]
     fitted = table[table["fitted"]]
     if len(fitted):
         lines.append(f"In sample, for reference only (not accuracy): the {len(fitted)} runs the fit replayed, median "
