@@ -4,8 +4,8 @@
 (``document``), source and serving engine): a GPU, model, weight and KV format and tensor-parallel degree; a load;
 fixed input and output lengths; and the metric measured. Loads: ``batch`` requests at once (``rate_per_s`` 0 and
 ``requests`` = ``batch``); a closed loop of ``batch`` clients (``rate_per_s`` 0, more ``requests`` than ``batch``:
-the server holds at most ``batch`` and each request's time to first token counts from when it is first scheduled,
-as a client sends it only when a slot frees); or Poisson arrivals at ``rate_per_s``. Metrics: mean, median or p99
+the server holds at most ``batch`` and each request's time to first token and end-to-end latency count from when
+it is first scheduled, as a client sends it only when a slot frees); or Poisson arrivals at ``rate_per_s``. Metrics: mean, median or p99
 of time to first token, time per output token and end-to-end latency, TGI's time per token (the whole request
 from scheduling, over its output tokens), output tokens per second, and two single iterations read from kernel
 profiles: ``decode_step_ms`` (``batch`` sequences holding ``input_tokens`` each) and ``prefill_step_ms`` (one
@@ -136,10 +136,12 @@ class Case:
                     "prefill_step_ms": prefill_s(step, self.tokens) * 1e3}
         run = execute(self.prepared, step)
         completed, ttft_ms, tpot_ms = latencies_ms(run.ints, run.floats)
-        if self.closed_loop:  # a closed-loop client sends a request when a slot frees: TTFT from scheduling
-            ttft_ms = (run.floats[:, F_FIRST_TOKEN] - run.floats[:, F_FIRST_SCHEDULED]) * 1e3
+        sent = run.floats[:, F_ARRIVAL]
+        if self.closed_loop:  # a closed-loop client sends a request when a slot frees: latencies from scheduling
+            sent = run.floats[:, F_FIRST_SCHEDULED]
+            ttft_ms = (run.floats[:, F_FIRST_TOKEN] - sent) * 1e3
         arrays = {"ttft": ttft_ms[completed], "tpot": tpot_ms[completed],
-                  "e2e": (run.floats[completed, F_FINISH] - run.floats[completed, F_ARRIVAL]) * 1e3}
+                  "e2e": (run.floats[completed, F_FINISH] - sent[completed]) * 1e3}
         values = {}
         for metric in self.measured:
             if metric == "output_tokens_per_s":
