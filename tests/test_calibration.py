@@ -133,7 +133,8 @@ def test_closed_loop_latencies_count_from_scheduling(metric):
     eff = Efficiency(0.6, 0.7, 1.5)
     opened = Case(case.prepared, case.server, case.measured).predict(eff)[metric]
     run = execute(case.prepared, roofline_step_params(with_efficiency(case.peak, eff)))
-    first_ms = (run.floats[0, F_FIRST_TOKEN if metric.startswith("ttft") else F_FINISH] - run.floats[0, F_ARRIVAL]) * 1e3
+    done = run.floats[0, F_FIRST_TOKEN if metric.startswith("ttft") else F_FINISH]
+    first_ms = (done - run.floats[0, F_ARRIVAL]) * 1e3
     # the later requests' iterations also carry another request's decode: a few microseconds more
     assert case.predict(eff)[metric] == pytest.approx(first_ms, rel=1e-3)
     assert case.predict(eff)[metric] < opened / 1.5

@@ -5,11 +5,11 @@
 fixed input and output lengths; and the metric measured. Loads: ``batch`` requests at once (``rate_per_s`` 0 and
 ``requests`` = ``batch``); a closed loop of ``batch`` clients (``rate_per_s`` 0, more ``requests`` than ``batch``:
 the server holds at most ``batch`` and each request's time to first token and end-to-end latency count from when
-it is first scheduled, as a client sends it only when a slot frees); or Poisson arrivals at ``rate_per_s``. Metrics: mean, median or p99
-of time to first token, time per output token and end-to-end latency, TGI's time per token (the whole request
-from scheduling, over its output tokens), output tokens per second, and two single iterations read from kernel
-profiles: ``decode_step_ms`` (``batch`` sequences holding ``input_tokens`` each) and ``prefill_step_ms`` (one
-prompt of ``input_tokens``).
+it is first scheduled, as a client sends it only when a slot frees); or Poisson arrivals at ``rate_per_s``.
+Metrics: mean, median or p99 of time to first token, time per output token and end-to-end latency, TGI's time
+per token (the whole request from scheduling, over its output tokens), output tokens per second, and two single
+iterations read from kernel profiles: ``decode_step_ms`` (``batch`` sequences holding ``input_tokens`` each) and
+``prefill_step_ms`` (one prompt of ``input_tokens``).
 
 A ``Case`` runs its load through the simulator itself (drawn and packed once, then re-run per candidate at the
 cost of the compiled loop only), on the run's serving engine with that engine's admission rule, so what is
