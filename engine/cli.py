@@ -32,7 +32,9 @@ from .decide.tune_text import tune_text
 from .decide.tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS as TUNE_REQUESTS, DEFAULT_SEEDS as TUNE_SEEDS, TUNABLE,
                            TuneQuestion, parse_constraint, parse_objective, tune, tuned_scenario)
 from .hardware.calibration_store import save
-from .hardware.roofline import kv_capacity_tokens, memory_breakdown_gib, roofline_profile, roofline_step_params
+from .hardware.hf_config import read_config_file, user_model_overrides
+from .hardware.roofline import (kv_capacity_tokens, memory_breakdown_gib, model_text, roofline_profile,
+                                roofline_step_params)
 from .hardware.steptime import decode_step_s_nb, prefill_s
 from .hardware.tables import load_table
 from .scenario.caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
@@ -141,6 +143,8 @@ def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario TOML file (see data/scenarios/)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. --set policy.name=priority (repeatable)")
+    parser.add_argument("--model-config", metavar="FILE", help="serve your own model: its Hugging Face config.json "
+                        "(named after its _name_or_path; the roofline step model)")
     parser.add_argument("--limit", dest="limits", action="append", default=[], metavar="NAME=VALUE",
                         help="raise a safety limit for this run, e.g. --limit requests_per_run=5000000 "
                              f"(repeatable; names: {', '.join(limits_fields())})")
@@ -206,8 +210,12 @@ def _offer_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
-    """The --set items, plus --seed and --trace written as the same key=value overrides."""
+    """The --set items, plus --model-config (first, so --set can change it), --seed and --trace written as the same
+    key=value overrides."""
     overrides = list(args.overrides)
+    if getattr(args, "model_config", None):
+        overrides[:0] = user_model_overrides(read_config_file(args.model_config), Path(args.model_config).stem,
+                                             Path(args.model_config).name)
     if getattr(args, "seed", None) is not None:
         overrides.append(f"seed={args.seed}")
     if getattr(args, "trace", None):
@@ -514,8 +522,9 @@ def _hardware(args: argparse.Namespace) -> int:
         raise ScenarioError("server.step_model must be roofline to describe hardware")
     parts = memory_breakdown_gib(server)
     print(f"{server.tensor_parallel} x {server.gpu}, {server.model} ({server.quant} weights, {server.kv_quant} KV)")
-    print("one card (GiB): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
     profile = roofline_profile(server)
+    print(f"model: {model_text(profile)}")
+    print("one card (GiB): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
     capacity = kv_capacity_tokens(server, profile)
     print(f"KV cache: {capacity:,} tokens ({profile.kv_bytes_per_token_per_card:,.0f} B per token on each card)")
     step = roofline_step_params(profile)

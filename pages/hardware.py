@@ -22,12 +22,13 @@ from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, 
 from engine.decide.sizing import cheapest_fleets, fleet_shapes
 from engine.decide.targets import Target
 from engine.hardware import calibration_store
-from engine.hardware.roofline import (GIB, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens,
-                                      roofline_profile, roofline_step_params, sampler_bytes_per_logit)
+from engine.hardware.hf_config import CONFIG_MAX_BYTES, parse_config, user_model_overrides
+from engine.hardware.roofline import (GIB, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens, model_text,
+                                      peak_profile, roofline_profile, roofline_step_params, sampler_bytes_per_logit)
 from engine.hardware.steptime import decode_step_s_nb, prefill_s
 from engine.hardware.tables import engine_row, gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
-from engine.scenario.config import OVERALL, Fleet, Server, on_roofline
+from engine.scenario.config import OVERALL, Fleet, Server, apply_overrides, on_roofline
 from engine.scenario.errors import printable
 from engine.scenario.labels import cards_text, key_words, words
 from engine.scenario.metric_table import LATENCY_KEYS, metric, money_range, round_money
@@ -46,14 +47,52 @@ def fleet_inputs(data: dict, v: int) -> None:
     server, fleet = data.setdefault("server", {}), data.setdefault("fleet", {})
     choices = hardware_choices.TABLE_CHOICES
     cols = st.columns(len(choices) + 2)
-    for col, (key, options) in zip(cols, choices.items()):
+    for col, key in zip(cols, choices):
         with col:
-            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}", options=options())
+            server[key] = field_input(Server, key, server.get(key), key=f"hw_{key}_{v}",
+                                      options=hardware_choices.options(key, server))
     with cols[len(choices)]:
         server["tensor_parallel"] = field_input(Server, "tensor_parallel", server.get("tensor_parallel"),
                                                 key=f"hw_tensor_parallel_{v}")
     with cols[len(choices) + 1]:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
+
+
+def own_model_section(data: dict) -> None:
+    """Read the user's own model from a Hugging Face config.json (uploaded or pasted); "Use this model" serves it
+    (``server.model_config``, as ``--model-config FILE`` does)."""
+    with st.expander("Your own model: a Hugging Face config.json"):
+        cols = st.columns(2)
+        upload = cols[0].file_uploader("Upload config.json", type=["json"], key="hw_model_config",
+                                       max_upload_size=1, help="The config.json of the model's Hugging Face "
+                                                               "repository (a few KiB).")
+        pasted = cols[1].text_area("or paste it", key="hw_model_config_text", height=120, max_chars=CONFIG_MAX_BYTES)
+        raw = upload.getvalue() if upload is not None else pasted.encode() if pasted.strip() else b""
+        if not raw:
+            st.caption("Layers, widths, heads, experts and windowed attention are read from the file; the model is "
+                       "then one of the choices above, and the link to this scenario carries it.")
+            return
+        fallback = printable(upload.name.removesuffix(".json"), 60) if upload is not None else "my model"
+        try:
+            overrides = user_model_overrides(parse_config(raw), fallback, "your config.json")
+            typed = state.validate(apply_overrides(on_roofline(data), overrides))
+        except engine.ScenarioError as exc:
+            text.error(exc)
+            return
+        st.write(f"**{typed.server.model}**: {model_text(peak_profile(typed.server, 1))}.")
+        st.button("Use this model", key="hw_model_config_use", on_click=use_own_model, args=(data, overrides))
+
+
+def own_model(server: Server) -> bool:
+    """True when ``server`` serves the user's own model (``server.model_config``)."""
+    return server.model_config is not None and server.model_config.name == server.model
+
+
+def use_own_model(data: dict, overrides: list[str]) -> None:
+    """Serve the model read from the user's config.json (a button's callback); the model picker shows it."""
+    served = apply_overrides(on_roofline(data), overrides)
+    if state.update(served):
+        st.session_state[f"hw_model_{state.version()}"] = served["server"]["model"]
 
 
 def memory_section(server: Server, profile: RooflineProfile) -> int | None:
@@ -123,7 +162,8 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
     tp = server.tensor_parallel
     how = {
         "weights": (f"all weights of {server.model} in {server.quant} (embedding and LM head in 16 bits) / {tp} "
-                    f"card(s)", "data/hardware/models.csv and quant.csv"),
+                    f"card(s)", f"{'your config.json' if own_model(server) else 'data/hardware/models.csv'} and "
+                                f"quant.csv"),
         "activation peak": ("given by activation_reserve_gib" if server.activation_reserve_gib is not None else
                             f"{server.max_batched_tokens:,} batched tokens x (4 x hidden + 2 x intermediate / {tp}) "
                             f"x 2 B + {server.max_batch_size:,} sequences x vocabulary x "
@@ -448,6 +488,7 @@ current = state.current_or_default()
 data = copy.deepcopy(current)
 st.title("Hardware & Cost")
 fleet_inputs(data, state.version())
+own_model_section(data)
 notice = state.drop_foreign_calibration(data)
 if notice:
     st.info(notice)

@@ -156,11 +156,12 @@ def server_controls(data: dict, v: int) -> None:
     model_keys = FIXED_STEP_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
     for keys in ((*model_keys, *BATCHING_KEYS), MEMORY_KEYS):
         for key in keys:
-            choices = hardware_choices.TABLE_CHOICES.get(key)
             server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
-                                      options=choices() if choices else None)
+                                      options=hardware_choices.options(key, server))
         if keys is not MEMORY_KEYS:
             no_effect(batch_wait_note(server))
+        if keys is not MEMORY_KEYS and server["step_model"] == "roofline":
+            expert_controls(server, v)
     speculative_controls(server, v)
     notice = state.drop_foreign_calibration(data)
     if notice:
@@ -168,6 +169,23 @@ def server_controls(data: dict, v: int) -> None:
     if server["step_model"] == "roofline":
         engine = server.get("engine") or Server.engine
         st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '', engine)}.")
+
+
+def expert_controls(server: dict, v: int) -> None:
+    """Expert parallelism and data-parallel attention, for a mixture-of-experts model on more than one card only
+    (elsewhere they would change nothing or refuse the scenario, so they are dropped)."""
+    if not hardware_choices.has_experts(server) or int(server.get("tensor_parallel") or 1) < 2:
+        for key in hardware_choices.EXPERT_KEYS:
+            server.pop(key, None)
+        return
+    server["expert_parallel"] = field_input(Server, "expert_parallel", server.get("expert_parallel"),
+                                            key=f"server_expert_parallel_{v}")
+    if not server["expert_parallel"]:
+        server.pop("attention_data_parallel", None)
+        return
+    for key in ("attention_data_parallel", "expert_imbalance"):
+        server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}")
+    st.caption("Expert parallelism's all-to-all and imbalance are estimates: no measured run backs them yet.")
 
 
 def no_effect(note: str | None) -> None:

@@ -425,3 +425,24 @@ def test_the_lab_keeps_a_groups_unlimited_kv_cache():
     at = lab(data).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.session_state["scenario"]["fleet"]["groups"][0]["kv_capacity_tokens"] == 0
+
+
+def test_a_pasted_config_json_becomes_a_model_of_the_scenario():
+    """Paste a config.json on the Hardware page: its size is shown, "Use this model" serves it, the model picker
+    and the Lab then name it; a broken one is one line and changes nothing."""
+    at = hardware_page()
+    at.text_area(key="hw_model_config_text").set_value('{"num_hidden_layers": 2').run()
+    assert not at.exception and shown(at.error) == ["config.json is not JSON (line 1: Expecting ',' delimiter); "
+                                                    "give the model's config.json"]
+    assert at.selectbox(key="hw_model_1").value == "Llama-3-8B"
+    pasted = (REPO / "tests" / "fixtures" / "model_configs" / "gpt-oss-20b.json").read_text()
+    at.text_area(key="hw_model_config_text").set_value(pasted).run()
+    assert any("20.9 billion parameters" in m.value for m in at.markdown)
+    at.button(key="hw_model_config_use").click().run()
+    assert not at.exception and not at.error
+    picker = next(s for s in at.selectbox if s.key.startswith("hw_model_"))
+    assert picker.value == "gpt-oss-20b (your config)" and "gpt-oss-20b" in picker.options  # the shipped row too
+    linked = at.query_params[state.QUERY_KEY]
+    assert state.decode(linked if isinstance(linked, str) else linked[0])["server"]["model_config"]["experts"] == 32
+    picker.set_value("Llama-3-8B").run()  # back to a shipped model: no error
+    assert not at.exception and not at.error

@@ -283,6 +283,10 @@ TABLES_FOR = {  # what a key needs around it to be read at all
     "fleet.prefill.": {"fleet": {"mode": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1}}},
     "fleet.decode.": {"fleet": {"mode": "disaggregated", "prefill": {"replicas": 1}, "decode": {"replicas": 1}}},
     "server.speculative.": {"server.speculative": {"draft_cost": 0.1}},
+    "server.model_config.": {"server.step_model": "roofline", "server.model": "Mine", "server.model_config": {
+        "name": "Mine", "layers": 4, "hidden": 256, "heads": 8, "kv_heads": 2, "head_dim": 32, "intermediate": 512,
+        "vocab": 1000, "experts": 8, "experts_per_token": 2, "expert_intermediate": 128, "sliding_window": 128,
+        "sliding_layers": 2}},
     "workload.arrival.cv": {"workload.arrival.process": "gamma", "workload.arrival.cv": 1.0},
 }
 ROOFLINE_ONLY = ("server.gpu", "server.model", "server.quant", "server.kv_quant", "server.tensor_parallel",

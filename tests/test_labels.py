@@ -64,6 +64,8 @@ def test_keys_in_a_text_become_their_labels_and_values_their_words():
     assert said == ("set \u201cPreemption mode\u201d: Swap and raise \u201cBatch limit\u201d; see "
                     "data/hardware/gpus.csv")
     assert labels.key_words("fleet.groups[1].gpu = H100-80G") == "\u201cGPU\u201d: H100-80G"
+    assert labels.key_words("server.model = 'gpt-oss-20b (your config)' (fp16)") == \
+        "\u201cModel\u201d: gpt-oss-20b (your config) (fp16)", "a quoted name with spaces"
     assert labels.key_words("columns arrival_s,prompt_tokens") == "columns arrival_s,prompt_tokens", "a file's header"
     assert labels.key_label("server.tensor_parallel") == "Tensor parallel"
     assert labels.key_label("server.nothing") == "server.nothing"

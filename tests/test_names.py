@@ -118,13 +118,13 @@ def test_a_long_list_of_names_is_cut_and_a_short_one_is_whole():
         assert len(table_names.names(table)) > table_names.LISTED_NAMES
         assert listed == ", ".join(table_names.names(table)[:table_names.LISTED_NAMES]) + ", ...", table
     formats = error_of(roofline(**{"server.quant": "fp2"})).split("choose one of ")[1]
-    assert formats == ", ".join(table_names.names("quant")) == "fp16, bf16, fp8, int8, int4, nvfp4, mxfp4"
+    assert formats == ", ".join(table_names.names("quant")) == "fp16, bf16, fp8, int8, int4, nvfp4, mxfp4, mxfp4-w4a16"
 
 
 def test_every_row_of_the_hardware_tables_is_a_name():
     assert table_names.names("gpus")[:2] == ("T4", "RTX-3090")
     assert "H100-80G-MIG-1g.10gb" in table_names.names("gpus"), "slices are GPUs too"
-    assert table_names.names("quant") == ("fp16", "bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
+    assert table_names.names("quant") == ("fp16", "bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4", "mxfp4-w4a16")
     scenario = engine.load_scenario(roofline(**{"server.gpu": "H100-80G-MIG-1g.10gb", "server.quant": "int4"}))
     assert (scenario.server.gpu, scenario.server.quant) == ("H100-80G-MIG-1g.10gb", "int4")
 

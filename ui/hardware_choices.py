@@ -12,3 +12,26 @@ TABLE_CHOICES = {
     "kv_quant": lambda: list(load_table("kv_quant").index),
     "engine": lambda: list(load_table("engines").index),
 }
+
+
+def options(key: str, server: dict) -> list[str] | None:
+    """The choices of server ``key`` (None: not a table's row): the table's rows, and for the model the user's own
+    (``server.model_config``) after them."""
+    choices = TABLE_CHOICES.get(key)
+    if choices is None:
+        return None
+    listed = choices()
+    own = (server.get("model_config") or {}).get("name") if key == "model" else None
+    return [*listed, own] if own and own not in listed else listed
+
+
+EXPERT_KEYS = ("expert_parallel", "attention_data_parallel", "expert_imbalance")
+
+
+def has_experts(server: dict) -> bool:
+    """True when the model ``server`` names is a mixture of experts (a shipped row, or the user's own)."""
+    own = server.get("model_config") or {}
+    if own.get("name") == server.get("model"):
+        return bool(own.get("experts"))
+    models = load_table("models")
+    return server.get("model") in models.index and int(models.loc[server["model"], "experts"]) > 0

@@ -8,7 +8,7 @@ import textwrap
 
 import pandas as pd
 
-from ..scenario.labels import cards_text, count_text, format_label, key_words, words
+from ..scenario.labels import cards_text, count_text, format_label, key_words, parallel_label, words
 from ..scenario.metric_table import metric, money_range, money_text
 from ..sim.policies import POLICY_LABELS
 
@@ -25,10 +25,11 @@ def target_text(entry: dict) -> str:
 
 
 def shape(plan: dict) -> str:
-    """ "2 x TP4", or for a disaggregated fleet "3 x TP4 (1 prefill + 2 decode)"."""
+    """ "2 x TP4", "1 x DP8 + EP8", or for a disaggregated fleet "3 x TP4 (1 prefill + 2 decode)"."""
     pools = f" ({plan['prefill_replicas']} prefill + {plan['decode_replicas']} decode)" \
         if "prefill_replicas" in plan else ""
-    return f"{plan['replicas']} x TP{plan['tensor_parallel']}{pools}"
+    split = plan.get("expert_parallel", False)
+    return f"{plan['replicas']} x {parallel_label(plan['tensor_parallel'], split, split)}{pools}"
 
 
 def summary_line(plan: dict) -> str:

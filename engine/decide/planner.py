@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 from ..calibrate.calibration import status
 from ..hardware.calibration_store import with_gpu
-from ..hardware.roofline import smallest_fitting_tensor_parallel
+from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
 from ..hardware.tables import gpu_names, is_slice, load_table
 from ..scenario.caps import DEFAULT_CAPS
 from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario
@@ -129,6 +129,7 @@ class Config:
     quant: str = ""
     router: str = ""
     decoding: str = ""
+    expert_parallel: bool = False  # a MoE model's experts split whole, attention data-parallel (DP + EP)
 
     def label(self, with_router: bool) -> str:
         """The policy, and the router when routers are compared: "wfq", "wfq + least-tokens"."""
@@ -138,7 +139,7 @@ class Config:
 def config_of(plan: dict) -> Config:
     """The configuration of a priced plan."""
     return Config(plan["gpu"], plan["tensor_parallel"], plan["policy"]["name"], plan["quant"], plan["router"],
-                  plan["decoding"])
+                  plan["decoding"], plan.get("expert_parallel", False))
 
 
 def decoding_of(data: dict) -> str:
@@ -189,6 +190,7 @@ class Search:
         base = with_decoding(base, config.decoding) if config.decoding else base
         data = apply_overrides(with_gpu(base, config.gpu), {
             "server.tensor_parallel": config.tensor_parallel, "fleet.replicas": replicas,
+            "server.expert_parallel": config.expert_parallel, "server.attention_data_parallel": config.expert_parallel,
             "policy.name": config.policy, "workload.num_requests": self.question.requests,
             "seed": int(self.data.get("seed", 0)) + seed_offset,
             **({"server.quant": config.quant} if config.quant else {}),
@@ -357,9 +359,14 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
             if not degrees:
                 skipped.append({"gpu": named, "note": offer_hosting_problem(gpu_offers[0], smallest)})
                 continue
-            configs += [Config(gpu, tp, policy, quant, router, decoding) for tp in degrees for policy in policies
+            splits = (False, True) if has_experts(server) else (False,)  # TP, and DP + EP for experts
+            configs += [Config(gpu, tp, policy, quant, router, decoding, split) for tp in degrees
+                        for split in splits if tp > 1 or not split for policy in policies
                         for router in routers for decoding in decodings]
     return configs, skipped
+
+
+EXPERT_PARALLEL_STATUS = "; DP + EP's all-to-all and imbalance estimated, no measured run"
 
 
 def calibrated(data: dict, gpu: str) -> bool:
@@ -390,9 +397,10 @@ def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Targ
     def spare(evidence: Evidence) -> float:
         return min(t.slack(confidence_95(evidence.target_values(t))[0]) for t in targets)
 
-    groups: dict[tuple[str, str, str, int], list[Config]] = {}
+    groups: dict[tuple[str, str, str, int, bool], list[Config]] = {}
     for config in sized:
-        groups.setdefault((config.gpu, config.quant, config.decoding, config.tensor_parallel), []).append(config)
+        groups.setdefault((config.gpu, config.quant, config.decoding, config.tensor_parallel,
+                           config.expert_parallel), []).append(config)
     chosen = []
     for members in groups.values():
         best = min(members, key=lambda c: (sized[c][0], -spare(sized[c][1])))
@@ -504,11 +512,12 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
     first = evidence.summaries[0]
     return {
         "offer": offer, "gpu": config.gpu, "quant": config.quant or data.get("server", {}).get("quant", Server().quant),
-        "tensor_parallel": config.tensor_parallel, "replicas": replicas,
+        "tensor_parallel": config.tensor_parallel, "expert_parallel": config.expert_parallel, "replicas": replicas,
         **pool_split_entry(search, config, replicas),
         "cards": cards, "router": config.router or router, "decoding": config.decoding or decoding_of(data),
         "policy": search.policies.get(config.policy, {"name": config.policy}),
-        "calibrated": calibrated(data, config.gpu), "step_times": status(config.gpu),
+        "calibrated": calibrated(data, config.gpu) and not config.expert_parallel,
+        "step_times": status(config.gpu) + (EXPERT_PARALLEL_STATUS if config.expert_parallel else ""),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
                          "billing": q.billing, "estimate": bool(cost.estimate)},
         "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},

@@ -21,11 +21,25 @@ weights and the activation reserve. Formulas (units in the names):
 - KV bytes per token = cached values per layer x L x bytes per value of ``server.kv_quant``:
   2 * n_kv * d (keys and values), or kv_r + d_rope for MLA (one compressed latent)
 - weight bytes read per iteration = non-expert matmul parameters * bytes per weight (+ touched experts)
+- windowed layers (``sliding_layers`` of them attend to the last ``sliding_window`` tokens only): with a window of
+  at most ``SHORT_WINDOW_TOKENS`` (gpt-oss: 128 on every other layer) their cache and attention are left out of the
+  per-token KV bytes and attention FLOPs (each sequence holds at most a window there: for gpt-oss-120b 4.5 MiB of
+  FP16 KV, what 128 tokens of the full layers hold); a longer window (Mistral-7B's 4,096, Llama-4's 8,192-token
+  chunks) counts as full attention, exact up to the window and an upper bound past it
 
 Tensor parallelism over T cards divides weights, KV, FLOP/s and bandwidth by T and adds two
 all-reduces of the batch's activations (tokens x h x 2 B) per layer, not overlapped with compute, each the
 faster of one-shot (one latency, (T-1) messages per card over the per-direction link bandwidth) and two-shot
 (two latencies, 2 (T-1)/T messages: reduce-scatter and all-gather); ``steptime`` takes the minimum.
+
+Expert parallelism (``server.expert_parallel``) splits a MoE model's experts whole over the T cards: each MoE layer
+replaces its MLP all-reduce by an all-to-all dispatch and combine (two latencies; a token's activations go to the
+T (1 - (1 - 1/T)^k) distinct cards of its k experts, all but its own over the link, each card sending for its 1/T
+of the batch), and the iteration waits for the busiest card: expert bytes and expert FLOPs are counted
+``server.expert_imbalance`` times. With data-parallel attention (``server.attention_data_parallel``) each card runs
+attention and the dense layers for 1/T of the sequences: no all-reduce, every card holds and reads all non-expert
+weights, and the KV cache is split by sequences (a latent held once, not on every card). One scheduler stands for
+the T ranks: their batches are taken as equal (an estimate: real ranks differ by their sequences' lengths).
 
 Matmuls run at the peak of the weight format's compute format (``quant.csv``) times the family's share for it
 (``Efficiency.matmul_share``: 16-bit, or 8- and 4-bit); attention at the 16-bit peak times the 16-bit share,
@@ -55,6 +69,7 @@ from .tables import (PEAK_COLUMNS, Efficiency, engine_row, gpu_row, is_slice, lo
                      table_row)
 
 ACTIVATION_BYTES = 2  # FP16 activations
+SHORT_WINDOW_TOKENS = 512  # a windowed layer's cache at most this long is left out of KV per token (module docstring)
 EMBEDDING_BYTES = 2  # embedding and LM head stay 16-bit in quantised checkpoints (FP8, INT8, AWQ/GPTQ INT4)
 GIB = 1024 * MIB
 TOTAL_SHARE = "total-share"  # engines.csv memory_budget: gpu_memory_utilization of the card (else of free memory)
@@ -108,6 +123,8 @@ def model_shape(model: pd.Series) -> ModelShape:
         attention = h * n_h * d + 2 * h * n_kv * d + n_h * d * h
         kv_values_per_layer = 2 * n_kv * d
         score_dim = value_dim = d
+    short_window = 0 < int(model.get("sliding_window", 0)) <= SHORT_WINDOW_TOKENS
+    context_layers = L - int(model.get("sliding_layers", 0)) * short_window  # layers that cache every token
     dense_layer = attention + 3 * h * inter + 2 * h
     if experts:
         expert = 3 * h * int(model["expert_intermediate"])
@@ -126,8 +143,8 @@ def model_shape(model: pd.Series) -> ModelShape:
         matmul_parameters=float(layers + vocab * h + h),
         active_matmul_parameters=float(dense_layers * dense_layer + moe_layers * active_moe_layer + vocab * h + h),
         expert_parameters=float(moe_layers * expert),
-        kv_values_per_token=float(L * kv_values_per_layer),
-        attention_flops_per_context_token=2.0 * L * n_h * (score_dim + value_dim),
+        kv_values_per_token=float(context_layers * kv_values_per_layer),
+        attention_flops_per_context_token=2.0 * context_layers * n_h * (score_dim + value_dim),
         kv_heads=0 if model["attention"] == "mla" else n_kv,
         embedding_parameters=float(tables * vocab * h),
     )
@@ -162,12 +179,25 @@ class RooflineProfile:
     vocab: int
     draft_weight_bytes: float = 0.0           # speculative decoding's draft model: weights one draft step reads
     draft_resident_weight_bytes: float = 0.0  # and holds in GPU memory (0: no draft model)
+    replicated_weight_bytes: float = 0.0      # of resident_weight_bytes, held whole on every card (data-parallel
+    #                                           attention's non-expert weights); the rest is split over the cards
+    all_to_all_fixed_s: float = 0.0           # expert parallelism: latency of an iteration's dispatches and combines
+    all_to_all_s_per_token: float = 0.0       # and their transfer time per batched token
 
     @property
     def draft_cost(self) -> float:
         """One draft step as a share of a plain decode iteration: the draft's weights over the served model's (a
         decode iteration is bound by reading its weights)."""
         return self.draft_weight_bytes / self.weight_bytes
+
+
+def model_text(profile: RooflineProfile) -> str:
+    """The model's size in one line: parameters, those a token uses (its embedding row included, as most model
+    cards count them; gpt-oss's leaves it out), weight and KV bytes."""
+    return (f"{profile.parameters / 1e9:,.1f} billion parameters, {profile.active_parameters / 1e9:,.1f} billion "
+            f"active per token (embedding row included); weights {profile.resident_weight_bytes / GIB:,.1f} GiB; "
+            f"KV cache "
+            f"{profile.kv_bytes_per_token / 1024:,.1f} KiB per token on all cards")
 
 
 def with_efficiency(peak: RooflineProfile, efficiency: Efficiency) -> RooflineProfile:
@@ -178,7 +208,8 @@ def with_efficiency(peak: RooflineProfile, efficiency: Efficiency) -> RooflinePr
         attention_flops_per_s=peak.attention_flops_per_s * efficiency.compute,
         effective_bytes_per_s=peak.effective_bytes_per_s * efficiency.bandwidth,
         iteration_overhead_s=efficiency.overhead_ms / 1000.0, sharpness=efficiency.sharpness,
-        comm_fixed_s=peak.comm_fixed_s * efficiency.allreduce_factor)
+        comm_fixed_s=peak.comm_fixed_s * efficiency.allreduce_factor,
+        all_to_all_fixed_s=peak.all_to_all_fixed_s * efficiency.allreduce_factor)
 
 
 def roofline_profile(server: Server, tensor_parallel: int | None = None,
@@ -195,7 +226,7 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
     """The profile of ``server`` on ``tp`` cards at the datasheet peaks, with no per-iteration overhead, the hard
     maximum of compute and memory time and ``gpus.csv``'s all-reduce latency."""
     gpu = gpu_row(server.gpu)
-    model = table_row("models", server.model, "model")
+    model = model_row(server)
     quant = table_row("quant", server.quant, "quant")
     kv_bytes_per_value = float(table_row("kv_quant", server.kv_quant, "kv_quant")["bytes_per_value"])
     if tp > 1 and is_slice(server.gpu):
@@ -203,6 +234,9 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
                             f"other slices; set tensor_parallel = 1 and add fleet.replicas instead")
     shape = model_shape(model)
     h, vocab, experts = int(model["hidden"]), int(model["vocab"]), int(model["experts"])
+    if server.expert_parallel and not experts:
+        raise ScenarioError(f"server.expert_parallel = true needs a mixture-of-experts model; {server.model} has no "
+                            f"experts: turn it off")
     peak = gpu[PEAK_COLUMNS[quant["compute"]]]
     if pd.isna(peak):
         raise ScenarioError(f"server.quant = {server.quant!r} needs {quant['compute']} tensor cores, which "
@@ -210,22 +244,42 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
     bytes_per_weight = float(quant["weight_bytes_per_param"])
     lm_head_bytes = vocab * h * EMBEDDING_BYTES
     draft_read, draft_resident = _draft_weight_bytes(server, vocab, bytes_per_weight)
-    kv_per_card = kv_values_per_token_per_card(shape, tp) * kv_bytes_per_value
+    ep = server.expert_parallel and tp > 1
+    dp = ep and server.attention_data_parallel
+    layers, per_token = int(model["layers"]), int(model["experts_per_token"])
+    moe_layers = layers - int(model["dense_layers"]) if experts else 0
+    imbalance = server.expert_imbalance if ep else 1.0  # split by tensor parallelism, every card holds 1/tp of each
+    active_expert = per_token * shape.expert_parameters
+    resident = (shape.parameters - shape.embedding_parameters) * bytes_per_weight \
+        + shape.embedding_parameters * EMBEDDING_BYTES
+    non_expert = (shape.matmul_parameters - experts * shape.expert_parameters - vocab * h) * bytes_per_weight \
+        + lm_head_bytes
+    if dp:  # each card caches its own sequences whole: a latent once, heads unsplit
+        kv_total = shape.kv_values_per_token * kv_bytes_per_value
+        kv_per_card = kv_total / tp
+    else:
+        kv_per_card = kv_values_per_token_per_card(shape, tp) * kv_bytes_per_value
+        kv_total = tp * kv_per_card
     link_bytes_per_s = float(gpu["interconnect_gb_s"]) * 1e9 / 2 if tp > 1 else 1.0  # both directions listed
-    allreduces = 2 * int(model["layers"])
+    latency_s = float(gpu["allreduce_latency_us"]) * 1e-6
+    # all-reduces: two per layer (attention, MLP); under expert parallelism the MoE layers' MLP all-reduce becomes an
+    # all-to-all dispatch and combine, and data-parallel attention needs none
+    allreduces = 0 if dp else (layers + layers - moe_layers if ep else 2 * layers)
+    # a token goes to the distinct cards holding its experts, tp (1 - (1 - 1/tp)^k) of them, all but its own remote;
+    # each card sends and receives for its 1/tp share of the batch
+    remote_cards = tp * (1.0 - (1.0 - 1.0 / tp) ** per_token) * (tp - 1) / tp if ep else 0.0
     return RooflineProfile(
         parameters=shape.parameters,
         active_parameters=shape.active_matmul_parameters + shape.embedding_parameters - vocab * h,
-        weight_bytes=(shape.matmul_parameters - experts * shape.expert_parameters - vocab * h) * bytes_per_weight
-        + lm_head_bytes,
-        expert_bytes=shape.expert_parameters * bytes_per_weight,
+        weight_bytes=non_expert * (tp if dp else 1),
+        expert_bytes=shape.expert_parameters * bytes_per_weight * imbalance,
         experts=experts,
-        experts_per_token=int(model["experts_per_token"]),
-        resident_weight_bytes=(shape.parameters - shape.embedding_parameters) * bytes_per_weight
-        + shape.embedding_parameters * EMBEDDING_BYTES,
-        kv_bytes_per_token=tp * kv_per_card,
+        experts_per_token=per_token,
+        resident_weight_bytes=resident,
+        replicated_weight_bytes=resident - experts * shape.expert_parameters * bytes_per_weight if dp else 0.0,
+        kv_bytes_per_token=kv_total,
         kv_bytes_per_token_per_card=kv_per_card,
-        matmul_flops_per_token=2.0 * shape.active_matmul_parameters,
+        matmul_flops_per_token=2.0 * (shape.active_matmul_parameters + (imbalance - 1.0) * active_expert),
         attention_flops_per_context_token=shape.attention_flops_per_context_token,
         effective_flops_per_s=tp * float(peak) * 1e12,
         attention_flops_per_s=tp * float(gpu[PEAK_COLUMNS["fp16"]]) * 1e12,
@@ -236,12 +290,28 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
         card_memory_bytes=float(gpu["memory_mib"]) * MIB,
         comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
         comm_one_shot_s_per_token=allreduces * (tp - 1) * h * ACTIVATION_BYTES / link_bytes_per_s,
-        comm_fixed_s=allreduces * float(gpu["allreduce_latency_us"]) * 1e-6 if tp > 1 else 0.0,
+        comm_fixed_s=allreduces * latency_s if tp > 1 else 0.0,
+        all_to_all_fixed_s=2 * moe_layers * latency_s if ep else 0.0,
+        all_to_all_s_per_token=2 * moe_layers * remote_cards * h * ACTIVATION_BYTES / tp / link_bytes_per_s,
         activation_bytes_per_token=(4 * h + 2 * int(model["intermediate"]) / tp) * ACTIVATION_BYTES,
         vocab=vocab,
         draft_weight_bytes=draft_read,
         draft_resident_weight_bytes=draft_resident,
     )
+
+
+def model_row(server: Server) -> pd.Series:
+    """``server.model``'s shape as a ``models.csv`` row: the user's ``server.model_config`` when ``server.model``
+    names it, else the shipped row."""
+    if server.model_config is None or server.model_config.name != server.model:
+        return table_row("models", server.model, "model")
+    row = dataclasses.asdict(server.model_config)
+    return pd.Series({"model": row.pop("name"), **row, "tied_embeddings": int(row["tied_embeddings"])})
+
+
+def has_experts(server: Server) -> bool:
+    """True when ``server.model`` is a mixture of experts (expert parallelism can split it)."""
+    return int(model_row(server)["experts"]) > 0
 
 
 def _weight_bytes(shape: ModelShape, h: int, vocab: int, bytes_per_weight: float) -> tuple[float, float]:
@@ -280,7 +350,9 @@ def roofline_step_params(profile: RooflineProfile) -> tuple:
                        comm_fixed_s=profile.comm_fixed_s, expert_bytes=profile.expert_bytes,
                        experts=profile.experts, experts_per_token=profile.experts_per_token,
                        sharpness=profile.sharpness, comm_one_shot_s_per_token=profile.comm_one_shot_s_per_token,
-                       attention_flops_per_s=profile.attention_flops_per_s)
+                       attention_flops_per_s=profile.attention_flops_per_s,
+                       all_to_all_fixed_s=profile.all_to_all_fixed_s,
+                       all_to_all_s_per_token=profile.all_to_all_s_per_token)
 
 
 @functools.lru_cache(maxsize=None)
@@ -349,7 +421,8 @@ def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) 
     non_torch = memory_convention("non_torch_gib_one_card" if tensor_parallel == 1 else
                                   "non_torch_gib_tensor_parallel") * GIB
     visible = profile.card_memory_bytes - hidden
-    weights = (profile.resident_weight_bytes + profile.draft_resident_weight_bytes) / tensor_parallel
+    weights = (profile.resident_weight_bytes - profile.replicated_weight_bytes + profile.draft_resident_weight_bytes) \
+        / tensor_parallel + profile.replicated_weight_bytes
     activation = activation_bytes(server, profile)
     free = visible if engine_row(server.engine)["memory_budget"] == TOTAL_SHARE else \
         max(visible - weights - activation - non_torch, 0.0)

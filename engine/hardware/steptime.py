@@ -15,6 +15,7 @@ maximum)::
                 (for a mixture of experts, the weight bytes count the experts the tokens touch)
     comm_s    = min(comm_fixed_s + one_shot_s_per_token x tokens,
                     2 x comm_fixed_s + comm_s_per_token x tokens)     (tensor-parallel all-reduces)
+                + all_to_all_fixed_s + all_to_all_s_per_token x tokens  (expert parallelism's dispatch and combine)
     step_s    = (compute_s^k + memory_s^k)^(1/k) + comm_s + overhead_s
 
 The all-reduces take the faster of the two algorithms engines pick between by message size (vLLM's custom
@@ -39,8 +40,8 @@ FIXED, ROOFLINE = STEP_MODEL_CODES.values()
 (ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
  ST_KV_BYTES_PER_TOKEN, ST_FLOPS_PER_S, ST_BYTES_PER_S, ST_OVERHEAD_S, ST_COMM_S_PER_TOKEN,
  ST_COMM_FIXED_S, ST_EXPERT_BYTES, ST_EXPERTS, ST_EXPERTS_PER_TOKEN, ST_SHARPNESS, ST_COMM_ONE_SHOT_S_PER_TOKEN,
- ST_ATTENTION_FLOPS_PER_S) = range(17)
-ST_FIELDS = ST_ATTENTION_FLOPS_PER_S + 1
+ ST_ATTENTION_FLOPS_PER_S, ST_ALL_TO_ALL_FIXED_S, ST_ALL_TO_ALL_S_PER_TOKEN) = range(19)
+ST_FIELDS = ST_ALL_TO_ALL_S_PER_TOKEN + 1
 HARD_MAX = 0.0  # sharpness meaning max(compute_s, memory_s) itself
 ALL_PHASES, PREFILL_PHASE, DECODE_PHASE = range(3)  # the work ``request_work_s_nb`` counts
 
@@ -48,14 +49,16 @@ ALL_PHASES, PREFILL_PHASE, DECODE_PHASE = range(3)  # the work ``request_work_s_
 def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_flops_per_context_token=0.0,
                 weight_bytes=0.0, kv_bytes_per_token=0.0, flops_per_s=1.0, bytes_per_s=1.0, overhead_s=0.0,
                 comm_s_per_token=0.0, comm_fixed_s=0.0, expert_bytes=0.0, experts=0, experts_per_token=0,
-                sharpness=HARD_MAX, comm_one_shot_s_per_token=0.0, attention_flops_per_s=0.0):
+                sharpness=HARD_MAX, comm_one_shot_s_per_token=0.0, attention_flops_per_s=0.0,
+                all_to_all_fixed_s=0.0, all_to_all_s_per_token=0.0):
     """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients
     (``attention_flops_per_s`` 0: attention at ``flops_per_s``)."""
     return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
             float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
             float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s),
             float(expert_bytes), float(experts), float(experts_per_token), float(sharpness),
-            float(comm_one_shot_s_per_token), float(attention_flops_per_s or flops_per_s))
+            float(comm_one_shot_s_per_token), float(attention_flops_per_s or flops_per_s), float(all_to_all_fixed_s),
+            float(all_to_all_s_per_token))
 
 
 def step_rows(steps: list[tuple]) -> np.ndarray:
@@ -77,7 +80,7 @@ def smooth_max_nb(a, b, k):
 @njit(cache=True, inline="always")
 def step_terms_nb(step, tokens, context_pairs, context_reads):
     """(compute_s, memory_s, comm_s) of one roofline iteration: its FLOPs at the effective FLOP/s, its bytes moved
-    at the effective bandwidth, and its tensor-parallel all-reduces (formula in the module docstring). The
+    at the effective bandwidth, and its collectives (formula in the module docstring). The
     diagnosis reads them to say which bound an iteration sits on."""
     compute_s = (step[ST_MATMUL_FLOPS_PER_TOKEN] * tokens / step[ST_FLOPS_PER_S]
                  + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * context_pairs / step[ST_ATTENTION_FLOPS_PER_S])
@@ -86,8 +89,9 @@ def step_terms_nb(step, tokens, context_pairs, context_reads):
         untouched = (1.0 - step[ST_EXPERTS_PER_TOKEN] / step[ST_EXPERTS]) ** tokens
         weight_bytes += step[ST_EXPERT_BYTES] * step[ST_EXPERTS] * (1.0 - untouched)
     bytes_moved = weight_bytes + step[ST_KV_BYTES_PER_TOKEN] * (context_reads + tokens)
-    comm_s = min(step[ST_COMM_FIXED_S] + step[ST_COMM_ONE_SHOT_S_PER_TOKEN] * tokens,
-                 2.0 * step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens)
+    comm_s = (min(step[ST_COMM_FIXED_S] + step[ST_COMM_ONE_SHOT_S_PER_TOKEN] * tokens,
+                  2.0 * step[ST_COMM_FIXED_S] + step[ST_COMM_S_PER_TOKEN] * tokens)
+              + step[ST_ALL_TO_ALL_FIXED_S] + step[ST_ALL_TO_ALL_S_PER_TOKEN] * tokens)
     return compute_s, bytes_moved / step[ST_BYTES_PER_S], comm_s
 
 

@@ -31,7 +31,7 @@ from .origin import Origin
 from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
                        LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES,
                        STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
-from .table_names import check_name, where
+from .table_names import check_name, names, where
 
 _MISSING = dataclasses.MISSING
 WEIGHT_MAX = 1e6  # a weight, a tier, a rate of aging: beyond it the policies' costs overflow to infinity
@@ -251,6 +251,69 @@ class Speculative:
                                 f"iteration), one of the two")
 
 
+@dataclass(frozen=True)
+class ModelConfig:
+    """A model of the user's own, given by its shape (``python -m engine ... --model-config config.json`` or the
+    Hardware page read a Hugging Face ``config.json`` into these keys: ``hardware.model_config``). The fields are
+    the columns of ``data/hardware/models.csv``; ``server.model`` names it."""
+
+    name: str = opt(help="the model's name, which server.model gives (not a name of data/hardware/models.csv)",
+                    cap="name_chars")
+    layers: int = opt(help="decoder layers (num_hidden_layers)", unit="layers", ge=1, le=1024)
+    hidden: int = opt(help="hidden size (hidden_size)", ge=1, le=131_072)
+    heads: int = opt(help="attention heads (num_attention_heads)", unit="heads", ge=1, le=1024)
+    kv_heads: int = opt(help="key/value heads (num_key_value_heads; = heads without grouped-query attention)",
+                        unit="heads", ge=1, le=1024)
+    head_dim: int = opt(help="dimension of one head (head_dim, else hidden / heads; qk_nope_head_dim for MLA)",
+                        ge=1, le=4096)
+    intermediate: int = opt(help="MLP width of a dense layer (intermediate_size)", ge=1, le=1_048_576)
+    vocab: int = opt(help="vocabulary (vocab_size)", unit="tokens", ge=1, le=4_194_304)
+    experts: int = opt(0, "routed experts per MoE layer (0: a dense model)", "experts", ge=0, le=4096)
+    experts_per_token: int = opt(0, "routed experts one token uses (num_experts_per_tok)", "experts", ge=0, le=4096)
+    expert_intermediate: int = opt(0, "MLP width of one expert (moe_intermediate_size)", "", ge=0, le=1_048_576)
+    shared_experts: int = opt(0, "experts every token uses besides the routed ones (n_shared_experts)", "experts",
+                              ge=0, le=64)
+    dense_layers: int = opt(0, "layers of a MoE model with a dense MLP instead of experts", "layers", ge=0, le=1024)
+    attention: str = opt("gqa", "gqa: grouped-query (or multi-head) attention; mla: multi-head latent attention "
+                                "(DeepSeek-V3), which caches one compressed latent", choices=("gqa", "mla"))
+    q_lora_rank: int = opt(0, "MLA: rank of the query compression (0: none)", "", ge=0, le=65_536)
+    kv_lora_rank: int = opt(0, "MLA: rank of the cached key/value latent", "", ge=0, le=65_536)
+    rope_head_dim: int = opt(0, "MLA: rotary part of a query/key head (qk_rope_head_dim)", "", ge=0, le=4096)
+    v_head_dim: int = opt(0, "MLA: dimension of a value head", "", ge=0, le=4096)
+    tied_embeddings: bool = opt(False, "the LM head reads the embedding table (tie_word_embeddings)")
+    sliding_window: int = opt(0, "tokens a windowed layer attends to (sliding_window or attention_chunk_size; 0: "
+                                 "none)", "tokens", ge=0, le=16_777_216)
+    sliding_layers: int = opt(0, "layers that attend to the window only (the rest attend to the whole context)",
+                              "layers", ge=0, le=1024)
+    source: str = opt("", "where the shape comes from (a config.json's repository)", cap="name_chars")
+
+    def _check(self, path: str) -> None:
+        if self.kv_heads > self.heads or self.heads % self.kv_heads:
+            raise ScenarioError(f"{path}.kv_heads = {self.kv_heads} must divide heads = {self.heads}; check "
+                                f"num_key_value_heads")
+        if self.experts_per_token > self.experts or (self.experts > 0) != (self.experts_per_token > 0):
+            raise ScenarioError(f"{path}.experts_per_token = {self.experts_per_token} must be between 1 and experts "
+                                f"= {self.experts} for a MoE model and 0 for a dense one")
+        if self.experts and not self.expert_intermediate:
+            raise ScenarioError(f"{path}.expert_intermediate must be > 0 for a MoE model (moe_intermediate_size)")
+        if self.dense_layers > self.layers or self.sliding_layers > self.layers:
+            raise ScenarioError(f"{path}: dense_layers = {self.dense_layers} and sliding_layers = "
+                                f"{self.sliding_layers} must be at most layers = {self.layers}")
+        if (self.sliding_window > 0) != (self.sliding_layers > 0):
+            raise ScenarioError(f"{path}: give sliding_window and sliding_layers together (both 0: every layer "
+                                f"attends to the whole context)")
+        if self.attention == "mla" and not (self.kv_lora_rank and self.v_head_dim):
+            raise ScenarioError(f"{path}: mla attention needs kv_lora_rank and v_head_dim > 0")
+        if self.name in names("models"):
+            raise ScenarioError(f"{path}.name = {excerpt(self.name)} is a model of {where('models')}; give your "
+                                f"model another name")
+
+
+def build_model_config(data: Mapping[str, Any]) -> ModelConfig:
+    """``data`` as a checked ``ModelConfig``, with the errors a scenario's ``server.model_config`` would give."""
+    return _build(ModelConfig, data, "server.model_config", DEFAULT_CAPS)
+
+
 def expected_tokens_per_decode(draft_tokens: int, acceptance: float) -> float:
     """(1 - a^(k+1)) / (1 - a): the accepted prefix of k draft tokens, each kept with probability ``acceptance``
     while the ones before it were, plus the token the verification itself yields (k + 1 when a = 1)."""
@@ -295,8 +358,12 @@ class Server:
                          choices=tuple(ADMISSION_CODES))
     gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (step_model = roofline)",
                    cap="name_chars", table="gpus")
-    model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv (step_model = roofline)",
-                     cap="name_chars", table="models")
+    model: str = opt("Llama-3-8B", "model name from data/hardware/models.csv, or model_config's name (step_model = "
+                                   "roofline)", cap="name_chars", table="models", defined_by="model_config")
+    model_config: Optional[ModelConfig] = opt(None, "your own model's shape, served when server.model gives its "
+                                                    "name (kept, unused, while server.model names a row of "
+                                                    "data/hardware/models.csv); --model-config FILE reads a Hugging "
+                                                    "Face config.json into it")
     quant: str = opt("fp16", "weight format from data/hardware/quant.csv (step_model = roofline)", cap="name_chars",
                      table="quant")
     kv_quant: str = opt("fp16", "KV-cache format from data/hardware/kv_quant.csv (sizes the cache and its "
@@ -304,6 +371,20 @@ class Server:
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
                                   "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
                                choices=TP_DEGREES)
+    expert_parallel: bool = opt(False, "a mixture-of-experts model's experts split whole over the server's "
+                                       "tensor_parallel cards (vLLM's --enable-expert-parallel, SGLang's --ep-size): "
+                                       "an all-to-all dispatch and combine per MoE layer instead of an all-reduce, "
+                                       "and the iteration waits for the card whose experts get the most tokens "
+                                       "(expert_imbalance); an estimate, no measured run backs it yet")
+    attention_data_parallel: bool = opt(False, "with expert_parallel: each card runs attention and the dense "
+                                               "layers for its own share of the sequences (vLLM's "
+                                               "--data-parallel-size, SGLang's --enable-dp-attention): no "
+                                               "all-reduce, each card holds all non-expert weights, and a latent "
+                                               "(MLA) KV cache is held once instead of on every card")
+    expert_imbalance: float = opt(1.3, "with expert_parallel: tokens the busiest card's experts get over the mean "
+                                       "(1: perfectly balanced; uneven routing puts real traffic at about 1.2-1.8, "
+                                       "and a load balancer with redundant experts, DeepSeek's EPLB, brings it "
+                                       "towards 1)", "", ge=1.0, le=8.0)
     engine: str = opt("vllm", "serving engine from data/hardware/engines.csv: its per-iteration overhead, "
                               "all-reduce latency and memory budget (step_model = roofline)", cap="name_chars",
                       table="engines")
@@ -345,6 +426,12 @@ class Server:
                                 f"{self.max_batch_size}; lower it")
         if self.calibration:
             check_calibration_name(self.calibration, f"{path}.calibration")
+        if self.attention_data_parallel and not self.expert_parallel:
+            raise ScenarioError(f"{path}.attention_data_parallel needs expert_parallel = true (data-parallel "
+                                f"attention over a model without experts is fleet.replicas servers)")
+        if self.expert_parallel and self.tensor_parallel == 1:
+            raise ScenarioError(f"{path}.expert_parallel needs tensor_parallel >= 2 (the cards the experts are split "
+                                f"over)")
         if self.prefix_caching and self.kv_allocation == "static":
             raise ScenarioError(f"{path}.prefix_caching needs kv_allocation = 'paged' (shared prefixes are shared "
                                 f"blocks)")
@@ -592,7 +679,9 @@ FIELD_LABELS = {
     "Server.kv_capacity_tokens": "KV cache capacity", "Server.block_size_tokens": "KV block size",
     "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request",
     "Server.batching": "Batching", "Server.admission": "Admission", "Server.calibration": "Step-time calibration",
-    "Server.engine": "Serving engine",
+    "Server.engine": "Serving engine", "Server.expert_parallel": "Expert parallel",
+    "Server.attention_data_parallel": "Data-parallel attention", "Server.expert_imbalance": "Expert imbalance",
+    "Server.model_config": "Your model",
     "Server.gpu": "GPU", "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",
     "Server.tensor_parallel": "Tensor parallel", "Server.gpu_memory_utilization": "GPU memory share",
     "Server.activation_reserve_gib": "Activation reserve", "Server.host_link_gb_s": "Host link bandwidth",
@@ -737,7 +826,10 @@ def _convert(value: Any, tp: Any, path: str, caps: Caps) -> Any:
     raise ScenarioError(f"{path} must be {_type_name(tp)}, got {excerpt(value)}")
 
 
-def _check_field(value: Any, meta: Mapping[str, Any], default: Any, path: str, caps: Caps) -> None:
+def _check_field(value: Any, meta: Mapping[str, Any], default: Any, path: str, caps: Caps,
+                 defined: bool = False) -> None:
+    """The checks of ``meta`` on ``value``; ``defined``: a name the scenario itself defines (``defined_by``), so no
+    table's row."""
     if value is None or isinstance(value, (tuple, bool, dict)) or dataclasses.is_dataclass(value):
         return
     unit = f" {meta['unit']}" if meta.get("unit") else ""
@@ -746,7 +838,7 @@ def _check_field(value: Any, meta: Mapping[str, Any], default: Any, path: str, c
         raise ScenarioError(f"{path} = {excerpt(value)} is not allowed; choose one of {allowed}")
     if "cap" in meta:
         caps.check(meta["cap"], path, value, unit)
-    if "table" in meta and (value or default):  # an empty name where the default is empty: "the server's", "none"
+    if "table" in meta and (value or default) and not defined:  # an empty name where the default is empty: "none"
         check_name(meta["table"], value, path)
     if "ge" in meta and value < meta["ge"]:
         raise ScenarioError(f"{path} = {value!r} must be >= {number_text(meta['ge'])}{unit}")
@@ -754,6 +846,13 @@ def _check_field(value: Any, meta: Mapping[str, Any], default: Any, path: str, c
         raise ScenarioError(f"{path} = {value!r} must be > {number_text(meta['gt'])}{unit}")
     if "le" in meta and value > meta["le"]:
         raise ScenarioError(f"{path} = {value!r} must be <= {number_text(meta['le'])}{unit}")
+
+
+def _defined_here(data: Mapping[str, Any], meta: Mapping[str, Any], value: Any) -> bool:
+    """True when the name ``value`` is defined by the sibling table ``meta["defined_by"]`` of ``data`` (a user's
+    model: ``server.model`` naming ``server.model_config``)."""
+    sibling = data.get(meta.get("defined_by", ""))
+    return isinstance(sibling, Mapping) and sibling.get("name") == value
 
 
 def _public_fields(cls: type) -> list[dataclasses.Field]:
@@ -778,7 +877,7 @@ def _build(cls: type, data: Mapping[str, Any], path: str, caps: Caps) -> Any:
         if isinstance(raw, (list, tuple)) and "cap" in f.metadata:  # count before converting every entry
             caps.check(f.metadata["cap"], key_path, raw)
         value = _convert(raw, hints[name], key_path, caps)
-        _check_field(value, f.metadata, f.default, key_path, caps)
+        _check_field(value, f.metadata, f.default, key_path, caps, defined=_defined_here(data, f.metadata, value))
         kwargs[name] = value
     obj = cls(**kwargs)
     if hasattr(obj, "_check"):

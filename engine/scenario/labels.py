@@ -71,6 +71,14 @@ def format_label(name: object) -> str:
     return str(name).upper()
 
 
+def parallel_label(tensor_parallel: int, expert_parallel: bool = False, attention_data_parallel: bool = False) -> str:
+    """How one server splits the model over its cards: "TP8", "TP8 + EP8" (experts split whole), "DP8 + EP8"
+    (attention data-parallel too)."""
+    if not expert_parallel:
+        return f"TP{tensor_parallel}"
+    return f"{'DP' if attention_data_parallel else 'TP'}{tensor_parallel} + EP{tensor_parallel}"
+
+
 def choice_label(cls: type, name: str, value: object) -> str:
     """What a form shows for ``value`` of key ``name`` of config class ``cls``: its words, a number format
     upper-case, a whole number without ".0", anything else as given."""
@@ -152,7 +160,7 @@ def key_label(path: str) -> str:
 # (wait_timeout_ms), optionally followed by "= value" (a value quoted or not); not a column of a file's header
 # (arrival_s,prompt_tokens) nor a TOML table ([[workload.classes]]).
 _KEY = re.compile(r"(?<![\w./,\[-])((?:[a-z][a-z0-9_]*(?:\[\d+\])?\.)+[a-z][a-z0-9_]*|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)"
-                  r"(?:\s*=\s*'?([\w.*-]+)'?)?(?![\w/(,\]-])")
+                  r"(?:\s*=\s*(?:'([^'\n]{1,80})'|([\w.*-]+)))?(?![\w/(,\]-])")  # a quoted value may hold spaces
 
 
 # A list of TOML tables a help text names ("[[fleet.groups]] tables"): the key that holds them.
@@ -166,7 +174,7 @@ def key_words(text: str, names: Mapping[str, str] | None = None, listed: Mapping
     names, which are also plain words: priority) by its words where it stands in a list in parentheses ("(priority,
     edf)"). Words that name no key (a file name) stay as written."""
     def replace(match: re.Match) -> str:
-        path, value = match.group(1), match.group(2)
+        path, value = match.group(1), match.group(2) or match.group(3)
         found = _key_class(path)
         if found is None:
             return match.group(0)

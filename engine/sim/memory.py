@@ -32,10 +32,11 @@ are counted whole (a run's length in iterations is not known before it runs).
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 from ..scenario.caps import MIB
-from ..scenario.config import Scenario, TokenDist, fleet_pools
+from ..scenario.config import ModelConfig, Scenario, TokenDist, fleet_pools
 from ..scenario.errors import ScenarioError
 from .kernel.state import N_PC_ROWS, N_SERIES_FIXED, series_rows_per_replica, waiting_capacity
 from .layout import N_FLOAT_FIELDS, N_INT_FIELDS
@@ -254,7 +255,8 @@ KEY_TERMS: dict[str, tuple[str, ...]] = {
         "step_model", "step_time_ms", "max_batched_tokens", "min_batch_size", "wait_timeout_ms",
         "kv_capacity_tokens", "kv_allocation", "max_seq_len", "batching", "admission", "gpu", "model", "quant",
         "kv_quant", "tensor_parallel", "engine", "calibration", "gpu_memory_utilization", "activation_reserve_gib",
-        "host_link_gb_s")},
+        "host_link_gb_s", "expert_parallel", "attention_data_parallel", "expert_imbalance")},
+    **{f"server.model_config.{f.name}": _NONE for f in dataclasses.fields(ModelConfig)},
     "server.max_batch_size": ("replica lists",),
     "server.block_size_tokens": ("prefix blocks", "prefix caches", "replica lists"),
     "server.prefix_caching": _PROMPTS,

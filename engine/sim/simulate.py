@@ -26,7 +26,7 @@ from ..hardware.tables import Efficiency
 from ..scenario.caps import Caps
 from ..scenario.config import Scenario, Server, fleet_pools, load_scenario
 from ..scenario.errors import ScenarioError
-from ..scenario.labels import format_label
+from ..scenario.labels import format_label, parallel_label
 from ..scenario.metric_table import WARMUP_SHARE
 from ..scenario.origin import Origin
 from ..scenario.registry import ADMISSION_CODES, BATCHING_CODES, POOL_ROLES, ROUTER_CODES
@@ -376,7 +376,8 @@ def hardware_label(server: Server) -> str:
     """The cards of one replica as words: "TP2 H100-80G FP8" (a fixed step time: "fixed 20 ms iterations")."""
     if server.step_model == "fixed":
         return f"fixed {server.step_time_ms:g} ms iterations"
-    return f"TP{server.tensor_parallel} {server.gpu} {format_label(server.quant)}"
+    shape = parallel_label(server.tensor_parallel, server.expert_parallel, server.attention_data_parallel)
+    return f"{shape} {server.gpu} {format_label(server.quant)}"
 
 
 def group_inputs(server: Server, replicas: int, efficiency: Efficiency | None = None,
