@@ -158,10 +158,10 @@ def server_controls(data: dict, v: int) -> None:
         for key in keys:
             server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
                                       options=hardware_choices.options(key, server))
+            if key == "tensor_parallel":  # how the cards split a mixture of experts, beside how many there are
+                expert_controls(server, v)
         if keys is not MEMORY_KEYS:
             no_effect(batch_wait_note(server))
-        if keys is not MEMORY_KEYS and server["step_model"] == "roofline":
-            expert_controls(server, v)
     speculative_controls(server, v)
     notice = state.drop_foreign_calibration(data)
     if notice:

@@ -110,3 +110,11 @@ def test_the_planner_compares_tp8_with_dp8_ep8_and_marks_the_latter_an_estimate(
     assert all(not p["calibrated"] and "DP + EP's all-to-all and imbalance estimated" in p["step_times"]
                for p in split)
     assert not answer["recommendation"]["expert_parallel"] and answer["recommendation"]["calibrated"]
+
+
+def test_the_scenario_line_names_the_split():
+    from ui import state
+    scenario = engine.load_scenario(REPO / "data/scenarios/example.toml", overrides=[
+        "server.step_model=roofline", "server.gpu=H200", "server.model=DeepSeek-V3", "server.quant=fp8",
+        "server.tensor_parallel=8", "server.expert_parallel=true", "server.attention_data_parallel=true"])
+    assert state.describe(scenario).startswith("DeepSeek-V3 (FP8) on 8 x H200 as DP8 + EP8; policy: ")

@@ -14,7 +14,7 @@ import streamlit as st
 import engine
 from engine.hardware.calibration_store import holds_for
 from engine.scenario.config import Server, fleet_pools, read_toml
-from engine.scenario.labels import format_label, key_words
+from engine.scenario.labels import format_label, key_words, parallel_label
 from engine.scenario.link import SCENARIO_KEY, decode, encode
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.simulate import PRESET_DIR, hardware_label, stated_load
@@ -172,6 +172,8 @@ def describe(scenario: engine.Scenario) -> str:
     else:
         cards = f"{server.tensor_parallel} x {server.gpu}" if server.tensor_parallel > 1 else server.gpu
         fleet = f"{server.model} ({format_label(server.quant)}) on {cards}"
+        if server.expert_parallel:
+            fleet += " as " + parallel_label(server.tensor_parallel, True, server.attention_data_parallel)
     split = scenario.fleet.mode == "disaggregated"
     if split or scenario.fleet.groups:  # each pool's or group's replicas and hardware
         fixed = server.step_model == "fixed"
