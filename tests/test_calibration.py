@@ -4,12 +4,13 @@ engine factors, the shipped predictions and the held-out table of the manual (do
 import hashlib
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from conftest import REPO
-from engine.calibrate.calibration import (METRICS, Case, badge, measurement_scenario, measurements, predict,
-                                          replay_problem, replayed_requests, status)
+from engine.calibrate.calibration import (METRICS, Case, badge, closed_loop_sent_s, measurement_scenario, measurements,
+                                          predict, replay_problem, replayed_requests, status)
 from engine.calibrate.calibration_report import expressed, markdown_table, validation
 from engine.calibrate.joint_fit import (FIT_ROWS_PER_DOCUMENT, FIT_TOKEN_BUDGET, Factors, _fill_unfitted,
                                         fit_jointly, fit_sample, held_out, split)
@@ -18,7 +19,7 @@ from engine.hardware.steptime import step_time_s_nb
 from engine.hardware.tables import ENGINE_FACTORS, FAMILY_FACTORS, Efficiency, load_table
 from engine.scenario.config import Server, load_scenario
 from engine.scenario.table_names import DATA_DIR
-from engine.sim.layout import F_ARRIVAL, F_FINISH, F_FIRST_TOKEN
+from engine.sim.layout import F_ARRIVAL, F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN
 from engine.sim.simulate import execute
 
 
@@ -119,25 +120,36 @@ def test_smooth_roofline_by_hand():
     assert times[2.0] > times[0.0] * 1.2  # near the ridge the smooth maximum is well above the hard one
 
 
+def test_a_closed_loop_sends_each_request_when_a_client_is_free():
+    """Two clients: requests 0 and 1 go at once; request 2 when the first request to finish (at 3 s) frees its
+    client, request 3 at the second finish (4 s), request 4 at the third (5 s), whichever request it was. With
+    arrivals of their own (a rate and a concurrency limit), a request also waits for its arrival."""
+    finish = np.array([5.0, 3.0, 9.0, 4.0, 10.0])
+    assert list(closed_loop_sent_s(np.zeros(5), finish, 2)) == [0.0, 0.0, 3.0, 4.0, 5.0]
+    assert list(closed_loop_sent_s(np.array([0.0, 1.0, 2.0, 6.0, 7.0]), finish, 2)) == [0.0, 1.0, 3.0, 6.0, 7.0]
+    assert np.isnan(closed_loop_sent_s(np.zeros(3), np.array([1.0, np.nan, np.nan]), 1)[2])  # never freed
+
+
 @pytest.mark.parametrize("metric", ["ttft_mean_ms", "e2e_mean_ms"])
-def test_closed_loop_latencies_count_from_scheduling(metric):
-    """Two clients, four requests: requests 2 and 3 wait for a slot, but a closed-loop client only sends them
-    then, so their wait is no part of the measured time to first token or end-to-end latency. Every request of
-    one fixed length takes about the same time once scheduled, so the closed loop's mean is the first request's, which
-    is scheduled as it arrives."""
+def test_closed_loop_latencies_count_from_when_a_client_sends(metric):
+    """Two clients, four requests (the engines of 2023-24 start one prompt an iteration): requests 0 and 1 are sent
+    at once, and request 1's wait for the server counts; requests 2 and 3 are sent only when 0 and 1 finish, so
+    their earlier wait in the replay's queue does not."""
     row = measurements().iloc[0].copy()
     row[["batch", "requests", "rate_per_s", "input_tokens", "output_tokens"]] = [2, 4, 0, 10, 3]
     row["metric"] = metric
     case = Case.from_row(row)
-    assert case.closed_loop
+    assert case.clients == 2
     eff = Efficiency(0.6, 0.7, 1.5)
     opened = Case(case.prepared, case.server, case.measured).predict(eff)[metric]
     run = execute(case.prepared, roofline_step_params(with_efficiency(case.peak, eff)))
-    done = run.floats[0, F_FIRST_TOKEN if metric.startswith("ttft") else F_FINISH]
-    first_ms = (done - run.floats[0, F_ARRIVAL]) * 1e3
-    # the later requests' iterations also carry another request's decode: a few microseconds more
-    assert case.predict(eff)[metric] == pytest.approx(first_ms, rel=1e-3)
-    assert case.predict(eff)[metric] < opened / 1.5
+    finish = run.floats[:, F_FINISH]
+    arrival = run.floats[:, F_ARRIVAL]  # a simultaneous load arrives a few nanoseconds apart
+    sent = np.maximum(arrival, [-np.inf, -np.inf, *np.sort(finish)[:2]])
+    done = run.floats[:, F_FIRST_TOKEN if metric.startswith("ttft") else F_FINISH]
+    assert run.floats[1, F_FIRST_SCHEDULED] > 0.0  # request 1 did wait for the server
+    assert case.predict(eff)[metric] == pytest.approx(((done - sent) * 1e3).mean(), rel=1e-12)
+    assert case.predict(eff)[metric] < opened / 1.3
 
 
 def _synthetic_cases(truth: Factors) -> list[Case]:

@@ -4,8 +4,8 @@
 (``document``), source and serving engine): a GPU, model, weight and KV format and tensor-parallel degree; a load;
 fixed input and output lengths; and the metric measured. Loads: ``batch`` requests at once (``rate_per_s`` 0 and
 ``requests`` = ``batch``); a closed loop of ``batch`` clients (``rate_per_s`` 0, more ``requests`` than ``batch``:
-the server holds at most ``batch`` and each request's time to first token and end-to-end latency count from when
-it is first scheduled, as a client sends it only when a slot frees); or Poisson arrivals at ``rate_per_s``.
+the server holds at most ``batch``, and each request's time to first token and end-to-end latency count from when
+a client sends it, once its previous request finished: ``closed_loop_sent_s``); or Poisson arrivals at ``rate_per_s``.
 Metrics: mean, median or p99 of time to first token, time per output token and end-to-end latency, TGI's time
 per token (the whole request from scheduling, over its output tokens), output tokens per second, and two single
 iterations read from kernel profiles: ``decode_step_ms`` (``batch`` sequences holding ``input_tokens`` each) and
@@ -112,9 +112,9 @@ class Case:
     """One load and the figures measured under it (``{metric: measured}``), predicted at any ``Efficiency``."""
 
     def __init__(self, prepared: Prepared | None, server: Server, measured: dict[str, float],
-                 closed_loop: bool = False, batch: int = 1, tokens: int = 0):
+                 clients: int = 0, batch: int = 1, tokens: int = 0):
         self.prepared, self.server, self.measured = prepared, server, measured
-        self.closed_loop, self.batch, self.tokens = closed_loop, batch, tokens
+        self.clients, self.batch, self.tokens = clients, batch, tokens  # clients: a closed loop's (0: open)
         self.peak = peak_profile(server, server.tensor_parallel)
         self.family = gpu_row(server.gpu)["family"]
 
@@ -126,7 +126,7 @@ class Case:
         if row["metric"] in ITERATION_METRICS:
             return cls(None, scenario.server, measured, batch=int(row["batch"]), tokens=int(row["input_tokens"]))
         closed = float(row["rate_per_s"]) == 0 and replayed_requests(row) > int(row["batch"])
-        return cls(prepare(scenario), scenario.server, measured, closed_loop=closed)
+        return cls(prepare(scenario), scenario.server, measured, clients=int(row["batch"]) if closed else 0)
 
     def predict(self, efficiency: Efficiency) -> dict[str, float]:
         """Every measured metric as the simulator gives it at ``efficiency``."""
@@ -137,8 +137,8 @@ class Case:
         run = execute(self.prepared, step)
         completed, ttft_ms, tpot_ms = latencies_ms(run.ints, run.floats)
         sent = run.floats[:, F_ARRIVAL]
-        if self.closed_loop:  # a closed-loop client sends a request when a slot frees: latencies from scheduling
-            sent = run.floats[:, F_FIRST_SCHEDULED]
+        if self.clients:  # a closed-loop client sends its next request when its last one finishes
+            sent = closed_loop_sent_s(sent, run.floats[:, F_FINISH], self.clients)
             ttft_ms = (run.floats[:, F_FIRST_TOKEN] - sent) * 1e3
         arrays = {"ttft": ttft_ms[completed], "tpot": tpot_ms[completed],
                   "e2e": (run.floats[completed, F_FINISH] - sent[completed]) * 1e3}
@@ -157,6 +157,21 @@ class Case:
     def log_errors(self, efficiency: Efficiency) -> list[float]:
         predicted = self.predict(efficiency)
         return [math.log(predicted[m] / v) for m, v in self.measured.items()]
+
+
+def closed_loop_sent_s(arrival_s: np.ndarray, finish_s: np.ndarray, clients: int) -> np.ndarray:
+    """When each request of a closed loop of ``clients`` is sent: the first ``clients`` at their arrival, request n
+    (in arrival order) once it has arrived and the (n - clients)-th request to finish (0-based, in finishing order)
+    has freed a client: max(arrival_n, T_(n - clients)). The server then may still queue it (its memory full), and
+    that wait counts, as the client measures it. NaN where the freeing request never finished."""
+    order = np.argsort(arrival_s, kind="stable")
+    finished = np.sort(finish_s[np.isfinite(finish_s)])
+    freed = np.full(len(arrival_s), np.nan)
+    freed[order[:clients]] = -np.inf
+    later = np.arange(clients, len(order))
+    known = later - clients < len(finished)
+    freed[order[later[known]]] = finished[later[known] - clients]
+    return np.maximum(arrival_s, freed)
 
 
 def error_pct(predicted, measured):

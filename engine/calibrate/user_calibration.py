@@ -2,9 +2,10 @@
 
 ``replay_case`` turns a ``bench_results.BenchResult`` into a calibration ``Case``: the benchmark's own requests
 (their lengths, or the mean when the file gives no more), sent all at once or at its Poisson rate, at most
-its concurrency in flight (a closed loop: time to first token counts from when a slot frees), on the given
-server. ``calibrate`` predicts every measured figure with the shipped calibration, fits the GPU's factors
-on them (``FITTED_FACTORS``) and predicts again; ``calibration_store.save`` keeps the result under a name.
+its concurrency in flight (a closed loop: latencies count from when a client sends a request, once its previous
+one finished: ``calibration.closed_loop_sent_s``), on the given server. ``calibrate`` predicts every measured
+figure with the shipped calibration, fits the GPU's factors on them (``FITTED_FACTORS``) and predicts again;
+``calibration_store.save`` keeps the result under a name.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def replay_case(result: BenchResult, server: Server) -> Case:
     requests = RequestArrays(arrival_s, result.input_tokens.copy(), result.output_tokens.copy(),
                              np.zeros(n, np.int64), result.output_tokens.copy())
     return Case(prepare(scenario, requests=requests), scenario.server, dict(result.measured),
-                closed_loop=result.concurrency is not None)
+                clients=result.concurrency or 0)
 
 
 @dataclass(frozen=True)
