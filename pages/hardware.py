@@ -34,7 +34,8 @@ from engine.scenario.labels import cards_text, key_words, words
 from engine.scenario.metric_table import LATENCY_KEYS, metric, money_range, round_money
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.sweep import sweep_rates
-from ui import charts, cost_panel, hardware_choices, runner, scenario_sidebar, state, tables, text, view
+from ui import (charts, cost_panel, hardware_choices, parallel_controls, runner, scenario_sidebar, state, tables,
+                text, view)
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 
@@ -56,6 +57,8 @@ def fleet_inputs(data: dict, v: int) -> None:
                                                 key=f"hw_tensor_parallel_{v}")
     with cols[len(choices) + 1]:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
+    with st.container(horizontal=True):
+        parallel_controls.expert_controls(server, f"hw_{{}}_{v}")
 
 
 def own_model_section(data: dict) -> None:

@@ -22,8 +22,8 @@ from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
 from engine.sim.simulate import load_text, stop_explanation
 from engine.sim.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
 from engine.sim.workload import trace_requests
-from ui import (charts, cost_panel, guard, hardware_choices, runner, scenario_sidebar, state, tables, text, tune_panel,
-                view)
+from ui import (charts, cost_panel, guard, hardware_choices, parallel_controls, runner, scenario_sidebar, state,
+                tables, text, tune_panel, view)
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_help, field_input
 
@@ -159,7 +159,7 @@ def server_controls(data: dict, v: int) -> None:
             server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
                                       options=hardware_choices.options(key, server))
             if key == "tensor_parallel":  # how the cards split a mixture of experts, beside how many there are
-                expert_controls(server, v)
+                parallel_controls.expert_controls(server, f"server_{{}}_{v}")
         if keys is not MEMORY_KEYS:
             no_effect(batch_wait_note(server))
     speculative_controls(server, v)
@@ -169,23 +169,6 @@ def server_controls(data: dict, v: int) -> None:
     if server["step_model"] == "roofline":
         engine = server.get("engine") or Server.engine
         st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '', engine)}.")
-
-
-def expert_controls(server: dict, v: int) -> None:
-    """Expert parallelism and data-parallel attention, for a mixture-of-experts model on more than one card only
-    (elsewhere they would change nothing or refuse the scenario, so they are dropped)."""
-    if not hardware_choices.has_experts(server) or int(server.get("tensor_parallel") or 1) < 2:
-        for key in hardware_choices.EXPERT_KEYS:
-            server.pop(key, None)
-        return
-    server["expert_parallel"] = field_input(Server, "expert_parallel", server.get("expert_parallel"),
-                                            key=f"server_expert_parallel_{v}")
-    if not server["expert_parallel"]:
-        server.pop("attention_data_parallel", None)
-        return
-    for key in ("attention_data_parallel", "expert_imbalance"):
-        server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}")
-    st.caption("Expert parallelism's all-to-all and imbalance are estimates: no measured run backs them yet.")
 
 
 def no_effect(note: str | None) -> None:
