@@ -94,7 +94,11 @@ iteration runs whole prompts only and every decode waits. `optimistic`: a reques
 prompt's blocks fit and preempted when memory runs out. `reserve-full`: admitted only when its prompt
 and whole output fit, never preempted for memory (TensorRT-LLM's GUARANTEED_NO_EVICT); the output
 length stands for the client's `max_tokens`, so a client asking for more than it gets would reserve more
-than modelled here. Presets `engine_*.toml` set each engine's defaults on one workload.
+than modelled here. `new-token-ratio` (SGLang): admitted when its prompt fits beside a share of the output every
+running request may still add (at most 4,096 tokens each), the share 0.7 falling to 0.098 over 600 decoding
+iterations without a retraction, reset when the server is idle and raised after a retraction to the share the
+running requests have decoded; preempted when memory runs out. Presets `engine_*.toml` set each engine's defaults
+on one workload.
 
 **Speculative decoding** (`server.speculative`). Every decode iteration, a draft proposes k tokens per
 decoding request and the served model verifies them and one more in one pass: k + 1 tokens of the token

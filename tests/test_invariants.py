@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import engine
 from engine.scenario.config import fleet_servers
+from engine.scenario.registry import ADMISSION_CODES
 from engine.sim.policies import POLICIES
 
 MAX_PROMPT = 200
@@ -56,7 +57,7 @@ def scenarios(draw):
               "kv_capacity_tokens": draw(st.sampled_from([0, 4096] if talks else [0, 320, 600, 1000, 4096])),
               "kv_allocation": "static" if static else "paged",
               "batching": draw(st.sampled_from(["mixed", "prefill-first"])),
-              "admission": draw(st.sampled_from(["optimistic", "reserve-full"]))}
+              "admission": draw(st.sampled_from(sorted(ADMISSION_CODES)))}
     if draft:
         server["speculative"] = {"draft_tokens": draft, "acceptance": draw(st.floats(0.0, 1.0)),
                                  "draft_cost": draw(st.floats(0.0, 1.0))}

@@ -352,9 +352,12 @@ class Server:
                                  "(vLLM before V1, TGI, SGLang's default)",
                         choices=tuple(BATCHING_CODES))
     admission: str = opt("optimistic", "optimistic: admit when the prompt's KV blocks fit, preempt when memory "
-                                       "runs out (vLLM, SGLang); reserve-full: admit only when the prompt and the "
-                                       "whole output fit (the output length stands for the client's max_tokens), "
-                                       "never preempt for memory (TensorRT-LLM GUARANTEED_NO_EVICT)",
+                                       "runs out (vLLM); reserve-full: admit only when the prompt and the whole "
+                                       "output fit (the output length stands for the client's max_tokens), never "
+                                       "preempt for memory (TensorRT-LLM GUARANTEED_NO_EVICT); new-token-ratio: "
+                                       "admit when the prompt fits beside a share of what every running request "
+                                       "may still add, 0.7 falling to 0.1 while nothing is preempted, preempt when "
+                                       "memory runs out (SGLang)",
                          choices=tuple(ADMISSION_CODES))
     gpu: str = opt("A100-80G", "GPU name from data/hardware/gpus.csv or gpu_slices.csv (step_model = roofline)",
                    cap="name_chars", table="gpus")

@@ -13,7 +13,7 @@ from ..layout import (F_ARRIVAL, F_DEADLINE, F_FIRST_SCHEDULED, F_KEY, I_BLOCKS,
                       I_KV_TOKENS, I_PENDING, I_PREFIX_HIT, I_RECOMPUTE_LEFT, I_STATE, RUNNING, TIMED_OUT, WAITING)
 from ..policies import LPM, P_CODE, P_MARGIN, P_MODE, P_PREEMPTIVE, policy_key_changes_nb, policy_key_nb
 from .batch import chunk_nb, decoding_nb, schedule_nb
-from .kv import blocks_needed_nb, leave_nb, preempt_nb, reclaim_paused_nb, resume_nb
+from .kv import blocks_needed_nb, held_back_blocks_nb, leave_nb, preempt_nb, reclaim_paused_nb, resume_nb
 from .prefix import evict_cached_nb, fresh_nb, prefix_hit_units_nb, take_prefix_nb, undo_take_nb
 from .queues import before_nb, keep_state_nb, remove_nb
 from .state import (C_BATCH, C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_PREFIX_HIT_TOKENS, C_PREFIX_QUERY_TOKENS, C_RUNNING,
@@ -154,14 +154,15 @@ def admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, 
             undo_take_nb(srv, ints, ids, pc, best, took, left)
             break
         need = blocks_needed_nb(srv, ints, cnt, best, chunk)
+        room = need + held_back_blocks_nb(srv, ints, running, cnt, best)  # free blocks admission asks for
         if cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE]:
-            while need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and evict_cached_nb(srv, pc, cnt):
+            while room > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and evict_cached_nb(srv, pc, cnt):
                 pass
-        if cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] and need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
+        if cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] and room > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS] and \
                 reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, best):
             undo_take_nb(srv, ints, ids, pc, best, took, left)
             continue
-        if cnt[C_RUNNING] >= cnt[C_MAX_BATCH_SIZE] or need > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
+        if cnt[C_RUNNING] >= cnt[C_MAX_BATCH_SIZE] or room > cnt[C_CAPACITY_BLOCKS] - cnt[C_USED_BLOCKS]:
             undo_take_nb(srv, ints, ids, pc, best, took, left)
             if not policy[P_PREEMPTIVE] or cnt[C_RUNNING] == 0:
                 break

@@ -11,12 +11,14 @@ from ..policies import P_PREEMPTIVE
 from .admit import (ADMIT_ANY, ADMIT_DECODES, ADMIT_PROMPTS, admit_waiting_nb, drop_timeouts_nb, gate_release_s_nb,
                     next_event_s_nb, order_running_nb)
 from .batch import schedule_running_nb
+from .kv import update_new_token_ratio_nb
 from .record import account_nb
 from .skip import skip_decodes_nb
 from .state import (A_EXTRA_S, A_WASTE_S, BUSY, CK_MODE, CK_NEXT_S, CK_WAIT_START_S, C_BATCH, C_MAX_BATCHED_TOKENS,
-                    C_MAX_BATCH_SIZE, C_PREEMPTIONS, C_ROLE, C_RUNNING, C_USED_BLOCKS, C_WAITING, DRAINED, HORIZON,
-                    IDLE, PREFILL_FIRST, PREFILL_ROLE, QUEUE_BOUND, SV_BATCHING, SV_DRAFT_TOKENS, SV_EVENT_SKIPPING,
-                    SV_HORIZON_S, SV_MAX_WAITING_REQUESTS, S_KV_BLOCK_SECONDS, S_WASTE_S, WAITING_FOR_GATE)
+                    C_MAX_BATCH_SIZE, C_NEW_TOKEN_RATIO_PPM, C_PREEMPTIONS, C_ROLE, C_RUNNING, C_USED_BLOCKS, C_WAITING,
+                    DRAINED, HORIZON, IDLE, NEW_TOKEN_RATIO_INIT_PPM, PREFILL_FIRST, PREFILL_ROLE, QUEUE_BOUND,
+                    SV_BATCHING, SV_DRAFT_TOKENS, SV_EVENT_SKIPPING, SV_HORIZON_S, SV_MAX_WAITING_REQUESTS,
+                    S_ITERATIONS, S_KV_BLOCK_SECONDS, S_WASTE_S, WAITING_FOR_GATE)
 from .step import advance_nb, step_s_nb
 
 
@@ -36,6 +38,7 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
     cnt[C_WAITING] = drop_timeouts_nb(ints, fl, classes, ids, pc, waiting, cnt[C_WAITING], cnt, t)
     cnt[C_RUNNING] = drop_timeouts_nb(ints, fl, classes, ids, pc, running, cnt[C_RUNNING], cnt, t)
     if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
+        cnt[C_NEW_TOKEN_RATIO_PPM] = NEW_TOKEN_RATIO_INIT_PPM  # an idle server starts its estimate afresh
         clock[CK_MODE] = IDLE
         clock[CK_NEXT_S] = np.inf
         clock[CK_WAIT_START_S] = t
@@ -52,6 +55,7 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
         return DRAINED
 
     preemptions_before = cnt[C_PREEMPTIONS]
+    iterations_before = np.int64(stats[S_ITERATIONS])
     order_running_nb(policy, classes, ints, fl, running, cnt, t)
     may_admit = cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]
     prefill_first = srv[SV_BATCHING] == PREFILL_FIRST
@@ -59,6 +63,7 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
         # Whole prompts whenever one can be admitted: the iteration is theirs, every decode waits.
         admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t,
                          cnt[C_MAX_BATCHED_TOKENS], ADMIT_PROMPTS)
+    memory_preempted = False
     if cnt[C_BATCH] == 0:
         budget, memory_preempted = schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt,
                                                        acc, cnt[C_MAX_BATCHED_TOKENS])
@@ -86,6 +91,8 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
             and cnt[C_WAITING] == 0 and cnt[C_BATCH] == cnt[C_RUNNING]:
         t, dt = skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t, dt,
                                 t_stop)
+    update_new_token_ratio_nb(srv, ints, running, cnt, memory_preempted,
+                              np.int64(stats[S_ITERATIONS]) - iterations_before if decode > 0 else 0)
     clock[CK_MODE] = BUSY
     clock[CK_NEXT_S] = t + dt
     return DRAINED

@@ -7,6 +7,7 @@ The mechanism only: which request to preempt is the caller's choice (``batch`` a
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from ..layout import (F_FINISH, I_BLOCKS, I_CACHED_UNITS, I_CHUNK, I_CLASS, I_GENERATED, I_HOST_TOKENS, I_KV_TOKENS,
@@ -15,8 +16,14 @@ from ..layout import (F_FINISH, I_BLOCKS, I_CACHED_UNITS, I_CHUNK, I_CLASS, I_GE
 from ..policies import KEEP, P_OVERHEAD_S, SWAP
 from .prefix import release_prefix_nb
 from .queues import append_waiting_nb, before_nb
-from .state import (A_EXTRA_S, A_WASTE_S, C_PREEMPTIONS, C_ROLE, C_USED_BLOCKS, C_WAITING, PREFILL_ROLE, RESERVE_FULL,
-                    SV_ADMISSION, SV_BLOCK_SIZE_TOKENS, SV_PREFIX_UNIT_TOKENS, SV_STATIC_BLOCKS, SV_SWAP_S_PER_TOKEN)
+from .state import (A_EXTRA_S, A_WASTE_S, C_NEW_TOKEN_RATIO_PPM, C_PREEMPTIONS, C_ROLE, C_RUNNING, C_USED_BLOCKS,
+                    C_WAITING, NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_CLIP_TOKENS, NEW_TOKEN_RATIO_DECAY_STEPS,
+                    NEW_TOKEN_RATIO_INIT_PPM, NEW_TOKEN_RATIO_MIN_FACTOR, NEW_TOKEN_RATIO_RETRACT_STEPS, PREFILL_ROLE,
+                    RESERVE_FULL, SV_ADMISSION, SV_BLOCK_SIZE_TOKENS, SV_PREFIX_UNIT_TOKENS, SV_STATIC_BLOCKS,
+                    SV_SWAP_S_PER_TOKEN)
+
+NEW_TOKEN_RATIO_MIN_PPM = np.int64(NEW_TOKEN_RATIO_INIT_PPM * NEW_TOKEN_RATIO_MIN_FACTOR)
+NEW_TOKEN_RATIO_DECAY_PPM = (NEW_TOKEN_RATIO_INIT_PPM - NEW_TOKEN_RATIO_MIN_PPM) / NEW_TOKEN_RATIO_DECAY_STEPS
 
 
 @njit(cache=True, inline="always")
@@ -40,6 +47,45 @@ def blocks_needed_nb(srv, ints, cnt, r, chunk):
         tokens = max(tokens, longest)
     shared = ints[r, I_CACHED_UNITS] * srv[SV_PREFIX_UNIT_TOKENS] // bs if ints[r, I_CACHED_UNITS] else 0
     return max((tokens + bs - 1) // bs - shared - ints[r, I_BLOCKS], 0)
+
+
+@njit(cache=True, inline="always")
+def _tokens_left_nb(ints, r):
+    """Output tokens ``r`` may still add (its output stands for max_new_tokens), at most the estimate's clip."""
+    return min(max(ints[r, I_OUTPUT] - ints[r, I_GENERATED], 0), NEW_TOKEN_RATIO_CLIP_TOKENS)
+
+
+@njit(cache=True)
+def held_back_blocks_nb(srv, ints, running, cnt, r):
+    """Blocks the new-token-ratio admission keeps free besides what ``r`` needs now: the current ratio times the
+    tokens the running requests and ``r`` may still add (0 under the other admissions, and on a prefill replica,
+    whose requests leave after their first token)."""
+    if srv[SV_ADMISSION] != NEW_TOKEN_RATIO or cnt[C_ROLE] == PREFILL_ROLE:
+        return 0
+    left = _tokens_left_nb(ints, r)
+    for i in range(cnt[C_RUNNING]):
+        left += _tokens_left_nb(ints, running[i])
+    tokens = left * cnt[C_NEW_TOKEN_RATIO_PPM] / 1e6
+    return np.int64(np.ceil(tokens / srv[SV_BLOCK_SIZE_TOKENS]))
+
+
+@njit(cache=True)
+def update_new_token_ratio_nb(srv, ints, running, cnt, retracted, decode_iterations):
+    """The new-token-ratio admission's ratio after an iteration: after a retraction, (tokens decoded + 20 per
+    request) / max_new_tokens of the requests still running (at most 1); else it falls by one decay step per
+    iteration that decoded, down to its floor."""
+    if srv[SV_ADMISSION] != NEW_TOKEN_RATIO:
+        return
+    if retracted:
+        decoded, wanted = 0, 0
+        for i in range(cnt[C_RUNNING]):
+            decoded += ints[running[i], I_GENERATED] + NEW_TOKEN_RATIO_RETRACT_STEPS
+            wanted += ints[running[i], I_OUTPUT]
+        cnt[C_NEW_TOKEN_RATIO_PPM] = np.int64(1e6 * min(decoded / wanted, 1.0)) if wanted > 0 else \
+            NEW_TOKEN_RATIO_INIT_PPM
+    elif decode_iterations > 0:
+        lowered = cnt[C_NEW_TOKEN_RATIO_PPM] - np.int64(NEW_TOKEN_RATIO_DECAY_PPM * decode_iterations)
+        cnt[C_NEW_TOKEN_RATIO_PPM] = max(lowered, NEW_TOKEN_RATIO_MIN_PPM)
 
 
 @njit(cache=True, inline="always")

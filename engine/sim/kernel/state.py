@@ -18,8 +18,8 @@ DRAINED, QUEUE_BOUND, HORIZON, WALL_CLOCK, PAUSED = 0, 1, 2, 3, 4
 # Counter columns (one row per replica); the last four are the replica's own limits and role, set once (the replicas
 # of a mixed or disaggregated fleet differ): its KV cache, batch limit, token budget per iteration, and role.
 (C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS,
- C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE) = range(11)
-N_COUNTERS = 11
+ C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE, C_NEW_TOKEN_RATIO_PPM) = range(12)
+N_COUNTERS = 12  # C_NEW_TOKEN_RATIO_PPM: the new-token-ratio admission's current ratio, in millionths
 # What a replica serves: whole requests, or (disaggregated) prompts only, handing each request's KV over the link
 # after its first token, or decodes only, of requests whose KV came over the link.
 COLOCATED, PREFILL_ROLE, DECODE_ROLE = range(len(POOL_ROLES))
@@ -79,7 +79,13 @@ SERIES_MIN_ROWS = 1024   # per replica, however many there are
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
-OPTIMISTIC, RESERVE_FULL = ADMISSION_CODES.values()
+OPTIMISTIC, RESERVE_FULL, NEW_TOKEN_RATIO = ADMISSION_CODES.values()
+# SGLang's estimate of the tokens its running requests will still add (srt/environ.py defaults): a share of each
+# one's remaining max_new_tokens (at most CLIP tokens each), starting at INIT, falling linearly to INIT x MIN_FACTOR
+# over DECAY_STEPS decode iterations without a retraction, reset to INIT when the server goes idle, and set after a
+# retraction to (tokens decoded + RETRACT_STEPS per request) / their max_new_tokens (srt/managers/schedule_batch.py)
+NEW_TOKEN_RATIO_INIT_PPM, NEW_TOKEN_RATIO_MIN_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS = 700_000, 0.14, 600
+NEW_TOKEN_RATIO_CLIP_TOKENS, NEW_TOKEN_RATIO_RETRACT_STEPS = 4096, 20
 
 
 def series_rows_per_replica(replicas: int) -> int:
@@ -126,6 +132,7 @@ def work_arrays(n_requests: int, max_waiting_requests: int, limits: np.ndarray, 
     replicas = len(limits)
     counters = np.zeros((replicas, N_COUNTERS), np.int64)
     counters[:, C_CAPACITY_BLOCKS:C_ROLE + 1] = limits
+    counters[:, C_NEW_TOKEN_RATIO_PPM] = NEW_TOKEN_RATIO_INIT_PPM
     max_batch_size = int(counters[:, C_MAX_BATCH_SIZE].max())
     waiting = np.empty((replicas, waiting_capacity(n_requests, max_waiting_requests, max_batch_size)), np.int64)
     clock = np.zeros((replicas, N_CLOCK))
