@@ -34,7 +34,7 @@ def test_every_compute_format_has_its_peak_column_and_only_fp4_cards_list_an_fp4
     assert set(load_table("quant")["compute"]) == set(PEAK_COLUMNS)
     assert set(PEAK_COLUMNS.values()) <= set(load_table("gpus").columns)
     with_fp4 = [g for g in gpu_names() if gpu_row(g)["fp4_tflops"] == gpu_row(g)["fp4_tflops"]]  # not NaN
-    assert with_fp4 and all(gpu_row(g)["family"] in ("blackwell", "cdna4") for g in with_fp4)
+    assert with_fp4 and all(gpu_row(g)["family"] in ("blackwell", "blackwell-workstation", "cdna4") for g in with_fp4)
 
 
 def test_a_card_without_fp4_tensor_cores_is_one_line():

@@ -22,8 +22,14 @@ SOURCED = {
     "MI325X": (244140, 6.0, 1307.4, 2614.9, 2600, NAN, 896, 10),
     # marketed 288 GB; 256 CUs x 8,192 FP8 FLOPS a clock x 2.4 GHz (ISSCC 2026, Hot Chips 2025); 7 x 153.6 GB/s
     "MI355X": (274658, 8.0, 2516.6, 5033.2, 5033.2, 10066.3, 1075.2, 10),
+    # nvidia-smi 97887MiB (Server Edition); 1,597 GB/s; sparse 1/2/4 PFLOPS halved; PCIe Gen5 x16 both ways, 25 us
+    "RTX-PRO-6000": (97887, 1.597, 500, 1000, 1000, 2000, 128, 25),
+    # marketed 288 GB; AMD's MI350X brochure (FP16 2,309.6, FP8 and INT8 4,614), MXFP4 twice FP8; as the MI355X
+    "MI350X": (274658, 8.0, 2309.6, 4614, 4614, 9228, 1075.2, 10),
 }
-FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "MI325X": "cdna3", "MI355X": "cdna4"}
+FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "MI325X": "cdna3", "MI355X": "cdna4",
+          "RTX-PRO-6000": "blackwell-workstation", "MI350X": "cdna4"}
+ADDED = {"RTX-PRO-6000": "2026-12-03", "MI350X": "2026-12-03"}
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +45,24 @@ def test_row_has_the_sourced_figures(gpus, name):
             assert pd.isna(row[column]), f"{name} {column} should be empty"
         else:
             assert row[column] == pytest.approx(expected), f"{name} {column}"
-    assert row["family"] == FAMILY[name] and row["as_of"] == "2026-12-02"
+    assert row["family"] == FAMILY[name] and row["as_of"] == ADDED.get(name, "2026-12-02")
+
+
+def test_the_mi350x_is_the_mi355x_at_its_lower_clock(gpus):
+    """The same 256 CUs at 2.2 GHz instead of 2.4 (8,192 FP8 FLOPS a CU and clock): 4.61 against 5.03 PFLOPS."""
+    assert gpus.loc["MI350X", "fp8_tflops"] == pytest.approx(256 * 8192 * 2.2e9 / 1e12, rel=1e-3)
+    assert gpus.loc["MI355X", "fp8_tflops"] == pytest.approx(256 * 8192 * 2.4e9 / 1e12, rel=1e-3)
+
+
+def test_a_workstation_blackwell_is_timed_as_an_estimate():
+    """No measured run of the RTX PRO 6000's family: its factors are the slowest fitted ones, and it says so."""
+    from engine.calibrate.calibration import status
+    assert "estimate" in status("RTX-PRO-6000")
 
 
 def test_fp4_exactly_on_blackwell_and_cdna4(gpus):
     has_fp4 = gpus["fp4_tflops"].notna()
-    assert (has_fp4 == gpus["family"].isin(["blackwell", "cdna4"])).all()
+    assert (has_fp4 == gpus["family"].isin(["blackwell", "blackwell-workstation", "cdna4"])).all()
 
 
 def test_marketed_sizes_say_so(gpus):

@@ -42,7 +42,8 @@ def test_impossible_setups_say_how_to_fix_them():
     with pytest.raises(engine.ScenarioError, match="does not fit on 1 x A100-80G.*lower-bit quant"):
         engine.simulate(engine.load_scenario(base))
     with pytest.raises(engine.ScenarioError,
-                       match="server.gpu = .T1000. is not a GPU of .*choose one of T4, RTX-3090, .*H100-80G.*MIG"):
+                       match="server.gpu = .T1000. is not a GPU of data/hardware/gpus.csv or gpu_slices.csv; choose "
+                             "one of T4, RTX-3090, .*H100-80G.*, \\.\\.\\."):
         engine.simulate(engine.load_scenario(base, overrides=["server.gpu=T1000"]))
     with pytest.raises(engine.ScenarioError, match="needs fp8 tensor cores"):
         engine.simulate(engine.load_scenario(base, overrides=["server.quant=fp8"]))

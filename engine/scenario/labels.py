@@ -41,7 +41,7 @@ CHOICE_WORDS = {
     # GPU families of data/hardware/gpus.csv (the architecture a calibration is fitted per)
     "gpu_family": {"turing": "Turing", "ampere": "Ampere", "ampere-consumer": "Ampere (consumer)", "ada": "Ada",
                    "hopper": "Hopper", "blackwell": "Blackwell", "cdna3": "CDNA 3",
-                   "cdna4": "CDNA 4"},
+                   "cdna4": "CDNA 4", "blackwell-workstation": "Blackwell (workstation)"},
     # serving engines of data/hardware/engines.csv (server.engine)
     "engine": {"vllm": "vLLM V1", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM",
                "legacy": "Engines of 2023-24"},
