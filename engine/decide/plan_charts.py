@@ -35,7 +35,7 @@ def pareto_chart(answer: dict, target: Target) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[p["monthly_cost"]["low"] for p in shown], y=[m.table_value(v) for v in values], mode="markers",
             name=name, marker=dict(symbol=symbol, size=9),
-            text=[f"{p['replicas']} x TP{p['tensor_parallel']} {p['gpu']}, {p['offer']}" for p in shown],
+            text=[f"{shape(p)} {p['gpu']}, {p['offer']}" for p in shown],
             hovertemplate="%{text}<br>%{x:,.0f} per month<br>%{y}<extra></extra>"))
     best = answer["recommendation"]
     fig.add_trace(go.Scatter(x=[best["monthly_cost"]["low"]], y=[m.table_value(_target_entry(best, target)["value"])],

@@ -87,7 +87,9 @@ def sensitivity_text(answer: dict) -> str | None:
             parts.append(f"{item['change']}: {item['note']}")
             continue
         cost = item["monthly_cost"]
-        parts.append(f"{item['change']} needs {item['replicas']} x TP{best['tensor_parallel']} "
+        split = best.get("expert_parallel", False)
+        shape_text = parallel_label(best["tensor_parallel"], split, split)
+        parts.append(f"{item['change']} needs {item['replicas']} x {shape_text} "
                      f"({cards_text(item['cards'])}), "
                      f"{money_range((cost['low'], cost['high']), cost['currency'])} per month")
     return f"If the workload grows, the same GPU and policy: {'; '.join(parts)}" if parts else None
@@ -211,8 +213,9 @@ def plan_text(answer: dict, title: str) -> str:
     if answer["not_possible"]:
         lines.append("\nNot possible:")
         for item in answer["not_possible"]:
-            where = item["gpu"] + (f" TP{item['tensor_parallel']} ({', '.join(item['policies'])})"
-                                   if "policies" in item else "")
+            split = item.get("expert_parallel", False)
+            where = item["gpu"] + (f" {parallel_label(item['tensor_parallel'], split, split)} "
+                                   f"({', '.join(item['policies'])})" if "policies" in item else "")
             lines.append(_wrap(f"  {where}: {item['note']}", "    "))
     run = answer["run"]
     lines.append(f"\n{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run['workers']} cores")

@@ -626,11 +626,12 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
         if isinstance(found, str):  # one line per GPU, format, degree and reason, naming every policy it holds for
             named = f"{config.gpu} ({config.quant} weights)" if several_quants else config.gpu
             named += f", {config.decoding} decoding" if several_decodings else ""
-            failed.setdefault((named, config.tensor_parallel, found), []).append(config.label(several_routers))
+            failed.setdefault((named, config.tensor_parallel, config.expert_parallel, found), []).append(
+                config.label(several_routers))
         else:
             sized[config] = found
-    not_possible += [{"gpu": gpu, "tensor_parallel": tp, "policies": policies, "note": note}
-                     for (gpu, tp, note), policies in failed.items()]
+    not_possible += [{"gpu": gpu, "tensor_parallel": tp, "expert_parallel": split, "policies": policies, "note": note}
+                     for (gpu, tp, split, note), policies in failed.items()]
     plans = []
     offers = load_table("offers")
     for config, (replicas, evidence), same in best_policies(sized, question.targets):

@@ -26,7 +26,7 @@ from ..calibrate.calibration import badge
 from ..hardware.tables import load_table
 from ..scenario.config import Scenario, TokenDist, field_label, load_scenario
 from ..scenario.errors import ScenarioError
-from ..scenario.labels import cards_text, format_label, words
+from ..scenario.labels import cards_text, format_label, parallel_label, words
 from ..scenario.link import page_link
 from ..scenario.metric_table import metric, money_range
 from ..scenario.origin import Origin
@@ -134,7 +134,8 @@ def assumptions(scenario: Scenario, question: Question) -> list[str]:
                      f"cache; at most {s.max_batch_size} sequences and {s.max_batched_tokens:,} tokens per iteration, "
                      f"batching: {words('batching', s.batching)}, admission: {words('admission', s.admission)}, "
                      f"{s.gpu_memory_utilization:.0%} of GPU memory for the server.")
-        lines.append(f"The scenario as given ({scenario.fleet.replicas} x TP{s.tensor_parallel} {s.gpu}) runs at an "
+        split = parallel_label(s.tensor_parallel, s.expert_parallel, s.attention_data_parallel)
+        lines.append(f"The scenario as given ({scenario.fleet.replicas} x {split} {s.gpu}) runs at an "
                      f"offered load of {load_text(estimated_offered_load(scenario))} (an estimate).")
     tried = ", ".join(map(policy_label, question.policies or (scenario.policy.name,)))
     lines.append(f"Router: {words('router', scenario.fleet.router)}; policy parameters as in the scenario "
