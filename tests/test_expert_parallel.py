@@ -118,3 +118,19 @@ def test_the_scenario_line_names_the_split():
         "server.step_model=roofline", "server.gpu=H200", "server.model=DeepSeek-V3", "server.quant=fp8",
         "server.tensor_parallel=8", "server.expert_parallel=true", "server.attention_data_parallel=true"])
     assert state.describe(scenario).startswith("DeepSeek-V3 (FP8) on 8 x H200 as DP8 + EP8; policy: ")
+
+
+def test_data_parallel_ranks_each_hold_a_batch():
+    """vLLM's --max-num-seqs and SGLang's max running requests are each DP rank's: DP8 + EP8 with a batch limit of 4
+    runs up to 32 sequences at once, TP8 (+ EP8) 4."""
+    overrides = ["server.step_model=roofline", "server.gpu=H200", "server.model=DeepSeek-V3", "server.quant=fp8",
+                 "server.tensor_parallel=8", "server.max_batch_size=4", "server.max_batched_tokens=8192",
+                 "workload.num_requests=200", "workload.arrival.rate_per_s=1000"]
+    peaks = {}
+    for name, extra in (("TP8 + EP8", ["server.expert_parallel=true"]),
+                        ("DP8 + EP8", ["server.expert_parallel=true", "server.attention_data_parallel=true"])):
+        result = engine.simulate(engine.load_scenario(REPO / "data/scenarios/example.toml", overrides=[*overrides,
+                                                                                                      *extra]))
+        peaks[name] = int(result.timeseries["batch_size"].max())
+        assert result.scenario.server.total_batch_size == peaks[name]
+    assert peaks == {"TP8 + EP8": 4, "DP8 + EP8": 32}

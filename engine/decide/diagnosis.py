@@ -75,7 +75,7 @@ def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
         findings.append(Finding("room", f"Nothing here limits this fleet at this load: offered load "
                                         f"{load_text(load)} (an estimate, under {NEAR_SATURATION_LOAD:g}), no "
                                         f"preemption, batches of {system['mean_batch_size']:.1f} sequences on average "
-                                        f"of at most {scenario.server.max_batch_size}."))
+                                        f"of at most {scenario.server.total_batch_size}."))
     return findings + _iterations(scenario, summary)
 
 
@@ -158,7 +158,7 @@ def _memory(scenario: Scenario, system: dict) -> list[Finding]:
 
 
 def _batch(scenario: Scenario, system: dict) -> list[Finding]:
-    limit = scenario.server.max_batch_size
+    limit = scenario.server.total_batch_size
     if system["mean_batch_size"] >= FULL_BATCH * limit:
         return [Finding("batch_limit", f"Batch-size limit: iterations held {system['mean_batch_size']:.1f} sequences "
                                        f"on average of at most {limit} (the batch limit). Raise it if the KV "

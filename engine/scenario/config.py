@@ -382,8 +382,10 @@ class Server:
     attention_data_parallel: bool = opt(False, "with expert_parallel: each card runs attention and the dense "
                                                "layers for its own share of the sequences (vLLM's "
                                                "--data-parallel-size, SGLang's --enable-dp-attention): no "
-                                               "all-reduce, each card holds all non-expert weights, and a latent "
-                                               "(MLA) KV cache is held once instead of on every card")
+                                               "all-reduce, each card holds all non-expert weights, a latent "
+                                               "(MLA) KV cache is held once instead of on every card, and "
+                                               "max_batch_size and max_batched_tokens are each card's, as those "
+                                               "engines' flags are")
     expert_imbalance: float = opt(1.3, "with expert_parallel: tokens the busiest card's experts get over the mean "
                                        "(1: perfectly balanced; uneven routing puts real traffic at about 1.2-1.8, "
                                        "and a load balancer with redundant experts, DeepSeek's EPLB, brings it "
@@ -407,6 +409,23 @@ class Server:
                                       "SGLang's radix cache): shared blocks counted once, evicted least recently "
                                       "used first; the prefixes come from a trace's block ids or the classes' "
                                       "shared_prefix_tokens")
+
+    @property
+    def ranks(self) -> int:
+        """Schedulers the server runs together: each card its own under data-parallel attention (vLLM's and SGLang's
+        DP ranks), so max_batch_size and max_batched_tokens are each rank's and the server holds that many times
+        more; else one."""
+        return self.tensor_parallel if self.attention_data_parallel else 1
+
+    @property
+    def total_batch_size(self) -> int:
+        """Sequences the whole server may run in one iteration (max_batch_size of each of its ``ranks``)."""
+        return self.max_batch_size * self.ranks
+
+    @property
+    def total_batched_tokens(self) -> int:
+        """Tokens the whole server may run in one iteration (max_batched_tokens of each of its ``ranks``)."""
+        return self.max_batched_tokens * self.ranks
 
     @property
     def tokens_per_decode_step(self) -> int:

@@ -179,7 +179,7 @@ def estimate_run_bytes(scenario: Scenario) -> MemoryEstimate:
     if not server.prefix_caching:
         ids, units = 0, 0.0
     replicas = fleet.replicas
-    max_batch = max(s.max_batch_size for s, _, _ in fleet_pools(scenario))
+    max_batch = max(s.total_batch_size for s, _, _ in fleet_pools(scenario))
     waiting = waiting_capacity(requests, scenario.limits.max_waiting_requests, max_batch)
     series_rows = replicas * series_rows_per_replica(replicas)
     columns = N_SERIES_FIXED + 2 * len(scenario.workload.classes)

@@ -150,11 +150,11 @@ def group_work_s(group: "GroupInputs", requests: RequestArrays, cached_tokens: n
     part of the request, for a pool of a disaggregated fleet."""
     server = group.server
     mean_context_tokens = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2.0))
-    slots = float(server.max_batch_size)
+    slots = float(server.total_batch_size)
     if group.capacity_tokens > 0:
         slots = max(1.0, min(slots, group.capacity_tokens / mean_context_tokens))
     phase = {"prefill": PREFILL_PHASE, "decode": DECODE_PHASE}.get(group.role, ALL_PHASES)
-    return request_work_s_nb(group.step, requests.prompt_tokens, requests.output_tokens, server.max_batched_tokens,
+    return request_work_s_nb(group.step, requests.prompt_tokens, requests.output_tokens, server.total_batched_tokens,
                              slots, mean_context_tokens, *group.speculation, cached_tokens, phase)
 
 
@@ -521,7 +521,7 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
     policy, class_params = policy_inputs(scenario)
     counts = [g.replicas for g in groups]
     work_s = tuple(group_work_s(g, requests, cached_tokens) for g in groups)
-    limits = [(g.server.max_batch_size, g.server.max_batched_tokens, POOL_ROLES.index(g.role)) for g in groups]
+    limits = [(g.server.total_batch_size, g.server.total_batched_tokens, POOL_ROLES.index(g.role)) for g in groups]
     return Prepared(scenario, requests, groups, np.repeat(step_rows([g.step for g in groups]), counts, axis=0),
                     np.repeat([g.capacity_tokens for g in groups], counts).astype(np.int64),
                     np.repeat(np.array(limits, np.int64), counts, axis=0),
