@@ -54,7 +54,8 @@ def fleet_inputs(data: dict, v: int) -> None:
                                       options=hardware_choices.options(key, server))
     with cols[len(choices)]:
         server["tensor_parallel"] = field_input(Server, "tensor_parallel", server.get("tensor_parallel"),
-                                                key=f"hw_tensor_parallel_{v}")
+                                                key=f"hw_tensor_parallel_{v}",
+                                                options=hardware_choices.options("tensor_parallel", server))
     with cols[len(choices) + 1]:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
     with st.container(horizontal=True):

@@ -134,3 +134,22 @@ def test_data_parallel_ranks_each_hold_a_batch():
         peaks[name] = int(result.timeseries["batch_size"].max())
         assert result.scenario.server.total_batch_size == peaks[name]
     assert peaks == {"TP8 + EP8": 4, "DP8 + EP8": 32}
+
+
+def test_a_gb200_nvl72_rack_splits_a_model_over_up_to_72_cards_and_an_hgx_board_over_8():
+    from engine.decide.sizing import shapes
+    from engine.hardware.tables import tensor_parallel_degrees
+    assert tensor_parallel_degrees("GB200") == (1, 2, 4, 8, 16, 32, 64, 72)
+    assert tensor_parallel_degrees("H100-80G") == (1, 2, 4, 8)
+    assert tensor_parallel_degrees("H100-80G-MIG-1g.10gb") == (1,)
+    assert shapes(144, "GB200") == [(1, 144), (2, 72), (4, 36), (8, 18), (16, 9), (72, 2)]
+    with pytest.raises(engine.ScenarioError) as caught:
+        peak_profile(dataclasses.replace(BASE, gpu="H100-80G", tensor_parallel=16), 16)
+    assert str(caught.value).startswith("server.tensor_parallel = 16: one link joins at most 8 H100-80G cards")
+    wide = dataclasses.replace(DP_EP, gpu="GB200", tensor_parallel=72)
+    eight = dataclasses.replace(DP_EP, gpu="GB200")
+    # 72 cards hold the experts 9 times thinner: each holds about a ninth of the expert weights of DP8 + EP8
+    experts = 256 * SHAPE.expert_parameters * 1.0
+    assert card_memory(wide, peak_profile(wide, 72), 72).weights == pytest.approx(
+        peak_profile(wide, 72).replicated_weight_bytes + experts / 72, rel=1e-12)
+    assert kv_capacity_tokens(wide, roofline_profile(wide)) > 9 * kv_capacity_tokens(eight, roofline_profile(eight))

@@ -3,7 +3,7 @@ formats, serving engine)."""
 
 from __future__ import annotations
 
-from engine.hardware.tables import gpu_names, load_table
+from engine.hardware.tables import gpu_names, load_table, tensor_parallel_degrees
 
 TABLE_CHOICES = {
     "gpu": gpu_names,
@@ -14,9 +14,11 @@ TABLE_CHOICES = {
 }
 
 
-def options(key: str, server: dict) -> list[str] | None:
-    """The choices of server ``key`` (None: not a table's row): the table's rows, and for the model the user's own
-    (``server.model_config``) after them."""
+def options(key: str, server: dict) -> list | None:
+    """The choices of server ``key`` (None: its own): the table's rows, for the model the user's own
+    (``server.model_config``) after them, and the tensor-parallel degrees the GPU's link domain allows."""
+    if key == "tensor_parallel" and server.get("gpu") in gpu_names():
+        return list(tensor_parallel_degrees(server["gpu"]))
     choices = TABLE_CHOICES.get(key)
     if choices is None:
         return None

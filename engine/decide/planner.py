@@ -33,12 +33,12 @@ from typing import Callable, Optional
 from ..calibrate.calibration import status
 from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
-from ..hardware.tables import gpu_names, is_slice, load_table
+from ..hardware.tables import gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
 from ..scenario.caps import DEFAULT_CAPS
 from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario
 from ..scenario.errors import ScenarioError, excerpt
 from ..scenario.origin import Origin
-from ..scenario.registry import POLICY_CODES, ROUTER_CODES, TP_DEGREES
+from ..scenario.registry import POLICY_CODES, ROUTER_CODES
 from ..scenario.summary import Summary
 from ..sim import stopping
 from ..sim.parallel import run_all, simulate_summary, workers
@@ -351,10 +351,10 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
             if smallest is None:
                 skipped.append({"gpu": named, "note": "the model does not fit on one slice (slices cannot be "
                                 "combined)" if is_slice(gpu) else
-                                "the model does not fit even at a tensor-parallel degree of 8"})
+                                f"the model does not fit even at a tensor-parallel degree of {link_domain_cards(gpu)}"})
                 continue
             gpu_offers = offers[offers["gpu"] == gpu].index
-            degrees = [tp for tp in TP_DEGREES if tp >= smallest and (tp == 1 or not is_slice(gpu))
+            degrees = [tp for tp in tensor_parallel_degrees(gpu) if tp >= smallest
                        and any(offer_hosting_problem(o, tp) is None for o in gpu_offers)]
             if not degrees:
                 skipped.append({"gpu": named, "note": offer_hosting_problem(gpu_offers[0], smallest)})

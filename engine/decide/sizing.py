@@ -11,12 +11,11 @@ import pandas as pd
 from ..calibrate.calibration import status
 from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import smallest_fitting_tensor_parallel
-from ..hardware.tables import gpu_names, is_slice, load_table
+from ..hardware.tables import gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
 from ..scenario.config import apply_overrides, load_scenario
 from ..scenario.errors import ScenarioError
 from ..scenario.metric_table import metric
 from ..scenario.origin import Origin
-from ..scenario.registry import TP_DEGREES
 from ..sim import stopping
 from ..sim.parallel import run_all
 from ..sim.simulate import run_summary
@@ -28,9 +27,9 @@ SHAPE_METRICS = ("completed", "timed_out", "ttft_p50_ms", "ttft_p99_ms", "tpot_m
                  "output_tokens_per_s")
 
 
-def shapes(cards: int) -> list[tuple[int, int]]:
-    """(tensor_parallel, replicas) pairs that use exactly ``cards`` cards."""
-    return [(tp, cards // tp) for tp in TP_DEGREES if cards % tp == 0]
+def shapes(cards: int, gpu: str) -> list[tuple[int, int]]:
+    """(tensor_parallel, replicas) pairs of ``gpu`` that use exactly ``cards`` cards (within its link domain)."""
+    return [(tp, cards // tp) for tp in tensor_parallel_degrees(gpu) if cards % tp == 0]
 
 
 def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None, origin: Origin = Origin(),
@@ -46,7 +45,7 @@ def fleet_shapes(data: dict, cards: int, rental: Optional[DeploymentCost] = None
                             f"fleet.replicas instead")
     run = run or (lambda d: run_summary(d, origin))
     rows = []
-    pairs = shapes(cards)
+    pairs = shapes(cards, gpu)
 
     def attempt(pair: tuple[int, int]):
         try:
@@ -125,7 +124,8 @@ def cheapest_fleets(data: dict, target: Target, billing: str, currency: str, cny
         tp = smallest_tensor_parallel(variant, origin)
         if tp is None:
             return {"note": "the model does not fit on one slice (slices cannot be combined)"
-                    if is_slice(gpu) else "the model does not fit even at a tensor-parallel degree of 8"}
+                    if is_slice(gpu) else f"the model does not fit even at a tensor-parallel degree of "
+                                          f"{link_domain_cards(gpu)}"}
         replicas, summary = fewest_replicas(apply_overrides(variant, {"server.tensor_parallel": tp}), target,
                                             max_replicas, run)
         return ({"note": f"misses the target with {max_replicas} replicas of TP{tp}"} if replicas is None

@@ -62,11 +62,10 @@ import pandas as pd
 from ..scenario.caps import MIB
 from ..scenario.config import Server
 from ..scenario.errors import ScenarioError
-from ..scenario.registry import TP_DEGREES
 from .calibration_store import saved_for
 from .steptime import HARD_MAX, ROOFLINE, step_params
-from .tables import (PEAK_COLUMNS, Efficiency, engine_row, gpu_row, is_slice, load_table, shipped_efficiency,
-                     table_row)
+from .tables import (PEAK_COLUMNS, Efficiency, engine_row, gpu_row, is_slice, link_domain_cards, load_table,
+                     shipped_efficiency, table_row, tensor_parallel_degrees)
 
 ACTIVATION_BYTES = 2  # FP16 activations
 SHORT_WINDOW_TOKENS = 512  # a windowed layer's cache at most this long is left out of KV per token (module docstring)
@@ -232,6 +231,10 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
     if tp > 1 and is_slice(server.gpu):
         raise ScenarioError(f"server.tensor_parallel = {tp}: {server.gpu} is a {gpu['kind']} slice with no link to "
                             f"other slices; set tensor_parallel = 1 and add fleet.replicas instead")
+    if tp > link_domain_cards(server.gpu):
+        raise ScenarioError(f"server.tensor_parallel = {tp}: one link joins at most {link_domain_cards(server.gpu)} "
+                            f"{server.gpu} cards; choose {link_domain_cards(server.gpu)} or fewer and add "
+                            f"fleet.replicas (a GB200 NVL72 rack joins 72)")
     shape = model_shape(model)
     h, vocab, experts = int(model["hidden"]), int(model["vocab"]), int(model["experts"])
     if server.expert_parallel and not experts:
@@ -433,8 +436,8 @@ def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) 
 
 def smallest_fitting_tensor_parallel(server: Server, above: int = 0) -> int | None:
     """The smallest tensor-parallel degree above ``above`` whose cards leave room for one KV block (None when
-    no degree up to 8 does; a slice only tries 1)."""
-    for tp in (1,) if is_slice(server.gpu) else TP_DEGREES:
+    no degree within the card's link domain does: 8 cards, 72 on a GB200 NVL72; a slice only tries 1)."""
+    for tp in tensor_parallel_degrees(server.gpu):
         if tp > above:
             profile = roofline_profile(server, tp)
             if card_memory(server, profile, tp).kv >= profile.kv_bytes_per_token_per_card * server.block_size_tokens:
@@ -446,7 +449,7 @@ def kv_capacity_tokens(server: Server, profile: RooflineProfile) -> int:
     """KV-cache tokens that fit: one card's KV memory (``card_memory``) / KV bytes per token on one card.
 
     A model that leaves no room raises ``ScenarioError`` naming the smallest tensor-parallel degree
-    that would fit (or the other fixes when none up to 8 does).
+    that would fit (or the other fixes when none within its link domain does).
     """
     tp = server.tensor_parallel
     card = card_memory(server, profile, tp)

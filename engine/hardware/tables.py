@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..scenario.errors import ScenarioError, excerpt
+from ..scenario.registry import TP_DEGREES
 from ..scenario.table_names import DATA_DIR
 from .steptime import HARD_MAX
 
@@ -66,6 +67,17 @@ def gpu_row(name: str) -> pd.Series:
     row["parent"], row["kind"] = cut["parent"], cut["kind"]
     row["source"] = f"{cut['source']}; parent card: {row['source']}"
     return row
+
+
+def link_domain_cards(gpu: str) -> int:
+    """Cards one fast link joins (``gpus.csv``): the most one server may split a model over (8 for an HGX or OAM
+    board, 72 for a GB200 NVL72 rack; 1 for a slice)."""
+    return 1 if is_slice(gpu) else int(gpu_row(gpu)["link_domain_cards"])
+
+
+def tensor_parallel_degrees(gpu: str) -> tuple[int, ...]:
+    """The tensor-parallel degrees ``gpu`` can serve with (``registry.TP_DEGREES`` within its link domain)."""
+    return tuple(tp for tp in TP_DEGREES if tp <= link_domain_cards(gpu))
 
 
 def is_slice(gpu: str) -> bool:

@@ -372,7 +372,8 @@ class Server:
     kv_quant: str = opt("fp16", "KV-cache format from data/hardware/kv_quant.csv (sizes the cache and its "
                                 "reads)", cap="name_chars", table="kv_quant")
     tensor_parallel: int = opt(1, "GPUs one server splits the model over (roofline; weights, KV, compute "
-                                  "and bandwidth divide, two all-reduces per layer are added)", "GPUs",
+                                  "and bandwidth divide, two all-reduces per layer are added); at most the cards "
+                                  "one link joins: 8, or 72 on a GB200 NVL72", "GPUs",
                                choices=TP_DEGREES)
     expert_parallel: bool = opt(False, "a mixture-of-experts model's experts split whole over the server's "
                                        "tensor_parallel cards (vLLM's --enable-expert-parallel, SGLang's --ep-size): "
