@@ -22,6 +22,7 @@ from engine.scenario import table_names
 from engine.scenario.caps import DEFAULT_CAPS
 from engine.scenario.config import keys_reference, read_toml
 from engine.scenario.link import PATH_CHARS
+from engine.scenario.registry import TP_DEGREES
 from test_safety import cli, one_line_error
 from ui import state, view
 
@@ -273,4 +274,4 @@ def test_a_value_outside_a_widgets_options_is_kept_never_replaced_by_the_first()
     gpu = at.selectbox(key="gpu")
     assert (gpu.value, gpu.options) == ("H200", ["T4", "A100-80G", "H200"])
     tp = at.selectbox(key="tp")
-    assert (tp.value, tp.options) == (1, ["1", "2", "4", "8"]), "no value: the first option, and no 'None'"
+    assert (tp.value, tp.options) == (1, [str(d) for d in TP_DEGREES]), "no value: the first option, and no 'None'"
