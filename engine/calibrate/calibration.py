@@ -1,7 +1,8 @@
 """The roofline against measurements: replaying a published run, and the fit of a user's own runs.
 
 ``data/hardware/measurements.csv`` holds published serving figures (one row per figure, with its page
-(``document``), source and serving engine): a GPU, model, weight and KV format and tensor-parallel degree; a load;
+(``document``), source and serving engine): a GPU, model, weight and KV format and tensor-parallel degree (with
+``parallel`` "dep": that many GPUs as data-parallel attention and expert parallelism); a load;
 fixed input and output lengths; and the metric measured. Loads: ``batch`` requests at once (``rate_per_s`` 0 and
 ``requests`` = ``batch``); a closed loop of ``batch`` clients (``rate_per_s`` 0, more ``requests`` than ``batch``:
 the server holds at most ``batch``, and each request's time to first token and end-to-end latency count from when
@@ -79,7 +80,8 @@ def replayed_requests(row: pd.Series) -> int:
 
 def measurement_scenario(row: pd.Series) -> dict:
     """The scenario that reproduces one measurement's load on the roofline model, on its serving engine with the
-    engine's admission rule. The replay may queue all its requests and drain for as long as they take (a
+    engine's admission rule (``parallel`` "dep": attention data-parallel and experts split over the GPUs, each rank
+    holding ``batch``). The replay may queue all its requests and drain for as long as they take (a
     benchmark sends them all)."""
     batch, requests = int(row["batch"]), replayed_requests(row)
     scenario = one_class_scenario(
@@ -88,7 +90,8 @@ def measurement_scenario(row: pd.Series) -> dict:
         {"gpu": row["gpu"], "model": row["model"], "quant": row["quant"], "kv_quant": row["kv_quant"],
          "tensor_parallel": int(row["tensor_parallel"]), "max_batch_size": batch,
          "max_batched_tokens": max(8192, batch), "engine": row["engine"],
-         "admission": engine_row(row["engine"])["admission"]})
+         "admission": engine_row(row["engine"])["admission"],
+         **({"expert_parallel": True, "attention_data_parallel": True} if row.get("parallel") == "dep" else {})})
     scenario["limits"] = {"max_waiting_requests": max(requests, Limits.max_waiting_requests),
                           "max_drain_s": Caps.drain_s}
     return scenario

@@ -15,7 +15,7 @@ from ..hardware.tables import load_table
 from ..scenario.labels import words
 from ..scenario.table_names import DATA_DIR
 from .calibration import error_pct, measurements, predict, replay_problem
-from .joint_fit import NEVER_FITTED_ATTENTION, fit_sample, split
+from .joint_fit import NEVER_FITTED_ATTENTION, fit_sample, shipped_fit_date, split
 
 VALIDATION_FILE = DATA_DIR / "validation.csv"
 METRIC_KINDS = {"ttft": "time to first token", "tpot": "time per output token", "e2e": "end-to-end latency",
@@ -47,7 +47,7 @@ def prediction_table(rows: pd.DataFrame | None = None, workers: int = 1) -> pd.D
     table = table.assign(predicted=predicted)
     table["error_pct"] = error_pct(table["predicted"], table["measured"])
     table["held_out"] = split(table)
-    table["fitted"] = table.index.isin(fit_sample(measurements()).index)
+    table["fitted"] = table.index.isin(fit_sample(measurements(), shipped_fit_date()).index)
     return table
 
 

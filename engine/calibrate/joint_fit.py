@@ -69,8 +69,11 @@ def split(table: pd.DataFrame) -> pd.Series:
     return pd.Series([held_out(d, m) for d, m in zip(table["document"], table["model"])], index=table.index)
 
 
-def fit_sample(table: pd.DataFrame) -> pd.DataFrame:
-    """The training rows the fit replays (the docstring's rule)."""
+def fit_sample(table: pd.DataFrame, collected_by: str | None = None) -> pd.DataFrame:
+    """The training rows the fit replays (the docstring's rule); ``collected_by`` (an ISO date): among the rows
+    collected (``as_of``) by then, the sample the fit of that date replayed (``shipped_fit_date``)."""
+    if collected_by is not None:
+        table = table[table["as_of"] <= collected_by]
     training = table[~split(table)]
     tokens = [replayed_requests(row) * int(row["output_tokens"]) for _, row in training.iterrows()]
     training = training[np.array(tokens) <= FIT_TOKEN_BUDGET]
@@ -78,6 +81,12 @@ def fit_sample(table: pd.DataFrame) -> pd.DataFrame:
     order = training.index.map(_hash)
     ranked = training.assign(_rank=order).sort_values("_rank")
     return ranked.groupby("document", sort=False).head(FIT_ROWS_PER_DOCUMENT).drop(columns="_rank").sort_index()
+
+
+def shipped_fit_date() -> str:
+    """When the shipped factors were fitted (``calibration.csv``'s ``as_of``): rows collected later are unseen by it,
+    whichever side of the split their page falls on."""
+    return str(load_table("calibration")["as_of"].max())
 
 
 @dataclass
