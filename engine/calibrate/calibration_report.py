@@ -92,8 +92,8 @@ def markdown_table(table: pd.DataFrame | None = None) -> str:
                                ("tensor_parallel", "Tensor parallel", lambda k: f"TP{k}"), ("kind", "Metric", str)):
         lines += _summary(dense, by, heading, label) + [""]
     if len(latent):
-        lines += [f"DeepSeek-V3/R1 (multi-head latent attention; tensor-parallel runs of vLLM 0.7 and SGLang 0.4 of "
-                  f"early 2025, never fitted): {len(latent)} runs, median absolute error "
+        lines += [f"DeepSeek-V3/R1 (multi-head latent attention, never fitted; most are TP8 runs of vLLM 0.7 and "
+                  f"SGLang 0.4 of early 2025): {len(latent)} runs, median absolute error "
                   f"{latent['error_pct'].abs().median():.0f}%.", ""]
         lines += _summary(latent, "kind", "Metric", str) + [""]
     fitted = table[table["fitted"]]
