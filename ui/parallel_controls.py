@@ -24,4 +24,5 @@ def expert_controls(server: dict, key_pattern: str) -> None:
         return
     for key in ("attention_data_parallel", "expert_imbalance"):
         server[key] = field_input(Server, key, server.get(key), key=key_pattern.format(key))
-    st.caption("Expert parallelism's all-to-all and imbalance are estimates: no measured run backs them yet.")
+    st.caption("Expert parallelism's all-to-all and imbalance are estimates, not yet fitted on a measured run (see "
+               "the Method page for how far they are from the first published ones).")

@@ -366,7 +366,7 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
     return configs, skipped
 
 
-EXPERT_PARALLEL_STATUS = "; DP + EP's all-to-all and imbalance estimated, no measured run"
+EXPERT_PARALLEL_STATUS = "; DP + EP's all-to-all and imbalance estimated, not fitted on a measured run"
 
 
 def calibrated(data: dict, gpu: str) -> bool:

@@ -379,7 +379,7 @@ class Server:
                                        "tensor_parallel cards (vLLM's --enable-expert-parallel, SGLang's --ep-size): "
                                        "an all-to-all dispatch and combine per MoE layer instead of an all-reduce, "
                                        "and the iteration waits for the card whose experts get the most tokens "
-                                       "(expert_imbalance); an estimate, no measured run backs it yet")
+                                       "(expert_imbalance); an estimate, not yet fitted on a measured run")
     attention_data_parallel: bool = opt(False, "with expert_parallel: each card runs attention and the dense "
                                                "layers for its own share of the sequences (vLLM's "
                                                "--data-parallel-size, SGLang's --enable-dp-attention): no "
