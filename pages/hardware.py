@@ -87,11 +87,6 @@ def own_model_section(data: dict) -> None:
         st.button("Use this model", key="hw_model_config_use", on_click=use_own_model, args=(data, overrides))
 
 
-def own_model(server: Server) -> bool:
-    """True when ``server`` serves the user's own model (``server.model_config``)."""
-    return server.model_config is not None and server.model_config.name == server.model
-
-
 def use_own_model(data: dict, overrides: list[str]) -> None:
     """Serve the model read from the user's config.json (a button's callback); the model picker shows it."""
     served = apply_overrides(on_roofline(data), overrides)
@@ -166,7 +161,7 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
     tp = server.tensor_parallel
     how = {
         "weights": (f"all weights of {server.model} in {server.quant} (embedding and LM head in 16 bits) / {tp} "
-                    f"card(s)", f"{'your config.json' if own_model(server) else 'data/hardware/models.csv'} and "
+                    f"card(s)", f"{'your config.json' if server.own_model else 'data/hardware/models.csv'} and "
                                 f"quant.csv"),
         "activation peak": ("given by activation_reserve_gib" if server.activation_reserve_gib is not None else
                             f"{server.max_batched_tokens:,} batched tokens x (4 x hidden + 2 x intermediate / {tp}) "

@@ -26,14 +26,3 @@ def options(key: str, server: dict) -> list | None:
     own = (server.get("model_config") or {}).get("name") if key == "model" else None
     return [*listed, own] if own and own not in listed else listed
 
-
-EXPERT_KEYS = ("expert_parallel", "attention_data_parallel", "expert_imbalance")
-
-
-def has_experts(server: dict) -> bool:
-    """True when the model ``server`` names is a mixture of experts (a shipped row, or the user's own)."""
-    own = server.get("model_config") or {}
-    if own.get("name") == server.get("model"):
-        return bool(own.get("experts"))
-    models = load_table("models")
-    return server.get("model") in models.index and int(models.loc[server["model"], "experts"]) > 0

@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.hardware.tables import load_table
 from engine.scenario.config import Server
-from ui import hardware_choices
 from ui.widgets import field_input
+
+EXPERT_KEYS = ("expert_parallel", "attention_data_parallel", "expert_imbalance")
+
+
+def has_experts(server: dict) -> bool:
+    """True when the model the (possibly unchecked) ``server`` table names is a mixture of experts: its own
+    ``model_config`` when ``model`` names it (``Server.own_model``), else a row of models.csv."""
+    own = server.get("model_config") or {}
+    if own.get("name") == server.get("model"):
+        return bool(own.get("experts"))
+    models = load_table("models")
+    return server.get("model") in models.index and int(models.loc[server["model"], "experts"]) > 0
 
 
 def expert_controls(server: dict, key_pattern: str) -> None:
     """The switches (widget keys ``key_pattern.format(key)``), shown for a mixture of experts on two cards or more
     only; elsewhere they would change nothing or refuse the scenario, so they are dropped."""
-    if not hardware_choices.has_experts(server) or int(server.get("tensor_parallel") or 1) < 2:
-        for key in hardware_choices.EXPERT_KEYS:
+    if not has_experts(server) or int(server.get("tensor_parallel") or 1) < 2:
+        for key in EXPERT_KEYS:
             server.pop(key, None)
         return
     server["expert_parallel"] = field_input(Server, "expert_parallel", server.get("expert_parallel"),

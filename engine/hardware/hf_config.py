@@ -22,12 +22,13 @@ the step model has no such layers. Every problem is one line naming the config k
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..scenario.caps import MIB
-from ..scenario.config import ModelConfig, build_model_config
+from ..scenario.config import build_model_config
 from ..scenario.errors import ScenarioError, excerpt
 from ..scenario.files import os_reason
 from ..scenario.table_names import names
@@ -111,7 +112,7 @@ def _window(config: Mapping[str, Any], layers: int) -> tuple[int, int]:
 
 
 def model_config_from_hf(config: Mapping[str, Any], name: str, source: str = "") -> dict:
-    """``server.model_config`` (a dict of ``ModelConfig``'s keys) for the Hugging Face ``config`` of model ``name``;
+    """``server.model_config`` (a dict of every ``ModelConfig`` key) for the Hugging Face ``config`` of model ``name``;
     checked as a scenario checks it. ``ScenarioError`` names the first problem."""
     text = config.get("text_config")
     if isinstance(text, Mapping):
@@ -142,19 +143,12 @@ def model_config_from_hf(config: Mapping[str, Any], name: str, source: str = "")
            "experts_per_token": _int(config, "num_experts_per_tok", 0) if experts else 0,
            "expert_intermediate": expert_width, "shared_experts": shared,
            "dense_layers": _dense_layers(config, layers) if experts else 0,
-           "attention": "mla" if mla else "gqa", "q_lora_rank": 0, "kv_lora_rank": 0, "rope_head_dim": 0,
-           "v_head_dim": 0, "tied_embeddings": bool(config.get("tie_word_embeddings", False)),
+           "attention": "mla" if mla else "gqa", "tied_embeddings": bool(config.get("tie_word_embeddings", False)),
            "sliding_window": window, "sliding_layers": windowed, "source": source[:80]}
     if mla:
         row.update(q_lora_rank=_int(config, "q_lora_rank", 0), kv_lora_rank=_int(config, "kv_lora_rank"),
                    rope_head_dim=_int(config, "qk_rope_head_dim"), v_head_dim=_int(config, "v_head_dim"))
-    check_model_config(row)
-    return row
-
-
-def check_model_config(row: Mapping[str, Any]) -> ModelConfig:
-    """``row`` as a checked ``ModelConfig`` (the scenario's own checks, errors naming ``server.model_config``)."""
-    return build_model_config(row)
+    return dataclasses.asdict(build_model_config(row))  # the scenario's own checks; unset keys at their defaults
 
 
 def model_name(config: Mapping[str, Any], fallback: str) -> str:

@@ -195,8 +195,7 @@ def model_text(profile: RooflineProfile) -> str:
     cards count them; gpt-oss's leaves it out), weight and KV bytes."""
     return (f"{profile.parameters / 1e9:,.1f} billion parameters, {profile.active_parameters / 1e9:,.1f} billion "
             f"active per token (embedding row included); weights {profile.resident_weight_bytes / GIB:,.1f} GiB; "
-            f"KV cache "
-            f"{profile.kv_bytes_per_token / 1024:,.1f} KiB per token on all cards")
+            f"KV cache {profile.kv_bytes_per_token / 1024:,.1f} KiB per token on all cards")
 
 
 def with_efficiency(peak: RooflineProfile, efficiency: Efficiency) -> RooflineProfile:
@@ -245,7 +244,6 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
         raise ScenarioError(f"server.quant = {server.quant!r} needs {quant['compute']} tensor cores, which "
                             f"{server.gpu} does not have; choose fp16, bf16 or int4 (or another GPU)")
     bytes_per_weight = float(quant["weight_bytes_per_param"])
-    lm_head_bytes = vocab * h * EMBEDDING_BYTES
     draft_read, draft_resident = _draft_weight_bytes(server, vocab, bytes_per_weight)
     ep = server.expert_parallel and tp > 1
     dp = ep and server.attention_data_parallel
@@ -253,10 +251,9 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
     moe_layers = layers - int(model["dense_layers"]) if experts else 0
     imbalance = server.expert_imbalance if ep else 1.0  # split by tensor parallelism, every card holds 1/tp of each
     active_expert = per_token * shape.expert_parameters
-    resident = (shape.parameters - shape.embedding_parameters) * bytes_per_weight \
-        + shape.embedding_parameters * EMBEDDING_BYTES
-    non_expert = (shape.matmul_parameters - experts * shape.expert_parameters - vocab * h) * bytes_per_weight \
-        + lm_head_bytes
+    read, resident = _weight_bytes(shape, h, vocab, bytes_per_weight)  # all experts read: take them out
+    expert_bytes = experts * shape.expert_parameters * bytes_per_weight
+    non_expert = read - expert_bytes
     if dp:  # each card caches its own sequences whole: a latent once, heads unsplit
         kv_total = shape.kv_values_per_token * kv_bytes_per_value
         kv_per_card = kv_total / tp
@@ -279,7 +276,7 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
         experts=experts,
         experts_per_token=per_token,
         resident_weight_bytes=resident,
-        replicated_weight_bytes=resident - experts * shape.expert_parameters * bytes_per_weight if dp else 0.0,
+        replicated_weight_bytes=resident - expert_bytes if dp else 0.0,
         kv_bytes_per_token=kv_total,
         kv_bytes_per_token_per_card=kv_per_card,
         matmul_flops_per_token=2.0 * (shape.active_matmul_parameters + (imbalance - 1.0) * active_expert),
@@ -306,9 +303,9 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
 def model_row(server: Server) -> pd.Series:
     """``server.model``'s shape as a ``models.csv`` row: the user's ``server.model_config`` when ``server.model``
     names it, else the shipped row."""
-    if server.model_config is None or server.model_config.name != server.model:
+    if server.own_model is None:
         return table_row("models", server.model, "model")
-    row = dataclasses.asdict(server.model_config)
+    row = dataclasses.asdict(server.own_model)
     return pd.Series({"model": row.pop("name"), **row, "tied_embeddings": int(row["tied_embeddings"])})
 
 
@@ -318,8 +315,8 @@ def has_experts(server: Server) -> bool:
 
 
 def _weight_bytes(shape: ModelShape, h: int, vocab: int, bytes_per_weight: float) -> tuple[float, float]:
-    """(bytes of the dense weights one iteration reads, bytes of all weights resident) of a model without experts
-    (a draft model): the LM head and the embedding stay 16-bit."""
+    """(bytes of the matmul weights an iteration reads if it touches every expert, bytes of all weights resident):
+    the LM head and the embedding stay 16-bit."""
     read = (shape.matmul_parameters - vocab * h) * bytes_per_weight + vocab * h * EMBEDDING_BYTES
     resident = (shape.parameters - shape.embedding_parameters) * bytes_per_weight \
         + shape.embedding_parameters * EMBEDDING_BYTES

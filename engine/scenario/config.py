@@ -412,6 +412,11 @@ class Server:
                                       "shared_prefix_tokens")
 
     @property
+    def own_model(self) -> Optional[ModelConfig]:
+        """The user's model when ``model`` names it (it is then served), else None (a row of models.csv is)."""
+        return self.model_config if self.model_config is not None and self.model_config.name == self.model else None
+
+    @property
     def ranks(self) -> int:
         """Schedulers the server runs together: each card its own under data-parallel attention (vLLM's and SGLang's
         DP ranks), so max_batch_size and max_batched_tokens are each rank's and the server holds that many times
