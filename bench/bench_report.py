@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from engine.decide.planner import Question, plan  # noqa: E402
-from engine.decide.report import DEFAULT_APP_URL, report_html, write_pdf  # noqa: E402
+from engine.decide.report import report_html, write_pdf  # noqa: E402
 from engine.decide.targets import parse_target  # noqa: E402
 from engine.scenario.config import read_toml  # noqa: E402
 from engine.sim.parallel import cores  # noqa: E402
@@ -36,7 +36,7 @@ def main() -> None:
     started = time.perf_counter()
     answer = plan(data, question)
     planned = time.perf_counter()
-    text = report_html(data, question, answer, DEFAULT_APP_URL, time.strftime("%Y-%m-%d %H:%M %Z"))
+    text = report_html(data, question, answer, None, time.strftime("%Y-%m-%d %H:%M %Z"))
     (args.out / "plan.html").write_text(text, encoding="utf-8")
     written = time.perf_counter()
     write_pdf(text, args.out / "plan.pdf")

@@ -20,11 +20,12 @@ import pandas as pd
 from .calibrate.bench_results import MAX_FILE_MIB, read_result
 from .calibrate.calibration import badge
 from .calibrate.user_calibration import benchmarked_server, calibrate, model_for
-from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, combined_cost, deployment_cost, fleet_cards,
-                          group_rentals, offer_hosting_problem, offers_for, unit_costs)
+from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES, combined_cost,
+                          deployment_cost, fleet_cards, group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .decide.plan_text import no_plan_text, plan_text, summary_line
 from .decide.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
-from .decide.report import DEFAULT_APP_URL, report_html, write_pdf
+from .decide.recipe import recipe_files
+from .decide.report import report_html, write_pdf
 from .decide.sizing import cheapest_fleets, fleet_shapes
 from .decide.targets import TARGET_METRICS, Target, parse_target
 from .decide.traffic import describe as describe_traffic, peak_rate_per_s
@@ -42,6 +43,7 @@ from .scenario.config import OVERALL, Scenario, fleet_servers, keys_markdown, lo
 from .scenario.errors import ScenarioError, printable
 from .scenario.files import os_reason, quoted, read_regular
 from .scenario.json_out import strict_json
+from .scenario.link import PUBLIC_URL_ENV, public_address
 from .scenario.metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .scenario.origin import Origin
 from .scenario.registry import TRACE_FORMATS
@@ -94,8 +96,9 @@ def command_parser() -> argparse.ArgumentParser:
     _plan_arguments(report)
     report.add_argument("--html", required=True, metavar="PATH", help="write the report as HTML to PATH")
     report.add_argument("--pdf", metavar="PATH", help="also print it as a PDF to PATH (needs Chromium)")
-    report.add_argument("--app-url", default=DEFAULT_APP_URL, help="where the app runs, for the report's link back "
-                        f"to the plan (default {DEFAULT_APP_URL})")
+    report.add_argument("--app-url", help="the app's public address, for the report's link back to the plan "
+                        f"(default ${PUBLIC_URL_ENV}; none, or a local address: the report carries the scenario "
+                        "instead of a link)")
     tuning = sub.add_parser("tune", help="the policy parameters that minimise (or maximise) one metric under "
                                          "constraints, on the same requests for every candidate")
     _scenario_arguments(tuning)
@@ -161,7 +164,12 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--billing", choices=tuple(PLAN_BILLING), default="monthly",
                         help="hourly and monthly: the offer's own price (per hour or per month, no commitment); "
                              "annual: the annual prepay discount")
-    parser.add_argument("--currency", choices=CURRENCIES, default="USD")
+    parser.add_argument("--recipe", metavar="DIR", help="write the recommendation's deployment recipe into DIR: a "
+                        "launch script per serving engine and a Kubernetes manifest")
+    parser.add_argument("--prices", choices=PRICE_RULES, help="firm: rent only through firm prices (one number read "
+                        "from the provider, on-demand or reserved); any: also estimates, ranges and spot capacity "
+                        "(default: firm when a target is a latency, any otherwise)")
+    parser.add_argument("--currency", choices=CURRENCIES, default=DEFAULT_CURRENCY)
     parser.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="runs per decision, each with its own seed")
     parser.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
@@ -205,7 +213,7 @@ def _offer_arguments(parser: argparse.ArgumentParser) -> None:
                                         f"disaggregated fleet: '{CHEAPEST_OFFER}' rents each group through its "
                                         "cheapest offer)")
     parser.add_argument("--billing", choices=BILLING_MODES, default=BILLING_MODES[0])
-    parser.add_argument("--currency", choices=CURRENCIES, default="USD")
+    parser.add_argument("--currency", choices=CURRENCIES, default=DEFAULT_CURRENCY)
     parser.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
 
 
@@ -413,7 +421,7 @@ def _question(args: argparse.Namespace) -> Question:
     return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
                     _names(args.policies), _names(args.quants), _names(args.routers), PLAN_BILLING[args.billing],
                     args.currency, args.cny_per_usd, args.seeds, args.requests, args.max_replicas, args.budget,
-                    args.tune, _names(args.decodings))
+                    args.tune, _names(args.decodings), args.prices or "")
 
 
 def _plan_scenario(args: argparse.Namespace) -> Scenario:
@@ -469,7 +477,27 @@ def _plan(args: argparse.Namespace) -> int:
     if not _wrote_json_to_stdout(answer, args.json):
         print(plan_text(answer, f"Plan for {scenario.name!r}: {question.requests:,} requests x {question.seeds} "
                                 f"seeds per decision; targets: {'; '.join(t.describe() for t in question.targets)}"))
+    _write_recipe(args.recipe, answer, scenario)
     return _exit_status(answer["run"]["cut"], "plan_s")
+
+
+def _write_recipe(folder: str | None, answer: dict, scenario: Scenario) -> None:
+    """The recommendation's recipe files in ``folder`` (made when missing), named on stderr; nothing without a
+    folder; one line when there is no recommendation to deploy."""
+    if not folder:
+        return
+    best = answer["recommendation"]
+    if best is None:
+        print("no recipe written: no plan meets the targets", file=sys.stderr)
+        return
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ScenarioError(f"--recipe {quoted(folder)} could not be made ({os_reason(exc)})") from None
+    files = recipe_files(best, scenario)
+    for name, text in files.items():
+        _write(str(Path(folder) / name), text, "--recipe")
+    print(f"recipe: {', '.join(files)} in {folder}", file=sys.stderr)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -481,7 +509,8 @@ def _report(args: argparse.Namespace) -> int:
     if answer["run"]["cut"]:
         print(file=sys.stderr)  # the sizing stopped short: end its progress line here
     started = time.perf_counter()
-    text = report_html(data, question, answer, args.app_url, time.strftime("%Y-%m-%d %H:%M %Z"), scenario.origin)
+    text = report_html(data, question, answer, public_address(args.app_url), time.strftime("%Y-%m-%d %H:%M %Z"),
+                       scenario.origin)
     _write(args.html, text, "--html")
     if args.pdf:
         write_pdf(text, Path(args.pdf))
@@ -489,6 +518,7 @@ def _report(args: argparse.Namespace) -> int:
     print(("Recommendation: " + summary_line(best)) if best else no_plan_text(answer) + ".")
     print(f"wrote {args.html}" + (f" and {args.pdf}" if args.pdf else "") +
           f" (plan {answer['run']['wall_s']:.1f} s, report {time.perf_counter() - started:.1f} s)")
+    _write_recipe(args.recipe, answer, scenario)
     return _exit_status(answer["run"]["cut"], "plan_s")
 
 

@@ -17,8 +17,8 @@ import engine
 from engine.calibrate import user_calibration
 from engine.calibrate.bench_results import BenchResult, read_result
 from engine.calibrate.calibration import METRICS, badge
-from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, HOURS_PER_MONTH, convert, cost_columns,
-                                fleet_cards)
+from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER_MONTH,
+                                convert, cost_columns, firm_offer, fleet_cards)
 from engine.decide.sizing import cheapest_fleets, fleet_shapes
 from engine.decide.targets import Target
 from engine.hardware import calibration_store
@@ -216,23 +216,24 @@ def step_section(server: Server, profile: RooflineProfile, capacity: int) -> Non
 def offers_section() -> None:
     """Every rental offer per card-hour, in the currency and at the exchange rate of "Cost of this fleet"."""
     offers = load_table("offers").reset_index()
-    currency, fx = view.current("cost_currency", CURRENCIES[0]), view.current("cost_fx", CNY_PER_USD_DEFAULT)
+    currency, fx = view.current("cost_currency", DEFAULT_CURRENCY), view.current("cost_fx", CNY_PER_USD_DEFAULT)
     cols = st.columns([3, 1])
     view.choice("hw_offer_gpus", sorted(offers["gpu"].unique()), [])
     view.flag("hw_offer_firm")
     gpus = cols[0].multiselect("GPUs", sorted(offers["gpu"].unique()), key="hw_offer_gpus",
                                help="Show the offers of these GPUs only; empty shows every offer.")
-    firm_only = cols[1].toggle("Firm prices only", key="hw_offer_firm", help="Hide estimates and price ranges.")
+    firm_only = cols[1].toggle("Firm prices only", key="hw_offer_firm",
+                               help="Hide estimates, price ranges and spot capacity (the provider may take it back).")
     shown = offers[offers["gpu"].isin(gpus)] if gpus else offers
     if firm_only:
-        shown = shown[~shown["estimate"].astype(bool) & (shown["price_low"] == shown["price_high"])]
+        shown = shown[[firm_offer(o) for o in shown["offer"]]]
     hours = shown["period"].map({"hour": 1.0, "month": HOURS_PER_MONTH})
     for end in ("low", "high"):
         shown = shown.assign(**{f"per_card_hour_{end}": [
             round_money(convert(p / h / g, c, currency, fx)) for p, h, g, c in
             zip(shown[f"price_{end}"], hours, shown["gpus_per_unit"], shown["currency"])]})
-    columns = ("gpu", "per_card_hour_low", "per_card_hour_high", "vendor", "offer", "estimate", "max_cards_per_machine",
-               "gpus_per_unit", "annual_discount", "notes", "source", "as_of")
+    columns = ("gpu", "per_card_hour_low", "per_card_hour_high", "vendor", "offer", "terms", "estimate",
+               "max_cards_per_machine", "gpus_per_unit", "annual_discount", "notes", "source", "as_of")
     shown = shown.sort_values("per_card_hour_low")[list(columns)].assign(
         annual_discount=lambda f: (100 * f["annual_discount"]).round(0))
     st.dataframe(shown, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
@@ -240,6 +241,8 @@ def offers_section() -> None:
         "per_card_hour_low": st.column_config.NumberColumn(f"Per card-hour, low ({currency})", format="localized"),
         "per_card_hour_high": st.column_config.NumberColumn(f"Per card-hour, high ({currency})", format="localized"),
         "vendor": st.column_config.Column("Vendor"), "offer": st.column_config.Column("Offer"),
+        "terms": st.column_config.Column("Terms", help="On-demand, reserved (a term), spot (interruptible), or "
+                                         "unstated by the source."),
         "estimate": st.column_config.CheckboxColumn("Estimated price"),
         "max_cards_per_machine": st.column_config.NumberColumn("Cards per machine, at most",
                                                                help="The largest tensor-parallel group it hosts."),
@@ -247,8 +250,9 @@ def offers_section() -> None:
         "annual_discount": st.column_config.NumberColumn("Annual prepay discount (%)", format="localized"),
         "notes": st.column_config.Column("Notes"), "source": st.column_config.Column("Source"),
         "as_of": st.column_config.Column("As of")})
-    st.caption(f"Pay-as-you-go prices per card (or slice) and hour in {currency} (the currency and exchange rate "
-               f"of the fleet's cost above); a month is {HOURS_PER_MONTH:g} hours. Click a column header to sort.")
+    st.caption(f"Prices per card (or slice) and hour as each offer quotes them, in {currency} (the currency and "
+               f"exchange rate of the fleet's cost above); a month is {HOURS_PER_MONTH:g} hours. Click a column header "
+               "to sort.")
 
 
 def cost_vs_load(data: dict, typed: engine.Scenario, rental) -> None:
@@ -312,7 +316,7 @@ def cheapest_section(data: dict) -> None:
                           "meet the target (a few runs each, cached)."):
         return
     billing, currency, fx = (view.current(k, d) for k, d in (("cost_billing", BILLING_MODES[0]),
-                                                             ("cost_currency", CURRENCIES[0]),
+                                                             ("cost_currency", DEFAULT_CURRENCY),
                                                              ("cost_fx", CNY_PER_USD_DEFAULT)))
     bar = st.progress(0.0, text="Sizing a fleet per GPU...")
     try:

@@ -332,6 +332,7 @@ def run_current(data: dict) -> tuple[dict, runner.Run] | None:
         fallback = last[0] if last else state.default_data()
         if isinstance(exc, engine.ScenarioError):
             text.error(f"{labels.key_words(str(exc))}. Showing {shown}.")
+            state.offer_fix(data, exc)
         else:
             LOG.exception("simulation failed for %s", key)
             text.error(f"The simulation failed unexpectedly ({type(exc).__name__}); showing {shown}. Please report "

@@ -1,29 +1,35 @@
 """Planner: the cheapest rental, fleet and policy that meet the user's targets on the current workload.
 
-The question (targets, GPUs, policies, billing, currency, how sure) is asked here; the scenario's workload,
-model and server settings come from the shared scenario. A plan runs only when asked (it simulates hundreds
-of fleets), with a progress bar, and its answer stays on the page until the question or the scenario changes.
-The engine (``engine.decide.planner``) does the work; this page only asks and shows.
+The question is asked here: the workload (model, arrival rate, classes and their lengths, edited on the shared
+scenario, as the Lab and the Workload page do), the targets, GPUs, policies, prices, billing, currency and how
+sure. A plan runs only when asked (it simulates hundreds of fleets), with a progress bar, and its answer stays
+on the page until the question or the scenario changes. The engine (``engine.decide.planner``) does the work;
+this page only asks and shows.
 """
 
+import copy
+import io
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import streamlit as st
 
 import engine
-from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES
+from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES
 from engine.decide.plan_charts import pareto_chart
 from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
                                      sensitivity_text, summary_line, tuned_text)
 from engine.decide.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
-from engine.decide.report import DEFAULT_APP_URL, chromium, report_html, write_pdf
+from engine.decide.recipe import recipe_files
+from engine.decide.report import chromium, report_html, write_pdf
 from engine.decide.targets import TARGET_METRICS, Target
 from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
 from engine.hardware.tables import load_table
-from engine.scenario.config import OVERALL
+from engine.scenario.config import OVERALL, Arrival
 from engine.scenario.json_out import strict_json
+from engine.scenario.link import public_address
 from engine.scenario.labels import format_label, key_words, words
 from engine.scenario.metric_table import metric
 from engine.scenario.registry import POLICY_CODES, ROUTER_CODES
@@ -31,11 +37,14 @@ from engine.sim import parallel
 from engine.sim.policies import POLICY_LABELS
 from ui import cluster, cost_panel, jobs, runner, scenario_sidebar, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
+from ui.widgets import field_input
+from ui.workload_form import class_rows
 
 NO_TARGET = "none"
 GPUS_WITH_OFFERS = list(dict.fromkeys(load_table("offers")["gpu"]))
 REQUESTS_RANGE = (500, 20000)
 QUANTS = list(load_table("quant").index)
+PRICE_CHOICES = ("", *PRICE_RULES)  # "": the planner's default (firm when a target is a latency)
 
 
 def default_target(typed: engine.Scenario) -> tuple[str, str, float]:
@@ -67,6 +76,27 @@ def target_inputs(typed: engine.Scenario) -> tuple[Target, ...]:
     return tuple(targets)
 
 
+def workload_inputs(data: dict, typed: engine.Scenario) -> None:
+    """The customer's workload, edited in place on a copy of the shared scenario (the Lab and the Workload page show
+    the same): the model, the arrival rate and the classes with their lengths."""
+    v = state.version()
+    server = data.setdefault("server", {})
+    if typed.server.step_model == "roofline":
+        models = list(dict.fromkeys([*load_table("models").index, typed.server.model]))
+        server["model"] = st.selectbox(
+            "Model", models, index=models.index(typed.server.model), key=f"plan_model_{v}",
+            help="Every model of the table (your own from a config.json: Hardware & Cost). The plan tries every "
+                 "tensor-parallel degree at which it fits.")
+    if typed.workload.arrival is not None:
+        data["workload"]["arrival"]["rate_per_s"] = field_input(
+            Arrival, "rate_per_s", typed.workload.arrival.rate_per_s, key=f"plan_rate_{v}",
+            label="Arrival rate at the peak")
+    else:
+        st.caption("Arrivals replay the scenario's trace (the Workload page); its peak sets the load.")
+    st.markdown("**Classes of requests** (each with its share of the arrivals and its prompt and output lengths)")
+    class_rows(data, v, "plan")
+
+
 def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
     """Users x requests per user per day x peak factor, turned into the scenario's (peak) arrival rate."""
     if typed.workload.arrival is None:
@@ -96,7 +126,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
     view.choice("plan_gpus", GPUS_WITH_OFFERS, GPUS_WITH_OFFERS)
     view.choice("plan_policies", list(POLICY_CODES), [typed.policy.name])
     view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
-    view.choice("cost_currency", CURRENCIES, CURRENCIES[0])
+    view.choice("cost_currency", CURRENCIES, DEFAULT_CURRENCY)
     view.number("plan_seeds", 2, max(T_95), DEFAULT_SEEDS, integer=True)
     view.number("plan_requests", *REQUESTS_RANGE, DEFAULT_REQUESTS, integer=True)
     gpus = st.multiselect("GPUs to consider", GPUS_WITH_OFFERS, key="plan_gpus",
@@ -121,10 +151,17 @@ def question_inputs(typed: engine.Scenario) -> Question:
         format_func=lambda name: words("decoding", name),
         help="Plain: one token per decode iteration. Speculative: the scenario's speculative decoding (its draft "
              "and acceptance rate; turn it on in the Lab to compare). Each decoding adds a search.")
-    budget = st.columns(4)[0].number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
-                                  format="%g", help="In the currency below, at the low end of each offer: nothing "
-                                                    "dearer is recommended.")
+    budget_column, prices_column = st.columns(4)[:2]
+    budget = budget_column.number_input("Budget per month (0 = none)", 0.0, 1e9, step=1000.0, key="plan_budget",
+                                        format="%g", help="In the currency below, at the low end of each offer: "
+                                                          "nothing dearer is recommended.")
     view.number("plan_tune", 0, TUNE_RANGE[1], 0, integer=True)
+    view.choice("plan_prices", PRICE_CHOICES, PRICE_CHOICES[0])
+    prices = prices_column.selectbox(
+        "Prices", PRICE_CHOICES, key="plan_prices", format_func=lambda rule: words("prices", rule),
+        help="Firm: one number read from the provider, for capacity it does not take back (on-demand or reserved). "
+             "Any: estimates, price ranges and spot capacity too, each flagged. By default firm prices when a "
+             "target is a latency.")
     cols = st.columns(5)
     billing = cost_panel.billing_picker(cols[0])
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
@@ -141,7 +178,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
     return Question(targets, tuple(gpus), (), tuple(policies), tuple(quants), tuple(routers), billing, currency,
                     float(fx), int(seeds), int(requests), budget=float(budget) or None, tune=int(tune_first),
-                    decodings=tuple(decodings))
+                    decodings=tuple(decodings), prices=prices)
 
 
 def show_answer(answer: dict, question: Question) -> None:
@@ -192,7 +229,7 @@ def report_buttons(answer: dict, question: Question) -> None:
     """The plan as JSON, and as the report to hand over: HTML (interactive charts, opens offline) and PDF (printed
     by Chromium when the server has it); each file is made when its button is pressed."""
     data = state.current_or_default()
-    app_url = st.context.url.rsplit("/planner", 1)[0] if st.context.url else DEFAULT_APP_URL
+    app_url = public_address(st.context.url.rsplit("/planner", 1)[0] if st.context.url else None)
     created = time.strftime("%Y-%m-%d %H:%M %Z")
 
     def page() -> str:
@@ -203,7 +240,14 @@ def report_buttons(answer: dict, question: Question) -> None:
             path = Path(folder) / "plan.pdf"
             write_pdf(page(), path)
             return path.read_bytes()
-    cols = st.columns(3)
+
+    def recipe() -> bytes:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, content in recipe_files(answer["recommendation"], state.validate(data)).items():
+                archive.writestr(f"recipe/{name}", content)
+        return buffer.getvalue()
+    cols = st.columns(4)
     cols[0].download_button("Download the report (HTML)", page, "plan.html", mime="text/html", type="primary",
                             on_click="ignore",  # a download changes nothing on the page: no rerun
                             help="One file with the answer, its evidence and assumptions; opens offline.")
@@ -214,6 +258,10 @@ def report_buttons(answer: dict, question: Question) -> None:
         cols[1].caption("PDF: this server has no Chromium to print it; open the HTML report and print it.")
     cols[2].download_button("Download the plan (JSON)", strict_json(answer), "plan.json",
                             mime="application/json", on_click="ignore")
+    if answer["recommendation"] is not None:
+        cols[3].download_button("Download the recipe (ZIP)", recipe, "recipe.zip", mime="application/zip",
+                                on_click="ignore", help="Launch commands for vLLM, SGLang and TensorRT-LLM and a "
+                                                        "Kubernetes manifest of the recommended fleet.")
 
 sidebar_summary = scenario_sidebar.render()
 runner.warm_up()
@@ -222,9 +270,14 @@ st.caption("Which rental is cheapest that meets your targets on this workload? E
            "tensor-parallel degree that fits, each policy you choose, and the fewest replicas that meet every "
            "target on every seed.")
 scenario_sidebar.summary(sidebar_summary)
-data = state.current_or_default()
-typed = state.validate(data)
-traffic_inputs(data, typed)
+base = state.current_or_default()
+data = copy.deepcopy(base)
+with st.container(border=True):
+    st.markdown("#### Your workload")
+    workload_inputs(data, state.validate(base))
+    data = state.current() if state.edited(data, base) and state.update(data) else base
+    typed = state.validate(data)
+    traffic_inputs(data, typed)
 try:
     question = question_inputs(typed)
 except engine.ScenarioError as exc:

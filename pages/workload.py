@@ -9,7 +9,7 @@ import streamlit as st
 
 import engine
 from engine.scenario.caps import DEFAULT_CAPS, MIB
-from engine.scenario.config import Arrival, TokenDist, Trace, field_bounds, field_meta
+from engine.scenario.config import Arrival, Trace, field_bounds, field_meta
 from engine.scenario.errors import printable
 from engine.scenario.metric_table import significant
 from engine.scenario.registry import TRACE_FORMATS
@@ -18,9 +18,9 @@ from engine.sim.trace_stats import per_minute_rate, trace_statistics
 from engine.sim.traces import guess_format_from_header, read_trace_bytes
 from ui import charts, runner, scenario_sidebar, state, tables, text, trace_store
 from ui.widgets import field_input
+from ui.workload_form import class_rows
 
 SAMPLE_REQUESTS = 20000
-DIST_KEYS = ("value", "low", "high", "mean", "cv", "max")
 
 
 @st.cache_data(max_entries=32, show_spinner="Drawing the workload...")
@@ -37,20 +37,6 @@ def drawn_workload(scenario_json: str) -> pd.DataFrame:
                          "class": pd.Categorical.from_codes(requests.class_id, names)})
 
 
-def dist_controls(dist: dict, key: str) -> dict:
-    """Family and parameters of one token distribution."""
-    family = field_input(TokenDist, "dist", dist.get("dist"), key=f"{key}_dist")
-    params = {"constant": ("value", "max"), "uniform": ("low", "high", "max"), "geometric": ("mean", "max"),
-              "lognormal": ("mean", "cv", "max")}[family]
-    fallback = {"value": 256, "low": 32, "high": 1024, "mean": 256.0, "cv": 1.0}
-    edited = {"dist": family}
-    for name in params:
-        value = dist.get(name) if dist.get("dist") == family or name == "max" else None
-        edited[name] = field_input(TokenDist, name, value if value is not None else fallback.get(name),
-                                   key=f"{key}_{name}_{family}")
-    return {k: v for k, v in edited.items() if v is not None}
-
-
 def synthetic_section(data: dict, v: int) -> None:
     workload = data["workload"]
     if workload.get("arrival"):
@@ -65,12 +51,7 @@ def synthetic_section(data: dict, v: int) -> None:
                 arrival["cv"] = field_input(Arrival, "cv", arrival.get("cv") or 1.0, key=f"w_cv_{v}")
             else:
                 arrival.pop("cv", None)
-    for i, cls in enumerate(workload["classes"]):
-        st.markdown(f"**Class {text.plain(cls['name'])}** (share {cls['share']:.0%})")
-        left, right = st.columns(2)
-        for col, side in ((left, "prompt_tokens"), (right, "output_tokens")):
-            with col, st.popover(f"{side.replace('_tokens', '').capitalize()} length (tokens)", width="stretch"):
-                cls[side] = dist_controls(cls.get(side) or {"dist": "constant", "value": 128}, f"w_{i}_{side}_{v}")
+    class_rows(data, v, "w")
 
 
 def synthetic_charts(scenario: dict) -> None:

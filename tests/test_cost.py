@@ -1,11 +1,14 @@
 """Rental cost arithmetic, checked by hand."""
 
+from datetime import date
+
 import pandas as pd
 import pytest
 
 import engine
 from engine.decide import cost as cost_module
-from engine.decide.cost import HOURS_PER_MONTH, cost_columns, deployment_cost, offers_for, unit_costs
+from engine.decide.cost import (HOURS_PER_MONTH, TERMS, billing_for, billing_modes, cost_columns, deployment_cost,
+                                firm_offer, offers_for, offers_under, price_age_days, unit_costs)
 from engine.scenario.table_names import DATA_DIR
 
 
@@ -76,3 +79,32 @@ def test_the_default_offer_is_the_cheapest_that_hosts_the_fleet_and_idle_cards_a
     assert cost_module.idle_cards("ref-a100-40g-single", 3) == 0
     eight_card_units = [o for o, row in offers_for("H100-80G").iterrows() if row["gpus_per_unit"] == 8]
     assert eight_card_units and cost_module.idle_cards(eight_card_units[0], 1) == 7
+
+
+def test_every_offer_states_its_terms_and_firm_means_one_quoted_number_on_kept_capacity():
+    offers = pd.read_csv(DATA_DIR / "offers.csv").set_index("offer")
+    assert set(offers["terms"]) <= set(TERMS)
+    assert firm_offer("runpod-h100-sxm-secure") and firm_offer("ref-a100-40g-single")  # on-demand; a monthly term
+    assert not firm_offer("vast-h100-spot"), "spot capacity can be taken back"
+    assert not firm_offer("runpod-a100-sxm"), "a range from spot to on-demand"
+    assert not firm_offer("coreweave-8x-h100-on-demand"), "on-demand, but an estimate read from a third party"
+    assert not firm_offer("tensorwave-mi300x"), "terms the source does not state"
+    firm = offers_under("firm")
+    assert set(firm.index) == {o for o in offers.index if firm_offer(o)} and "vast-h100-spot" not in firm.index
+    assert len(offers_under("any")) == len(offers)
+    assert list(offers_under("any", ("vast-h100-spot",)).index) == ["vast-h100-spot"]
+    assert offers_under("firm", ("vast-h100-spot",)).empty
+    with pytest.raises(engine.ScenarioError, match="prices 'cheap' is not one of firm, any"):
+        offers_under("cheap")
+
+
+def test_a_price_ages_from_the_date_it_was_quoted():
+    assert price_age_days("aws-p5-capacity-block", date(2025, 12, 31)) == 365
+    assert price_age_days("runpod-h100-sxm-secure", date(2026, 5, 22)) == 0
+
+
+def test_annual_prepay_applies_only_where_the_offer_quotes_a_discount():
+    assert billing_modes("ref-a100-40g-single") == ("pay as you go", "annual prepay")
+    assert billing_modes("runpod-h100-sxm-secure") == ("pay as you go",)
+    assert billing_for("ref-a100-40g-single", "annual prepay") == "annual prepay"
+    assert billing_for("runpod-h100-sxm-secure", "annual prepay") == "pay as you go", "no term quoted: none sold"

@@ -1,15 +1,17 @@
 """The planner (engine.decide.planner): the cheapest calibrated plan that meets every target on every seed, stable
 from one run to the next, never fewer cards for more load, uncalibrated plans never recommended silently."""
 
+import json
 import math
 
 import pytest
 
 import engine
 from conftest import REPO
-from engine.decide.plan_text import no_plan_text, plan_text
-from engine.decide.planner import (Config, Evidence, Question, Search, best_policies, confidence_95, configurations,
-                                   plan, rank, recommend, scaled_prompts)
+from engine.decide.cost import offers_under
+from engine.decide.plan_text import no_plan_text, plan_text, summary_line
+from engine.decide.planner import (UNFIRM_NOTE, Config, Evidence, Question, Search, best_policies, confidence_95,
+                                   configurations, plan, rank, recommend, scaled_prompts)
 from engine.decide.targets import Target, all_met, parse_target
 from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
 from engine.scenario.config import apply_overrides, load_scenario, read_toml
@@ -26,8 +28,9 @@ def article(rate: float = 50.0) -> dict:
 
 
 def small(**changes) -> Question:
+    """A quick question; every offer priced (spot and estimated prices too), unless ``changes`` say otherwise."""
     return Question(**{"targets": TTFT_1S, "gpus": ("A100-80G", "H100-80G"), "seeds": 2, "requests": 800,
-                       **changes})
+                       "prices": "any", **changes})
 
 
 def entry(cost: float, calibrated: bool, cards: int = 8) -> dict:
@@ -62,6 +65,7 @@ def test_the_confidence_interval_is_students_t_over_the_seeds():
     ({"requests": 50}, "must be at least 100"),
     ({"max_replicas": 0}, "max replicas = 0 must be from 1 to 64"),
     ({"billing": "weekly"}, "billing 'weekly' is not one of"),
+    ({"prices": "cheap"}, "prices 'cheap' is not one of firm, any"),
 ])
 def test_a_bad_question_is_one_line(changes, message):
     with pytest.raises(engine.ScenarioError, match=message):
@@ -395,3 +399,21 @@ def test_a_mixed_fleet_scenario_is_planned_one_gpu_at_a_time():
     with_groups, without = plan(grouped, question), plan(article(), question)
     assert with_groups["recommendation"]["replicas"] == without["recommendation"]["replicas"]
     assert with_groups["recommendation"]["monthly_cost"] == without["recommendation"]["monthly_cost"]
+
+
+def test_a_latency_target_rents_through_firm_prices_only_unless_asked_otherwise():
+    assert small(prices="").price_rule == "firm"
+    assert small(prices="", targets=(Target("offline", "output_tokens_per_s", 100.0),)).price_rule == "any"
+    assert small(prices="any").price_rule == "any"
+    configs, skipped = configurations(article(), small(prices="", gpus=("GB200", "H100-80G")), Origin())
+    assert {c.gpu for c in configs} == {"H100-80G"}
+    assert skipped == [{"gpu": "GB200", "note": UNFIRM_NOTE}], "no firm GB200 price: said, not hidden"
+    assert "GB200" in {c.gpu for c in configurations(article(), small(gpus=("GB200",)), Origin())[0]}
+    with pytest.raises(engine.ScenarioError, match="at a firm price .*--prices any"):
+        configurations(article(), small(prices="", gpus=("GB200",)), Origin())
+    answer = plan(article(), small(prices="", gpus=("H100-80G",)))
+    plans = [answer["recommendation"], *answer["alternatives"]]
+    assert plans[0] is not None and all(p["price"]["firm"] is True for p in plans), "a plain bool: JSON takes it"
+    json.dumps(answer["recommendation"]["price"])
+    assert {p["offer"] for p in plans} <= set(offers_under("firm").index)
+    assert "price firm, " in summary_line(answer["recommendation"])

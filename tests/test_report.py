@@ -2,7 +2,10 @@
 own numbers; the PDF renders to PNG pages whose text carries the recommendation, its cost, every target's
 value and the diagnosis; the link reopens the same plan."""
 
+import base64
 import re
+import tomllib
+from datetime import date
 from urllib.parse import parse_qs, urlparse
 
 import pypdfium2 as pdfium
@@ -11,11 +14,11 @@ import pytest
 from conftest import REPO
 from engine.decide.plan_text import caveat, summary_line, target_text
 from engine.decide.planner import Question, plan
-from engine.decide.report import CHROMIUM_ENV, report_html, write_pdf
+from engine.decide.report import CHROMIUM_ENV, cost_frame, offers_frame, report_html, risks, write_pdf
 from engine.decide.targets import Target
 from engine.scenario.config import read_toml
 from engine.scenario.errors import ScenarioError
-from engine.scenario.link import decode
+from engine.scenario.link import PUBLIC_URL_ENV, decode, public_address
 from engine.scenario.metric_table import money_range
 from ui.view import VIEW_KEYS
 
@@ -107,3 +110,55 @@ def test_the_report_names_policies_routers_arrivals_and_formats_in_words(page):
                      r"tensor_parallel|max_batch_size)(?![\w-])", body)
     assert code is None, body[max(0, code.start() - 80):code.end() + 80]
     assert "Router: Fewest tokens" in body and "Poisson arrivals" in body and "INT4 weights" in body
+
+
+def test_the_cost_table_lists_only_the_billing_terms_the_offer_is_sold_under():
+    on_demand = cost_frame({"offer": "runpod-h100-sxm-secure", "cards": 4}, 7.0)
+    assert set(on_demand["billing"]) == {"Pay as you go"}, "no annual term quoted: no annual row repeating the price"
+    prepaid = cost_frame({"offer": "ref-a100-40g-single", "cards": 1}, 7.0)
+    assert set(prepaid["billing"]) == {"Pay as you go", "Annual prepay"}
+    assert prepaid.iloc[0]["per month"] != prepaid.iloc[2]["per month"], "the annual row carries its discount"
+
+
+def test_the_risks_name_spot_capacity_an_unfirm_or_old_price_and_unmeasured_step_times():
+    def answer(offer, calibrated=True):
+        return {"recommendation": {"offer": offer, "gpu": "H100-80G", "calibrated": calibrated}}
+    today = date(2026, 12, 1)
+    assert risks(answer("hyperstack-h100-sxm-on-demand"), today) == []
+    spot = risks(answer("vast-h100-spot"), today)
+    assert "take the cards back" in spot[0] and "not firm (spot terms, an estimate)" in spot[1]
+    old = risks(answer("aws-p5-capacity-block"), today)
+    assert old == [f"The price of aws-p5-capacity-block was quoted on 2024-12-31, "
+                   f"{(today - date(2024, 12, 31)).days} days before this report: check it is still current."]
+    assert "rest on an estimate" in risks(answer("hyperstack-h100-sxm-on-demand", calibrated=False), today)[0]
+    assert risks({"recommendation": None}, today) == []
+
+
+def test_the_offers_table_flags_prices_older_than_six_months():
+    frame = offers_frame({"recommendation": {"offer": "aws-p5-capacity-block"},
+                          "alternatives": [{"offer": "hyperstack-h100-sxm-on-demand"}]}, date(2026, 12, 1))
+    assert frame.set_index("offer")["as of"].to_dict() == {"aws-p5-capacity-block": "2024-12-31 (old: 700 days)",
+                                                           "hyperstack-h100-sxm-on-demand": "2026-07-31"}
+    assert list(frame["firm"]) == ["yes", "yes"] and list(frame["terms"]) == ["reserved", "on-demand"]
+
+
+def test_a_report_links_back_only_to_a_public_address(monkeypatch):
+    monkeypatch.delenv(PUBLIC_URL_ENV, raising=False)
+    for local in ("http://localhost:8501", "http://127.0.0.1:8765/", "http://0.0.0.0:8501", None, ""):
+        assert public_address(local) is None, local
+    assert public_address("https://lab.example.com/") == "https://lab.example.com"
+    monkeypatch.setenv(PUBLIC_URL_ENV, "https://plans.example.org/")
+    assert public_address("http://localhost:8501") == "https://plans.example.org", "the operator's setting wins"
+
+
+def test_no_report_names_a_local_address_an_internal_path_or_a_mirror(answer, monkeypatch):
+    monkeypatch.delenv(PUBLIC_URL_ENV, raising=False)
+    page = report_html(ARTICLE, QUESTION, answer, public_address("http://localhost:8501"), "2026-12-01 08:00 UTC")
+    for needle in ("localhost", "127.0.0.1", "shared/", "article-zh", "find_string", "code index", ".uat.",
+                   "spec numbers are wrong", "/work/", "href=\"http://"):
+        assert needle not in page, needle
+    attached = re.search(r'download="scenario.toml" href="data:text/plain;base64,([^"]+)"', page)
+    assert tomllib.loads(base64.b64decode(attached.group(1)).decode()) == ARTICLE, "the scenario travels with it"
+    best = answer["recommendation"]
+    assert f"<h1>{ARTICLE['server']['model']} at 50 req/s, interactive TTFT p99 &lt;= 1.00 s (+1 more): rent " \
+           f"{best['replicas']} x TP{best['tensor_parallel']} {best['gpu']} for " in page, "titled by the question"

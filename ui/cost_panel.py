@@ -6,7 +6,8 @@ import streamlit as st
 
 import engine
 from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
-                                HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for, unit_costs)
+                                DEFAULT_CURRENCY, HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for,
+                                unit_costs)
 from engine.decide.pricing import fleet_size, group_rent, offer_rent, price_problem
 from engine.hardware.tables import load_table
 from engine.scenario.labels import cards_text, words
@@ -37,7 +38,7 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     view.choice("cost_offer", list(offers.index), cheapest_offer(gpu, cards, tensor_parallel))
     offer = cols[0].selectbox("Offer", list(offers.index), key="cost_offer", format_func=label,
                               help="The cheapest offer that hosts this fleet, until you choose another.")
-    billing, currency, cny_per_usd = pricing_inputs(cols[1:], offers.loc[offer, "currency"])  # the offer's own
+    billing, currency, cny_per_usd = pricing_inputs(cols[1:])
     rent = offer_rent(gpu, cards, tensor_parallel, offer, billing, currency, cny_per_usd)
     rental, row = rent.rentals[0], offers.loc[offer]
     idle = rental.idle_cards
@@ -50,12 +51,12 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
     return rent.cost
 
 
-def pricing_inputs(cols: list, currency_default: str) -> tuple[str, str, float]:
-    """Billing, currency (``currency_default`` until chosen) and exchange-rate pickers in three columns, under the
+def pricing_inputs(cols: list) -> tuple[str, str, float]:
+    """Billing, currency (``DEFAULT_CURRENCY`` until chosen) and exchange-rate pickers in three columns, under the
     keys every page shares: (billing, currency, CNY per USD)."""
     view.choice("cost_billing", BILLING_MODES, BILLING_MODES[0])
     view.number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
-    view.choice("cost_currency", CURRENCIES, currency_default)
+    view.choice("cost_currency", CURRENCIES, DEFAULT_CURRENCY)
     billing = billing_picker(cols[0])
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     cny_per_usd = cols[2].number_input("CNY per USD", *CNY_PER_USD_RANGE, step=0.05, key="cost_fx", format="%g",
@@ -68,7 +69,7 @@ def pick_group_offers(scenario: engine.Scenario) -> DeploymentCost | None:
     chosen here (the pages' shared keys); None when some group's GPU has no offer."""
     cols = st.columns([3, 1, 1, 1])
     cols[0].markdown("**Offers:** each group's cheapest")
-    rent = group_rent(scenario, *pricing_inputs(cols[1:], CURRENCIES[0]))
+    rent = group_rent(scenario, *pricing_inputs(cols[1:]))
     if isinstance(rent, str):
         st.info(rent)
         return None

@@ -123,10 +123,19 @@ def update(data: dict) -> bool:
         validate(data)
     except engine.ScenarioError as exc:
         text.error(f"{key_words(str(exc))}. The last valid scenario stays in use.")
+        offer_fix(data, exc)
         return False
     _change(data, new_version=False)
     st.session_state["edited"] = True
     return True
+
+
+def offer_fix(data: dict, exc: engine.ScenarioError) -> None:
+    """The one change that resolves ``exc`` on ``data`` as a button, when the error names one ("Use 2 GPUs per
+    server")."""
+    if exc.fix:
+        st.button(exc.fix_label, type="primary", on_click=replace, args=(engine.apply_overrides(data, exc.fix),),
+                  help="Applies this change and makes the result the scenario.")
 
 
 def current_or_default() -> dict:

@@ -1,9 +1,11 @@
 """Rental cost of a deployment and its unit costs at the simulated load.
 
 Offers live in ``data/hardware/offers.csv`` (one row per offer, with source, date, currency, the
-period the price is quoted for, an annual-prepay discount and a low-high range where the price is an
-estimate). A deployment of N cards rents ceil(N / cards per unit) units of an offer. Hours per month and
-the default exchange rate between CNY and USD live in ``data/hardware/pricing_conventions.csv`` with their
+period the price is quoted for, its terms (``TERMS``), an annual-prepay discount and a low-high range where the
+price is an estimate). A price is firm (``firm_offer``) when one number is quoted, read from the provider (not an
+estimate) for capacity that is not taken back (on-demand or reserved): the only kind a service bound by latency
+targets should be sized on. A deployment of N cards rents ceil(N / cards per unit) units of an offer. Hours per month
+and the default exchange rate between CNY and USD live in ``data/hardware/pricing_conventions.csv`` with their
 sources; the exchange rate is a setting of the user's.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import date
 
 import pandas as pd
 
@@ -23,14 +26,52 @@ _CONVENTIONS = load_table("pricing_conventions")["value"]
 HOURS_PER_MONTH = float(_CONVENTIONS["hours_per_month"])
 BILLING_MODES = ("pay as you go", "annual prepay")
 CURRENCIES = ("CNY", "USD")
+DEFAULT_CURRENCY = "USD"  # every page's and command's currency until the user picks one (then the pages keep theirs)
 CNY_PER_USD_DEFAULT = float(_CONVENTIONS["cny_per_usd_default"])
 CNY_PER_USD_RANGE = (1.0, 20.0)  # the exchange rates the app and the command line accept
+TERMS = ("on-demand", "reserved", "spot", "spot to on-demand", "unstated")  # offers.csv ``terms``
+FIRM_TERMS = ("on-demand", "reserved")  # capacity the provider does not take back
+INTERRUPTIBLE_TERMS = ("spot", "spot to on-demand")  # the provider may take the cards back at any time
+PRICE_RULES = ("firm", "any")  # which offers a plan may rent through: firm prices only, or every offer
+STALE_PRICE_DAYS = 183  # a price quoted more than six months before the plan is flagged as old
 
 
 def offers_for(gpu: str) -> pd.DataFrame:
     """The offers that rent ``gpu``: whole cards of a card profile, or slices of a slice profile."""
     offers = load_table("offers")
     return offers[offers["gpu"] == gpu]
+
+
+def firm_offer(offer: str) -> bool:
+    """True when ``offer``'s price is firm: one number, not an estimate, on terms that keep the capacity."""
+    row = load_table("offers").loc[offer]
+    return bool(row["terms"] in FIRM_TERMS and not row["estimate"] and row["price_low"] == row["price_high"])
+
+
+def offers_under(rule: str, asked: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The offers a plan may rent through under price rule ``rule`` (``PRICE_RULES``): those ``asked`` for (every
+    offer when none is), firm ones only under "firm"."""
+    if rule not in PRICE_RULES:
+        raise ScenarioError(f"prices {excerpt(rule)} is not one of {', '.join(PRICE_RULES)}")
+    offers = load_table("offers")
+    offers = offers[offers.index.isin(asked)] if asked else offers
+    return offers if rule == "any" else offers[[firm_offer(o) for o in offers.index]]
+
+
+def billing_modes(offer: str) -> tuple[str, ...]:
+    """The billing modes ``offer`` is sold under: pay as you go, and annual prepay only where the provider publishes
+    a discount for it (otherwise it would repeat the same price under a term nobody quoted)."""
+    return BILLING_MODES if float(load_table("offers").loc[offer, "annual_discount"]) > 0 else BILLING_MODES[:1]
+
+
+def billing_for(offer: str, billing: str) -> str:
+    """``billing`` when ``offer`` is sold under it, else pay as you go (the offer's own price)."""
+    return billing if billing in billing_modes(offer) else BILLING_MODES[0]
+
+
+def price_age_days(offer: str, today: date) -> int:
+    """Days between the date ``offer``'s price was quoted and ``today``."""
+    return (today - date.fromisoformat(str(load_table("offers").loc[offer, "as_of"]))).days
 
 
 def fleet_cards(gpu: str, tensor_parallel: int, replicas: int) -> int:
@@ -94,7 +135,7 @@ def cheapest_offer(gpu: str, cards: int, tensor_parallel: int) -> str | None:
         list(offers_for(gpu).index)
     if not offers:
         return None
-    return min(offers, key=lambda o: deployment_cost(o, cards, BILLING_MODES[0], CURRENCIES[0],
+    return min(offers, key=lambda o: deployment_cost(o, cards, BILLING_MODES[0], DEFAULT_CURRENCY,
                                                      CNY_PER_USD_DEFAULT).per_hour[0])
 
 

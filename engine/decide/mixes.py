@@ -23,7 +23,8 @@ from typing import Optional
 from ..hardware.calibration_store import with_gpu
 from ..scenario.config import apply_overrides, load_scenario
 from ..sim.simulate import estimated_offered_load
-from .cost import DeploymentCost, combined_cost, deployment_cost, fleet_cards, offer_hosting_problem, offers_for
+from .cost import (DeploymentCost, billing_for, combined_cost, deployment_cost, fleet_cards, offer_hosting_problem,
+                   offers_under)
 
 MAX_MIX_FLEETS = 12  # mixed fleets simulated at most (each on every seed)
 
@@ -34,12 +35,13 @@ def group_of(plan: dict) -> dict:
 
 
 def cheapest_rental(question, gpu: str, tensor_parallel: int, replicas: int) -> Optional[DeploymentCost]:
-    """The offer (among those asked for) renting ``replicas`` x ``tensor_parallel`` cards of ``gpu`` for the least
-    per month (low end) in the question's billing and currency; None when none hosts them."""
+    """The offer (among those asked for, under the question's price rule) renting ``replicas`` x ``tensor_parallel``
+    cards of ``gpu`` for the least per month (low end) in the question's billing and currency; None when none hosts
+    them."""
     cards = fleet_cards(gpu, tensor_parallel, replicas)
-    costs = [deployment_cost(o, cards, question.billing, question.currency, question.cny_per_usd)
-             for o in offers_for(gpu).index
-             if (not question.offers or o in question.offers) and offer_hosting_problem(o, tensor_parallel) is None]
+    offers = offers_under(question.price_rule, question.offers)
+    costs = [deployment_cost(o, cards, billing_for(o, question.billing), question.currency, question.cny_per_usd)
+             for o in offers[offers["gpu"] == gpu].index if offer_hosting_problem(o, tensor_parallel) is None]
     return min(costs, key=lambda c: c.per_month[0], default=None)
 
 
@@ -97,7 +99,8 @@ def cheaper_mix(search, plans: list[dict]) -> tuple[Optional[dict], str]:
            "router": base["router"], "policy": base["policy"], "decoding": base["decoding"],
            "calibrated": all(e["calibrated"] for e in entries),
            "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
-                            "billing": q.billing, "estimate": bool(cost.estimate)},
+                            "billing": " + ".join(dict.fromkeys(billing_for(r.offer, q.billing) for r in rentals)),
+                            "estimate": bool(cost.estimate)},
            "saving_per_month": base["monthly_cost"]["low"] - cost.per_month[0],
            "instead_of": {"gpu": base["gpu"], "tensor_parallel": base["tensor_parallel"],
                           "replicas": base["replicas"], "offer": base["offer"]},

@@ -11,6 +11,7 @@ import pandas as pd
 from ..scenario.labels import cards_text, count_text, format_label, key_words, parallel_label, words
 from ..scenario.metric_table import metric, money_range, money_text
 from ..sim.policies import POLICY_LABELS
+from .cost import INTERRUPTIBLE_TERMS
 
 ALTERNATIVES_SHOWN = 12
 TEXT_WIDTH = 120  # columns of the terminal text's paragraphs
@@ -32,6 +33,15 @@ def shape(plan: dict) -> str:
     return f"{plan['replicas']} x {parallel_label(plan['tensor_parallel'], split, split)}{pools}"
 
 
+def price_words(plan: dict) -> str:
+    """How firm the plan's price is, in words: "firm, on-demand", "estimate, spot (interruptible)"."""
+    price = plan.get("price")
+    if price is None:  # a plan without its offer's terms
+        return "estimate" if plan["monthly_cost"].get("estimate") else "firm"
+    terms = price["terms"] + (" (interruptible)" if price["terms"] in INTERRUPTIBLE_TERMS else "")
+    return f"{'firm' if price['firm'] else 'estimate'}, {terms}, quoted {price['as_of']}"
+
+
 def summary_line(plan: dict) -> str:
     """The recommendation in words."""
     cost, unit = plan["monthly_cost"], plan["cost_per_1m_output_tokens"]
@@ -45,7 +55,8 @@ def summary_line(plan: dict) -> str:
             f"{format_label(plan['quant'])} weights{decoding}), policy "
             f"{policy_label(plan['policy']['name'])}{same}, router {words('router', plan['router'])}: "
             f"{money_range((cost['low'], cost['high']), cost['currency'])}"
-            f" per month ({cost['billing']}), {money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
+            f" per month ({cost['billing']}; price {price_words(plan)}), "
+            f"{money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
 
 
@@ -69,7 +80,7 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             # what to rent and what it costs and achieves first; how it is run and how sure after
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": format_label(plan["quant"]),
             "decoding": words("decoding", plan["decoding"]), "cards": plan["cards"],
-            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
+            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])), "price": price_words(plan),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
             "policy": policy_text(plan),

@@ -37,14 +37,15 @@ from ..hardware.tables import gpu_names, is_slice, link_domain_cards, load_table
 from ..scenario.caps import DEFAULT_CAPS
 from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario
 from ..scenario.errors import ScenarioError, excerpt
+from ..scenario.metric_table import metric
 from ..scenario.origin import Origin
 from ..scenario.registry import POLICY_CODES, ROUTER_CODES
 from ..scenario.summary import Summary
 from ..sim import stopping
 from ..sim.parallel import run_all, simulate_summary, workers
 from ..sim.simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
-from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, deployment_cost, fleet_cards, offer_hosting_problem,
-                   unit_costs)
+from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, PRICE_RULES, billing_for, deployment_cost,
+                   firm_offer, fleet_cards, offer_hosting_problem, offers_under, unit_costs)
 from .diagnosis import diagnose
 from .mixes import cheaper_mix
 from .plan_text import NOT_SIZED
@@ -71,7 +72,7 @@ class Question:
     quants: tuple[str, ...] = ()  # weight formats the customer accepts; empty: the scenario's
     routers: tuple[str, ...] = ()  # routers to try; empty: the scenario's
     billing: str = BILLING_MODES[0]
-    currency: str = CURRENCIES[0]
+    currency: str = DEFAULT_CURRENCY
     cny_per_usd: float = CNY_PER_USD_DEFAULT
     seeds: int = DEFAULT_SEEDS
     requests: int = DEFAULT_REQUESTS
@@ -79,6 +80,15 @@ class Question:
     budget: float | None = None  # most per month (low end, in ``currency``) a recommendation may cost; None: any
     tune: int = 0  # candidates per tunable policy tried before sizing (0: the scenario's parameters)
     decodings: tuple[str, ...] = ()  # DECODINGS to try; empty: the scenario's
+    prices: str = ""  # PRICE_RULES entry; empty: firm prices when a target is a latency, every offer otherwise
+
+    @property
+    def price_rule(self) -> str:
+        """Which offers the plan rents through: the one asked for, else firm prices for a service held to a latency
+        target (a spot or estimated price would not hold for it) and every offer for one held to throughput."""
+        if self.prices:
+            return self.prices
+        return PRICE_RULES[0] if any(metric(t.key).unit == "ms" for t in self.targets) else PRICE_RULES[1]
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -110,6 +120,8 @@ class Question:
         if self.tune and not TUNE_RANGE[0] <= self.tune <= TUNE_RANGE[1]:
             raise ScenarioError(f"tune = {self.tune} candidates per policy must be 0 (off) or from {TUNE_RANGE[0]} "
                                 f"to {TUNE_RANGE[1]:,}")
+        if self.prices and self.prices not in PRICE_RULES:
+            raise ScenarioError(f"prices {excerpt(self.prices)} is not one of {', '.join(PRICE_RULES)}")
         if self.budget is not None and not (math.isfinite(self.budget) and self.budget > 0):
             raise ScenarioError(f"budget = {self.budget} must be a positive amount per month")
         for gpu in self.gpus:
@@ -324,12 +336,18 @@ def pool_keys(config: Config, pool: str, replicas: int) -> dict:
 
 def configurations(data: dict, question: Question, origin: Origin) -> tuple[list[Config], list[dict]]:
     """Every configuration worth sizing, and a note for each GPU left out and why."""
-    offers = load_table("offers")
+    asked = load_table("offers")
     if question.offers:
-        offers = offers.loc[list(question.offers)]
+        asked = asked.loc[list(question.offers)]
+    asked = asked[[g in gpu_names() and (not question.gpus or g in question.gpus) for g in asked["gpu"]]]
+    offers = offers_under(question.price_rule, question.offers)
     gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names() and (not question.gpus or g in question.gpus)]
+    skipped = [{"gpu": gpu, "note": UNFIRM_NOTE} for gpu in dict.fromkeys(asked["gpu"]) if gpu not in gpus]
     if not gpus:
-        raise ScenarioError("no GPU has an offer among those asked for: widen --gpus or --offers")
+        raise ScenarioError("no GPU has an offer among those asked for" + (
+            ": widen --gpus or --offers" if asked.empty else
+            " at a firm price (one number, read from the provider, on-demand or reserved): plan with prices 'any' "
+            "(--prices any) to include estimated and spot prices"))
     policies = question.policies or (data.get("policy", {}).get("name", "fifo"),)
     scenario = load_scenario(data, origin=origin)
     quants = question.quants or (scenario.server.quant,)
@@ -337,7 +355,7 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
     decodings = question.decodings or (decoding_of(data),)
     for decoding in decodings:
         with_decoding(data, decoding)  # speculative decoding asked for without its settings: say so before any run
-    configs, skipped = [], []
+    configs = []
     for gpu in gpus:
         for quant in quants:
             named = gpu if len(quants) == 1 else f"{gpu} ({quant} weights)"
@@ -364,6 +382,10 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
                         for split in splits if tp > 1 or not split for policy in policies
                         for router in routers for decoding in decodings]
     return configs, skipped
+
+
+UNFIRM_NOTE = ("no firm price (its offers are estimates, ranges or spot capacity): plan with prices 'any' to "
+               "include it")
 
 
 EXPERT_PARALLEL_STATUS = "; DP + EP's all-to-all and imbalance estimated, not fitted on a measured run"
@@ -459,7 +481,7 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
             continue
         replicas = found[0]
         cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
-        cost = deployment_cost(best["offer"], cards, q.billing, q.currency, q.cny_per_usd)
+        cost = deployment_cost(best["offer"], cards, best["monthly_cost"]["billing"], q.currency, q.cny_per_usd)
         answers.append({"change": label, "replicas": replicas, "cards": cards,
                         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency}})
     return answers
@@ -506,7 +528,8 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
     """One priced plan: the JSON contract's P (``router``: the scenario's, unless the configuration sets one)."""
     q, data = search.question, search.data
     cards = fleet_cards(config.gpu, config.tensor_parallel, replicas)
-    cost = deployment_cost(offer, cards, q.billing, q.currency, q.cny_per_usd)
+    billing = billing_for(offer, q.billing)  # annual prepay only where the offer quotes it
+    cost = deployment_cost(offer, cards, billing, q.currency, q.cny_per_usd)
     per_million = [[unit_costs(cost.per_hour[end], s["overall"])["per_million_output_tokens"]
                     for s in evidence.summaries] for end in (0, 1)]
     first = evidence.summaries[0]
@@ -519,13 +542,20 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
         "calibrated": calibrated(data, config.gpu) and not config.expert_parallel,
         "step_times": status(config.gpu) + (EXPERT_PARALLEL_STATUS if config.expert_parallel else ""),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
-                         "billing": q.billing, "estimate": bool(cost.estimate)},
+                         "billing": billing, "estimate": bool(cost.estimate)},
+        "price": price_entry(offer),
         "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
         "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
         "targets": target_entries(q, evidence),
         "metrics": {**first["classes"], OVERALL: first["overall"]},
         "gpu_busy_frac": first["system"]["gpu_busy_frac"],
     }
+
+
+def price_entry(offer: str) -> dict:
+    """How far the offer's price can be trusted: its terms, whether it is firm, and when it was quoted."""
+    row = load_table("offers").loc[offer]
+    return {"terms": str(row["terms"]), "firm": firm_offer(offer), "as_of": str(row["as_of"])}
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -633,11 +663,10 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     not_possible += [{"gpu": gpu, "tensor_parallel": tp, "expert_parallel": split, "policies": policies, "note": note}
                      for (gpu, tp, split, note), policies in failed.items()]
     plans = []
-    offers = load_table("offers")
+    offers = offers_under(question.price_rule, question.offers)
     for config, (replicas, evidence), same in best_policies(sized, question.targets):
         for offer in offers[offers["gpu"] == config.gpu].index:
-            if (question.offers and offer not in question.offers) or offer_hosting_problem(offer,
-                                                                                            config.tensor_parallel):
+            if offer_hosting_problem(offer, config.tensor_parallel):
                 continue
             plans.append({**plan_entry(search, config, replicas, evidence, offer, scenario.fleet.router),
                           "same_fleet_policies": same})

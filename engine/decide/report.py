@@ -11,11 +11,13 @@ so the report, the page and ``plan --json`` agree.
 
 from __future__ import annotations
 
+import base64
 import html
 import os
 import shutil
 import subprocess
 import tempfile
+from datetime import date
 from pathlib import Path
 
 import pandas as pd
@@ -24,24 +26,25 @@ from plotly.offline import get_plotlyjs
 
 from ..calibrate.calibration import badge
 from ..hardware.tables import load_table
-from ..scenario.config import Scenario, TokenDist, field_label, load_scenario
+from ..scenario.config import Scenario, TokenDist, field_label, load_scenario, to_toml
 from ..scenario.errors import ScenarioError
 from ..scenario.labels import cards_text, format_label, parallel_label, words
 from ..scenario.link import page_link
 from ..scenario.metric_table import metric, money_range
 from ..scenario.origin import Origin
 from ..sim.simulate import estimated_offered_load, load_text
-from .cost import BILLING_MODES, CURRENCIES, deployment_cost
+from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_modes, deployment_cost, firm_offer,
+                   price_age_days)
 from .plan_charts import pareto_chart, targets_chart
+from .recipe import engine_versions, recipe_files
 from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
-                        policy_label, sensitivity_text, summary_line, target_text, tuned_text)
+                        policy_label, sensitivity_text, shape, summary_line, target_text, tuned_text)
 from .planner import Question
 
 CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 PRINT_TIMEOUT_S = 120
 PLANNER_PAGE = "planner"
-DEFAULT_APP_URL = "http://localhost:8501"  # where ``streamlit run app.py`` serves the app
 STYLE = """
 body { font-family: 'Source Sans Pro', 'Helvetica Neue', Arial, sans-serif; max-width: 1100px; margin: 24px auto;
        padding: 0 16px; color: #1f2430; line-height: 1.45; }
@@ -77,7 +80,8 @@ def planner_view(question: Question) -> dict:
             "plan_quants": list(question.quants), "plan_routers": list(question.routers),
             "plan_decodings": list(question.decodings),
             "plan_budget": question.budget, "plan_tune": question.tune, "plan_seeds": question.seeds,
-            "plan_requests": question.requests, "cost_billing": question.billing, "cost_currency": question.currency,
+            "plan_requests": question.requests, "plan_prices": question.prices, "cost_billing": question.billing,
+            "cost_currency": question.currency,
             "cost_fx": question.cny_per_usd}
     for i, target in enumerate(question.targets):
         view.update({f"plan_class_{i}": target.cls, f"plan_metric_{i}": target.key, f"plan_limit_{i}": target.limit})
@@ -85,9 +89,9 @@ def planner_view(question: Question) -> dict:
 
 
 def cost_frame(plan: dict, cny_per_usd: float) -> pd.DataFrame:
-    """The recommended fleet's rent through its offer in every billing mode and currency."""
+    """The recommended fleet's rent through its offer in every billing mode it is sold under and every currency."""
     rows = []
-    for billing in BILLING_MODES:
+    for billing in billing_modes(plan["offer"]):
         for currency in CURRENCIES:
             cost = deployment_cost(plan["offer"], plan["cards"], billing, currency, cny_per_usd)
             rows.append({"billing": words("billing", billing), "currency": currency,
@@ -152,31 +156,78 @@ def calibration_frame(answer: dict, engine: str) -> pd.DataFrame:
     return pd.DataFrame([{"GPU": gpu, "step times": badge(gpu, engine=engine)} for gpu in gpus])
 
 
-def offers_frame(answer: dict) -> pd.DataFrame:
-    """The offers priced in the answer, with their source and date."""
+def offers_frame(answer: dict, today: date) -> pd.DataFrame:
+    """The offers priced in the answer, with their terms, whether the price is firm, its source and date (flagged
+    when older than ``STALE_PRICE_DAYS`` on ``today``)."""
     plans = [p for p in (answer["recommendation"], *answer["alternatives"]) if p is not None]
     table = load_table("offers")
     rows = []
     for offer in dict.fromkeys(p["offer"] for p in plans):
         row = table.loc[offer]
         price = money_range((row["price_low"], row["price_high"]), row["currency"])
+        age = price_age_days(offer, today)
         rows.append({"offer": offer, "vendor": row["vendor"], "GPU": row["gpu"],
                      "price": f"{price} per {row['period']} per {row['gpus_per_unit']} card(s)",
-                     "estimate": "yes" if row["estimate"] else "no", "source": row["source"], "as of": row["as_of"]})
+                     "terms": row["terms"], "firm": "yes" if firm_offer(offer) else "no (estimate)",
+                     "source": row["source"],
+                     "as of": row["as_of"] + (f" (old: {age} days)" if age > STALE_PRICE_DAYS else "")})
     return pd.DataFrame(rows)
 
 
-def report_html(data: dict, question: Question, answer: dict, app_url: str, created: str,
+def risks(answer: dict, today: date) -> list[str]:
+    """What could make the recommendation cost more or serve worse than it reads, one sentence each: capacity the
+    provider can take back, a price that is an estimate or old, step times not measured."""
+    best = answer["recommendation"]
+    if best is None:
+        return []
+    row, lines = load_table("offers").loc[best["offer"]], []
+    if row["terms"] in INTERRUPTIBLE_TERMS:
+        lines.append(f"{best['offer']} rents {row['terms']} capacity: the provider can take the cards back at any "
+                     "time, and a service held to latency targets then misses them until it is replaced. Price it "
+                     "on-demand or reserved before you commit.")
+    if not firm_offer(best["offer"]):
+        lines.append(f"The price of {best['offer']} is not firm ({row['terms']} terms"
+                     + (", a range" if row["price_low"] != row["price_high"] else "")
+                     + (", an estimate" if row["estimate"] else "") + "): ask the provider for a quote.")
+    age = price_age_days(best["offer"], today)
+    if age > STALE_PRICE_DAYS:
+        lines.append(f"The price of {best['offer']} was quoted on {row['as_of']}, {age} days before this report: "
+                     "check it is still current.")
+    if not best["calibrated"]:
+        lines.append(f"The step times of {best['gpu']} in this shape rest on an estimate: measure them before "
+                     "renting.")
+    return lines
+
+
+def title(scenario: Scenario, question: Question, answer: dict) -> str:
+    """The report's title, from the question and its answer: "Llama-3-70B at 40 req/s, interactive TTFT p99 <= 2.00
+    s: rent 10 x TP4 H100-80G for 44,384 USD a month"."""
+    traffic = (f"{scenario.workload.arrival.rate_per_s:,g} req/s" if scenario.workload.arrival is not None else
+               f"the trace {Path(scenario.workload.trace.path).name}")
+    asked = f"{scenario.server.model} at {traffic}, {question.targets[0].describe()}"
+    asked += f" (+{len(question.targets) - 1} more)" if len(question.targets) > 1 else ""
+    best = answer["recommendation"]
+    if best is None:
+        return f"{asked}: no plan meets the targets"
+    cost = best["monthly_cost"]
+    money = money_range((cost["low"], cost["high"]), cost["currency"])
+    return f"{asked}: rent {shape(best)} {best['gpu']} for {money} a month"
+
+
+def report_html(data: dict, question: Question, answer: dict, app_url: str | None, created: str,
                 origin: Origin = Origin()) -> str:
-    """The whole report as one HTML document (Plotly inlined: it needs no network to open)."""
+    """The whole report as one HTML document (Plotly inlined: it needs no network to open); ``app_url``: the app's
+    public address (``link.public_address``), None to carry the scenario instead of a link back."""
     scenario = load_scenario(data, origin=origin)
     e = html.escape
     best = answer["recommendation"]
-    link = page_link(app_url, PLANNER_PAGE, data, planner_view(question))
-    parts = [f"<h1>Plan: {e(scenario.name)}</h1>",
-             f'<p class="meta">Scheduler Lab, {e(created)}. Targets: '
-             f"{e('; '.join(t.describe() for t in question.targets))}. "
-             f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.</p>']
+    today = date.fromisoformat(created[:10])
+    heading = title(scenario, question, answer)
+    reopen = (f'<a href="{e(page_link(app_url, PLANNER_PAGE, data, planner_view(question)))}">Reopen this plan in '
+              "Scheduler Lab</a>." if app_url else "The scenario is attached at the end, to reopen this plan.")
+    parts = [f"<h1>{e(heading)}</h1>",
+             f'<p class="meta">Scheduler Lab, {e(created)}; scenario "{e(scenario.name)}". Targets: '
+             f"{e('; '.join(t.describe() for t in question.targets))}. {reopen}</p>"]
     cut = cut_text(answer)
     if cut:
         parts.append(f'<p class="caveat">{e(cut)}.</p>')
@@ -189,9 +240,12 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
             parts.append(f'<p class="caveat">{e(warning)}</p>')
         unit = best["cost_per_1m_output_tokens"]
         per_million = money_range((unit["low"], unit["high"]), best["monthly_cost"]["currency"])
+        hazards = risks(answer, today)
         parts += ["<h2>What it costs</h2>", _table(cost_frame(best, question.cny_per_usd)),
                   f'<p class="meta">{cards_text(best["cards"])} through {e(best["offer"])}; per 1M output tokens '
                   f"at the simulated load: {e(per_million)}.</p>",
+                  *(["<h2>Risks</h2>", "<ul>" + "".join(f"<li>{e(s)}</li>" for s in hazards) + "</ul>"]
+                    if hazards else []),
                   "<h2>Targets</h2>", _table(targets_frame(best)),
                   "<h2>What limits this fleet</h2>",
                   "<ul>" + "".join(f"<li>{e(s)}</li>" for s in answer["diagnosis"]) + "</ul>"]
@@ -214,14 +268,30 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str, crea
               "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
               "<h2>Step times of every GPU in this plan</h2>",
               _table(calibration_frame(answer, scenario.server.engine)),
-              "<h2>Offers priced</h2>", _table(offers_frame(answer))]
+              "<h2>Offers priced</h2>", _table(offers_frame(answer, today))]
+    if best is not None:
+        files = recipe_files(best, scenario)
+        parts += ["<h2>Deploy it</h2>",
+                  f"<p>Attached: one server's launch command under {e(', '.join(engine_versions(files)))}, and the "
+                  "fleet as a Kubernetes manifest: "
+                  + ", ".join(_attachment(name, text) for name, text in files.items())
+                  + ". The README says what the engines cannot take as a flag.</p>"]
+    parts.append(f'<p class="meta">{_attachment("scenario.toml", to_toml(data), "The scenario, attached")}: '
+                 "everything the plan simulated, as a file to open in Scheduler Lab or to plan again from the "
+                 "command line.</p>")
     run = answer["run"]
     parts.append(f'<p class="meta">{run["evaluations"]:,} simulations in {run["wall_s"]:.1f} s on {run["workers"]} '
                  "cores. Latencies are simulated with the step times above; see the app's Method page for the "
                  "model.</p>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>Plan: {e(scenario.name)}</title><style>{STYLE}</style>"
+            f"<title>{e(heading)}</title><style>{STYLE}</style>"
             f"<script>{get_plotlyjs()}</script></head><body>{''.join(parts)}</body></html>")
+
+
+def _attachment(name: str, text: str, label: str = "") -> str:
+    """A link that saves ``text`` as the file ``name`` (the report stays one self-contained file)."""
+    encoded = base64.b64encode(text.encode()).decode()
+    return f'<a download="{html.escape(name)}" href="data:text/plain;base64,{encoded}">{html.escape(label or name)}</a>'
 
 
 def chromium() -> str | None:

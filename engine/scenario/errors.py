@@ -11,7 +11,17 @@ EXCERPT_CHARS = 40
 
 
 class ScenarioError(ValueError):
-    """An invalid scenario: a bad key, value, or an impossible combination."""
+    """An invalid scenario: a bad key, value, or an impossible combination; ``fix``: the overrides that resolve it
+    (dotted keys, as ``apply_overrides`` takes them) when one change does, which a page offers as one click under
+    ``fix_label``."""
+
+    def __init__(self, message: str = "", fix: dict | None = None, fix_label: str = "") -> None:
+        super().__init__(message)
+        self.fix = dict(fix or {})
+        self.fix_label = fix_label
+
+    def __reduce__(self):  # the fix survives a worker process's pickling
+        return type(self), (str(self), self.fix, self.fix_label)
 
 
 class TraceError(ScenarioError):

@@ -38,6 +38,9 @@ CHOICE_WORDS = {
     "dist": {"constant": "Constant", "uniform": "Uniform", "geometric": "Geometric", "lognormal": "Lognormal"},
     "decoding": {"plain": "Plain", "speculative": "Speculative"},
     "billing": {"pay as you go": "Pay as you go", "annual prepay": "Annual prepay"},  # cost.BILLING_MODES
+    # cost.PRICE_RULES, and "" (the planner's default: firm when a target is a latency)
+    "prices": {"": "Firm for latency targets", "firm": "Firm prices only",
+               "any": "Any price (estimates and spot too)"},
     # GPU families of data/hardware/gpus.csv (the architecture a calibration is fitted per)
     "gpu_family": {"turing": "Turing", "ampere": "Ampere", "ampere-consumer": "Ampere (consumer)", "ada": "Ada",
                    "hopper": "Hopper", "blackwell": "Blackwell", "cdna3": "CDNA 3",

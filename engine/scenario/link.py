@@ -8,9 +8,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import zlib
 from typing import Iterator
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlparse
 
 from .caps import DEFAULT_CAPS
 from .config import not_text
@@ -18,6 +19,8 @@ from .errors import ScenarioError, key_text
 
 SCENARIO_KEY = "s"
 VIEW_KEY = "v"
+PUBLIC_URL_ENV = "SCHEDULER_LAB_PUBLIC_URL"  # the address reports link back to: the operator's setting
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0", "::1")  # addresses only the machine itself can open
 PATH_CHARS = 80  # the longest key an error line names in full
 
 
@@ -79,6 +82,15 @@ def _check_texts(data: dict, what: str) -> None:
             raise ScenarioError(f"{what}: {_path_text(steps)} {not_text(child)}; the default is shown")
         if isinstance(child, (dict, list)):
             stack.append((step, _children(child)))
+
+
+def public_address(seen: str | None = None) -> str | None:
+    """The address a report links back to: ``$SCHEDULER_LAB_PUBLIC_URL`` when the operator set it, else ``seen``
+    (where the visitor reached the app); None when that is missing or local to one machine (a customer could not
+    open it), and the report then carries its scenario instead of a link."""
+    address = (os.environ.get(PUBLIC_URL_ENV) or seen or "").strip()
+    host = urlparse(address).hostname if address else None
+    return None if not host or host in LOCAL_HOSTS or host.startswith("127.") else address.rstrip("/")
 
 
 def page_link(app_url: str, page: str, scenario: dict, view: dict | None = None) -> str:
