@@ -84,7 +84,8 @@ def test_the_default_offer_is_the_cheapest_that_hosts_the_fleet_and_idle_cards_a
 def test_every_offer_states_its_terms_and_firm_means_one_quoted_number_on_kept_capacity():
     offers = pd.read_csv(DATA_DIR / "offers.csv").set_index("offer")
     assert set(offers["terms"]) <= set(TERMS)
-    assert firm_offer("runpod-h100-sxm-secure") and firm_offer("ref-a100-40g-single")  # on-demand; a monthly term
+    assert firm_offer("hyperstack-h100-sxm-on-demand") and firm_offer("ref-a100-40g-single")  # on-demand; a term
+    assert not firm_offer("runpod-h100-sxm-secure"), "one number, but read from a third party's page"
     assert not firm_offer("vast-h100-spot"), "spot capacity can be taken back"
     assert not firm_offer("runpod-a100-sxm"), "a range from spot to on-demand"
     assert not firm_offer("coreweave-8x-h100-on-demand"), "on-demand, but an estimate read from a third party"
