@@ -21,7 +21,8 @@ from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, D
 from engine.decide.plan_charts import pareto_chart
 from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
                                      sensitivity_text, summary_line, tuned_text)
-from engine.decide.planner import DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, plan
+from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, answer_key,
+                                   plan)
 from engine.decide.recipe import recipe_files
 from engine.decide.report import chromium, report_html, write_pdf
 from engine.decide.targets import TARGET_METRICS, Target
@@ -35,7 +36,7 @@ from engine.scenario.metric_table import metric
 from engine.scenario.registry import POLICY_CODES, ROUTER_CODES
 from engine.sim import parallel
 from engine.sim.policies import POLICY_LABELS
-from ui import cluster, cost_panel, jobs, runner, scenario_sidebar, state, tables, text, turns, view
+from ui import cluster, cost_panel, jobs, plan_store, runner, scenario_sidebar, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 from ui.workload_form import class_rows
@@ -283,13 +284,19 @@ try:
 except engine.ScenarioError as exc:
     text.error(f"{key_words(str(exc))}.")
     st.stop()
-asked = (runner.canonical(data), repr(question))
+asked = answer_key(data, question)
+kept = plan_store.get(asked)
+reopened = view.current("plan_answer", "") == asked  # a link names this question's answer
+if kept is not None and reopened:
+    st.session_state["plan"] = (asked, kept)
 # The click is kept in the session (a button's own value lasts one run, and the first run of a page may rerun).
 where = cluster.choice("plan_on_dask")
 st.button("Plan", type="primary", help="Simulates every configuration; takes from seconds to a minute.",
           on_click=lambda: st.session_state.__setitem__("plan_asked", True))
-if st.session_state.pop("plan_asked", False):
-    bar = st.progress(0.0, text="Sizing every configuration...")
+recompute = reopened and kept is None and (st.session_state.get("plan") or ("",))[0] != asked
+if st.session_state.pop("plan_asked", False) or recompute:
+    bar = st.progress(0.0, text="Recomputing the answer this link names (the server no longer kept it)..."
+                      if recompute else "Sizing every configuration...")
     try:
         # The plan gives up this page's turn while it runs (its runs queue in the background pool), and stops with
         # the visitor's session.
@@ -302,7 +309,9 @@ if st.session_state.pop("plan_asked", False):
         st.stop()
     finally:
         bar.empty()
+    plan_store.put(asked, answer)
     st.session_state["plan"] = (asked, answer)
+    st.session_state["plan_answer"] = asked  # the link now names this answer
 shown = st.session_state.get("plan")
 if shown and shown[0] == asked:
     show_answer(shown[1], question)

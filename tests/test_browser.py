@@ -195,6 +195,14 @@ def test_planner_plans_and_its_download_holds_the_numbers_on_screen(server, page
     with page.expect_download() as download:
         page.get_by_role("button", name="Download the report (PDF)").click()
     assert Path(download.value.path()).read_bytes().startswith(b"%PDF")
+    shared = page.url  # the address bar now names the answer (plan_answer)
+    colleague = page.context.browser.new_page(viewport={"width": 1400, "height": 1600})
+    try:
+        colleague.goto(shared)
+        again = colleague.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS).inner_text()
+        assert again == said, "the link reopens the question with its answer, kept on the server: no Plan pressed"
+    finally:
+        colleague.close()
 
 
 HOSTILE_NAME = "![x](http://evil.example/i.png)[y](http://evil.example)<b>z</b>:red[r]$m$:+1:"

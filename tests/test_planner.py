@@ -10,8 +10,8 @@ import engine
 from conftest import REPO
 from engine.decide.cost import offers_under
 from engine.decide.plan_text import no_plan_text, plan_text, summary_line
-from engine.decide.planner import (UNFIRM_NOTE, Config, Evidence, Question, Search, best_policies, confidence_95,
-                                   configurations, plan, rank, recommend, scaled_prompts)
+from engine.decide.planner import (UNFIRM_NOTE, Config, Evidence, Question, Search, answer_key, best_policies,
+                                   confidence_95, configurations, plan, rank, recommend, scaled_prompts)
 from engine.decide.targets import Target, all_met, parse_target
 from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
 from engine.scenario.config import apply_overrides, load_scenario, read_toml
@@ -417,3 +417,10 @@ def test_a_latency_target_rents_through_firm_prices_only_unless_asked_otherwise(
     json.dumps(answer["recommendation"]["price"])
     assert {p["offer"] for p in plans} <= set(offers_under("firm").index)
     assert "price firm, " in summary_line(answer["recommendation"])
+
+
+def test_an_answer_is_known_by_its_scenario_question_and_tables():
+    key = answer_key(article(), small())
+    assert key == answer_key(article(), small()) and len(key) == 24
+    assert answer_key(article(60.0), small()) != key, "another rate, another answer"
+    assert answer_key(article(), small(prices="firm")) != key, "another question, another answer"

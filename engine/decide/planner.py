@@ -23,6 +23,8 @@ proposed beside the answer when it meets every target for less (``mixes``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
 import threading
@@ -33,7 +35,7 @@ from typing import Callable, Optional
 from ..calibrate.calibration import status
 from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
-from ..hardware.tables import gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
+from ..hardware.tables import data_version, gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
 from ..scenario.caps import DEFAULT_CAPS
 from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario
 from ..scenario.errors import ScenarioError, excerpt
@@ -146,6 +148,13 @@ class Config:
     def label(self, with_router: bool) -> str:
         """The policy, and the router when routers are compared: "wfq", "wfq + least-tokens"."""
         return f"{self.policy} + {self.router}" if with_router and self.router else self.policy
+
+
+def answer_key(data: dict, question: Question) -> str:
+    """The hash the answer to ``question`` on scenario ``data`` is known by (the app keeps answers under it and a
+    link names it): the scenario, the question and the version of the hardware tables."""
+    text = "\0".join((json.dumps(data, sort_keys=True), repr(question), data_version()))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def config_of(plan: dict) -> Config:

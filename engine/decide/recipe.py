@@ -22,15 +22,19 @@ from ..hardware.tables import gpu_row, is_slice, load_table
 from ..scenario.config import Scenario
 from ..scenario.labels import parallel_label
 
-ENGINE_VERSIONS = {"vllm": "v0.11.0", "sglang": "v0.5.4", "tensorrt-llm": "v1.0.0"}  # the documented CLIs emitted
-IMAGES = {"vllm": "vllm/vllm-openai:v0.11.0", "sglang": "lmsysorg/sglang:v0.5.4",
+ENGINE_VERSIONS = {"vllm": "v0.11.0", "sglang": "v0.5.23", "tensorrt-llm": "1.0.0"}  # the documented CLIs emitted
+IMAGES = {"vllm": "vllm/vllm-openai:v0.11.0", "sglang": "lmsysorg/sglang:v0.5.23",
           "tensorrt-llm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0"}  # the engines' published images of them
+ROCM_IMAGE = "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"  # AMD's ROCm build of vLLM nearest v0.11.0 (a patch later)
 PORT = 8000
 RECIPE_ENGINES = ("vllm", "sglang", "tensorrt-llm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 TOKEN_SECRET = "hf-token"  # the Kubernetes secret holding a Hugging Face token (key "token"), for gated models
 AMD_VENDOR = "amd"
 KV_DTYPES = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8_e4m3"}, "tensorrt-llm": {"fp8": "fp8"}}  # else auto
+TRT_CAVEAT = ("TensorRT-LLM: its flags were checked against its source of August 2025 (main at 4c05a74, before 1.0.0, "
+              "whose source could not be read) and the options file's keys against its documentation's examples: "
+              "check both with `trtllm-serve --help` of the release you run.")
 FP8_WEIGHTS = ("fp8",)  # weight formats an engine quantizes a 16-bit checkpoint to at load time
 
 
@@ -119,7 +123,7 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
     out.append(Command("vllm", ("vllm", "serve", repo), tuple(vllm), notes=tuple(notes)))
 
     sglang = [("--model-path", repo), ("--host", "0.0.0.0"), ("--port", str(PORT)), ("--tp-size", str(cards))]
-    sglang += [("--dp-size", str(cards)), ("--enable-dp-attention", None), ("--ep-size", str(cards))] if split else []
+    sglang += [("--attn-dp-size", str(cards)), ("--ep-size", str(cards))] if split else []
     sglang += [("--max-running-requests", str(server.max_batch_size)),
                ("--chunked-prefill-size", str(server.max_batched_tokens)),
                ("--mem-fraction-static", f"{server.gpu_memory_utilization:g}"),
@@ -138,15 +142,15 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
                                        "free_gpu_memory_fraction": round(server.gpu_memory_utilization, 3)},
                    "enable_attention_dp": split}
         if speculative and draft:
-            options["speculative_config"] = {"decoding_type": "Draft", "max_draft_len": k,
-                                             "speculative_model_dir": draft}
+            options["speculative_config"] = {"decoding_type": "DraftTarget", "max_draft_len": k,
+                                             "speculative_model": draft}
         trt = [("--backend", "pytorch"), ("--host", "0.0.0.0"), ("--port", str(PORT)), ("--tp_size", str(cards))]
         trt += [("--ep_size", str(cards))] if split else []
         trt += [("--max_batch_size", str(server.max_batch_size)), ("--max_num_tokens", str(server.max_batched_tokens)),
                 ("--kv_cache_free_gpu_memory_fraction", f"{server.gpu_memory_utilization:g}"),
                 ("--extra_llm_api_options", "extra-llm-api-options.yaml")]
-        trt_notes = notes + ([f"TensorRT-LLM does not quantize to FP8 at load time: point MODEL at an FP8 checkpoint "
-                              f"of {server.model}."] if fp8_weights else [])
+        trt_notes = notes + [TRT_CAVEAT] + ([f"TensorRT-LLM does not quantize to FP8 at load time: point MODEL at an "
+                                             f"FP8 checkpoint of {server.model}."] if fp8_weights else [])
         out.append(Command("tensorrt-llm", ("trtllm-serve", repo), tuple(trt), extra_yaml=_yaml(options),
                            notes=tuple(trt_notes)))
     return out
@@ -165,13 +169,17 @@ def _yaml(value, indent: int = 0) -> str:
 
 
 def manifest(plan: dict, scenario: Scenario, name: str = "llm") -> str:
-    """A Kubernetes Deployment and Service of ``plan`` on the scenario's engine (vLLM for the engines of 2023-24;
-    a disaggregated plan: a prefill and a decode Deployment on SGLang), each pod one server with its GPUs."""
+    """A Kubernetes Deployment and Service of ``plan`` on the scenario's engine (vLLM for the engines of 2023-24
+    and on AMD cards, in AMD's ROCm image; a disaggregated plan: a prefill and a decode Deployment on SGLang), each
+    pod one server with its GPUs."""
     engine = scenario.server.engine if scenario.server.engine in RECIPE_ENGINES else "vllm"
     pools = ([("prefill", plan["prefill_replicas"]), ("decode", plan["decode_replicas"])]
              if "prefill_replicas" in plan else [("", plan["replicas"])])
+    amd = vendor(plan["gpu"]) == AMD_VENDOR
     if len(pools) == 2:
         engine = "sglang"
+    elif amd:
+        engine = "vllm"  # the ROCm image the recipe names
     command = next(c for c in commands(plan, scenario) if c.engine == engine)
     resource = f"{vendor(plan['gpu'])}.com/gpu"
     gpus = 1 if is_slice(plan["gpu"]) else plan["tensor_parallel"]
@@ -179,7 +187,8 @@ def manifest(plan: dict, scenario: Scenario, name: str = "llm") -> str:
     for pool, replicas in pools:
         app = f"{name}-{pool}" if pool else name
         argv = command.argv() + (["--disaggregation-mode", pool] if pool else [])
-        docs.append(_deployment(app, replicas, IMAGES[engine], argv, resource, gpus, command.extra_yaml))
+        image = ROCM_IMAGE if amd and engine == "vllm" else IMAGES[engine]
+        docs.append(_deployment(app, replicas, image, argv, resource, gpus, command.extra_yaml))
     docs.append(_service(name, f"{name}-{pools[0][0]}" if pools[0][0] else name))
     header = (f"# {plan['replicas']} servers of {shape_text(plan)} {plan['gpu']} on {ENGINE_NAMES[engine]} "
               f"{ENGINE_VERSIONS[engine]}, generated by Scheduler Lab. Gated models (Llama) read a Hugging Face token "

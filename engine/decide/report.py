@@ -39,7 +39,7 @@ from .plan_charts import pareto_chart, targets_chart
 from .recipe import engine_versions, recipe_files
 from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
                         policy_label, sensitivity_text, shape, summary_line, target_text, tuned_text)
-from .planner import Question
+from .planner import Question, answer_key
 
 CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -74,14 +74,15 @@ def _chart(fig) -> str:
     return f'<div class="chart">{pio.to_html(fig, full_html=False, include_plotlyjs=False)}</div>'
 
 
-def planner_view(question: Question) -> dict:
-    """The Planner page's controls for ``question`` (``ui.view`` keys), so the report's link reopens it."""
+def planner_view(question: Question, data: dict) -> dict:
+    """The Planner page's controls for ``question`` on scenario ``data`` (``ui.view`` keys), and the answer's key, so
+    the report's link reopens the question with its answer."""
     view = {"plan_gpus": list(question.gpus), "plan_policies": list(question.policies),
             "plan_quants": list(question.quants), "plan_routers": list(question.routers),
             "plan_decodings": list(question.decodings),
             "plan_budget": question.budget, "plan_tune": question.tune, "plan_seeds": question.seeds,
             "plan_requests": question.requests, "plan_prices": question.prices, "cost_billing": question.billing,
-            "cost_currency": question.currency,
+            "cost_currency": question.currency, "plan_answer": answer_key(data, question),
             "cost_fx": question.cny_per_usd}
     for i, target in enumerate(question.targets):
         view.update({f"plan_class_{i}": target.cls, f"plan_metric_{i}": target.key, f"plan_limit_{i}": target.limit})
@@ -223,7 +224,7 @@ def report_html(data: dict, question: Question, answer: dict, app_url: str | Non
     best = answer["recommendation"]
     today = date.fromisoformat(created[:10])
     heading = title(scenario, question, answer)
-    reopen = (f'<a href="{e(page_link(app_url, PLANNER_PAGE, data, planner_view(question)))}">Reopen this plan in '
+    reopen = (f'<a href="{e(page_link(app_url, PLANNER_PAGE, data, planner_view(question, data)))}">Reopen this plan in '
               "Scheduler Lab</a>." if app_url else "The scenario is attached at the end, to reopen this plan.")
     parts = [f"<h1>{e(heading)}</h1>",
              f'<p class="meta">Scheduler Lab, {e(created)}; scenario "{e(scenario.name)}". Targets: '

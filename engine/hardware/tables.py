@@ -9,6 +9,7 @@ their rows here.
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 
 import pandas as pd
@@ -23,6 +24,16 @@ def load_table(name: str) -> pd.DataFrame:
     """One table from ``data/hardware/NAME.csv``, indexed by its first column."""
     frame = pd.read_csv(DATA_DIR / f"{name}.csv")
     return frame.set_index(frame.columns[0])
+
+
+@functools.lru_cache(maxsize=1)
+def data_version() -> str:
+    """The version of the hardware tables: the first 12 hex digits of the SHA-256 of every ``data/hardware`` CSV
+    file, names and contents, so an answer kept under it is recomputed when a price, a GPU or a factor changes."""
+    digest = hashlib.sha256()
+    for path in sorted(DATA_DIR.glob("*.csv")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def table_row(table: str, key: str, field: str) -> pd.Series:

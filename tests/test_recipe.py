@@ -1,0 +1,159 @@
+"""The deployment recipe (engine.decide.recipe): every flag it emits is one its engine documents at the named version
+(the flag lists read from each engine's source at that release tag, tests/fixtures/engine_flags), the commands
+carry the plan's shape and the scenario's server settings, and the manifest is YAML a cluster takes: the plan's
+replicas, its GPUs per pod, a Service over them."""
+
+import json
+import shlex
+
+import pytest
+import yaml
+
+import engine
+from conftest import REPO
+from engine.cli import main
+from engine.decide.recipe import ENGINE_VERSIONS, ROCM_IMAGE, commands, manifest, recipe_files
+from engine.scenario.config import apply_overrides, read_toml
+
+FLAGS = REPO / "tests" / "fixtures" / "engine_flags"
+FLAG_FILES = {"vllm": "vllm.txt", "sglang": "sglang.txt", "tensorrt-llm": "trtllm-serve.txt"}
+ARTICLE = read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml")
+
+
+def documented(name: str) -> tuple[str, dict[str, set[str] | None]]:
+    """(version, {flag: its documented values, or None for any}) of one fixture file."""
+    version, flags = "", {}
+    for line in (FLAGS / name).read_text().splitlines():
+        if line.startswith("# version:"):
+            version = line.split(":", 1)[1].strip()
+        elif line and not line.startswith("#"):
+            flag, _, values = line.partition(" ")
+            flags[flag] = set(values.strip("{}").split(",")) if values else None
+    return version, flags
+
+
+def plan_of(**changes) -> dict:
+    return {"gpu": "H100-80G", "tensor_parallel": 4, "expert_parallel": False, "replicas": 10, "cards": 40,
+            "quant": "fp16", "decoding": "plain", "policy": {"name": "fifo"}, "router": "least-tokens", **changes}
+
+
+def scenario_of(**overrides) -> engine.Scenario:
+    return engine.load_scenario(apply_overrides(ARTICLE, overrides))
+
+
+SHAPES = [
+    (plan_of(), {}),
+    (plan_of(expert_parallel=True, tensor_parallel=8, cards=80, quant="fp8"),
+     {"server.model": "Qwen3-235B-A22B", "server.kv_quant": "fp8", "server.prefix_caching": True}),
+    (plan_of(decoding="speculative"),
+     {"server.speculative": {"draft_model": "Llama-3.2-1B", "draft_tokens": 4, "acceptance": 0.7}}),
+]
+
+
+@pytest.mark.parametrize("plan, overrides", SHAPES)
+def test_every_emitted_flag_is_documented_by_its_engine_at_the_named_version(plan, overrides):
+    for command in commands(plan, scenario_of(**overrides)):
+        version, flags = documented(FLAG_FILES[command.engine])
+        assert version.split()[0] == ENGINE_VERSIONS[command.engine], "the fixture is the version the recipe names"
+        for flag, value in command.flags:
+            assert flag in flags, f"{command.engine} {version} has no {flag}"
+            if value is not None and flags[flag] is not None:
+                assert value in flags[flag], f"{command.engine} {flag} {value} is not one of {flags[flag]}"
+        if command.extra_yaml:
+            keys = set(documented("trtllm-llm-api-options.txt")[1])
+            options = yaml.safe_load(command.extra_yaml)
+            for top, value in options.items():
+                named = [f"{top}.{k}" for k in value] if isinstance(value, dict) else [top]
+                assert set(named) <= keys, set(named) - keys
+
+
+def test_the_commands_carry_the_plans_shape_and_the_servers_settings():
+    scenario = scenario_of(**{"server.max_batch_size": 128, "server.max_batched_tokens": 4096,
+                              "server.gpu_memory_utilization": 0.85})
+    by_engine = {c.engine: dict(c.flags) for c in commands(plan_of(), scenario)}
+    assert by_engine["vllm"]["--tensor-parallel-size"] == "4" and by_engine["vllm"]["--max-num-seqs"] == "128"
+    assert by_engine["vllm"]["--max-num-batched-tokens"] == "4096"
+    assert by_engine["vllm"]["--gpu-memory-utilization"] == "0.85"
+    assert "--no-enable-prefix-caching" in by_engine["vllm"], "the plan was sized without a prefix cache"
+    assert by_engine["sglang"]["--tp-size"] == "4" and by_engine["sglang"]["--max-running-requests"] == "128"
+    assert "--disable-radix-cache" in by_engine["sglang"]
+    assert by_engine["tensorrt-llm"]["--tp_size"] == "4" and by_engine["tensorrt-llm"]["--max_batch_size"] == "128"
+
+
+def test_expert_parallel_attention_data_parallel_and_an_fp8_cache_are_spelled_per_engine():
+    scenario = scenario_of(**{"server.model": "Qwen3-235B-A22B", "server.kv_quant": "fp8",
+                              "server.prefix_caching": True})
+    built = {c.engine: c for c in commands(plan_of(expert_parallel=True, tensor_parallel=8), scenario)}
+    vllm, sglang, trt = (dict(built[e].flags) for e in ("vllm", "sglang", "tensorrt-llm"))
+    assert (vllm["--tensor-parallel-size"], vllm["--data-parallel-size"]) == ("1", "8")
+    assert "--enable-expert-parallel" in vllm and vllm["--kv-cache-dtype"] == "fp8"
+    assert "--enable-prefix-caching" in vllm
+    assert (sglang["--tp-size"], sglang["--attn-dp-size"], sglang["--ep-size"]) == ("8", "8", "8")
+    assert "--disable-radix-cache" not in sglang and sglang["--kv-cache-dtype"] == "fp8_e4m3"
+    assert (trt["--tp_size"], trt["--ep_size"]) == ("8", "8")
+    options = yaml.safe_load(built["tensorrt-llm"].extra_yaml)
+    assert options["enable_attention_dp"] is True and options["kv_cache_config"]["dtype"] == "fp8"
+    assert options["kv_cache_config"]["enable_block_reuse"] is True
+
+
+def test_speculative_decoding_names_the_draft_and_its_tokens():
+    scenario = scenario_of(**{"server.speculative": {"draft_model": "Llama-3.2-1B", "draft_tokens": 4,
+                                                     "acceptance": 0.7}})
+    vllm = dict(commands(plan_of(decoding="speculative"), scenario)[0].flags)
+    assert json.loads(vllm["--speculative-config"]) == {"num_speculative_tokens": 4,
+                                                        "model": "meta-llama/Llama-3.2-1B-Instruct"}
+    plain = dict(commands(plan_of(decoding="plain"), scenario)[0].flags)
+    assert "--speculative-config" not in plain, "a plain plan decodes plainly even when the scenario could speculate"
+
+
+def test_the_manifest_is_the_plans_fleet():
+    docs = [d for d in yaml.safe_load_all(manifest(plan_of(), scenario_of())) if d]
+    deployment, service = docs
+    assert deployment["kind"] == "Deployment" and deployment["spec"]["replicas"] == 10
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert container["command"][:3] == ["vllm", "serve", "meta-llama/Meta-Llama-3-70B-Instruct"]
+    assert container["image"].endswith(ENGINE_VERSIONS["vllm"])
+    assert service["kind"] == "Service" and service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_a_disaggregated_plan_deploys_a_prefill_and_a_decode_pool():
+    plan = plan_of(replicas=6, prefill_replicas=2, decode_replicas=4)
+    docs = [d for d in yaml.safe_load_all(manifest(plan, scenario_of())) if d]
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    assert {n: d["spec"]["replicas"] for n, d in deployments.items()} == {"llm-prefill": 2, "llm-decode": 4}
+    for pool, d in deployments.items():
+        command = d["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("--disaggregation-mode") + 1] == pool.split("-")[1]
+    assert "--disaggregation-mode" in documented(FLAG_FILES["sglang"])[1]
+
+
+def test_an_amd_plan_has_no_tensorrt_llm_command_and_requests_amd_gpus():
+    plan = plan_of(gpu="MI300X", tensor_parallel=2, cards=20)
+    assert [c.engine for c in commands(plan, scenario_of())] == ["vllm", "sglang"]
+    deployment = next(yaml.safe_load_all(manifest(plan, scenario_of())))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"amd.com/gpu": 2} and container["image"] == ROCM_IMAGE
+
+
+def test_the_launch_scripts_are_the_commands_as_shell_lines():
+    files = recipe_files(plan_of(), scenario_of())
+    assert set(files) == {"launch-vllm.sh", "launch-sglang.sh", "launch-tensorrt-llm.sh",
+                          "extra-llm-api-options.yaml", "kubernetes.yaml", "README.txt"}
+    for command in commands(plan_of(), scenario_of()):
+        script = files[f"launch-{command.engine}.sh"]
+        body = script.split("\n", 2)[2].replace("\\\n", " ")
+        assert shlex.split(body) == command.argv()
+    assert "first come, first served" in files["README.txt"] or "request-level router" in files["README.txt"]
+
+
+def test_plan_writes_the_recipe_of_its_recommendation(tmp_path, capsys):
+    folder = tmp_path / "recipe"
+    status = main(["plan", str(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"), "--target",
+                   "interactive.ttft_p99_ms=1000", "--gpus", "H100-80G", "--seeds", "2", "--requests", "400",
+                   "--recipe", str(folder)])
+    assert status == 0
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["launch-vllm.sh", "launch-sglang.sh",
+                                                               "launch-tensorrt-llm.sh", "extra-llm-api-options.yaml",
+                                                               "kubernetes.yaml", "README.txt"])
+    assert "recipe: launch-vllm.sh" in capsys.readouterr().err
