@@ -20,9 +20,9 @@ import engine
 from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES
 from engine.decide.plan_charts import pareto_chart
 from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
-                                     sensitivity_text, summary_line, tuned_text)
+                                     sensitivity_text, shape, summary_line, tuned_text)
 from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, answer_key,
-                                   plan)
+                                   fleet_scenario, plan)
 from engine.decide.recipe import recipe_files
 from engine.decide.report import chromium, report_html, write_pdf
 from engine.decide.targets import TARGET_METRICS, Target
@@ -192,6 +192,9 @@ def show_answer(answer: dict, question: Question) -> None:
                                                             "policies or weight formats.")))
     else:
         st.success(text.plain("Recommended: " + summary_line(best)))
+        if st.button("Open this fleet in the Lab", key="plan_open_best",
+                     help="The Lab runs your workload on the recommended fleet, policy and router, to explore it."):
+            open_in_lab(best, question)
         warning = caveat(answer, "Hardware & Cost, 'Your own measurements'")
         if warning:
             st.warning(text.plain(warning))
@@ -214,6 +217,14 @@ def show_answer(answer: dict, question: Question) -> None:
         frame = alternatives_frame(answer["alternatives"])
         wide = {t.describe(): st.column_config.Column(width="large") for t in question.targets}  # value + interval
         st.dataframe(frame, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config=wide)
+        cols = st.columns([4, 2], vertical_alignment="bottom")
+        alternatives = answer["alternatives"]
+        picked = cols[0].selectbox(
+            "An alternative to explore", range(len(alternatives)), key="plan_open_pick",
+            format_func=lambda i: f"{i + 1}. {shape(alternatives[i])} {alternatives[i]['gpu']} through "
+                                  f"{alternatives[i]['offer']}")
+        if cols[1].button("Open it in the Lab", key="plan_open_alternative"):
+            open_in_lab(alternatives[picked], question)
         st.caption("Targets: mean over the seeds (95% interval). Policy: the one needing the fewest replicas on that "
                    "GPU and degree (+N: other policies tried that need as many). Headroom: the highest arrival rate at "
                    "which the same fleet still meets every target (the recommendation and the first 12 alternatives).")
@@ -224,6 +235,18 @@ def show_answer(answer: dict, question: Question) -> None:
     run = answer["run"]
     st.caption(f"{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run.get('where', run['workers'])}.")
     report_buttons(answer, question)
+
+
+def open_in_lab(chosen: dict, question: Question) -> None:
+    """Make the scenario on ``chosen``'s fleet the shared one and go to the Lab, priced through its offer."""
+    try:
+        data = fleet_scenario(state.current_or_default(), question, chosen, APP_ORIGIN)
+    except engine.ScenarioError as exc:
+        text.error(f"This fleet cannot be opened: {key_words(str(exc))}.")
+        return
+    if state.replace(data):
+        st.session_state["cost_offer"] = chosen["offer"]  # the Lab's cost through the plan's own offer
+        st.switch_page("pages/lab.py")
 
 
 def report_buttons(answer: dict, question: Question) -> None:

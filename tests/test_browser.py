@@ -390,3 +390,23 @@ def test_presenter_view_walks_two_chapters(server, page):
         page.screenshot(path=str(ARTIFACTS / f"presenter_{chapter.id}.png"), full_page=True)
         if chapter is first:
             page.get_by_role("button", name="Next chapter").click()
+
+
+def test_the_recommended_fleet_opens_in_the_lab(server, page):
+    """"Open this fleet in the Lab" makes the plan's fleet the scenario and shows it in the Lab."""
+    quick = {"plan_gpus": ["H100-80G"], "plan_seeds": 2, "plan_requests": 600, "cost_currency": "USD"}
+    page.goto(f"{server}/planner?{state.QUERY_KEY}={state.encode(read_toml(SCENARIOS / 'article_mixed_8xa100.toml'))}"
+              f"&{view.QUERY_KEY}={state.encode(quick)}")
+    page.get_by_role("button", name="Plan").click()
+    said = page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS).inner_text()
+    wait_idle(page)
+    page.get_by_role("button", name="Open this fleet in the Lab").click()
+    page.wait_for_selector("text=Per-class results", timeout=TIMEOUT_MS)
+    wait_idle(page)
+    fleet = said.replace("\u2060", "").removeprefix("Recommended: ").split(" through ")[0]  # "3 x TP1 H100-80G"
+    replicas, shape_gpu = fleet.split(" x ", 1)
+    tp, gpu = shape_gpu.split(" ")
+    described = page.inner_text("[data-testid=stSidebar]").replace("\n", " ").replace("\u2060", "")
+    assert f"now: {replicas} servers of Llama-3-70B" in described and gpu in described, described[:400]
+    offer = said.split(" through ")[1].split(" (")[0]
+    assert offer in page.inner_text("body"), "the Lab prices the fleet through the plan's own offer"

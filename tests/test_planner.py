@@ -11,7 +11,7 @@ from conftest import REPO
 from engine.decide.cost import offers_under
 from engine.decide.plan_text import no_plan_text, plan_text, summary_line
 from engine.decide.planner import (UNFIRM_NOTE, Config, Evidence, Question, Search, answer_key, best_policies,
-                                   confidence_95, configurations, plan, rank, recommend, scaled_prompts)
+                                   confidence_95, configurations, fleet_scenario, plan, rank, recommend, scaled_prompts)
 from engine.decide.targets import Target, all_met, parse_target
 from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
 from engine.scenario.config import apply_overrides, load_scenario, read_toml
@@ -424,3 +424,16 @@ def test_an_answer_is_known_by_its_scenario_question_and_tables():
     assert key == answer_key(article(), small()) and len(key) == 24
     assert answer_key(article(60.0), small()) != key, "another rate, another answer"
     assert answer_key(article(), small(prices="firm")) != key, "another question, another answer"
+
+
+def test_a_plans_fleet_opens_as_a_scenario_that_reproduces_its_first_run(answer):
+    best = answer["recommendation"]
+    fleet = fleet_scenario(article(), small(), best)
+    server = fleet["server"]
+    assert (server["gpu"], server["tensor_parallel"], fleet["fleet"]["replicas"]) == \
+        (best["gpu"], best["tensor_parallel"], best["replicas"])
+    assert fleet["policy"] == best["policy"] and fleet["workload"]["num_requests"] == article()["workload"][
+        "num_requests"], "the scenario's own request count, not the planner's"
+    as_planned = apply_overrides(fleet, {"workload.num_requests": small().requests})
+    summary = simulate(load_scenario(as_planned)).summary
+    assert summary["overall"] == best["metrics"]["overall"], "the same fleet, seed and requests: the same run"

@@ -331,6 +331,19 @@ class Search:
         return low
 
 
+def fleet_scenario(data: dict, question: Question, plan: dict, origin: Origin = Origin()) -> dict:
+    """Scenario ``data`` run on a priced plan's fleet (GPU, weights, shape, replicas and pools, policy with its tuned
+    parameters, router, decoding), with the scenario's own request count and seed: what the Lab opens for it."""
+    search = Search(data, question, origin, {plan["policy"]["name"]: plan["policy"]})
+    fleet = search.plan_scenario(plan)
+    fleet["seed"] = data.get("seed", fleet.get("seed"))
+    if "num_requests" in data.get("workload", {}):
+        fleet["workload"]["num_requests"] = data["workload"]["num_requests"]
+    else:
+        fleet["workload"].pop("num_requests", None)
+    return fleet
+
+
 def disaggregated(data: dict) -> bool:
     """True when scenario ``data`` splits its fleet into a prefill and a decode pool."""
     return data.get("fleet", {}).get("mode") == "disaggregated"
