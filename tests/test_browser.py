@@ -11,6 +11,7 @@ import html
 import json
 import re
 import time
+import zipfile
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -410,3 +411,55 @@ def test_the_recommended_fleet_opens_in_the_lab(server, page):
     assert f"now: {replicas} servers of Llama-3-70B" in described and gpu in described, described[:400]
     offer = said.split(" through ")[1].split(" (")[0]
     assert offer in page.inner_text("body"), "the Lab prices the fleet through the plan's own offer"
+
+
+def set_length(page, popover: str, tokens: str) -> None:
+    """Open the first length popover named ``popover`` and make its distribution a constant ``tokens``."""
+    page.get_by_role("button", name=popover).first.click()
+    choose(page, "Distribution", "Constant")
+    if not page.get_by_role("spinbutton", name="Length (tokens)").is_visible():
+        page.get_by_role("button", name=popover).first.click()
+    type_number(page, "Length (tokens)", tokens)
+    wait_idle(page)
+    page.keyboard.press("Escape")
+    wait_idle(page)
+
+
+def test_a_new_user_asks_the_customers_question_and_leaves_with_the_report_and_the_recipe(server, page):
+    """The issue's question, typed as a person would on the Planner page of a fresh visit: Llama-3-70B chat at 40
+    req/s, 1,500-token prompts, 300-token answers, TTFT p99 <= 2 s and TPOT p99 <= 60 ms, in USD; then the report and
+    the recipe downloaded. The seconds it took go to tests/artifacts/new_user_question.json."""
+    started = time.monotonic()
+    page.goto(f"{server}/planner")
+    page.wait_for_selector("text=Your workload")
+    wait_idle(page)
+    choose(page, "Model", "Llama-3-70B")
+    type_number(page, "Arrival rate at the peak (req/s)", "40")
+    wait_idle(page)
+    page.get_by_role("button", name="Remove", exact=True).nth(1).click()  # the second class: one class of chat
+    wait_idle(page)
+    expect(page.get_by_role("button", name="Remove", exact=True)).to_have_count(1)
+    set_length(page, "Prompt length (tokens)", "1500")
+    set_length(page, "Output length (tokens)", "300")
+    type_number(page, "Target 1: limit (ms)", "2000")
+    wait_idle(page)
+    choose(page, "Target 2: metric", "TPOT p99")
+    type_number(page, "Target 2: limit (ms)", "60")
+    wait_idle(page)
+    page.get_by_role("button", name="Plan").click()
+    said = page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS).inner_text().replace("\u2060", "")
+    wait_idle(page)
+    assert "chat TTFT p99" in said and "chat TPOT p99" in said and " USD per month" in said
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the report (HTML)").click()
+    report = Path(download.value.path()).read_text()
+    assert "<h1>Llama-3-70B at 40 req/s, chat TTFT p99 &lt;= 2.00 s (+1 more): rent " in report
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the recipe (ZIP)").click()
+    with zipfile.ZipFile(download.value.path()) as archive:
+        names = set(archive.namelist())
+        manifest = archive.read("recipe/kubernetes.yaml").decode()
+    assert {"recipe/launch-vllm.sh", "recipe/kubernetes.yaml", "recipe/README.txt"} <= names
+    assert "Llama-3-70B" in manifest
+    (ARTIFACTS / "new_user_question.json").write_text(json.dumps(
+        {"seconds": round(time.monotonic() - started, 1), "recommendation": said}, indent=1))

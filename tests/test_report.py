@@ -162,3 +162,9 @@ def test_no_report_names_a_local_address_an_internal_path_or_a_mirror(answer, mo
     best = answer["recommendation"]
     assert f"<h1>{ARTICLE['server']['model']} at 50 req/s, interactive TTFT p99 &lt;= 1.00 s (+1 more): rent " \
            f"{best['replicas']} x TP{best['tensor_parallel']} {best['gpu']} for " in page, "titled by the question"
+
+
+def test_a_report_on_a_scenario_whose_own_fleet_cannot_hold_the_model_says_so(answer):
+    too_small = {**ARTICLE, "server": {**ARTICLE["server"], "model": "Llama-3.1-405B", "tensor_parallel": 1}}
+    page = report_html(too_small, QUESTION, answer, None, "2026-12-01 08:00 UTC")
+    assert "cannot hold the model; the plan sized only fleets that do" in page

@@ -140,8 +140,12 @@ def assumptions(scenario: Scenario, question: Question) -> list[str]:
                      f"batching: {words('batching', s.batching)}, admission: {words('admission', s.admission)}, "
                      f"{s.gpu_memory_utilization:.0%} of GPU memory for the server.")
         split = parallel_label(s.tensor_parallel, s.expert_parallel, s.attention_data_parallel)
-        lines.append(f"The scenario as given ({scenario.fleet.replicas} x {split} {s.gpu}) runs at an "
-                     f"offered load of {load_text(estimated_offered_load(scenario))} (an estimate).")
+        given = f"The scenario as given ({scenario.fleet.replicas} x {split} {s.gpu})"
+        try:
+            lines.append(f"{given} runs at an offered load of {load_text(estimated_offered_load(scenario))} (an "
+                         f"estimate).")
+        except ScenarioError:  # the model does not fit the fleet as given; the plan sized fleets where it does
+            lines.append(f"{given} cannot hold the model; the plan sized only fleets that do.")
     tried = ", ".join(map(policy_label, question.policies or (scenario.policy.name,)))
     lines.append(f"Router: {words('router', scenario.fleet.router)}; policy parameters as in the scenario "
                  f"({policy_label(scenario.policy.name)} in it; the plan tried {tried}).")
