@@ -17,10 +17,9 @@ import engine
 from engine.calibrate import user_calibration
 from engine.calibrate.bench_results import BenchResult, read_result
 from engine.calibrate.calibration import METRICS, badge
-from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER_MONTH,
+from engine.decide.cost import (CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER_MONTH,
                                 convert, cost_columns, firm_offer, fleet_cards)
-from engine.decide.sizing import cheapest_fleets, fleet_shapes
-from engine.decide.targets import Target
+from engine.decide.sizing import fleet_shapes
 from engine.hardware import calibration_store
 from engine.hardware.hf_config import CONFIG_MAX_BYTES, parse_config, user_model_overrides
 from engine.hardware.roofline import (GIB, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens, model_text,
@@ -297,62 +296,24 @@ def shapes_section(data: dict, server: Server, cards: int, rental) -> None:
 
 
 def cheapest_section(data: dict) -> None:
-    """Every offer priced for the smallest fleet of its GPU that meets a latency target on this workload."""
+    """The cheapest rental that meets a latency target on this workload: the question, answered by the Planner (one
+    search, one answer: its answer is the one the Planner page shows for the same target)."""
     classes = [c["name"] for c in data["workload"]["classes"]]
-    cols = st.columns([2, 2, 2, 1])
+    cols = st.columns([2, 2, 2])
     view.choice("hw_target_class", [*classes, OVERALL], classes[0])
     view.choice("hw_target_metric", LATENCY_KEYS, "ttft_p99_ms")
     view.number("hw_target_ms", 1.0, 1e7, 1000.0)
-    view.number("hw_target_replicas", 1, APP_ORIGIN.caps.replicas, 16, integer=True)
-    view.flag("hw_find")
     cls = cols[0].selectbox("Class", [*classes, OVERALL], key="hw_target_class")
     metric_key = cols[1].selectbox("Latency", LATENCY_KEYS, format_func=lambda k: metric(k).label,
                                    key="hw_target_metric")
     limit_ms = cols[2].number_input("At most (ms)", 1.0, 1e7, step=100.0, key="hw_target_ms", format="%g")
-    max_replicas = cols[3].number_input("Replicas up to", 1, APP_ORIGIN.caps.replicas, step=1,
-                                        key="hw_target_replicas")
-    if not st.toggle("Search every offer", key="hw_find",
-                     help="Per GPU: the smallest tensor-parallel degree that fits, then the fewest replicas that "
-                          "meet the target (a few runs each, cached)."):
-        return
-    billing, currency, fx = (view.current(k, d) for k, d in (("cost_billing", BILLING_MODES[0]),
-                                                             ("cost_currency", DEFAULT_CURRENCY),
-                                                             ("cost_fx", CNY_PER_USD_DEFAULT)))
-    bar = st.progress(0.0, text="Sizing a fleet per GPU...")
-    try:
-        with runner.SectionBudget() as budget:
-            frame = cheapest_fleets(runner.capped(data), Target(cls, metric_key, limit_ms), billing, currency, fx,
-                                    int(max_replicas), APP_ORIGIN, run=budget.summary, progress=lambda i, n:
-                                    bar.progress(i / n, text=f"Sizing a fleet per GPU... {i}/{n}"))
-    except engine.ScenarioError as exc:
-        text.error(f"The search stopped: {exc}.")
-        return
-    finally:
-        bar.empty()
-    target = metric(metric_key)
-    frame = frame.assign(**{col: frame[col].map(lambda v: None if v != v else round_money(v))
-                            for col in ("per_month_low", "per_month_high", "per_million_output_tokens_low")
-                            if col in frame.columns})
-    for col, m in (("target_value_ms", target), ("gpu_busy_frac", metric("gpu_busy_frac"))):
-        if col in frame.columns:
-            frame[col] = [m.table_value(v) for v in frame[col]]
-    st.dataframe(frame, hide_index=True, width="stretch", placeholder=tables.MISSING, column_config={
-        "offer": st.column_config.Column("Offer"), "gpu": st.column_config.Column("GPU"),
-        "shape": st.column_config.Column("Replicas x TP"),
-        "cards": st.column_config.NumberColumn("Cards", format="localized"),
-        "per_month_low": st.column_config.NumberColumn(f"Per month, low ({currency})", format="localized"),
-        "per_month_high": st.column_config.NumberColumn(f"Per month, high ({currency})", format="localized"),
-        "per_million_output_tokens_low": st.column_config.NumberColumn(
-            f"Per 1M output tokens ({currency})", format="localized"),
-        "target_value_ms": st.column_config.NumberColumn(f"{cls} {target.label} (ms)", format="localized"),
-        "step_times": st.column_config.Column("Step times", help="Calibrated against measurements of the GPU's "
-                                                                 "family, or an estimate only."),
-        "price_estimate": st.column_config.CheckboxColumn("Price is an estimate"),
-        "gpu_busy_frac": st.column_config.NumberColumn("GPU busy (%)", format="localized"),
-        "vendor": st.column_config.Column("Vendor"), "note": st.column_config.Column("Note")})
-    st.caption(f"{billing}; the first {runner.SWEEP_MAX_REQUESTS:,} requests of the current workload, policy and "
-               "router. Percentiles of a few thousand requests are noisy near the limit; check the chosen fleet "
-               "in the Lab with more requests. 'estimate only' step times have no measurement of that GPU family.")
+    if st.button("Answer it in the Planner", type="primary",
+                 help="The Planner sizes every GPU with a firm price at every tensor-parallel degree that fits, on "
+                      "several seeds, and recommends the cheapest fleet whose step times are measured."):
+        view.hand_over({"plan_class_0": cls, "plan_metric_0": metric_key, "plan_limit_0": float(limit_ms),
+                        "plan_metric_1": view.NO_TARGET, "plan_metric_2": view.NO_TARGET})
+        st.session_state["plan_asked"] = True
+        st.switch_page("pages/planner.py")
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -542,8 +503,4 @@ if fits and not several:
     st.subheader("Same cards, other shapes")
     shapes_section(data, server, cards, rental)
 st.subheader("Cheapest rental that meets a target")
-st.caption("A quick first answer: one run per fleet, the smallest tensor-parallel degree that fits, the scenario's "
-           "policy. The Planner page searches every degree and several policies, decides on several seeds, and "
-           "recommends only GPUs whose step times are measured.")
-st.page_link("pages/planner.py", label="Open the Planner", icon=":material/checklist:")
 cheapest_section(data)

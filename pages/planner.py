@@ -41,7 +41,6 @@ from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 from ui.workload_form import class_rows
 
-NO_TARGET = "none"
 GPUS_WITH_OFFERS = list(dict.fromkeys(load_table("offers")["gpu"]))
 REQUESTS_RANGE = (500, 20000)
 QUANTS = list(load_table("quant").index)
@@ -61,18 +60,18 @@ def target_inputs(typed: engine.Scenario) -> tuple[Target, ...]:
     targets = []
     for i in range(view.PLAN_TARGET_ROWS):
         view.choice(f"plan_class_{i}", classes, cls0)
-        view.choice(f"plan_metric_{i}", [NO_TARGET, *TARGET_METRICS], metric0 if i == 0 else NO_TARGET)
+        view.choice(f"plan_metric_{i}", [view.NO_TARGET, *TARGET_METRICS], metric0 if i == 0 else view.NO_TARGET)
         view.number(f"plan_limit_{i}", 0.0, 1e9, limit0 if i == 0 else 0.0)
         # Every row keeps its labels: on a phone the three columns stack, and a row without them is unnamed.
         cols = st.columns([2, 2, 2])
         cls = cols[0].selectbox(f"Target {i + 1}: class", classes, key=f"plan_class_{i}", format_func=text.plain)
-        key = cols[1].selectbox(f"Target {i + 1}: metric", [NO_TARGET, *TARGET_METRICS], key=f"plan_metric_{i}",
-                                format_func=lambda k: "no target" if k == NO_TARGET else
+        key = cols[1].selectbox(f"Target {i + 1}: metric", [view.NO_TARGET, *TARGET_METRICS], key=f"plan_metric_{i}",
+                                format_func=lambda k: "no target" if k == view.NO_TARGET else
                                 f"{metric(k).title()} {'at most' if metric(k).lower_is_better else 'at least'}")
-        unit = "" if key == NO_TARGET else metric(key).unit or "share, 0 to 1"
+        unit = "" if key == view.NO_TARGET else metric(key).unit or "share, 0 to 1"
         limit = cols[2].number_input(f"Target {i + 1}: limit" + (f" ({unit})" if unit else ""), 0.0, 1e9,
-                                     key=f"plan_limit_{i}", format="%g", disabled=key == NO_TARGET)
-        if key != NO_TARGET:
+                                     key=f"plan_limit_{i}", format="%g", disabled=key == view.NO_TARGET)
+        if key != view.NO_TARGET:
             targets.append(Target(cls, key, float(limit)))
     return tuple(targets)
 

@@ -257,15 +257,11 @@ def test_policy_comparison_prices_each_policy():
     assert "costs at the low end of" in " ".join(c.value for c in at.caption)
 
 
-def test_hardware_page_finds_the_cheapest_fleet_per_offer():
+def test_hardware_page_asks_the_cheapest_rental_as_a_target_for_the_planner():
     at = hardware_page()
     assert "Cheapest rental that meets a target" in {h.value for h in at.subheader}
-    at.toggle(key="hw_find").set_value(True).run()
+    assert any(b.label == "Answer it in the Planner" for b in at.button), "the answer comes from the Planner"
     assert not at.exception and not at.error
-    table = at.dataframe[-1].value
-    priced = table[table["per_month_low"].notna()]
-    assert len(priced) > 3 and priced["per_month_low"].is_monotonic_increasing
-    assert (priced["target_value_ms"] <= 1000.0).all()
 
 
 def test_hardware_page_names_a_request_the_kv_cache_cannot_hold_and_still_searches_rentals():

@@ -463,3 +463,16 @@ def test_a_new_user_asks_the_customers_question_and_leaves_with_the_report_and_t
     assert "Llama-3-70B" in manifest
     (ARTIFACTS / "new_user_question.json").write_text(json.dumps(
         {"seconds": round(time.monotonic() - started, 1), "recommendation": said}, indent=1))
+
+
+def test_hardware_and_costs_cheapest_rental_is_the_planners_answer(server, page):
+    """One question, one answer: the Hardware page hands its target to the Planner, which plans it at once."""
+    page.goto(f"{server}/hardware")
+    page.wait_for_selector("text=Cheapest rental that meets a target")
+    wait_idle(page)
+    type_number(page, "At most (ms)", "2500")
+    wait_idle(page)
+    page.get_by_role("button", name="Answer it in the Planner").click()
+    page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert page.get_by_role("spinbutton", name="Target 1: limit (ms)").input_value() == "2500"

@@ -141,7 +141,7 @@ def test_the_load_curves_mark_the_current_rate_on_every_panel():
 
 def test_a_link_reopens_hardware_and_cost_with_its_view_choices():
     choices = {"cost_currency": "USD", "cost_offer": "runpod-a100-sxm", "cost_billing": "annual prepay",
-               "cost_fx": 7.3, "hw_target_metric": "e2e_p99_ms", "hw_target_ms": 20000.0, "hw_target_replicas": 4,
+               "cost_fx": 7.3, "hw_target_metric": "e2e_p99_ms", "hw_target_ms": 20000.0,
                "hw_target_class": "batch", "hw_offer_gpus": ["A100-80G"], "hw_offer_firm": True,
                "hw_context_tokens": 4096}
     at = app(state.default_data(), choices).run()
@@ -156,16 +156,16 @@ def test_a_link_reopens_hardware_and_cost_with_its_view_choices():
         assert widget.value == value, key
     assert any(m.label == "Fleet per month (USD)" for m in at.metric)
     at.selectbox(key="cost_currency").set_value("CNY").run()
-    assert link_of(at, view.QUERY_KEY)["cost_currency"] == "CNY" and link_of(at, view.QUERY_KEY)["hw_find"] is False
+    assert link_of(at, view.QUERY_KEY)["cost_currency"] == "CNY" and link_of(at, view.QUERY_KEY)["hw_target_ms"] == 20000
 
 
 def test_a_view_link_with_values_that_do_not_fit_falls_back_to_the_defaults():
-    at = app(state.default_data(), {"cost_offer": "no-such-offer", "cost_fx": 1e9, "hw_target_replicas": 2.5,
-                                    "hw_offer_gpus": ["A100-80G", "nope"], "hw_find": "yes", "junk": 1}).run()
+    at = app(state.default_data(), {"cost_offer": "no-such-offer", "cost_fx": 1e9, "hw_target_ms": -5.0,
+                                    "hw_offer_gpus": ["A100-80G", "nope"], "hw_offer_firm": "yes", "junk": 1}).run()
     at.switch_page("pages/hardware.py").run()
     assert not at.exception and not at.error
     assert at.number_input(key="cost_fx").value == pytest.approx(7.077)
-    assert at.number_input(key="hw_target_replicas").value == 16 and at.toggle(key="hw_find").value is False
+    assert at.number_input(key="hw_target_ms").value == 1000.0 and at.toggle(key="hw_offer_firm").value is False
     assert at.multiselect(key="hw_offer_gpus").value == []
 
 

@@ -157,3 +157,13 @@ def test_plan_writes_the_recipe_of_its_recommendation(tmp_path, capsys):
                                                                "launch-tensorrt-llm.sh", "extra-llm-api-options.yaml",
                                                                "kubernetes.yaml", "README.txt"])
     assert "recipe: launch-vllm.sh" in capsys.readouterr().err
+
+
+def test_a_tensorrt_llm_fleet_mounts_its_options_file_from_a_config_map():
+    docs = [d for d in yaml.safe_load_all(manifest(plan_of(), scenario_of(**{"server.engine": "tensorrt-llm"}))) if d]
+    config_map, deployment = docs[0], docs[1]
+    assert config_map["kind"] == "ConfigMap"
+    assert yaml.safe_load(config_map["data"]["extra-llm-api-options.yaml"])["kv_cache_config"]["dtype"] == "auto"
+    pod = deployment["spec"]["template"]["spec"]
+    assert {"name": "options", "configMap": {"name": "llm-options"}} in pod["volumes"]
+    assert pod["containers"][0]["command"][:2] == ["trtllm-serve", "meta-llama/Meta-Llama-3-70B-Instruct"]

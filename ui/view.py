@@ -22,6 +22,7 @@ from ui import state, text
 
 QUERY_KEY = VIEW_KEY
 PLAN_TARGET_ROWS = 3  # target rows of the Planner page
+NO_TARGET = "none"  # a Planner target row's metric when the row asks nothing
 TUNE_CONSTRAINT_ROWS = 2  # constraint rows of the Lab's tuning panel
 VIEW_KEYS = (
     # Lab
@@ -33,7 +34,7 @@ VIEW_KEYS = (
     "cost_offer", "cost_billing", "cost_currency", "cost_fx",
     # Hardware & Cost
     "hw_context_tokens", "hw_offer_gpus", "hw_offer_firm",
-    "hw_target_class", "hw_target_metric", "hw_target_ms", "hw_target_replicas", "hw_find",
+    "hw_target_class", "hw_target_metric", "hw_target_ms",
     # Planner
     *(f"plan_{name}_{i}" for i in range(PLAN_TARGET_ROWS) for name in ("class", "metric", "limit")),
     "plan_gpus", "plan_policies", "plan_quants", "plan_routers", "plan_budget", "plan_tune", "plan_seeds",
@@ -88,6 +89,16 @@ def remember() -> None:
     link = st.session_state.get(_KEPT_LINK) or (state.encode(memory) if memory else None)
     if link and st.query_params.get(QUERY_KEY) != link:
         st.query_params[QUERY_KEY] = link
+
+
+def hand_over(values: dict) -> None:
+    """Set view controls of another page (``values``: key -> value, each a ``VIEW_KEYS`` entry) before switching to
+    it: in the session and in the remembered view, so that page draws them with these values."""
+    memory = st.session_state.setdefault(_MEMORY, {})
+    for key, value in values.items():
+        assert key in VIEW_KEYS, key
+        st.session_state[key] = value
+        memory[key] = value
 
 
 def choice(key: str, options: Sequence, default: Any) -> None:

@@ -205,9 +205,9 @@ def shape_text(plan: dict) -> str:
 def _deployment(app: str, replicas: int, image: str, argv: list[str], resource: str, gpus: int,
                 extra_yaml: str) -> str:
     args = "\n".join(f"            - {json.dumps(word)}" for word in argv)
-    config = (f"\n          volumeMounts:\n            - {{name: shm, mountPath: /dev/shm}}"
-              f"\n            - {{name: options, mountPath: /workspace/extra-llm-api-options.yaml, "
-              f"subPath: extra-llm-api-options.yaml}}" if extra_yaml else
+    config = ("\n          volumeMounts:\n            - {name: shm, mountPath: /dev/shm}"
+              "\n            - {name: options, mountPath: /workspace/extra-llm-api-options.yaml, "
+              "subPath: extra-llm-api-options.yaml}" if extra_yaml else
               "\n          volumeMounts:\n            - {name: shm, mountPath: /dev/shm}")
     volumes = ("\n        - {name: shm, emptyDir: {medium: Memory}}"
                + (f"\n        - {{name: options, configMap: {{name: {app}-options}}}}" if extra_yaml else ""))
