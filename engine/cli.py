@@ -24,6 +24,7 @@ from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAUL
                           deployment_cost, fleet_cards, group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .decide.plan_text import no_plan_text, plan_text, summary_line
 from .decide.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
+from .decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, read_price_list
 from .decide.recipe import recipe_files
 from .decide.report import report_html, write_pdf
 from .decide.sizing import cheapest_fleets, fleet_shapes
@@ -164,6 +165,8 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--billing", choices=tuple(PLAN_BILLING), default="monthly",
                         help="hourly and monthly: the offer's own price (per hour or per month, no commitment); "
                              "annual: the annual prepay discount")
+    parser.add_argument("--price-list", metavar="FILE", help="rent through the offers of this CSV file instead of "
+                        "data/hardware/offers.csv (its columns: docs, Plan: the cheapest rental)")
     parser.add_argument("--recipe", metavar="DIR", help="write the recommendation's deployment recipe into DIR: a "
                         "launch script per serving engine and a Kubernetes manifest")
     parser.add_argument("--prices", choices=PRICE_RULES, help="firm: rent only through firm prices (one number read "
@@ -421,7 +424,14 @@ def _question(args: argparse.Namespace) -> Question:
     return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
                     _names(args.policies), _names(args.quants), _names(args.routers), PLAN_BILLING[args.billing],
                     args.currency, args.cny_per_usd, args.seeds, args.requests, args.max_replicas, args.budget,
-                    args.tune, _names(args.decodings), args.prices or "")
+                    args.tune, _names(args.decodings), args.prices or "", _price_list(args.price_list))
+
+
+def _price_list(path: str | None) -> tuple:
+    """The offers of ``--price-list FILE`` (none without it)."""
+    if not path:
+        return ()
+    return read_price_list(read_regular(path, "--price-list", PRICE_LIST_MAX_BYTES), f"--price-list {quoted(path)}")
 
 
 def _plan_scenario(args: argparse.Namespace) -> Scenario:

@@ -23,12 +23,15 @@ from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_t
                                      sensitivity_text, shape, summary_line, tuned_text)
 from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, answer_key,
                                    fleet_scenario, plan)
+from engine.decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, read_price_list
 from engine.decide.recipe import recipe_files
 from engine.decide.report import chromium, report_html, write_pdf
 from engine.decide.targets import TARGET_METRICS, Target
 from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
 from engine.hardware.tables import load_table
 from engine.scenario.config import OVERALL, Arrival
+from engine.scenario.caps import MIB
+from engine.scenario.errors import printable
 from engine.scenario.json_out import strict_json
 from engine.scenario.link import public_address
 from engine.scenario.labels import format_label, key_words, words
@@ -175,10 +178,27 @@ def question_inputs(typed: engine.Scenario) -> Question:
                                            "with this many candidates.")
     if not gpus:
         raise engine.ScenarioError("choose at least one GPU to consider")
+    price_list = price_list_input()
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
-    return Question(targets, tuple(gpus), (), tuple(policies), tuple(quants), tuple(routers), billing, currency,
+    gpus = () if price_list else tuple(gpus)  # a price list: every GPU it rents
+    return Question(targets, gpus, (), tuple(policies), tuple(quants), tuple(routers), billing, currency,
                     float(fx), int(seeds), int(requests), budget=float(budget) or None, tune=int(tune_first),
-                    decodings=tuple(decodings), prices=prices)
+                    decodings=tuple(decodings), prices=prices, price_list=price_list)
+
+
+def price_list_input() -> tuple:
+    """The visitor's own price list (a CSV of offers.csv's columns), planned against in place of the built-in offers
+    while it is uploaded; its one-line error when it cannot be read."""
+    upload = st.file_uploader("Your own price list (CSV, optional)", type=["csv"], key="plan_price_list",
+                              max_upload_size=PRICE_LIST_MAX_BYTES // MIB or 1,
+                              help="The columns of data/hardware/offers.csv (see the manual, Plan: the cheapest "
+                                   "rental): the plan then rents through these offers only.")
+    if upload is None:
+        return ()
+    rows = read_price_list(upload.getvalue(), f"price list {printable(upload.name)}")
+    st.caption(f"Planning against your {len(rows):,} offers ({printable(upload.name)}) instead of the built-in ones, "
+               "on every GPU they rent.")
+    return rows
 
 
 def show_answer(answer: dict, question: Question) -> None:

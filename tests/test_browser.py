@@ -476,3 +476,18 @@ def test_hardware_and_costs_cheapest_rental_is_the_planners_answer(server, page)
     page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS)
     wait_idle(page)
     assert page.get_by_role("spinbutton", name="Target 1: limit (ms)").input_value() == "2500"
+
+
+def test_the_planner_plans_against_an_uploaded_price_list(server, page):
+    quick = {"plan_seeds": 2, "plan_requests": 600}
+    page.goto(f"{server}/planner?{state.QUERY_KEY}={state.encode(read_toml(SCENARIOS / 'article_mixed_8xa100.toml'))}"
+              f"&{view.QUERY_KEY}={state.encode(quick)}")
+    page.wait_for_selector("text=Your own price list")
+    wait_idle(page)
+    page.get_by_test_id("stMainBlockContainer").get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        str(REPO / "tests" / "fixtures" / "price_lists" / "two_offers.csv"))
+    page.wait_for_selector("text=Planning against your 2 offers")
+    wait_idle(page)
+    page.get_by_role("button", name="Plan").click()
+    said = page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS).inner_text()
+    assert "through our-h100-reserved" in said

@@ -11,9 +11,13 @@ sources; the exchange rate is a setting of the user's.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import math
 from dataclasses import dataclass
 from datetime import date
+from typing import Iterator
 
 import pandas as pd
 
@@ -32,19 +36,50 @@ CNY_PER_USD_RANGE = (1.0, 20.0)  # the exchange rates the app and the command li
 TERMS = ("on-demand", "reserved", "spot", "spot to on-demand", "unstated")  # offers.csv ``terms``
 FIRM_TERMS = ("on-demand", "reserved")  # capacity the provider does not take back
 INTERRUPTIBLE_TERMS = ("spot", "spot to on-demand")  # the provider may take the cards back at any time
+OFFER_COLUMNS = ("offer", "vendor", "gpu", "gpus_per_unit", "max_cards_per_machine", "price_low", "price_high",
+                 "currency", "period", "terms", "annual_discount", "estimate", "notes", "source", "as_of")  # offers.csv
 PRICE_RULES = ("firm", "any")  # which offers a plan may rent through: firm prices only, or every offer
 STALE_PRICE_DAYS = 183  # a price quoted more than six months before the plan is flagged as old
 
 
 def offers_for(gpu: str) -> pd.DataFrame:
     """The offers that rent ``gpu``: whole cards of a card profile, or slices of a slice profile."""
-    offers = load_table("offers")
+    offers = offers_table()
     return offers[offers["gpu"] == gpu]
+
+
+_USER_OFFERS: contextvars.ContextVar[pd.DataFrame | None] = contextvars.ContextVar("user_offers", default=None)
+
+
+def offers_table() -> pd.DataFrame:
+    """The offers a plan rents through: a user's price list while one is in force (``priced_by``), else
+    ``offers.csv``."""
+    user = _USER_OFFERS.get()
+    return load_table("offers") if user is None else user
+
+
+@functools.lru_cache(maxsize=8)
+def _frame(rows: tuple[tuple, ...]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=list(OFFER_COLUMNS)).set_index("offer")
+
+
+@contextlib.contextmanager
+def priced_by(rows: tuple[tuple, ...]) -> Iterator[None]:
+    """Within it, the offers are ``rows`` (a user's price list, ``price_list.read_price_list``) instead of offers.csv;
+    with no rows, offers.csv as always."""
+    if not rows:
+        yield
+        return
+    token = _USER_OFFERS.set(_frame(rows))
+    try:
+        yield
+    finally:
+        _USER_OFFERS.reset(token)
 
 
 def firm_offer(offer: str) -> bool:
     """True when ``offer``'s price is firm: one number, not an estimate, on terms that keep the capacity."""
-    row = load_table("offers").loc[offer]
+    row = offers_table().loc[offer]
     return bool(row["terms"] in FIRM_TERMS and not row["estimate"] and row["price_low"] == row["price_high"])
 
 
@@ -53,7 +88,7 @@ def offers_under(rule: str, asked: tuple[str, ...] = ()) -> pd.DataFrame:
     offer when none is), firm ones only under "firm"."""
     if rule not in PRICE_RULES:
         raise ScenarioError(f"prices {excerpt(rule)} is not one of {', '.join(PRICE_RULES)}")
-    offers = load_table("offers")
+    offers = offers_table()
     offers = offers[offers.index.isin(asked)] if asked else offers
     return offers if rule == "any" else offers[[firm_offer(o) for o in offers.index]]
 
@@ -61,7 +96,7 @@ def offers_under(rule: str, asked: tuple[str, ...] = ()) -> pd.DataFrame:
 def billing_modes(offer: str) -> tuple[str, ...]:
     """The billing modes ``offer`` is sold under: pay as you go, and annual prepay only where the provider publishes
     a discount for it (otherwise it would repeat the same price under a term nobody quoted)."""
-    return BILLING_MODES if float(load_table("offers").loc[offer, "annual_discount"]) > 0 else BILLING_MODES[:1]
+    return BILLING_MODES if float(offers_table().loc[offer, "annual_discount"]) > 0 else BILLING_MODES[:1]
 
 
 def billing_for(offer: str, billing: str) -> str:
@@ -71,7 +106,7 @@ def billing_for(offer: str, billing: str) -> str:
 
 def price_age_days(offer: str, today: date) -> int:
     """Days between the date ``offer``'s price was quoted and ``today``."""
-    return (today - date.fromisoformat(str(load_table("offers").loc[offer, "as_of"]))).days
+    return (today - date.fromisoformat(str(offers_table().loc[offer, "as_of"]))).days
 
 
 def fleet_cards(gpu: str, tensor_parallel: int, replicas: int) -> int:
@@ -81,7 +116,7 @@ def fleet_cards(gpu: str, tensor_parallel: int, replicas: int) -> int:
 
 def offer_hosting_problem(offer: str, tensor_parallel: int) -> str | None:
     """Why ``offer`` cannot host replicas of ``tensor_parallel`` linked cards, or None when it can."""
-    most = int(load_table("offers").loc[offer, "max_cards_per_machine"])
+    most = int(offers_table().loc[offer, "max_cards_per_machine"])
     if tensor_parallel <= most:
         return None
     return (f"offer {offer} rents machines of at most {most} card(s): a tensor-parallel group of "
@@ -110,7 +145,7 @@ class DeploymentCost:
 
 def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per_usd: float) -> DeploymentCost:
     """Cost of ``cards`` cards rented through ``offer`` under ``billing``, in ``currency``."""
-    offers = load_table("offers")
+    offers = offers_table()
     if offer not in offers.index:
         raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
     if billing not in BILLING_MODES:
@@ -164,7 +199,7 @@ def group_rentals(groups: list[tuple[str, int, int]], billing: str, currency: st
 
 def idle_cards(offer: str, cards: int) -> int:
     """Cards rented through ``offer`` beyond the ``cards`` the fleet uses (an offer rents whole units)."""
-    per_unit = float(load_table("offers").loc[offer, "gpus_per_unit"])
+    per_unit = float(offers_table().loc[offer, "gpus_per_unit"])
     return int(round(math.ceil(cards / per_unit - 1e-9) * per_unit - cards))
 
 

@@ -47,7 +47,7 @@ from ..sim import stopping
 from ..sim.parallel import run_all, simulate_summary, workers
 from ..sim.simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, PRICE_RULES, billing_for, deployment_cost,
-                   firm_offer, fleet_cards, offer_hosting_problem, offers_under, unit_costs)
+                   firm_offer, fleet_cards, offer_hosting_problem, offers_table, offers_under, priced_by, unit_costs)
 from .diagnosis import diagnose
 from .mixes import cheaper_mix
 from .plan_text import NOT_SIZED
@@ -83,6 +83,7 @@ class Question:
     tune: int = 0  # candidates per tunable policy tried before sizing (0: the scenario's parameters)
     decodings: tuple[str, ...] = ()  # DECODINGS to try; empty: the scenario's
     prices: str = ""  # PRICE_RULES entry; empty: firm prices when a target is a latency, every offer otherwise
+    price_list: tuple = ()  # the user's own offers (``price_list.read_price_list``) in place of offers.csv; empty: it
 
     @property
     def price_rule(self) -> str:
@@ -93,6 +94,10 @@ class Question:
         return PRICE_RULES[0] if any(metric(t.key).unit == "ms" for t in self.targets) else PRICE_RULES[1]
 
     def __post_init__(self) -> None:
+        with priced_by(self.price_list):
+            self._check()
+
+    def _check(self) -> None:
         if not self.targets:
             raise ScenarioError("the planner needs at least one target: --target CLASS.METRIC=VALUE")
         if not 2 <= self.seeds <= max(T_95):
@@ -105,7 +110,7 @@ class Question:
         for name in self.policies:
             if name not in POLICY_CODES:
                 raise ScenarioError(f"policy {excerpt(name)} is not one of {', '.join(POLICY_CODES)}")
-        offers = load_table("offers")
+        offers = offers_table()
         for offer in self.offers:
             if offer not in offers.index:
                 raise ScenarioError(f"offer {excerpt(offer)} is not in data/hardware/offers.csv")
@@ -358,7 +363,7 @@ def pool_keys(config: Config, pool: str, replicas: int) -> dict:
 
 def configurations(data: dict, question: Question, origin: Origin) -> tuple[list[Config], list[dict]]:
     """Every configuration worth sizing, and a note for each GPU left out and why."""
-    asked = load_table("offers")
+    asked = offers_table()
     if question.offers:
         asked = asked.loc[list(question.offers)]
     asked = asked[[g in gpu_names() and (not question.gpus or g in question.gpus) for g in asked["gpu"]]]
@@ -576,7 +581,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
 
 def price_entry(offer: str) -> dict:
     """How far the offer's price can be trusted: its terms, whether it is firm, and when it was quoted."""
-    row = load_table("offers").loc[offer]
+    row = offers_table().loc[offer]
     return {"terms": str(row["terms"]), "firm": firm_offer(offer), "as_of": str(row["as_of"])}
 
 
@@ -634,7 +639,7 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
     the limit ``plan_s`` of wall-clock time: when it runs out, the configurations not yet sized are listed as not
     possible for that reason, the searches after the sizing are left out, and ``run.cut`` says so."""
     started = time.perf_counter()
-    with stopping.job("the plan", origin.caps.plan_s, "plan_s", background=True):
+    with stopping.job("the plan", origin.caps.plan_s, "plan_s", background=True), priced_by(question.price_list):
         answer, runs, cut = _plan(data, question, origin, progress)
     return {**answer, "run": {"wall_s": time.perf_counter() - started, "evaluations": runs, "workers": workers(),
                               "cut": cut}}

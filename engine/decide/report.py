@@ -25,7 +25,6 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from ..calibrate.calibration import badge
-from ..hardware.tables import load_table
 from ..scenario.config import Scenario, TokenDist, field_label, load_scenario, to_toml
 from ..scenario.errors import ScenarioError
 from ..scenario.labels import cards_text, format_label, parallel_label, words
@@ -34,7 +33,7 @@ from ..scenario.metric_table import metric, money_range
 from ..scenario.origin import Origin
 from ..sim.simulate import estimated_offered_load, load_text
 from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_modes, deployment_cost, firm_offer,
-                   price_age_days)
+                   offers_table, price_age_days, priced_by)
 from .plan_charts import pareto_chart, targets_chart
 from .recipe import engine_versions, recipe_files
 from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
@@ -165,7 +164,7 @@ def offers_frame(answer: dict, today: date) -> pd.DataFrame:
     """The offers priced in the answer, with their terms, whether the price is firm, its source and date (flagged
     when older than ``STALE_PRICE_DAYS`` on ``today``)."""
     plans = [p for p in (answer["recommendation"], *answer["alternatives"]) if p is not None]
-    table = load_table("offers")
+    table = offers_table()
     rows = []
     for offer in dict.fromkeys(p["offer"] for p in plans):
         row = table.loc[offer]
@@ -185,7 +184,7 @@ def risks(answer: dict, today: date) -> list[str]:
     best = answer["recommendation"]
     if best is None:
         return []
-    row, lines = load_table("offers").loc[best["offer"]], []
+    row, lines = offers_table().loc[best["offer"]], []
     if row["terms"] in INTERRUPTIBLE_TERMS:
         lines.append(f"{best['offer']} rents {row['terms']} capacity: the provider can take the cards back at any "
                      "time, and a service held to latency targets then misses them until it is replaced. Price it "
@@ -222,7 +221,14 @@ def title(scenario: Scenario, question: Question, answer: dict) -> str:
 def report_html(data: dict, question: Question, answer: dict, app_url: str | None, created: str,
                 origin: Origin = Origin()) -> str:
     """The whole report as one HTML document (Plotly inlined: it needs no network to open); ``app_url``: the app's
-    public address (``link.public_address``), None to carry the scenario instead of a link back."""
+    public address (``link.public_address``), None to carry the scenario instead of a link back. Offers are read
+    from the question's price list when it has one."""
+    with priced_by(question.price_list):
+        return _report_html(data, question, answer, app_url, created, origin)
+
+
+def _report_html(data: dict, question: Question, answer: dict, app_url: str | None, created: str,
+                 origin: Origin) -> str:
     scenario = load_scenario(data, origin=origin)
     e = html.escape
     best = answer["recommendation"]

@@ -1,0 +1,81 @@
+"""A user's own price list (engine.decide.price_list): read within bounds, every bad cell one line naming its row
+and column, and a plan that rents through it instead of the built-in offers (CLI --price-list)."""
+
+import pytest
+
+import engine
+from conftest import REPO
+from engine.cli import main
+from engine.decide.cost import offers_table, priced_by
+from engine.decide.planner import Question, plan
+from engine.decide.price_list import MAX_BYTES, read_price_list
+from engine.decide.targets import Target
+from engine.scenario.config import read_toml
+
+LIST = REPO / "tests" / "fixtures" / "price_lists" / "two_offers.csv"
+HEADER = LIST.read_text().splitlines()[0]
+GOOD_ROW = LIST.read_text().splitlines()[1]
+ARTICLE = read_toml(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml")
+
+
+def with_row(row: str) -> bytes:
+    return f"{HEADER}\n{row}\n".encode()
+
+
+def test_a_price_list_reads_as_offers_and_replaces_the_built_in_ones_while_in_force():
+    rows = read_price_list(LIST.read_bytes())
+    assert [r[0] for r in rows] == ["our-h100-reserved", "our-h200-spot"] and rows[0][5] == 15.0
+    with priced_by(rows):
+        assert list(offers_table().index) == ["our-h100-reserved", "our-h200-spot"]
+    assert "runpod-h100-sxm-secure" in offers_table().index, "outside it, offers.csv as always"
+
+
+@pytest.mark.parametrize("row, message", [
+    (GOOD_ROW.replace("H100-80G", "H100"), "row 2: gpu 'H100' is not one of"),
+    (GOOD_ROW.replace("15.00,15.00", "15.00,9.00"), "row 2: price_high '9.00' is below price_low"),
+    (GOOD_ROW.replace("15.00,15.00", "abc,15.00"), "row 2: price_low 'abc' is not a number"),
+    (GOOD_ROW.replace(",USD,", ",EUR,"), "row 2: currency 'EUR' is not one of CNY, USD"),
+    (GOOD_ROW.replace(",reserved,", ",weekly,"), "row 2: terms 'weekly' is not one of on-demand"),
+    (GOOD_ROW.replace(",false,", ",maybe,"), "row 2: estimate 'maybe' must be true or false"),
+    (GOOD_ROW.replace("2026-11-20", "20/11/2026"), r"row 2: as_of '20/11/2026' is not a date \(YYYY-MM-DD\)"),
+    (GOOD_ROW.replace("H100-80G,8,8", "H100-80G,1.5,8"), "row 2: gpus_per_unit '1.5' must be a whole number"),
+])
+def test_a_bad_cell_is_one_line_naming_its_row_and_column(row, message):
+    with pytest.raises(engine.ScenarioError, match=message):
+        read_price_list(with_row(row))
+
+
+def test_a_bad_file_is_one_line_in_bounded_memory():
+    with pytest.raises(engine.ScenarioError, match="lacks the column\\(s\\) terms"):
+        read_price_list(HEADER.replace(",terms", "").encode() + b"\n")
+    with pytest.raises(engine.ScenarioError, match="named twice"):
+        read_price_list(f"{HEADER}\n{GOOD_ROW}\n{GOOD_ROW}\n".encode())
+    with pytest.raises(engine.ScenarioError, match="holds no offer"):
+        read_price_list(f"{HEADER}\n".encode())
+    with pytest.raises(engine.ScenarioError, match="a price list may be at most 1,024 KiB"):
+        read_price_list(b"x" * (MAX_BYTES + 1))
+    with pytest.raises(engine.ScenarioError, match="not UTF-8"):
+        read_price_list(b"\xff\xfe" + HEADER.encode("utf-16-le"))
+
+
+def test_a_plan_rents_through_the_price_list_only():
+    rows = read_price_list(LIST.read_bytes())
+    question = Question((Target("interactive", "ttft_p99_ms", 1000.0),), seeds=2, requests=600, prices="any",
+                        price_list=rows)
+    answer = plan(ARTICLE, question)
+    plans = [answer["recommendation"], *answer["alternatives"]]
+    assert plans[0] is not None and {p["offer"] for p in plans} <= {"our-h100-reserved", "our-h200-spot"}
+    firm = plan(ARTICLE, Question(question.targets, seeds=2, requests=600, price_list=rows))
+    assert {p["offer"] for p in [firm["recommendation"], *firm["alternatives"]]} == {"our-h100-reserved"}, \
+        "a latency target: the spot offer of the list is not rented"
+    with pytest.raises(engine.ScenarioError, match="offer 'runpod-h100-sxm-secure' is not in"):
+        Question(question.targets, offers=("runpod-h100-sxm-secure",), price_list=rows)
+
+
+def test_plan_takes_a_price_list_file(capsys):
+    status = main(["plan", str(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"), "--target",
+                   "interactive.ttft_p99_ms=1000", "--seeds", "2", "--requests", "400", "--price-list", str(LIST)])
+    out = capsys.readouterr().out
+    assert status == 0 and "through our-h100-reserved" in out
+    assert main(["plan", str(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"), "--target",
+                 "interactive.ttft_p99_ms=1000", "--price-list", str(LIST.with_name("none.csv"))]) == 2
