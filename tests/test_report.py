@@ -168,3 +168,41 @@ def test_a_report_on_a_scenario_whose_own_fleet_cannot_hold_the_model_says_so(an
     too_small = {**ARTICLE, "server": {**ARTICLE["server"], "model": "Llama-3.1-405B", "tensor_parallel": 1}}
     page = report_html(too_small, QUESTION, answer, None, "2026-12-01 08:00 UTC")
     assert "cannot hold the model; the plan sized only fleets that do" in page
+
+
+CHART_BOXES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(plot => {
+  const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+  const boxes = sel => Array.from(plot.querySelectorAll(sel)).map(e => e.getBoundingClientRect())
+    .filter(r => r.width > 0).map(r => [r.left, r.top, r.right, r.bottom]);
+  return {svg: [svg.left, svg.top, svg.right, svg.bottom], ticks: boxes('.xtick text, .ytick text'),
+          titles: boxes('.g-xtitle text, .g-ytitle text, .g-x2title text, .g-y2title text')};
+})"""
+
+
+def test_every_chart_label_of_the_report_is_inside_its_chart_and_clear_of_the_axis_titles(page, tmp_path):
+    """As Chromium draws the report (the PDF prints this drawing): no tick label cut by the chart's edge, no axis
+    title over a tick label."""
+    from playwright.sync_api import sync_playwright
+    path = tmp_path / "report.html"
+    path.write_text(page)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        tab = browser.new_page(viewport={"width": 1100, "height": 900})
+        tab.goto(path.as_uri())
+        tab.wait_for_function("document.querySelectorAll('.js-plotly-plot .xtick text').length > 0")
+        tab.wait_for_timeout(1500)  # Plotly draws again once its automatic margins are known
+        charts = tab.evaluate(CHART_BOXES_JS)
+        browser.close()
+    assert len(charts) == 2
+
+    def inside(box, frame):
+        return box[0] >= frame[0] - 1 and box[1] >= frame[1] - 1 and box[2] <= frame[2] + 1 and box[3] <= frame[3] + 1
+
+    def overlap(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+    for chart in charts:
+        cut = [t for t in chart["ticks"] if not inside(t, chart["svg"])]
+        assert chart["ticks"] and not cut, f"tick labels cut by the chart {chart['svg']}: {cut}"
+        assert all(inside(t, chart["svg"]) for t in chart["titles"]), "an axis title is cut"
+        assert not any(overlap(t, k) for t in chart["titles"] for k in chart["ticks"]), "a title covers a tick label"

@@ -42,7 +42,7 @@ def pareto_chart(answer: dict, target: Target) -> go.Figure:
         mode="markers", name="recommended", marker=dict(symbol="star", size=16, color="gold",
                                                         line=dict(color="black", width=1))))
     fig.add_hline(y=m.table_value(target.limit), line_dash="dash", line_color="grey")
-    fig.update_layout(height=380, margin=dict(t=30, b=10),
+    fig.update_layout(height=380, margin=dict(t=30, b=60),  # the x title and its tick labels below the plot
                       xaxis_title=f"per month, low end ({best['monthly_cost']['currency']})",
                       yaxis_title=f"{target.cls} {m.title()}")
     return fig
@@ -67,5 +67,6 @@ def targets_chart(answer: dict, targets: tuple[Target, ...]) -> go.Figure:
                              error_y=dict(type="data", symmetric=False, array=up, arrayminus=down)), row=1, col=col)
         fig.add_hline(y=m.table_value(target.limit), line_dash="dash", line_color="grey", row=1, col=col)
         fig.update_yaxes(title_text=m.title(), row=1, col=col)
-    fig.update_layout(height=420, margin=dict(t=50, b=10))
+    fig.update_xaxes(automargin=True, tickangle=-90)
+    fig.update_layout(height=600, margin=dict(t=50, b=10))  # the plan names below take about 200 px
     return fig
