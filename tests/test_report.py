@@ -206,3 +206,7 @@ def test_every_chart_label_of_the_report_is_inside_its_chart_and_clear_of_the_ax
         assert chart["ticks"] and not cut, f"tick labels cut by the chart {chart['svg']}: {cut}"
         assert all(inside(t, chart["svg"]) for t in chart["titles"]), "an axis title is cut"
         assert not any(overlap(t, k) for t in chart["titles"] for k in chart["ticks"]), "a title covers a tick label"
+
+
+def test_the_report_names_the_tables_version_its_numbers_rest_on(page, answer):
+    assert len(answer["data_version"]) == 12 and f"tables version {answer['data_version']}" in page

@@ -635,14 +635,15 @@ def tuned_policies(data: dict, question: Question, origin: Origin, policies: lis
 
 def plan(data: dict, question: Question, origin: Origin = Origin(),
          progress: Callable[[int, int], None] | None = None) -> dict:
-    """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "run"}``, within
+    """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "data_version",
+    "run"}`` (``data_version``: the hardware tables it priced and timed with, ``tables.data_version``), within
     the limit ``plan_s`` of wall-clock time: when it runs out, the configurations not yet sized are listed as not
     possible for that reason, the searches after the sizing are left out, and ``run.cut`` says so."""
     started = time.perf_counter()
     with stopping.job("the plan", origin.caps.plan_s, "plan_s", background=True), priced_by(question.price_list):
         answer, runs, cut = _plan(data, question, origin, progress)
-    return {**answer, "run": {"wall_s": time.perf_counter() - started, "evaluations": runs, "workers": workers(),
-                              "cut": cut}}
+    return {**answer, "data_version": data_version(),
+            "run": {"wall_s": time.perf_counter() - started, "evaluations": runs, "workers": workers(), "cut": cut}}
 
 
 def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dict, int, str | None]:

@@ -237,7 +237,8 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     reopen = (f'<a href="{e(page_link(app_url, PLANNER_PAGE, data, planner_view(question, data)))}">Reopen this plan in '
               "Scheduler Lab</a>." if app_url else "The scenario is attached at the end, to reopen this plan.")
     parts = [f"<h1>{e(heading)}</h1>",
-             f'<p class="meta">Scheduler Lab, {e(created)}; scenario "{e(scenario.name)}". Targets: '
+             f'<p class="meta">Scheduler Lab, {e(created)}; scenario "{e(scenario.name)}"; hardware and price '
+             f'tables version {e(str(answer.get("data_version", "unknown")))}. Targets: '
              f"{e('; '.join(t.describe() for t in question.targets))}. {reopen}</p>"]
     cut = cut_text(answer)
     if cut:
