@@ -44,7 +44,9 @@ from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
 from ui.workload_form import class_rows
 
-GPUS_WITH_OFFERS = list(dict.fromkeys(load_table("offers")["gpu"]))
+OFFER_TABLE = load_table("offers")
+GPUS_WITH_OFFERS = list(dict.fromkeys(OFFER_TABLE["gpu"]))
+OFFERS = list(OFFER_TABLE.index)
 REQUESTS_RANGE = (500, 20000)
 QUANTS = list(load_table("quant").index)
 PRICE_CHOICES = ("", *PRICE_RULES)  # "": the planner's default (firm when a target is a latency)
@@ -134,6 +136,10 @@ def question_inputs(typed: engine.Scenario) -> Question:
     view.number("plan_requests", *REQUESTS_RANGE, DEFAULT_REQUESTS, integer=True)
     gpus = st.multiselect("GPUs to consider", GPUS_WITH_OFFERS, key="plan_gpus",
                           help="Every GPU with a rental offer; each at every tensor-parallel degree that fits.")
+    view.choice("plan_offers", OFFERS, [])
+    offers = st.multiselect("Only these offers (empty: every offer of those GPUs)", OFFERS, key="plan_offers",
+                            format_func=lambda o: f"{o} ({OFFER_TABLE.loc[o, 'vendor']}, {OFFER_TABLE.loc[o, 'gpu']})",
+                            help="The providers the customer accepts: the plan rents through these offers only.")
     view.choice("plan_quants", QUANTS, [typed.server.quant] if typed.server.quant in QUANTS else [])
     view.choice("plan_routers", list(ROUTER_CODES), [typed.fleet.router])
     view.number("plan_budget", 0.0, 1e9, 0.0)
@@ -181,7 +187,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
     price_list = price_list_input()
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
     gpus = () if price_list else tuple(gpus)  # a price list: every GPU it rents
-    return Question(targets, gpus, (), tuple(policies), tuple(quants), tuple(routers), billing, currency,
+    return Question(targets, gpus, () if price_list else tuple(offers), tuple(policies), tuple(quants), tuple(routers), billing, currency,
                     float(fx), int(seeds), int(requests), budget=float(budget) or None, tune=int(tune_first),
                     decodings=tuple(decodings), prices=prices, price_list=price_list)
 

@@ -38,7 +38,7 @@ VIEW_KEYS = (
     # Planner
     *(f"plan_{name}_{i}" for i in range(PLAN_TARGET_ROWS) for name in ("class", "metric", "limit")),
     "plan_gpus", "plan_policies", "plan_quants", "plan_routers", "plan_budget", "plan_tune", "plan_seeds",
-    "plan_requests", "plan_decodings", "plan_prices", "plan_answer",
+    "plan_requests", "plan_decodings", "plan_prices", "plan_answer", "plan_offers",
     "plan_users", "plan_requests_per_user", "plan_peak_factor",
 )
 _MEMORY = "view"

@@ -76,7 +76,8 @@ def _chart(fig) -> str:
 def planner_view(question: Question, data: dict) -> dict:
     """The Planner page's controls for ``question`` on scenario ``data`` (``ui.view`` keys), and the answer's key, so
     the report's link reopens the question with its answer."""
-    view = {"plan_gpus": list(question.gpus), "plan_policies": list(question.policies),
+    view = {"plan_gpus": list(question.gpus), "plan_offers": list(question.offers),
+            "plan_policies": list(question.policies),
             "plan_quants": list(question.quants), "plan_routers": list(question.routers),
             "plan_decodings": list(question.decodings),
             "plan_budget": question.budget, "plan_tune": question.tune, "plan_seeds": question.seeds,
