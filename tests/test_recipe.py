@@ -167,3 +167,10 @@ def test_a_tensorrt_llm_fleet_mounts_its_options_file_from_a_config_map():
     pod = deployment["spec"]["template"]["spec"]
     assert {"name": "options", "configMap": {"name": "llm-options"}} in pod["volumes"]
     assert pod["containers"][0]["command"][:2] == ["trtllm-serve", "meta-llama/Meta-Llama-3-70B-Instruct"]
+
+
+def test_a_policy_the_engines_lack_is_said_beside_the_commands():
+    fcfs = recipe_files(plan_of(policy={"name": "vllm-fcfs"}), scenario_of())["README.txt"]
+    assert "gateway" not in fcfs and "request-level router" in fcfs, "vLLM's own order needs nothing in front"
+    wfq = recipe_files(plan_of(policy={"name": "wfq"}), scenario_of())["README.txt"]
+    assert "put the policy in a gateway" in wfq and "wfq" not in wfq, "named in words, not by its code"

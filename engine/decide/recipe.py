@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from ..hardware.tables import gpu_row, is_slice, load_table
 from ..scenario.config import Scenario
-from ..scenario.labels import parallel_label
+from ..scenario.labels import parallel_label, words
+from ..sim.policies import POLICY_LABELS
 
 ENGINE_VERSIONS = {"vllm": "v0.11.0", "sglang": "v0.5.23", "tensorrt-llm": "1.0.0"}  # the documented CLIs emitted
 IMAGES = {"vllm": "vllm/vllm-openai:v0.11.0", "sglang": "lmsysorg/sglang:v0.5.23",
@@ -35,7 +36,8 @@ KV_DTYPES = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8_e4m3"}, "tensorrt-ll
 TRT_CAVEAT = ("TensorRT-LLM: its flags were checked against its source of August 2025 (main at 4c05a74, before 1.0.0, "
               "whose source could not be read) and the options file's keys against its documentation's examples: "
               "check both with `trtllm-serve --help` of the release you run.")
-FP8_WEIGHTS = ("fp8",)  # weight formats an engine quantizes a 16-bit checkpoint to at load time
+FP8_WEIGHTS = ("fp8",)
+FIRST_COME_POLICIES = ("fifo", "vllm-fcfs")  # the engines' own order: nothing to put in front of them  # weight formats an engine quantizes a 16-bit checkpoint to at load time
 
 
 @dataclass(frozen=True)
@@ -79,13 +81,16 @@ def vendor(gpu: str) -> str:
 
 
 def _policy_note(plan: dict) -> str:
-    name = plan["policy"]["name"]
-    return (f"The plan's scheduling policy ({name}) and router ({plan['router']}) are the simulator's: the engines "
-            "order requests first come, first served (vLLM also by a priority each request carries, with "
-            "--scheduling-policy priority); put the policy in a gateway in front of them, or expect the figures of "
-            "a first-come-first-served plan.") if name != "fifo" else (
-        f"The router ({plan['router']}) is the simulator's; a Kubernetes Service spreads connections, not requests: "
-        "put a request-level router in front for the plan's figures.")
+    """What the engines cannot take as a flag: the plan's policy (unless it is first come, first served, as theirs)
+    and its router."""
+    name, router = plan["policy"]["name"], words("router", plan["router"])
+    if name in FIRST_COME_POLICIES:
+        return (f"The router ({router}) is the simulator's; a Kubernetes Service spreads connections, not requests: "
+                "put a request-level router in front for the plan's figures.")
+    return (f"The plan's scheduling policy ({POLICY_LABELS.get(name, name)}) and router ({router}) are the "
+            "simulator's: the engines order requests first come, first served (vLLM also by a priority each request "
+            "carries, with --scheduling-policy priority); put the policy in a gateway in front of them, or expect "
+            "the figures of a first-come-first-served plan.")
 
 
 def commands(plan: dict, scenario: Scenario) -> list[Command]:
