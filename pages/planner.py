@@ -187,8 +187,9 @@ def question_inputs(typed: engine.Scenario) -> Question:
     price_list = price_list_input()
     fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
     gpus = () if price_list else tuple(gpus)  # a price list: every GPU it rents
-    return Question(targets, gpus, () if price_list else tuple(offers), tuple(policies), tuple(quants), tuple(routers), billing, currency,
-                    float(fx), int(seeds), int(requests), budget=float(budget) or None, tune=int(tune_first),
+    return Question(targets, gpus, () if price_list else tuple(offers), tuple(policies), tuple(quants),
+                    tuple(routers), billing, currency, float(fx), int(seeds), int(requests),
+                    budget=float(budget) or None, tune=int(tune_first),
                     decodings=tuple(decodings), prices=prices, price_list=price_list)
 
 

@@ -156,7 +156,8 @@ def test_a_link_reopens_hardware_and_cost_with_its_view_choices():
         assert widget.value == value, key
     assert any(m.label == "Fleet per month (USD)" for m in at.metric)
     at.selectbox(key="cost_currency").set_value("CNY").run()
-    assert link_of(at, view.QUERY_KEY)["cost_currency"] == "CNY" and link_of(at, view.QUERY_KEY)["hw_target_ms"] == 20000
+    linked = link_of(at, view.QUERY_KEY)
+    assert linked["cost_currency"] == "CNY" and linked["hw_target_ms"] == 20000
 
 
 def test_a_view_link_with_values_that_do_not_fit_falls_back_to_the_defaults():

@@ -36,8 +36,8 @@ KV_DTYPES = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8_e4m3"}, "tensorrt-ll
 TRT_CAVEAT = ("TensorRT-LLM: its flags were checked against its source of August 2025 (main at 4c05a74, before 1.0.0, "
               "whose source could not be read) and the options file's keys against its documentation's examples: "
               "check both with `trtllm-serve --help` of the release you run.")
-FP8_WEIGHTS = ("fp8",)
-FIRST_COME_POLICIES = ("fifo", "vllm-fcfs")  # the engines' own order: nothing to put in front of them  # weight formats an engine quantizes a 16-bit checkpoint to at load time
+FP8_WEIGHTS = ("fp8",)  # weight formats an engine quantizes a 16-bit checkpoint to at load time
+FIRST_COME_POLICIES = ("fifo", "vllm-fcfs")  # the engines' own order: nothing to put in front of them
 
 
 @dataclass(frozen=True)

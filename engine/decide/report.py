@@ -235,8 +235,9 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     best = answer["recommendation"]
     today = date.fromisoformat(created[:10])
     heading = title(scenario, question, answer)
-    reopen = (f'<a href="{e(page_link(app_url, PLANNER_PAGE, data, planner_view(question, data)))}">Reopen this plan in '
-              "Scheduler Lab</a>." if app_url else "The scenario is attached at the end, to reopen this plan.")
+    link = page_link(app_url, PLANNER_PAGE, data, planner_view(question, data)) if app_url else ""
+    reopen = (f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.' if app_url else
+              "The scenario is attached at the end, to reopen this plan.")
     parts = [f"<h1>{e(heading)}</h1>",
              f'<p class="meta">Scheduler Lab, {e(created)}; scenario "{e(scenario.name)}"; hardware and price '
              f'tables version {e(str(answer.get("data_version", "unknown")))}. Targets: '
