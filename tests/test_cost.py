@@ -69,11 +69,13 @@ def test_only_the_whole_fleet_is_priced_in_a_comparison():
     assert priced.loc[1, "cost_per_thousand_sla_met_requests"] == pytest.approx(0.5)
 
 
-def test_the_default_offer_is_the_cheapest_that_hosts_the_fleet_and_idle_cards_are_counted():
+def test_the_default_offer_is_the_cheapest_firm_one_that_hosts_the_fleet_and_idle_cards_are_counted():
     one = cost_module.cheapest_offer("H100-80G", 1, 1)
     per_hour = {o: deployment_cost(o, 1, "pay as you go", "CNY", 7.077).per_hour[0]
                 for o in offers_for("H100-80G").index}
-    assert per_hour[one] == min(per_hour.values())
+    assert firm_offer(one) and per_hour[one] == min(v for o, v in per_hour.items() if firm_offer(o))
+    assert min(per_hour.values()) < per_hour[one], "a cheaper spot or estimated price exists, and is not the default"
+    assert not firm_offer(cost_module.cheapest_offer("GB200", 4, 4)), "no firm GB200 price: the cheapest estimate"
     eight = cost_module.cheapest_offer("H100-80G", 8, 8)
     assert cost_module.offer_hosting_problem(eight, 8) is None
     assert cost_module.idle_cards("ref-a100-40g-single", 3) == 0
