@@ -2,7 +2,8 @@
 simulated load: one call per page, whose helper only lays the answer out.
 
 A single-GPU fleet rents through the chosen offer (until one is chosen, the cheapest firm price that hosts it, else
-the cheapest that does: ``cost.cheapest_offer``); a mixed fleet rents each group through its own cheapest offer (``cost.group_rentals``), the parts added up.
+the cheapest that does: ``cost.cheapest_offer``); a mixed fleet rents each group through its own cheapest offer
+(``cost.group_rentals``), the parts added up.
 """
 
 from __future__ import annotations
