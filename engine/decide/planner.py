@@ -37,7 +37,7 @@ from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
 from ..hardware.tables import data_version, gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
 from ..scenario.caps import DEFAULT_CAPS
-from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario
+from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario, raw_rate_per_s
 from ..scenario.errors import ScenarioError, excerpt
 from ..scenario.metric_table import metric
 from ..scenario.origin import Origin
@@ -226,7 +226,7 @@ class Search:
             data = apply_overrides(data, {**pool_keys(config, "prefill", prefill),
                                           **pool_keys(config, "decode", decode)})
         if rate_factor != 1.0:
-            rate = data["workload"]["arrival"]["rate_per_s"]
+            rate = raw_rate_per_s(data["workload"]["arrival"])
             data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
         return data
 
@@ -480,7 +480,7 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
     if search.data["workload"].get("trace"):
         return []
     data = search.data
-    rate = data["workload"]["arrival"]["rate_per_s"]
+    rate = raw_rate_per_s(data["workload"]["arrival"])
     changes = [(f"+{TRAFFIC_GROWTH - 1:.0%} traffic", apply_overrides(data, {"workload.arrival.rate_per_s":
                                                                               rate * TRAFFIC_GROWTH})),
                (f"prompts {PROMPT_GROWTH}x as long", scaled_prompts(data, PROMPT_GROWTH))]
@@ -527,7 +527,8 @@ def add_headroom(search: Search, plans: list[dict]) -> None:
     """Fill in ``headroom_rate_per_s`` of these plans (one bisection per distinct fleet, on all cores)."""
     fleets = list(dict.fromkeys((config_of(p), p["replicas"]) for p in plans))
     factors = dict(zip(fleets, run_all(lambda fleet: search.headroom_factor(*fleet), fleets)))
-    rate = search.data["workload"].get("arrival", {}).get("rate_per_s")
+    arrival = search.data["workload"].get("arrival")
+    rate = raw_rate_per_s(arrival) if arrival else None
     for p in plans:
         factor = factors[(config_of(p), p["replicas"])]
         p["headroom_rate_per_s"] = factor * rate if factor is not None and rate else None

@@ -34,6 +34,7 @@ class Caps:
     requests_per_run: int = _limit(1_000_000, "requests", "requests one run simulates (workload.num_requests, "
                                    "synthetic arrivals within duration_s, trace rows replayed)")
     classes: int = _limit(32, "classes", "request classes in one scenario")
+    curve_points: int = _limit(10_000, "points", "points of workload.arrival.rate_curve")
     name_chars: int = _limit(80, "characters", "a scenario or class name")
     path_chars: int = _limit(1024, "characters", "workload.trace.path")
     batch_size: int = _limit(8192, "sequences", "server.max_batch_size and min_batch_size")

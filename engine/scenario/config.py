@@ -31,6 +31,7 @@ from .origin import Origin
 from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
                        LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES,
                        STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
+from .rate_curve import RateCurve, shape_curve
 from .table_names import check_name, names, where
 
 _MISSING = dataclasses.MISSING
@@ -108,20 +109,94 @@ class TokenDist:
 
 @dataclass(frozen=True)
 class Arrival:
-    """Synthetic arrival process."""
+    """Synthetic arrival process: a law of the gaps, at a constant rate or at a rate that changes over time."""
 
     process: str = opt(help="inter-arrival law: poisson (exponential gaps) or gamma (burstiness cv)",
                        choices=ARRIVAL_PROCESSES)
-    rate_per_s: float = opt(help="mean arrival rate over all classes", unit="req/s", ge=0.0001,
-                            le=1e9)
+    rate_per_s: Optional[float] = opt(None, "mean arrival rate over all classes (required unless rate_curve gives "
+                                            "it; with a curve or a shape, the curve is scaled to this mean)",
+                                      "req/s", ge=0.0001, le=1e9)
     cv: Optional[float] = opt(None, "coefficient of variation of inter-arrival gaps (process = gamma; "
                                     "1 = Poisson, > 1 burstier)", "", ge=0.01, cap="length_cv")
+    rate_curve: Optional[tuple[tuple[float, ...], ...]] = opt(
+        None, "the rate over time: [[t_s, rate_per_s], ...], straight lines between the points, the first at t_s "
+              "= 0, times never decreasing (two points at one time make a step); the last rate holds after the "
+              "last point unless curve_period_s repeats the curve", "", cap="curve_points")
+    shape: str = opt("", "a named shape of a day or a week (data/hardware/traffic_shapes.csv, mean 1) scaled to "
+                         "rate_per_s, instead of rate_curve", table="traffic_shapes")
+    curve_period_s: Optional[float] = opt(None, "rate_curve repeats with this period (86400 = a day; the line from "
+                                                "the last point goes back to the first rate at the period)", "s",
+                                          gt=0.0, cap="simulated_s")
+    curve_start_s: float = opt(0.0, "the run starts at this time of the curve or shape (32400 = 09:00 of a day "
+                                    "curve)", "s", ge=0.0, cap="simulated_s")
 
     def _check(self, path: str) -> None:
         if self.process == "gamma" and self.cv is None:
             raise ScenarioError(f"{path}.cv is required for process = 'gamma' (1.0 = Poisson-like)")
         if self.process == "poisson" and self.cv is not None:
             raise ScenarioError(f"{path}.cv is only used with process = 'gamma'; remove it")
+        if self.rate_curve is not None and self.shape:
+            raise ScenarioError(f"{path}.shape and {path}.rate_curve both give the rate over time; keep one")
+        if self.rate_curve is None and not self.shape:
+            for key in ("curve_period_s", "curve_start_s"):
+                if getattr(self, key):
+                    raise ScenarioError(f"{path}.{key} needs a rate_curve or a shape; remove it or add one")
+        if self.shape and self.curve_period_s is not None:
+            raise ScenarioError(f"{path}.curve_period_s is the shape's own ({path}.shape); remove it")
+        if self.rate_curve is not None:
+            mean = self._check_curve(path)
+            if self.rate_per_s is None:
+                object.__setattr__(self, "rate_per_s", mean)  # the curve's own mean: what every estimate reads
+        elif self.rate_per_s is None:
+            what = "the shape's mean rate" if self.shape else "a constant rate, or give rate_curve"
+            raise ScenarioError(f"{path}.rate_per_s is required: {what} (req/s)")
+
+    def _check_curve(self, path: str) -> float:
+        """The curve's mean rate, once its points are checked."""
+        key = f"{path}.rate_curve"
+        if not self.rate_curve:
+            raise ScenarioError(f"{key} is empty; give at least one [t_s, rate_per_s] point")
+        before = 0.0
+        for i, point in enumerate(self.rate_curve):
+            if len(point) != 2:
+                raise ScenarioError(f"{key}[{i}] must be two numbers [t_s, rate_per_s], got {len(point)}")
+            t_s, rate = point
+            if i == 0 and t_s != 0:
+                raise ScenarioError(f"{key}[0] starts at t_s = {t_s:g}; the first point is at 0 s")
+            if t_s < before:
+                raise ScenarioError(f"{key}[{i}] is at {t_s:g} s, before the point ahead of it ({before:g} s); "
+                                    f"order the points by time")
+            if not 0.0 <= rate <= 1e9:
+                raise ScenarioError(f"{key}[{i}] has rate {rate:g} req/s; a rate is between 0 and 1e9 req/s")
+            before = t_s
+        if self.curve_period_s is not None and self.curve_period_s < before:
+            raise ScenarioError(f"{path}.curve_period_s = {self.curve_period_s:g} s is shorter than the curve "
+                                f"({before:g} s); make it at least {before:g} s")
+        if self.curve_period_s is None and self.rate_curve[-1][1] == 0:
+            raise ScenarioError(f"{key} ends at rate 0 and does not repeat: no request would come after "
+                                f"{before:g} s; end it above 0, or set curve_period_s")
+        mean = RateCurve.from_points(self.rate_curve, self.curve_period_s).mean_per_s()
+        if not mean >= 0.0001:
+            raise ScenarioError(f"{key} has a mean rate of {mean:g} req/s; the mean must be at least 0.0001 req/s")
+        return mean
+
+    def curve(self) -> RateCurve | None:
+        """The rate over time at the scenario's mean (``rate_per_s``), or None for a constant rate."""
+        if self.shape:
+            base = shape_curve(self.shape)
+        elif self.rate_curve is not None:
+            base = RateCurve.from_points(self.rate_curve, self.curve_period_s)
+        else:
+            return None
+        return base.scaled(self.rate_per_s / base.mean_per_s())
+
+
+def raw_rate_per_s(arrival: Mapping[str, Any]) -> float:
+    """The mean rate of a checked scenario's raw ``workload.arrival`` table: its ``rate_per_s``, else its curve's
+    mean (as ``Arrival`` fills it in)."""
+    if arrival.get("rate_per_s") is not None:
+        return float(arrival["rate_per_s"])
+    return RateCurve.from_points(arrival["rate_curve"], arrival.get("curve_period_s")).mean_per_s()
 
 
 @dataclass(frozen=True)
@@ -695,7 +770,9 @@ FIELD_LABELS = {
     "TokenDist.max": "Cap", "RequestClass.shared_prefix_tokens": "Shared prompt prefix",
     "RequestClass.conversation_turns": "Turns per conversation", "RequestClass.turn_gap_s": "Time between turns",
     "Arrival.process": "Arrival process", "Arrival.rate_per_s": "Arrival rate",
-    "Arrival.cv": "Burstiness (coefficient of variation)",
+    "Arrival.cv": "Burstiness (coefficient of variation)", "Arrival.rate_curve": "Rate over time",
+    "Arrival.shape": "Shape of the day", "Arrival.curve_period_s": "Curve repeats every",
+    "Arrival.curve_start_s": "Start in the curve at",
     "Trace.format": "Format", "Trace.rate_scale": "Speed-up", "Trace.jitter_ms": "Jitter",
     "RequestClass.share": "Share of arrivals", "RequestClass.priority": "Priority level",
     "RequestClass.tier_weight": "Tier weight", "RequestClass.sla_ttft_ms": "TTFT target",
@@ -831,7 +908,8 @@ def _convert(value: Any, tp: Any, path: str, caps: Caps) -> Any:
     if typing.get_origin(tp) is tuple:
         item_tp = typing.get_args(tp)[0]
         if not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"{path} must be an array of tables ([[{path}]]), got {excerpt(value)}")
+            what = f"an array of tables ([[{path}]])" if _is_config(item_tp) else "an array ([...])"
+            raise ScenarioError(f"{path} must be {what}, got {excerpt(value)}")
         return tuple(_convert(v, item_tp, f"{path}[{i}]", caps) for i, v in enumerate(value))
     if tp is dict:
         if not isinstance(value, Mapping):

@@ -56,6 +56,20 @@ class ReplicaStats(TypedDict):
     mean_batch_size: float
 
 
+class WindowRow(TypedDict):
+    """One window of the run (``windows.windows``): [start, end) in seconds from the start, the requests that
+    arrived in it, the load they offered (an estimate), the mean number waiting for their first iteration, and per
+    class the SLA attainment of its arrivals (None: none judged) and their SLA misses."""
+
+    start_s: float
+    end_s: float
+    arrived: int
+    offered_load: float
+    mean_waiting: float
+    sla_attainment: dict[str, Optional[float]]
+    sla_missed: dict[str, int]
+
+
 class SystemMetrics(TypedDict):
     """The fleet over the run (``simulate``)."""
 
@@ -80,6 +94,7 @@ class SystemMetrics(TypedDict):
     prefix_hit_frac: Optional[float]  # prompt tokens the prefix cache held, of those looked up; None: no caching
     prefill_saved_tokens: int  # prompt tokens served from the prefix cache instead of computed
     offered_load: float
+    replica_hours: float  # replicas up, integrated over the run (servers x hours)
     stop_reason: str
     unstable: bool
     replicas: list[ReplicaStats]
@@ -97,3 +112,4 @@ class Summary(TypedDict):
     overall: ClassMetrics
     system: SystemMetrics
     run: RunInfo
+    windows: list[WindowRow]

@@ -25,6 +25,7 @@ TABLES = {
     "quant": ("a weight format", ("quant.csv",)),
     "kv_quant": ("a KV-cache format", ("kv_quant.csv",)),
     "engines": ("a serving engine", ("engines.csv",)),
+    "traffic_shapes": ("a traffic shape", ("traffic_shapes.csv",)),
 }
 
 
@@ -38,8 +39,8 @@ def _first_column(path: Path) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def names(table: str) -> tuple[str, ...]:
-    """The names of ``table``'s rows, file after file, in the files' order."""
-    return tuple(name for file in TABLES[table][1] for name in _first_column(DATA_DIR / file))
+    """The names of ``table``'s rows, file after file, in the files' order, each once (a shape has many rows)."""
+    return tuple(dict.fromkeys(name for file in TABLES[table][1] for name in _first_column(DATA_DIR / file)))
 
 
 def where(table: str) -> str:

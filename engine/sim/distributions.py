@@ -35,9 +35,11 @@ def sample_tokens(dist: TokenDist, n: int, rng: np.random.Generator,
     return np.clip(values, 1, top).astype(np.int64, copy=False)
 
 
-def sample_gaps_s(arrival: Arrival, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Draw ``n`` inter-arrival gaps in seconds with mean ``1 / rate_per_s``."""
-    mean_gap_s = 1.0 / arrival.rate_per_s
+def sample_gaps_s(arrival: Arrival, n: int, rng: np.random.Generator, mean_gap_s: float | None = None) -> np.ndarray:
+    """Draw ``n`` inter-arrival gaps in seconds with mean ``mean_gap_s`` (default ``1 / rate_per_s``; 1 for the
+    unit-rate gaps a rate curve rescales)."""
+    if mean_gap_s is None:
+        mean_gap_s = 1.0 / arrival.rate_per_s
     if arrival.process == "poisson":
         return rng.exponential(mean_gap_s, size=n)
     shape = 1.0 / arrival.cv ** 2  # gamma: cv = 1 / sqrt(shape)

@@ -37,12 +37,14 @@ from .layout import K_WINDOW_TOKENS, pack_requests
 from .memory import check_run_memory
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
+from .windows import Cut, windows
 from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
 STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", kernel.HORIZON: "horizon",
                 kernel.WALL_CLOCK: "wall_clock"}
 SIMULTANEOUS_RATE_PER_S = 1e9  # "all at once": arrivals about a nanosecond apart
+SECONDS_PER_HOUR = 3600.0
 SLICE_S = 0.05            # wall time of one call of the compiled loop, between checks of the budget
 
 
@@ -173,22 +175,47 @@ def offered_load(prepared: "Prepared") -> float:
 LINK_STAGE = "link"  # the prefill servers' links to the decode pool, as a stage of ``stage_loads``
 
 
-def stage_loads(prepared: "Prepared") -> dict[str, float]:
+def stage_loads(prepared: "Prepared", part: tuple[RequestArrays, np.ndarray | None, float] | None = None
+                ) -> dict[str, float]:
     """The estimated utilisation of each stage of the fleet (``offered_load``'s terms): the replicas of each role
     (``POOL_ROLES``), and on a disaggregated fleet the prefill servers' links (``LINK_STAGE``); all 0 when the
-    requests arrive at once (no rate to speak of)."""
-    requests, groups = prepared.requests, prepared.groups
-    n = len(requests)
-    span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
-    rate_per_s = (n - 1) / span_s if span_s > 0 else 0.0
+    requests arrive at once (no rate to speak of). ``part``: (some of the run's requests, their cached prompt
+    tokens, their arrival rate), whose own work and rate replace the run's: the load of one window
+    (``window_loads``)."""
+    groups = prepared.groups
+    if part is None:
+        requests, work_s = prepared.requests, prepared.work_s
+        n = len(requests)
+        span_s = requests.arrival_s[-1] - requests.arrival_s[0] if n > 1 else 0.0
+        rate_per_s = (n - 1) / span_s if span_s > 0 else 0.0
+    else:
+        requests, cached, rate_per_s = part
+        work_s = tuple(group_work_s(g, requests, cached) for g in groups)
     loads = {}
     for role in dict.fromkeys(g.role for g in groups):
-        pool = [(g, w) for g, w in zip(groups, prepared.work_s) if g.role == role]
+        pool = [(g, w) for g, w in zip(groups, work_s) if g.role == role]
         idle = rate_per_s == 0.0 or any(w == 0.0 for _, w in pool)  # nothing to do (a decode pool, one-token outputs)
         loads[role] = 0.0 if idle else rate_per_s / sum(g.replicas / w for g, w in pool)
         if role == POOL_ROLES[1]:  # the prefill servers' links carry every prompt's KV
             link_s = float(np.mean(requests.prompt_tokens)) * kv_link_s_per_token(prepared.scenario, groups)
             loads[LINK_STAGE] = rate_per_s * link_s / sum(g.replicas for g, _ in pool)
+    return loads
+
+
+def window_loads(prepared: "Prepared", cut: Cut) -> np.ndarray:
+    """The offered load of each window of ``cut``: its arrival rate and its own requests' work (``stage_loads``,
+    the busiest stage); 0 for a window without arrivals."""
+    requests = prepared.requests
+    loads = np.zeros(cut.count)
+    order = np.argsort(cut.slot, kind="stable")
+    bounds = np.searchsorted(cut.slot[order], np.arange(cut.count + 1))
+    for w in range(cut.count):
+        rows = order[bounds[w]:bounds[w + 1]]
+        if len(rows):
+            part = RequestArrays(requests.arrival_s[rows], requests.prompt_tokens[rows], requests.output_tokens[rows],
+                                 requests.class_id[rows], requests.unrelated_output_tokens[rows])
+            cached = None if prepared.cached_tokens is None else prepared.cached_tokens[rows]
+            loads[w] = max(stage_loads(prepared, (part, cached, len(rows) / cut.widths_s[w])).values())
     return loads
 
 
@@ -453,6 +480,7 @@ class Prepared:
     window_s: tuple[float, float]
     prefix_ids: np.ndarray     # the run's prefix unit ids, dense (0 .. prefix_units - 1); empty without caching
     prefix_units: int
+    cached_tokens: np.ndarray | None  # per request, ``cached_prompt_tokens`` (None without prefix caching)
 
     @property
     def peak_ratios(self) -> np.ndarray | None:
@@ -526,7 +554,7 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
                     np.repeat([g.capacity_tokens for g in groups], counts).astype(np.int64),
                     np.repeat(np.array(limits, np.int64), counts, axis=0),
                     replica_speeds(groups, work_s), work_s, srv, ints, floats, policy, class_params, window_s,
-                    prefix_ids, prefix_units)
+                    prefix_ids, prefix_units, cached_tokens)
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
@@ -580,15 +608,18 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
     load = offered_load(prepared)
+    cut = Cut.of(requests.arrival_s)
     system = {**_system_stats(stats, sim_time_s, prepared.capacity_tokens, bs, window, prepared.peak_ratios),
               "offered_load": load,
+              "replica_hours": replicas * sim_time_s / SECONDS_PER_HOUR,
               "stop_reason": run.stop_reason,
               "unstable": bool(run.stop_reason != "drained" or load >= 1.0),
               "replicas": _replica_stats(frame, stats, sim_time_s, prepared)}
     wall_s = time.perf_counter() - started
     summary: Summary = {"classes": classes, "overall": overall, "system": system,
-               "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
-                       "scenario": scenario.name}}
+                        "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
+                                "scenario": scenario.name},
+                        "windows": windows(scenario, frame, cut, window_loads(prepared, cut))}
     timeseries = pd.concat(
         [pd.DataFrame(run.series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
          for k in range(replicas)], ignore_index=True)

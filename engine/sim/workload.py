@@ -41,20 +41,37 @@ class RequestArrays:
 
 
 def _synthetic_arrivals_s(workload: Workload, rng: np.random.Generator, caps: Caps) -> np.ndarray:
-    if workload.num_requests is not None:
-        arrivals = np.cumsum(sample_gaps_s(workload.arrival, workload.num_requests, rng))
+    """Arrival times of synthetic requests: gaps drawn at the constant rate, or at rate 1 and carried through the
+    rate curve's time change (``RateCurve.inverse``), from ``curve_start_s`` of the curve on."""
+    arrival = workload.arrival
+    curve = arrival.curve()
+    if curve is None:
+        mean_gap_s, to_time_s = None, None
     else:
-        chunks, last_s, drawn = [], 0.0, 0
-        while last_s <= workload.duration_s:
+        u_start = float(curve.cumulative(arrival.curve_start_s))
+        mean_gap_s = 1.0
+
+        def to_time_s(u: np.ndarray) -> np.ndarray:
+            return curve.inverse(u + u_start) - arrival.curve_start_s
+
+    if workload.num_requests is not None:
+        arrivals = np.cumsum(sample_gaps_s(arrival, workload.num_requests, rng, mean_gap_s))
+    else:
+        end = workload.duration_s if curve is None else float(curve.cumulative(arrival.curve_start_s +
+                                                                               workload.duration_s)) - u_start
+        chunks, last, drawn = [], 0.0, 0
+        while last <= end:
             if drawn > caps.requests_per_run:
                 raise ScenarioError(
-                    f"workload.duration_s = {workload.duration_s:g} s at {workload.arrival.rate_per_s:g} req/s brings "
+                    f"workload.duration_s = {workload.duration_s:g} s at {arrival.rate_per_s:g} req/s brings "
                     f"more than {caps.requests_per_run:,} requests, the limit requests_per_run; shorten duration_s "
                     f"or set num_requests{caps.raise_hint('requests_per_run')}")
-            chunk = last_s + np.cumsum(sample_gaps_s(workload.arrival, _GAP_CHUNK, rng))
+            chunk = last + np.cumsum(sample_gaps_s(arrival, _GAP_CHUNK, rng, mean_gap_s))
             chunks.append(chunk)
-            last_s, drawn = chunk[-1], drawn + len(chunk)
+            last, drawn = chunk[-1], drawn + len(chunk)
         arrivals = np.concatenate(chunks)
+    if to_time_s is not None:
+        arrivals = to_time_s(arrivals)
     if workload.duration_s is not None:
         arrivals = arrivals[arrivals <= workload.duration_s]
     return arrivals
