@@ -22,6 +22,7 @@ from .calibrate.calibration import badge
 from .calibrate.user_calibration import benchmarked_server, calibrate, model_for
 from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES, combined_cost,
                           deployment_cost, fleet_cards, group_rentals, offer_hosting_problem, offers_for, unit_costs)
+from .decide.diagnosis import bursts
 from .decide.plan_text import no_plan_text, plan_text, summary_line
 from .decide.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
 from .decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, read_price_list
@@ -53,6 +54,7 @@ from .sim.dask_connect import check_address, check_workers
 from .sim.parallel import dask_cluster
 from .sim.simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sim.traces import guess_trace_format
+from .sim.workload import trace_requests
 
 CHEAPEST_OFFER = "cheapest"  # --offer for a mixed or disaggregated fleet: each group through its cheapest offer
 EXIT_INVALID = 2
@@ -256,8 +258,13 @@ def format_table(result: Result) -> str:
     """A readable per-class table plus the system line."""
     summary = result.summary
     header = f"{'class':<14}" + "".join(f"{metric(k).label:>{w}}" for k, w in CLI_COLUMNS)
+    requests = f"{summary['run']['requests']:,}"
+    if result.scenario.workload.trace is not None:
+        whole = trace_requests(result.scenario)
+        if whole > summary["run"]["requests"]:
+            requests += f" of the trace's {whole:,}"
     lines = [f"scenario {summary['run']['scenario']!r}, seed {summary['run']['seed']}, "
-             f"{summary['run']['requests']:,} requests (latencies in ms)", header, "-" * len(header)]
+             f"{requests} requests (latencies in ms)", header, "-" * len(header)]
     rows = list(summary["classes"].items()) + [(OVERALL, summary["overall"])]
     for name, block in rows:
         lines.append(f"{printable(name):<14}" + "".join(f"{_cell(k, metric(k).value(block)):>{w}}"
@@ -283,6 +290,7 @@ def format_table(result: Result) -> str:
         if len(moved):
             lines.append(f"KV transfers to the decode pool (link queue included): mean {moved.mean():,.1f} ms, "
                          f"p99 {moved.quantile(0.99):,.1f} ms over {len(moved):,} requests")
+    lines += [finding.text for finding in bursts(summary)]
     if s["unstable"]:
         lines.append(stop_explanation(s, result.scenario.origin.caps).replace("Unstable", "UNSTABLE", 1)
                      .replace("Cut", "CUT", 1))

@@ -10,7 +10,7 @@ import streamlit as st
 import engine
 from engine.calibrate.calibration import badge
 from engine.decide.cost import cost_columns
-from engine.decide.diagnosis import diagnose
+from engine.decide.diagnosis import diagnose, window_words
 from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy,
                                     RequestClass, Server, Speculative, Workload, expected_tokens_per_decode,
                                     field_bounds, field_label, field_meta)
@@ -65,23 +65,29 @@ def rate_step(anchor: float, rate: float) -> float:
     return step
 
 
-def rate_slider(rate: float, v: int) -> float:
+def rate_slider(rate: float, v: int, moving: bool = False) -> float:
     """Arrival rate from a twentieth to three times the scenario's rate when it was loaded, on a grid that
-    holds the loaded rate exactly."""
+    holds the loaded rate exactly; ``moving``: the rate follows a curve, the slider sets its mean."""
     anchor = st.session_state.setdefault(f"rate_anchor_{v}", rate)
     step = rate_step(anchor, rate)
     high = max(math.ceil(anchor * 3 / step), round(rate / step)) * step
-    return st.slider("Arrival rate (req/s)", step, high, rate, step, key=f"rate_{v}", format="%g",
-                     help="Mean arrivals per second over all classes.")
+    label = "Mean arrival rate (req/s)" if moving else "Arrival rate (req/s)"
+    return st.slider(label, step, high, rate, step, key=f"rate_{v}", format="%g",
+                     help="Mean arrivals per second over all classes" + (
+                         "; the rate curve (Workload page) is scaled to it." if moving else "."))
 
 def load_controls(data: dict, typed: engine.Scenario, v: int) -> None:
     workload = data["workload"]
     low, high = field_bounds(field_meta(Workload, "num_requests")[1])
     if typed.workload.trace is None:
-        workload["arrival"]["rate_per_s"] = rate_slider(typed.workload.arrival.rate_per_s, v)
+        curve = typed.workload.arrival.curve()
+        workload["arrival"]["rate_per_s"] = rate_slider(typed.workload.arrival.rate_per_s, v, curve is not None)
         workload["num_requests"] = st.number_input("Requests simulated", int(low), int(high),
                                                    typed.workload.num_requests, step=1000, key=f"requests_{v}",
                                                    help="The run stops generating arrivals after this many.")
+        if curve is not None:  # a day or a week is simulated by its time, not by a count
+            workload["duration_s"] = field_input(Workload, "duration_s", typed.workload.duration_s,
+                                                 key=f"duration_{v}", placeholder="no limit: Requests simulated")
     else:
         rows = trace_requests(typed)
         st.caption(f"Arrivals replay the uploaded trace ({rows:,} requests; see the Workload page).")
@@ -402,17 +408,20 @@ def system_cards(system: SystemMetrics) -> None:
 
 def partial_run_note(comparison, typed: engine.Scenario, summary: Summary) -> str | None:
     """Why the comparison's row of the current policy differs from the cards, when it is a shorter run whose
-    queues were still growing (the comparison runs the first ``SWEEP_MAX_REQUESTS`` requests)."""
+    queues were still changing (the comparison runs ``runner.compared``: the first ``SWEEP_MAX_REQUESTS``
+    requests, or ``TRACE_MAX_REQUESTS`` of a trace)."""
     full = typed.workload.num_requests or summary["run"]["requests"]
+    cap = runner.SWEEP_MAX_REQUESTS if typed.workload.trace is None else runner.TRACE_MAX_REQUESTS
     row = comparison[(comparison["policy"] == typed.policy.name) & (comparison["class"] == OVERALL)]
     m = metric("ttft_p99_ms")
     card, short = m.value(summary["overall"]), None if row.empty else row["ttft_p99_ms"].iloc[0]
-    if full <= runner.SWEEP_MAX_REQUESTS or card is None or short is None or abs(card - short) <= 0.25 * card:
+    if full <= cap or card is None or short is None or abs(card - short) <= 0.25 * card:
         return None
-    return (f"The comparison runs the first {runner.SWEEP_MAX_REQUESTS:,} of the {full:,} requests above, and "
+    advice = (f" Set Requests simulated to {cap:,} to compare like with like." if typed.workload.trace is None else
+              " The cards are the whole trace's: its later stretches load the fleet differently.")
+    return (f"The comparison runs the first {cap:,} of the {full:,} requests above, and "
             f"its {POLICY_LABELS[typed.policy.name]} row differs from the cards (overall TTFT p99 {m.text(short)} "
-            f"against {m.text(card)}): the queues were still changing after {runner.SWEEP_MAX_REQUESTS:,} requests. "
-            f"Set Requests simulated to {runner.SWEEP_MAX_REQUESTS:,} to compare like with like.")
+            f"against {m.text(card)}): the queues were still changing after {cap:,} requests.{advice}")
 
 
 def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> None:
@@ -458,6 +467,16 @@ def low_load_note(data: dict, typed: engine.Scenario, comparison, system: System
             f"{FLAT_POLICIES:.0%} across the policies). Raise the load to see them differ.")
     st.button(f"Raise the arrival rate to {raised:g} req/s (offered load {TEACHING_LOAD:g})",
               on_click=state.replace_rate, args=(data, raised))
+
+
+def compared_requests(typed: engine.Scenario, summary: Summary) -> str:
+    """Which requests the comparison and the curves run (``runner.compared``), in words."""
+    if typed.workload.trace is None:
+        return f"on the first {min(summary['run']['requests'], runner.SWEEP_MAX_REQUESTS):,} requests"
+    whole, shown = trace_requests(typed), min(summary["run"]["requests"], runner.TRACE_MAX_REQUESTS)
+    if shown >= whole:
+        return f"on the whole trace ({whole:,} requests)"
+    return f"on the first {shown:,} of the trace's {whole:,} requests"
 
 
 @guard.fragment
@@ -524,7 +543,7 @@ if note:
 currency = rental.currency if rental is not None else ""
 if rental is not None:
     comparison = cost_columns(comparison, rental.per_hour[0])
-st.caption(f"Every policy with the parameters above, on the first {runner.SWEEP_MAX_REQUESTS:,} requests"
+st.caption(f"Every policy with the parameters above, {compared_requests(typed, summary)}"
            + (f"; costs at the low end of {rental.offer}, in {rental.currency}, for the whole fleet."
               if rental is not None else "."))
 comparison_view(comparison, currency)
@@ -544,23 +563,27 @@ with tuning:
         tune_panel.render(scenario, typed)
 
 st.subheader("Curves against load")
-if typed.workload.trace is None:
-    rate = typed.workload.arrival.rate_per_s
-    rates = sweep_rates(rate, system["offered_load"])
-    view.choice("curve_policies", list(POLICIES), list(CURVE_DEFAULTS))
-    chosen = st.multiselect("Other policies on the curves", list(POLICIES), format_func=POLICY_LABELS.get,
-                            key="curve_policies",
-                            help="Each policy adds one run per arrival rate; the current policy is always drawn.")
-    curve_policies = list(dict.fromkeys([typed.policy.name, *chosen]))
-    sweep, note = runner.load_sweep(scenario, rates, curve_policies)
-    if note:
-        st.warning(text.plain(note))
-    st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, "
-               f"{min(typed.workload.num_requests or 0, runner.SWEEP_MAX_REQUESTS):,} requests each; the current "
-               f"policy ({POLICY_LABELS[typed.policy.name]}) and rate (dashed line) are always on them.")
-    curves_view(sweep, rate)
+trace_rate = None
+if typed.workload.trace is not None:
+    arrival_s = run.requests["arrival_s"]
+    trace_rate = (len(arrival_s) - 1) / (arrival_s.max() - arrival_s.min()) / typed.workload.trace.rate_scale
+rate = typed.workload.arrival.rate_per_s if trace_rate is None else trace_rate * typed.workload.trace.rate_scale
+rates = sweep_rates(rate, system["offered_load"])
+view.choice("curve_policies", list(POLICIES), list(CURVE_DEFAULTS))
+chosen = st.multiselect("Other policies on the curves", list(POLICIES), format_func=POLICY_LABELS.get,
+                        key="curve_policies",
+                        help="Each policy adds one run per arrival rate; the current policy is always drawn.")
+curve_policies = list(dict.fromkeys([typed.policy.name, *chosen]))
+sweep, note = runner.load_sweep(scenario, rates, curve_policies, trace_rate)
+if note:
+    st.warning(text.plain(note))
+if trace_rate is None:
+    each = f"{min(summary['run']['requests'], runner.SWEEP_MAX_REQUESTS):,} requests each"
 else:
-    st.info("Curves against load need synthetic arrivals; this scenario replays a trace.")
+    each = f"the trace replayed faster or slower (its speed-up), {compared_requests(typed, summary)} each"
+st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, {each}; the current "
+           f"policy ({POLICY_LABELS[typed.policy.name]}) and rate (dashed line) are always on them.")
+curves_view(sweep, rate)
 
 cdf_tab, timeline_tab = st.tabs(["Latency distribution", "Timeline of this run"])
 with cdf_tab:
@@ -592,6 +615,12 @@ with timeline_tab:
                     width="stretch")
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")
+    if summary.get("windows"):
+        st.plotly_chart(charts.window_chart(summary["windows"], classes), width="stretch", key="windows_chart")
+        length = summary["windows"][0]["end_s"] - summary["windows"][0]["start_s"]
+        st.caption(text.plain(
+            f"The whole fleet per {window_words(length)} window: the load its arrivals offered (red: more than the "
+            f"fleet can serve while it lasts) and the SLA attainment of the requests that arrived in it."))
 
 requests_frame = run.requests  # the CSV is written when the button is clicked, not on every rerun
 st.download_button("Download per-request results (CSV)", lambda: requests_frame.to_csv(index=False), "requests.csv",

@@ -4,12 +4,15 @@ import copy
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 import engine
 from engine.scenario.caps import DEFAULT_CAPS, MIB
-from engine.scenario.config import Arrival, Trace, field_bounds, field_meta
+from engine.scenario.config import Arrival, Trace, Workload, field_bounds, field_label, field_meta
+from engine.scenario.rate_curve import shape_curve, shape_source
+from engine.scenario.table_names import names
 from engine.scenario.errors import printable
 from engine.scenario.metric_table import significant
 from engine.scenario.registry import TRACE_FORMATS
@@ -17,7 +20,7 @@ from engine.sim.simulate import draw_requests
 from engine.sim.trace_stats import per_minute_rate, trace_statistics
 from engine.sim.traces import guess_format_from_header, read_trace_bytes
 from ui import charts, runner, scenario_sidebar, state, tables, text, trace_store
-from ui.widgets import field_input
+from ui.widgets import field_help, field_input
 from ui.workload_form import class_rows
 
 SAMPLE_REQUESTS = 20000
@@ -37,7 +40,59 @@ def drawn_workload(scenario_json: str) -> pd.DataFrame:
                          "class": pd.Categorical.from_codes(requests.class_id, names)})
 
 
-def synthetic_section(data: dict, v: int) -> None:
+RATE_MODES = ("Constant", "Shape of a day or week", "Points of a curve")
+DEFAULT_SHAPE = "servegen-language-small-day"  # a day of chat traffic: night trough, evening peak (docs/app/workload.md)
+CURVE_KEYS = ("rate_curve", "shape", "curve_period_s", "curve_start_s")
+POINT_COLUMNS = ("time (s)", "rate (req/s)")
+
+
+def flash_crowd(rate: float) -> list[list[float]]:
+    """The first curve offered: the rate, three times it from 10:00 to 15:00, then the rate again."""
+    return [[0.0, rate], [600.0, rate], [600.0, 3 * rate], [900.0, 3 * rate], [900.0, rate]]
+
+
+def rate_controls(arrival: dict, mean_rate: float, v: int) -> None:
+    """The arrival rate: constant, a named shape scaled to a mean rate, or the user's points."""
+    now = 1 if arrival.get("shape") else 2 if arrival.get("rate_curve") is not None else 0
+    mode = st.radio("Rate over time", RATE_MODES, index=now, horizontal=True, key=f"w_rate_mode_{v}",
+                    help="A shape or a curve changes the rate during the run; the Lab's rate slider then scales it.")
+    if mode == RATE_MODES[0]:
+        for key in CURVE_KEYS:
+            arrival.pop(key, None)
+        arrival["rate_per_s"] = field_input(Arrival, "rate_per_s", mean_rate, key=f"w_rate_{v}")
+        return
+    if mode == RATE_MODES[1]:
+        for key in ("rate_curve", "curve_period_s"):
+            arrival.pop(key, None)
+        shapes = list(names("traffic_shapes"))
+        cols = st.columns(3)
+        with cols[0]:
+            arrival["shape"] = field_input(Arrival, "shape", arrival.get("shape") or DEFAULT_SHAPE, key=f"w_shape_{v}",
+                                           options=shapes)
+        with cols[1]:
+            arrival["rate_per_s"] = field_input(Arrival, "rate_per_s", mean_rate, key=f"w_rate_{v}",
+                                                label="Mean arrival rate")
+        with cols[2]:
+            period_h = shape_curve(arrival["shape"]).period_s / 3600.0
+            start_h = st.number_input(f"{field_label(Arrival, 'curve_start_s')} (h)", 0.0, period_h - 0.5,
+                                      min(float(arrival.get("curve_start_s", 0.0)) / 3600.0, period_h - 0.5), 0.5,
+                                      key=f"w_start_{v}", help=field_help(Arrival, "curve_start_s"))
+            arrival["curve_start_s"] = start_h * 3600.0
+        st.caption(text.plain(f"Source: {shape_source(arrival['shape'])}."))
+        return
+    arrival.pop("shape", None)
+    arrival.pop("rate_per_s", None)  # the points say the rate
+    points = arrival.get("rate_curve") or flash_crowd(mean_rate)
+    edited = st.data_editor(pd.DataFrame(points, columns=list(POINT_COLUMNS)), num_rows="dynamic",
+                            key=f"w_points_{v}", width="stretch",
+                            column_config={c: st.column_config.NumberColumn(c, min_value=0.0, format="%g")
+                                           for c in POINT_COLUMNS})
+    arrival["rate_curve"] = [[float(t), float(r)] for t, r in edited.dropna().to_numpy()]
+    arrival["curve_period_s"] = field_input(Arrival, "curve_period_s", arrival.get("curve_period_s"),
+                                            key=f"w_period_{v}", placeholder="no repeat: the last rate holds")
+
+
+def synthetic_section(data: dict, typed_rate: float, v: int) -> None:
     workload = data["workload"]
     if workload.get("arrival"):
         arrival = workload["arrival"]
@@ -45,13 +100,46 @@ def synthetic_section(data: dict, v: int) -> None:
         with cols[0]:
             arrival["process"] = field_input(Arrival, "process", arrival.get("process"), key=f"w_process_{v}")
         with cols[1]:
-            arrival["rate_per_s"] = field_input(Arrival, "rate_per_s", arrival.get("rate_per_s"), key=f"w_rate_{v}")
-        with cols[2]:
             if arrival["process"] == "gamma":
                 arrival["cv"] = field_input(Arrival, "cv", arrival.get("cv") or 1.0, key=f"w_cv_{v}")
             else:
                 arrival.pop("cv", None)
+        rate_controls(arrival, typed_rate, v)
     class_rows(data, v, "w")
+
+
+def run_span_s(typed: engine.Scenario) -> float:
+    """How long the run's arrivals last: its duration, else the time its requests take at the curve's rate."""
+    workload = typed.workload
+    if workload.duration_s is not None:
+        return workload.duration_s
+    arrival = workload.arrival
+    curve = arrival.curve()
+    start = float(curve.cumulative(arrival.curve_start_s))
+    return float(curve.inverse(start + workload.num_requests)) - arrival.curve_start_s
+
+
+def rate_view(scenario: dict, frame: pd.DataFrame) -> None:
+    """The rate a curve or a shape draws at over the run, with the drawn sample's per-minute rate; what the run
+    covers of the curve."""
+    typed = state.validate(scenario)
+    curve = typed.workload.arrival.curve()
+    if curve is None or typed.workload.trace is not None:
+        return
+    span_s = run_span_s(typed)
+    start_s = typed.workload.arrival.curve_start_s
+    st.plotly_chart(charts.rate_over_time(per_minute_rate(frame["arrival_s"].to_numpy()),
+                                          lambda t: curve.rate_at(t + start_s), span_s,
+                                          title="Arrival rate over the run"), width="stretch", key="rate_curve")
+    peak = float(np.max(curve.rate_at(np.linspace(start_s, start_s + span_s, 2000))))
+    shown = min(len(frame), SAMPLE_REQUESTS)
+    st.caption(text.plain(
+        f"Mean {typed.workload.arrival.rate_per_s:,.3g} req/s over the curve, peak {peak:,.3g} req/s in this run "
+        f"({peak / typed.workload.arrival.rate_per_s:.2f}x); the run covers {span_s / 3600:,.2f} h"
+        + (f" of the {curve.period_s / 3600:g}-h period" if curve.period_s else "")
+        + f". The grey line is the first {shown:,} requests drawn."
+        + (f" Set {field_label(Workload, 'duration_s')} in the Lab (workload.duration_s) to {curve.period_s:,.0f} s to "
+           f"simulate all of it." if curve.period_s and span_s < curve.period_s else "")))
 
 
 def synthetic_charts(scenario: dict) -> None:
@@ -70,6 +158,7 @@ def synthetic_charts(scenario: dict) -> None:
         right.plotly_chart(charts.histogram(group["output_tokens"].to_numpy(), f"{name}: output length",
                                             "output tokens", color=color),
                            width="stretch", key=f"hist_output_{name}")
+    rate_view(scenario, frame)
     gaps_ms = frame["arrival_s"].diff().dropna().to_numpy() * 1000.0
     st.plotly_chart(charts.histogram(gaps_ms, "Time between arrivals", "inter-arrival time (ms)"), width="stretch",
                     key="hist_gaps")
@@ -85,6 +174,11 @@ def stats_table(stats: dict) -> None:
                    help="Coefficient of variation of the gaps between arrivals: 1 for Poisson, larger when burstier.")
     cols[3].metric("Per-minute cv", f"{stats['minute_cv']:.2f}",
                    help="Coefficient of variation of the requests per minute: how much the load moves.")
+    if stats.get("bucket_s"):
+        st.warning(text.plain(
+            f"The timestamps come in {stats['bucket_s']:,.3g}-second buckets: many requests share one, so the "
+            f"inter-arrival cv measures the bucketing, not the traffic. Read the per-minute cv, and spread them "
+            f"with Jitter of about {stats['bucket_s'] * 1000:,.0f} ms."))
     stats_names = ("mean", "p50", "p90", "p99", "max")
     lengths = pd.DataFrame({name: [round(stats[f"{kind}_{name}"]) for kind in ("prompt", "output")]
                             for name in stats_names}, index=["Prompt length (tokens)", "Output length (tokens)"])
@@ -124,8 +218,8 @@ def trace_section(data: dict) -> None:
     stats_table(stats)
     st.plotly_chart(charts.rate_over_time(per_minute), width="stretch")
     low, high = field_bounds(field_meta(Trace, "jitter_ms")[1])
-    jitter = st.number_input("Jitter (ms)", low, high, 3000.0 if fmt == "mooncake" else 0.0,
-                             help="Spread quantised timestamps (Mooncake: about 3,000 ms buckets).")
+    jitter = st.number_input("Jitter (ms)", low, high, min(high, (stats.get("bucket_s") or 0.0) * 1000.0),
+                             help="Spread bucketed timestamps over their bucket (Mooncake: 3,000 ms buckets).")
     st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
               args=(data, content, {"format": fmt, "jitter_ms": jitter}, name,
                     f"The Lab now replays {name} ({stats['requests']:,} requests)."))
@@ -169,7 +263,8 @@ if data["workload"].get("trace"):
 
 synthetic_tab, trace_tab = st.tabs(["Classes and distributions", "Trace"])
 with synthetic_tab:
-    synthetic_section(data, v)
+    synthetic_section(data, state.validate(base).workload.arrival.rate_per_s if data["workload"].get("arrival")
+                      else 0.0, v)
     shown = state.current() if state.edited(data, base) and state.update(data) else base
     scenario_sidebar.summary(sidebar_summary)
     synthetic_charts(shown)

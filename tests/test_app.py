@@ -39,7 +39,7 @@ def test_lab_shows_every_section_for_the_default_preset():
     assert {h.value for h in at.subheader} == {"Scenario", "Per-class results", "Cost",
                                                "Policy comparison (same arrivals)", "Curves against load"}
     assert len([m for m in at.metric if m.label == "TTFT p99"]) == 3  # interactive, offline, overall
-    assert len(at.get("plotly_chart")) == 4  # comparison, curves, CDF, timeline
+    assert len(at.get("plotly_chart")) == 5  # comparison, curves, CDF, timeline, load and SLA per window
 
 
 def test_priority_policy_cuts_interactive_latency_and_shows_the_change():
@@ -157,8 +157,12 @@ def test_trace_upload_shows_statistics_and_moves_into_the_lab():
     assert any(f"now replays conv.csv ({len(rows):,} requests)" in s for s in shown(at.success))
     at.switch_page("pages/lab.py").run()
     assert not at.exception and not at.error
-    assert any("replays a trace" in i.value for i in at.info)
     assert [m for m in at.metric if m.label == "TTFT p99"]
+    # the comparison and the curves replay the whole trace; the curves at its speed-ups
+    captions = [c.value for c in at.caption]
+    assert any(f"on the whole trace ({len(rows):,} requests)" in c for c in captions)
+    assert any("the trace replayed faster or slower (its speed-up)" in c for c in captions)
+    assert len(at.get("plotly_chart")) == 5
 
 
 def test_malformed_trace_upload_names_the_line():
@@ -442,3 +446,19 @@ def test_a_pasted_config_json_becomes_a_model_of_the_scenario():
     assert state.decode(linked if isinstance(linked, str) else linked[0])["server"]["model_config"]["experts"] == 32
     picker.set_value("Llama-3-8B").run()  # back to a shipped model: no error
     assert not at.exception and not at.error
+
+
+def test_a_day_shape_is_drawn_over_the_run_and_the_lab_sets_its_duration():
+    at = workload_page()
+    [mode] = [r for r in at.radio if r.label == "Rate over time"]
+    mode.set_value("Shape of a day or week").run()
+    assert not at.exception and not at.error
+    captions = shown(at.caption)
+    assert any("ServeGen" in c and "Apache-2.0" in c for c in captions)
+    # the preset's 4.7 req/s as the shape's mean; its requests cover a part of the day
+    assert any(c.startswith("Mean 4.7 req/s over the curve") and "Set Duration in the Lab" in c for c in captions)
+    assert at.get("plotly_chart")[-2].proto.spec  # the rate over the run, above the gaps' histogram
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception and not at.error
+    assert [s for s in at.slider if s.label == "Mean arrival rate (req/s)"]
+    assert [n for n in at.number_input if n.label == "Duration (s)"]

@@ -198,6 +198,11 @@ def test_the_diagnosis_names_the_burst_not_the_average():
     (burst,) = [f for f in diagnose(scenario, summary) if f.kind == "bursts"]
     assert "from 10:00 to 15:00 into the run" in burst.text and "per 30-second window" in burst.text
     assert "of chat's SLA misses" in burst.text
+    # near saturation, not beyond: named as the load it reaches
+    data["workload"]["arrival"]["rate_curve"] = [[0, 10.0], [600, 10.0], [600, 22.5], [900, 22.5], [900, 10.0]]
+    near = engine.load_scenario(data)
+    (burst,) = [f for f in diagnose(near, engine.simulate(near).summary) if f.kind == "bursts"]
+    assert "from 10:00 to 15:00 into the run arrivals reach an offered load of 0.9" in burst.text
     flat = copy.deepcopy(data)
     flat["workload"]["arrival"] = {"process": "poisson", "rate_per_s": 10.0}
     calm = engine.load_scenario(flat)
@@ -209,7 +214,8 @@ def test_burst_episodes_and_their_backlog():
         return {"offered_load": load, "mean_waiting": waiting}
     rows = [row(0.5, 0), row(1.2, 5), row(1.1, 9), row(0.6, 8.5), row(0.6, 3), row(0.5, 0), row(1.5, 4), row(0.5, 0)]
     # median waiting 4 (the upper one): the backlog lasts while above 2 x 4 = 8
-    assert burst_episodes(rows) == [(1, 2, 3), (6, 6, 6)]
+    assert burst_episodes(rows, 1.0) == [(1, 2, 3), (6, 6, 6)]
+    assert burst_episodes(rows, 1.3) == [(6, 6, 6)]
     assert clock_text(3905) == "1:05:05" and clock_text(330) == "5:30"
     assert window_words(30) == "30-second" and window_words(900) == "15-minute" and window_words(3600) == "1-hour"
 

@@ -48,3 +48,13 @@ def test_per_minute_rate_counts_whole_minutes():
     arrivals = np.array([0.0, 10.0, 59.9, 60.0, 130.0])
     frame = per_minute_rate(arrivals)
     assert list(frame["requests_per_s"] * 60) == [3, 1]
+
+
+@pytest.mark.parametrize("path, fmt, bucket_s", [(AZURE_CONV, "azure", None), (AZURE_CODE, "azure", None),
+                                                 (MOONCAKE_CONVERSATION, "mooncake", 3.0)])
+def test_bucketed_timestamps_are_flagged_with_their_step(path, fmt, bucket_s):
+    """Mooncake stamps its requests in 3-s buckets (most gaps are 0, the distinct times 3 s apart, +-1 ms);
+    Azure's 100-ns times are not bucketed."""
+    trace = read_trace(path, fmt)
+    assert trace_statistics(trace.arrival_s, trace.prompt_tokens, trace.output_tokens)["bucket_s"] == (
+        None if bucket_s is None else pytest.approx(bucket_s, abs=0.001))

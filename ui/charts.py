@@ -206,10 +206,60 @@ def histogram(values: np.ndarray, title: str, x_title: str, log_x: bool = False,
     return fig
 
 
-def rate_over_time(counts: pd.DataFrame) -> go.Figure:
-    fig = go.Figure(go.Scatter(x=counts["minute"], y=counts["requests_per_s"], mode="lines"))
-    fig.update_layout(height=260, margin=dict(t=30, b=10), title="Arrival rate per minute",
-                      xaxis_title="minute of the trace", yaxis_title="arrival rate (req/s)")
+def time_axis(span_s: float) -> tuple[float, str]:
+    """Seconds per unit and the unit's name for a time axis over ``span_s``: hours past 3 hours, else minutes."""
+    return (3600.0, "hours") if span_s > 3 * 3600 else (60.0, "minutes")
+
+
+def rate_over_time(counts: pd.DataFrame, rate_at=None, span_s: float | None = None,
+                   title: str = "Arrival rate per minute", x_title: str = "minute of the trace") -> go.Figure:
+    """Requests per second in each minute of ``counts`` (``trace_stats.per_minute_rate``); with ``rate_at`` (the
+    rate at times from the start of the run) the rate the arrivals are drawn at over ``span_s`` seconds, the axis
+    in minutes or hours."""
+    scale = 60.0
+    if rate_at is not None:
+        scale, unit = time_axis(span_s)
+        x_title = f"{unit} from the start of the run"
+    fig = go.Figure(go.Scatter(x=counts["minute"] * 60.0 / scale, y=counts["requests_per_s"], mode="lines",
+                               name="drawn (per minute)", line=dict(color="#9AA5B1")))
+    if rate_at is not None:
+        times = np.linspace(0.0, span_s, 600)
+        fig.add_trace(go.Scatter(x=times / scale, y=rate_at(times), mode="lines", name="rate curve",
+                                 line=dict(color="#2A3F5F", width=2.5)))
+    fig.update_layout(height=280, margin=dict(t=30, b=10), title=title, xaxis_title=x_title,
+                      yaxis_title="arrival rate (req/s)", showlegend=rate_at is not None,
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"))
+    return fig
+
+
+def window_chart(windows: list[dict], classes: list[str]) -> go.Figure:
+    """Per window of the run: the load its arrivals offered (bars, a line at 1 = the fleet's capacity) and each
+    class's SLA attainment (lines in the class colours; gaps where a window judged none)."""
+    frame = pd.DataFrame(windows)
+    scale, unit = time_axis(float(frame["end_s"].iloc[-1]))
+    middle = (frame["start_s"] + frame["end_s"]) / 2.0 / scale
+    width = float(frame["end_s"].iloc[0] - frame["start_s"].iloc[0]) / scale
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("offered load per window (an estimate; 1 = the fleet's capacity)",
+                                        "SLA attainment of the window's arrivals"))
+    loads = frame["offered_load"]
+    fig.add_trace(go.Bar(x=middle, y=loads, width=width * 0.95, name="offered load", showlegend=False,
+                         marker_color=np.where(loads >= 1.0, "#D62728", "#9AA5B1").tolist(),
+                         customdata=frame[["arrived", "mean_waiting"]].to_numpy(),
+                         hovertemplate="load %{y:.2f}<br>%{customdata[0]:,} arrived<br>%{customdata[1]:,.1f} waiting "
+                                       "on average<extra></extra>"), row=1, col=1)
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#D62728", row=1, col=1)
+    for k, name in enumerate(classes):
+        values = [row["sla_attainment"][name] for row in windows]
+        if all(v is None for v in values):
+            continue
+        fig.add_trace(go.Scatter(x=middle, y=[None if v is None else 100.0 * v for v in values], mode="lines",
+                                 name=chart_text(name), line=dict(color=class_color(k)), connectgaps=False),
+                      row=2, col=1)
+    fig.update_yaxes(title_text="load", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="SLA met (%)", range=[0, 105], row=2, col=1)
+    fig.update_xaxes(title_text=f"{unit} from the start of the run", row=2, col=1)
+    fig.update_layout(height=460, margin=dict(t=60, b=10), legend=LEGEND_ABOVE, bargap=0)
     return fig
 
 

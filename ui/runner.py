@@ -31,13 +31,14 @@ from engine.sim import parallel, stopping
 from engine.sim.memory import check_run_memory
 from engine.sim.simulate import warm_up as engine_warm_up
 from engine.sim.simulate import run_summary
-from engine.sim.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame
+from engine.sim.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame, trace_rate_variants
 from ui import jobs, trace_store, turns
 from ui.result_cache import ResultCache
 from ui.state import validate
 from ui.trace_store import APP_ORIGIN
 
 SWEEP_MAX_REQUESTS = 5000
+TRACE_MAX_REQUESTS = 50_000  # a replayed trace is compared whole up to this (19,366 requests: about 1 s a policy)
 SUMMARY_CACHE_MIB = 64  # a summary takes a few KiB: tens of thousands of variant runs
 
 
@@ -196,25 +197,39 @@ def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple
     return tagged_frame([(s, tags) for s, (_, tags) in zip(summaries, variants) if s is not None]), note
 
 
+def compared(data: dict) -> dict:
+    """What the policy comparison and the curves run: a replayed trace up to ``TRACE_MAX_REQUESTS`` (a cut would
+    keep its calm start and lose its bursts), synthetic arrivals up to ``SWEEP_MAX_REQUESTS``."""
+    if data["workload"].get("trace"):
+        return capped(data, TRACE_MAX_REQUESTS)
+    return capped(data)
+
+
 def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:
-    """Every policy on the same arrivals (the first ``SWEEP_MAX_REQUESTS`` requests); and a note when the
-    section's time ran out first."""
-    return _variants(capped(data), policy_variants(policies), "Running every policy...")
+    """Every policy on the same arrivals (``compared``); and a note when the section's time ran out first."""
+    return _variants(compared(data), policy_variants(policies), "Running every policy...")
 
 
-def load_sweep(data: dict, rates: list[float], policies: list[str]) -> tuple[pd.DataFrame, str | None]:
-    """Flat metrics per (rate, policy), at most ``SWEEP_MAX_REQUESTS`` requests a point, with a progress bar;
-    and a note when the section's time ran out first.
+def load_sweep(data: dict, rates: list[float], policies: list[str],
+               trace_rate_per_s: float | None = None) -> tuple[pd.DataFrame, str | None]:
+    """Flat metrics per (rate, policy), with a progress bar; and a note when the section's time ran out first.
+    Synthetic arrivals: at most ``SWEEP_MAX_REQUESTS`` requests a point; a replayed trace (``trace_rate_per_s``: its
+    arrival rate at speed-up 1) runs ``compared`` at the speed-up that gives each rate.
 
     A complete frame is kept in the session under a key without the current rate, so moving the rate
     only moves the marker; each point is also cached on its own (``summary``), so an incomplete sweep
     goes on where it stopped at the next rerun.
     """
-    base = capped(apply_overrides(data, {"workload.arrival.rate_per_s": 1.0}))
+    if trace_rate_per_s is None:
+        base = capped(apply_overrides(data, {"workload.arrival.rate_per_s": 1.0}))
+        variants = rate_variants(rates, policies)
+    else:
+        base = compared(apply_overrides(data, {"workload.trace.rate_scale": 1.0}))
+        variants = trace_rate_variants(rates, policies, trace_rate_per_s)
     key = ("sweep", _cache_key(canonical(base)), tuple(rates), tuple(policies))
     if st.session_state.get("sweep_key") == key:
         return st.session_state["sweep_frame"], None
-    frame, note = _variants(base, rate_variants(rates, policies), "Sweeping the arrival rate...")
+    frame, note = _variants(base, variants, "Sweeping the arrival rate...")
     if note is None:
         st.session_state["sweep_key"], st.session_state["sweep_frame"] = key, frame
     return frame, note

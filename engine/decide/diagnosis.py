@@ -38,7 +38,7 @@ STARVING_RATIO = 10.0  # ... and 10x the other classes' longest wait is starving
 TIMEOUT_SHARE = 0.05  # 5% of a class's arrivals timing out is worth a sentence
 PREFILL_HEAVY = 0.3  # prefill taking 30% of the busy GPU time or more is worth a sentence
 RIDGE_SEARCH_MAX = 1 << 16  # the largest batch the ridge search looks at
-OVER_CAPACITY = 1.0  # a window whose arrivals offer this load or more: the fleet cannot keep up while it lasts
+BURST_OVER_AVERAGE = 1.25  # a window offering this x the run's average load and near saturation or more is a burst
 BACKLOG_FACTOR = 2.0  # after such windows the backlog lasts while the mean queue stays above this x the run's median
 
 
@@ -71,7 +71,7 @@ def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
                                                    f"service time on average at this load, and that grows without "
                                                    f"bound towards 1. One more replica brings the load to "
                                                    f"{load_text(one_more)}."))
-    findings += _bursts(summary)
+    findings += bursts(summary)
     findings += _memory(scenario, system) + _batch(scenario, system) + _router(scenario, summary)
     findings += _classes(scenario, summary)
     if not findings:
@@ -97,20 +97,20 @@ def window_words(seconds: float) -> str:
     return f"{seconds:g}-second"
 
 
-def burst_episodes(windows: list) -> list[tuple[int, int, int]]:
-    """Runs of windows offering ``OVER_CAPACITY`` or more: (first, last over capacity, last of the backlog after
+def burst_episodes(windows: list, threshold: float) -> list[tuple[int, int, int]]:
+    """Runs of windows offering ``threshold`` or more: (first, last at the threshold, last of the backlog after
     it: while the mean queue stays above ``BACKLOG_FACTOR`` x the run's median, at least 1)."""
     queue_bar = BACKLOG_FACTOR * max(1.0, sorted(w["mean_waiting"] for w in windows)[len(windows) // 2])
     episodes, w = [], 0
     while w < len(windows):
-        if windows[w]["offered_load"] < OVER_CAPACITY:
+        if windows[w]["offered_load"] < threshold:
             w += 1
             continue
         first = w
-        while w + 1 < len(windows) and windows[w + 1]["offered_load"] >= OVER_CAPACITY:
+        while w + 1 < len(windows) and windows[w + 1]["offered_load"] >= threshold:
             w += 1
         last = end = w
-        while end + 1 < len(windows) and windows[end + 1]["offered_load"] < OVER_CAPACITY \
+        while end + 1 < len(windows) and windows[end + 1]["offered_load"] < threshold \
                 and windows[end + 1]["mean_waiting"] > queue_bar:
             end += 1
         episodes.append((first, last, end))
@@ -118,19 +118,22 @@ def burst_episodes(windows: list) -> list[tuple[int, int, int]]:
     return episodes
 
 
-def _bursts(summary: Summary) -> list[Finding]:
-    """Windows that offer more than the fleet's capacity while the run's average does not: the worst named, with
-    the share of each class's SLA misses that fall in those windows and the backlog after them."""
+def bursts(summary: Summary) -> list[Finding]:
+    """Windows whose arrivals offer a load near saturation or beyond (``NEAR_SATURATION_LOAD``) and well above
+    the run's average (``BURST_OVER_AVERAGE``): the worst named, with the share of each class's SLA misses that
+    fall in such windows and the backlog after them."""
     windows = summary.get("windows") or []
+    average = summary["system"]["offered_load"]
     if summary["system"]["unstable"] or not windows:
         return []
-    episodes = burst_episodes(windows)
+    episodes = burst_episodes(windows, max(NEAR_SATURATION_LOAD, BURST_OVER_AVERAGE * average))
     if not episodes:
         return []
     worst = max(episodes, key=lambda e: max(windows[w]["offered_load"] for w in range(e[0], e[1] + 1)))
     peak = max(windows[w]["offered_load"] for w in range(worst[0], worst[1] + 1))
+    reach = f"{peak:.1f}x the fleet's capacity" if peak >= 1.0 else f"an offered load of {load_text(peak)}"
     span = (f"from {clock_text(windows[worst[0]]['start_s'])} to {clock_text(windows[worst[1]]['end_s'])} into the "
-            f"run arrivals reach {peak:.1f}x the fleet's capacity")
+            f"run arrivals reach {reach}")
     others = f" ({len(episodes) - 1} more such stretch{'es' if len(episodes) > 2 else ''})" if len(episodes) > 1 else ""
     inside = {w for e in episodes for w in range(e[0], e[2] + 1)}
     shares = []
@@ -142,7 +145,7 @@ def _bursts(summary: Summary) -> list[Finding]:
     length = windows[0]["end_s"] - windows[0]["start_s"]
     misses = (f"; {' and '.join(shares)} fall in these stretches and the backlog after them" if shares else "")
     return [Finding("bursts", f"Bursts: {span}{others}, though the run's average offered load is "
-                              f"{load_text(summary['system']['offered_load'])} (estimates per "
+                              f"{load_text(average)} (estimates per "
                               f"{window_words(length)} window){misses}. A fleet sized for the average misses there: "
                               f"size for the peak window, let a policy protect the urgent class, or scale out "
                               f"before the burst.")]

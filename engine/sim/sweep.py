@@ -14,7 +14,7 @@ from typing import Optional
 
 import pandas as pd
 
-from ..scenario.config import OVERALL, Arrival, apply_overrides, field_bounds, field_meta
+from ..scenario.config import OVERALL, Arrival, Trace, apply_overrides, field_bounds, field_meta
 from ..scenario.metric_table import round_significant
 from ..scenario.origin import Origin
 from ..scenario.summary import Summary
@@ -88,6 +88,16 @@ def policy_variants(policies: list[str]) -> list[Variant]:
 def rate_variants(rates: list[float], policies: list[str]) -> list[Variant]:
     return [({"workload.arrival.rate_per_s": rate, "policy.name": name}, {"rate_per_s": rate, "policy": name})
             for rate in rates for name in policies]
+
+
+def trace_rate_variants(rates: list[float], policies: list[str], trace_rate_per_s: float) -> list[Variant]:
+    """A replayed trace at each arrival rate: its speed-up (``workload.trace.rate_scale``) is the rate over the
+    trace's own (``trace_rate_per_s``, at speed-up 1), within the speed-ups a scenario accepts (the rate tagged is
+    the one the speed-up gives)."""
+    low, high = field_bounds(field_meta(Trace, "rate_scale")[1])
+    scales = [min(max(rate / trace_rate_per_s, low), high) for rate in rates]
+    return [({"workload.trace.rate_scale": scale, "policy.name": name},
+             {"rate_per_s": scale * trace_rate_per_s, "policy": name}) for scale in scales for name in policies]
 
 
 def alpha_gamma_variants(alphas: list[float], gammas: list[float]) -> list[Variant]:
