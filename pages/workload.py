@@ -41,7 +41,7 @@ def drawn_workload(scenario_json: str) -> pd.DataFrame:
 
 
 RATE_MODES = ("Constant", "Shape of a day or week", "Points of a curve")
-DEFAULT_SHAPE = "servegen-language-small-day"  # a day of chat traffic: night trough, evening peak (docs/app/workload.md)
+DEFAULT_SHAPE = "servegen-language-small-day"  # a day of chat traffic: a night trough, an evening peak
 CURVE_KEYS = ("rate_curve", "shape", "curve_period_s", "curve_start_s")
 POINT_COLUMNS = ("time (s)", "rate (req/s)")
 
