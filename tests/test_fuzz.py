@@ -288,6 +288,8 @@ TABLES_FOR = {  # what a key needs around it to be read at all
         "vocab": 1000, "experts": 8, "experts_per_token": 2, "expert_intermediate": 128, "sliding_window": 128,
         "sliding_layers": 2}},
     "workload.arrival.cv": {"workload.arrival.process": "gamma", "workload.arrival.cv": 1.0},
+    "fleet.autoscale.": {"fleet.autoscale": {"max_replicas": 2}},
+    "fleet.spot_": {"fleet.autoscale": {"max_replicas": 2}},
 }
 ROOFLINE_ONLY = ("server.gpu", "server.model", "server.quant", "server.kv_quant", "server.tensor_parallel",
                  ".gpu", ".quant", ".tensor_parallel", ".calibration", "draft_model")

@@ -30,7 +30,7 @@ from .files import quoted, read_regular
 from .origin import Origin
 from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
                        LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES,
-                       STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
+                       SCALE_SIGNALS, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
 from .rate_curve import RateCurve, shape_curve
 from .table_names import check_name, names, where
 
@@ -655,6 +655,40 @@ class FleetGroup:
 
 
 @dataclass(frozen=True)
+class Autoscale:
+    """An autoscaler of a colocated fleet of one kind of server: every interval it reads a signal over the replicas
+    that take requests and asks for ceil(replicas x signal / target) of them (target tracking, as Kubernetes' HPA),
+    within the bounds; a new replica takes requests after its provisioning time, one scaled down first serves what
+    it holds (drains). Replicas 1 to min_replicas are the baseline, never scaled down nor interrupted."""
+
+    max_replicas: int = opt(help="the most replicas the fleet may have", unit="servers", ge=1, cap="replicas")
+    min_replicas: int = opt(1, "the fewest replicas (the baseline, always up)", "servers", ge=1, cap="replicas")
+    signal: str = opt("utilisation", "what it reads: utilisation (share of the last interval the replicas were "
+                                     "busy), queue (requests waiting for a first iteration, per replica), kv (share "
+                                     "of the KV cache in use)", choices=SCALE_SIGNALS)
+    target: float = opt(0.8, "the signal's value it keeps the fleet at (a share for utilisation and kv, requests "
+                             "for queue)", "", gt=0.0, le=1e6)
+    interval_s: float = opt(30.0, "how often it reads the signal and decides", "s", ge=1.0, le=86_400.0)
+    provision_s: Optional[float] = opt(None, "from asking for a replica to its first request: machine start and "
+                                             "weights loaded (none: computed from the model's weights, "
+                                             "docs/serving.md)", "s", ge=0.0, le=86_400.0)
+    scale_up_delay_s: float = opt(0.0, "the signal must ask for more replicas this long before it adds any", "s",
+                                  ge=0.0, le=86_400.0)
+    scale_down_delay_s: float = opt(300.0, "the signal must ask for fewer replicas this long before it removes any "
+                                           "(the most it asked for over this time is kept)", "s", ge=0.0,
+                                    le=86_400.0)
+    cooldown_s: float = opt(60.0, "no scaling this long after the last one", "s", ge=0.0, le=86_400.0)
+
+    def _check(self, path: str) -> None:
+        if self.min_replicas > self.max_replicas:
+            raise ScenarioError(f"{path}.min_replicas = {self.min_replicas} is above max_replicas = "
+                                f"{self.max_replicas}; lower it or raise max_replicas")
+        if self.signal != "queue" and self.target > 1.0:
+            raise ScenarioError(f"{path}.target = {self.target:g} is a share for signal = {self.signal!r}; give "
+                                f"one between 0 and 1 (0.8 = 80%)")
+
+
+@dataclass(frozen=True)
 class Fleet:
     """Data-parallel replicas of the server behind one router, all on one clock."""
 
@@ -686,6 +720,14 @@ class Fleet:
                                     "(mode = disaggregated; a 400 Gb/s NIC moves 50 GB/s): a request's KV takes its "
                                     "bytes / this, after the transfers before it on the link", "GB/s", gt=0.0,
                               le=1e9)
+    autoscale: Optional[Autoscale] = opt(None, "[fleet.autoscale]: replicas added and removed with the load; "
+                                               "fleet.replicas are up at the start")
+    spot_interruptions_per_hour: float = opt(0.0, "with an autoscaler: each replica above its min_replicas is a "
+                                                  "spot one, interrupted this often per hour up (a seeded "
+                                                  "exponential draw); its requests are re-queued elsewhere",
+                                             "1/h", ge=0.0, le=3600.0)
+    spot_notice_s: float = opt(120.0, "warning before a spot interruption (AWS gives 2 minutes): the replica takes "
+                                      "no new requests meanwhile", "s", ge=0.0, le=3600.0)
 
     def _check(self, path: str) -> None:
         pools = (self.prefill, self.decode)
@@ -702,6 +744,27 @@ class Fleet:
                                 f"fleet: set {path}.mode = 'disaggregated', or remove it")
         if self.groups:  # the groups' sum, whatever was given (a preset's replicas may meet groups set over it)
             object.__setattr__(self, "replicas", sum(g.replicas for g in self.groups))
+        self._check_scaling(path)
+
+    def _check_scaling(self, path: str) -> None:
+        scale = self.autoscale
+        if scale is None:
+            if self.spot_interruptions_per_hour:
+                raise ScenarioError(f"{path}.spot_interruptions_per_hour needs [{path}.autoscale]: the spot replicas "
+                                    f"are those above its min_replicas; add it, or remove this")
+            return
+        if self.mode != "colocated" or self.groups:
+            raise ScenarioError(f"{path}.autoscale scales a colocated fleet of one kind of server; remove "
+                                f"{path}.{'groups' if self.groups else 'mode'} or the autoscaler")
+        if not scale.min_replicas <= self.replicas <= scale.max_replicas:
+            raise ScenarioError(f"{path}.replicas = {self.replicas} (up at the start) must be within "
+                                f"{path}.autoscale.min_replicas = {scale.min_replicas} and max_replicas = "
+                                f"{scale.max_replicas}")
+
+    @property
+    def slots(self) -> int:
+        """Replicas a run's arrays hold: every one an autoscaler may have, else ``replicas``."""
+        return self.replicas if self.autoscale is None else self.autoscale.max_replicas
 
     def tables(self) -> tuple[tuple[str, FleetGroup], ...]:
         """(key path, table) of every group or pool, in replica order."""
@@ -806,7 +869,12 @@ FIELD_LABELS = {
     "FleetGroup.step_time_ms": "Iteration time", "FleetGroup.kv_capacity_tokens": "KV cache capacity",
     "FleetGroup.max_batch_size": "Batch limit", "FleetGroup.max_batched_tokens": "Token budget per iteration",
     "Fleet.mode": "Fleet layout", "Fleet.prefill": "Prefill pool", "Fleet.decode": "Decode pool",
-    "Fleet.kv_link_gb_s": "KV link bandwidth",
+    "Fleet.kv_link_gb_s": "KV link bandwidth", "Fleet.autoscale": "Autoscaler",
+    "Fleet.spot_interruptions_per_hour": "Spot interruptions", "Fleet.spot_notice_s": "Spot notice",
+    "Autoscale.max_replicas": "Most replicas", "Autoscale.min_replicas": "Fewest replicas",
+    "Autoscale.signal": "Scaling signal", "Autoscale.target": "Signal target", "Autoscale.interval_s": "Decides every",
+    "Autoscale.provision_s": "Provisioning time", "Autoscale.scale_up_delay_s": "Scale-up delay",
+    "Autoscale.scale_down_delay_s": "Scale-down delay", "Autoscale.cooldown_s": "Cooldown",
 }
 
 

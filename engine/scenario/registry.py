@@ -18,6 +18,7 @@ KV_ALLOCATIONS = ("paged", "static")
 BATCHING_CODES = {"mixed": 0, "prefill-first": 1}
 ADMISSION_CODES = {"optimistic": 0, "reserve-full": 1, "new-token-ratio": 2}
 FLEET_MODES = ("colocated", "disaggregated")
+SCALE_SIGNALS = ("utilisation", "queue", "kv")  # what an autoscaler reads (sim/autoscale.py)
 POOL_ROLES = ("colocated", "prefill", "decode")  # what a replica serves, in the order of the kernel's role codes
 ARRIVAL_PROCESSES = ("poisson", "gamma")
 LENGTH_DISTRIBUTIONS = ("constant", "uniform", "geometric", "lognormal")

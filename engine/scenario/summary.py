@@ -66,6 +66,7 @@ class WindowRow(TypedDict):
     arrived: int
     offered_load: float
     mean_waiting: float
+    replicas: float  # mean replicas billed (up, provisioning or draining) over the window
     sla_attainment: dict[str, Optional[float]]
     sla_missed: dict[str, int]
 

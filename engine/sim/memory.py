@@ -178,7 +178,7 @@ def estimate_run_bytes(scenario: Scenario) -> MemoryEstimate:
         ids, units = synthetic_prefix_ids(scenario, requests)
     if not server.prefix_caching:
         ids, units = 0, 0.0
-    replicas = fleet.replicas
+    replicas = fleet.slots
     max_batch = max(s.total_batch_size for s, _, _ in fleet_pools(scenario))
     waiting = waiting_capacity(requests, scenario.limits.max_waiting_requests, max_batch)
     series_rows = replicas * series_rows_per_replica(replicas)
@@ -216,7 +216,7 @@ def _term_detail(term: str, estimate: MemoryEstimate, scenario: Scenario) -> str
     if term == "prefix blocks":
         return f": {estimate.prefix_ids:,} block ids of {scenario.server.block_size_tokens} tokens"
     if term in ("prefix caches", "replica lists", "time series"):
-        return f" over {scenario.fleet.replicas} replicas"
+        return f" over {scenario.fleet.slots} replicas"
     return ""
 
 
@@ -247,6 +247,8 @@ KEY_TERMS: dict[str, tuple[str, ...]] = {
     "workload.classes[].turn_gap_s": _NONE,
     "workload.num_requests": _REQUESTS, "workload.duration_s": _REQUESTS,
     "workload.arrival.process": _NONE, "workload.arrival.rate_per_s": _REQUESTS, "workload.arrival.cv": _NONE,
+    "workload.arrival.rate_curve": _REQUESTS, "workload.arrival.shape": _REQUESTS,
+    "workload.arrival.curve_period_s": _REQUESTS, "workload.arrival.curve_start_s": _NONE,
     "workload.trace.path": ("requests", "prefix blocks", "prefix caches", "trace"),
     "workload.trace.format": ("requests", "prefix blocks", "prefix caches", "trace"),
     "workload.trace.rate_scale": _NONE, "workload.trace.jitter_ms": _NONE,
@@ -266,6 +268,11 @@ KEY_TERMS: dict[str, tuple[str, ...]] = {
         "gamma", "margin", "default_sla_ms", "preempt_mode", "preempt_overhead_ms", "predictor_error")},
     "fleet.replicas": ("prefix caches", "replica lists", "time series"),
     "fleet.router": _NONE, "fleet.mode": _NONE, "fleet.kv_link_gb_s": _NONE,
+    "fleet.autoscale.max_replicas": ("prefix caches", "replica lists", "time series"),
+    **{f"fleet.autoscale.{key}": _NONE for key in (
+        "min_replicas", "signal", "target", "interval_s", "provision_s", "scale_up_delay_s", "scale_down_delay_s",
+        "cooldown_s")},
+    "fleet.spot_interruptions_per_hour": _NONE, "fleet.spot_notice_s": _NONE,
     **{f"fleet.{table}.{key}": _NONE for table in ("groups[]", "prefill", "decode") for key in (
         "gpu", "quant", "tensor_parallel", "calibration", "step_time_ms", "kv_capacity_tokens",
         "max_batched_tokens")},

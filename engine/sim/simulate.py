@@ -8,6 +8,7 @@ offered load so that overloaded runs are reported as such.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -38,6 +39,7 @@ from .memory import check_run_memory
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
 from .windows import Cut, windows
+from .autoscale import UP, Autoscaler, provision_s
 from .workload import RequestArrays, build_requests
 
 UNLIMITED_BLOCKS = 2 ** 62
@@ -45,6 +47,7 @@ STOP_REASONS = {kernel.DRAINED: "drained", kernel.QUEUE_BOUND: "queue_bound", ke
                 kernel.WALL_CLOCK: "wall_clock"}
 SIMULTANEOUS_RATE_PER_S = 1e9  # "all at once": arrivals about a nanosecond apart
 SECONDS_PER_HOUR = 3600.0
+SPOT_STREAM = 1  # the spot interruptions' generator: seeded with (seed, this), apart from the workload's draws
 SLICE_S = 0.05            # wall time of one call of the compiled loop, between checks of the budget
 
 
@@ -266,14 +269,16 @@ def _utilisation(stats: np.ndarray, term: int, seconds: int, rate_ratios: np.nda
 
 
 def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: np.ndarray, block_size_tokens: int,
-                  window: tuple[float, float] | None, peak_ratios: np.ndarray | None) -> dict:
+                  window: tuple[float, float] | None, peak_ratios: np.ndarray | None,
+                  replicas_up: float | None = None) -> dict:
     """Fleet-wide counters from the per-replica statistics rows: sums, except the peak KV share (the
     fullest replica's); busy and KV shares are of all replicas' time (the KV share of all their blocks). Busy share
     and utilisation while busy are of the steady-state ``window`` (clipped to the run; None: the whole run's), with
     whole-run ones beside them (``_run``). ``capacity_tokens``: each replica's KV cache (0: unlimited);
     ``peak_ratios``: per replica, the effective FLOP/s and bandwidth over the datasheet peaks (None: fixed step
-    model)."""
-    replicas = stats.shape[0]
+    model); ``replicas_up``: an autoscaled fleet's mean replicas billed over the run (shares are of the time paid
+    for, not of every slot's; None: every replica up all the time)."""
+    replicas = stats.shape[0] if replicas_up is None else replicas_up
     replica_s = sim_time_s * replicas
     iterations = int(stats[:, kernel.S_ITERATIONS].sum())
     capacity_blocks = capacity_tokens // block_size_tokens
@@ -301,7 +306,8 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: np.ndar
         "mean_batch_size": float(stats[:, kernel.S_BATCH_SUM].sum() / iterations) if iterations else 0.0,
         **steady,
         **run,
-        "kv_mean_frac": float(stats[:, kernel.S_KV_BLOCK_SECONDS].sum() / sim_time_s / capacity_blocks.sum())
+        "kv_mean_frac": float(stats[:, kernel.S_KV_BLOCK_SECONDS].sum() / sim_time_s
+                              / (capacity_blocks.sum() * replicas / stats.shape[0]))
         if limited and replica_s > 0 else None,
         "kv_peak_frac": float((stats[:, kernel.S_KV_PEAK_BLOCKS] / capacity_blocks).max()) if limited else None,
         "preemptions": int(stats[:, kernel.S_PREEMPTIONS].sum()),
@@ -381,6 +387,30 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
             return
         if progress is not None:
             progress(outcome[kernel.O_NEXT_ARRIVAL] / n_requests)
+
+
+def _run_autoscaled(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: float,
+                    progress: Callable[[float], None] | None, scaler: Autoscaler,
+                    window_s: tuple[float, float]) -> None:
+    """``_run_sliced`` with an autoscaler: the loop stops at each time the autoscaler must act
+    (``Autoscaler.next_s``), which acts, until the run ends or its wall-clock budget is used."""
+    srv, _, _, router, route, classes, ints, _, ids, pc, _, stats, _, waiting, running, _, cnt, clock = args[:18]
+
+    def take_away(j: int, t: float) -> int:
+        kernel.settle_in_flight(stats[j:j + 1], cnt[j:j + 1], clock[j:j + 1], t, window_s)
+        return int(kernel.take_away_nb(srv, router, route, classes, ints, ids, pc, stats, waiting, running, cnt,
+                                       clock, j, t))
+
+    arrays = {"counters": cnt, "clock": clock, "stats": stats, "take_away": take_away}
+    cnt[:, kernel.C_ACCEPTS] = scaler.state == UP
+    budget_end_s = time.monotonic() + budget_s
+    while True:
+        outcome[kernel.O_PAUSE_AT_S] = scaler.next_s()
+        _run_sliced(args, outcome, n_requests, max(budget_end_s - time.monotonic(), 0.0), progress)
+        if outcome[kernel.O_STOP_REASON] != kernel.AT_PAUSE_TIME:
+            break
+        scaler.act(float(outcome[kernel.O_PAUSE_AT_S]), arrays)
+    scaler.finish(float(outcome[kernel.O_END_S]))
 
 
 @dataclass(frozen=True)
@@ -481,6 +511,7 @@ class Prepared:
     prefix_ids: np.ndarray     # the run's prefix unit ids, dense (0 .. prefix_units - 1); empty without caching
     prefix_units: int
     cached_tokens: np.ndarray | None  # per request, ``cached_prompt_tokens`` (None without prefix caching)
+    start_replicas: int  # replicas taking requests at the start (the others are an autoscaler's, down)
 
     @property
     def peak_ratios(self) -> np.ndarray | None:
@@ -504,6 +535,7 @@ class Run:
     stop_reason: str
     counters: np.ndarray       # per replica, as the run left them (``kernel.C_*``)
     prefix_caches: np.ndarray  # per replica (``kernel.PC_*``)
+    scaler: Autoscaler | None = None  # the autoscaler's decisions and bills (``fleet.autoscale``)
 
 
 def draw_requests(scenario: Scenario) -> RequestArrays:
@@ -518,6 +550,10 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
     """Draw the workload (or take ``requests``), check it can be served and build the loop's inputs
     (``efficiency`` and ``event_skipping`` as in ``simulate``)."""
     stopping.check()
+    start_replicas = scenario.fleet.replicas
+    if scenario.fleet.autoscale is not None:  # every replica it may have, from the start
+        scenario = dataclasses.replace(scenario, fleet=dataclasses.replace(scenario.fleet,
+                                                                           replicas=scenario.fleet.slots))
     requests = draw_requests(scenario) if requests is None else requests
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
@@ -528,6 +564,11 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
     for i, g in enumerate(groups):
         _check_fits(g.server, requests, g.capacity_tokens, f" of {paths[i]}" if paths else "",
                     prompt_only=g.role == POOL_ROLES[1])
+    scale = scenario.fleet.autoscale
+    if scale is not None and scale.signal == "kv" and groups[0].capacity_tokens == 0:
+        raise ScenarioError("fleet.autoscale.signal = 'kv' reads the share of the KV cache in use, and this "
+                            "server's cache is unlimited; set server.kv_capacity_tokens (or a GPU) or choose "
+                            "another signal")
     server, n_classes = scenario.server, len(scenario.workload.classes)
     bs = server.block_size_tokens
     window_s = steady_window_s(requests.arrival_s)
@@ -554,7 +595,7 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
                     np.repeat([g.capacity_tokens for g in groups], counts).astype(np.int64),
                     np.repeat(np.array(limits, np.int64), counts, axis=0),
                     replica_speeds(groups, work_s), work_s, srv, ints, floats, policy, class_params, window_s,
-                    prefix_ids, prefix_units, cached_tokens)
+                    prefix_ids, prefix_units, cached_tokens, start_replicas)
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
@@ -574,14 +615,22 @@ def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[f
         n, scenario.limits.max_waiting_requests, np.column_stack([capacity_blocks, prepared.batch_limits]), bs)
     caches = kernel.prefix_caches(replicas, prepared.prefix_units)
     steps = prepared.steps if step is None else np.repeat(step_rows([step]), replicas, axis=0)
-    _run_sliced((prepared.srv, steps, prepared.policy, ROUTER_CODES[scenario.fleet.router],
-                 kernel.route_rows(prepared.speeds), replica_classes, ints, floats, prepared.prefix_ids, caches,
-                 series, stats, outcome, waiting, running, batch, counters, clock, acc, cross, handoff),
-                outcome, n, scenario.origin.caps.wall_clock_s, progress)
+    args = (prepared.srv, steps, prepared.policy, ROUTER_CODES[scenario.fleet.router],
+            kernel.route_rows(prepared.speeds), replica_classes, ints, floats, prepared.prefix_ids, caches,
+            series, stats, outcome, waiting, running, batch, counters, clock, acc, cross, handoff)
+    scaler = None
+    if scenario.fleet.autoscale is None:
+        _run_sliced(args, outcome, n, scenario.origin.caps.wall_clock_s, progress)
+    else:
+        fleet = scenario.fleet
+        scaler = Autoscaler(fleet.autoscale, prepared.start_replicas, provision_s(scenario),
+                            fleet.spot_interruptions_per_hour, fleet.spot_notice_s,
+                            np.random.default_rng([scenario.seed, SPOT_STREAM]))
+        _run_autoscaled(args, outcome, n, scenario.origin.caps.wall_clock_s, progress, scaler, prepared.window_s)
     sim_time_s = float(outcome[kernel.O_END_S])
     kernel.settle_in_flight(stats, counters, clock, sim_time_s, prepared.window_s)
     return Run(ints, floats, stats, series, replica_classes, sim_time_s,
-               STOP_REASONS[int(outcome[kernel.O_STOP_REASON])], counters, caches)
+               STOP_REASONS[int(outcome[kernel.O_STOP_REASON])], counters, caches, scaler)
 
 
 def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
@@ -597,7 +646,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     columns = list(kernel.SERIES_FIXED_COLUMNS) + [batch_column(c.name) for c in scenario.workload.classes] \
         + [waiting_column(c.name) for c in scenario.workload.classes]
     run = execute(prepared, progress=progress)
-    stats, sim_time_s, replicas = run.stats, run.sim_time_s, scenario.fleet.replicas
+    stats, sim_time_s, replicas = run.stats, run.sim_time_s, prepared.scenario.fleet.replicas
     bs = scenario.server.block_size_tokens
     frame = request_records(scenario, run.ints, run.floats)
     window: tuple[float, float] | None = prepared.window_s
@@ -607,19 +656,30 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     classes, overall = summarize(scenario, frame, sim_time_s, window, served[:, K_WINDOW_TOKENS])
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
-    load = offered_load(prepared)
     cut = Cut.of(requests.arrival_s)
-    system = {**_system_stats(stats, sim_time_s, prepared.capacity_tokens, bs, window, prepared.peak_ratios),
+    loads = window_loads(prepared, cut)
+    load, billed, replica_hours, replicas_up = offered_load(prepared), np.full(cut.count, float(replicas)), \
+        replicas * sim_time_s / SECONDS_PER_HOUR, None
+    if run.scaler is not None:  # loads of the replicas taking requests, not of every slot
+        serving = run.scaler.replicas_over(cut.edges_s, serving=True)
+        loads = np.where(serving > 0, loads * replicas / np.maximum(serving, 1e-9), loads)
+        load *= replicas * sim_time_s / max(run.scaler.serving_s(), 1e-9)
+        billed, replica_hours = run.scaler.replicas_over(cut.edges_s), run.scaler.replica_hours()
+        replicas_up = replica_hours * SECONDS_PER_HOUR / sim_time_s if sim_time_s > 0 else None
+    system = {**_system_stats(stats, sim_time_s, prepared.capacity_tokens, bs, window, prepared.peak_ratios,
+                              replicas_up),
               "offered_load": load,
-              "replica_hours": replicas * sim_time_s / SECONDS_PER_HOUR,
+              "replica_hours": replica_hours,
               "stop_reason": run.stop_reason,
               "unstable": bool(run.stop_reason != "drained" or load >= 1.0),
               "replicas": _replica_stats(frame, stats, sim_time_s, prepared)}
+    if run.scaler is not None:
+        system["autoscale"] = run.scaler.report()
     wall_s = time.perf_counter() - started
     summary: Summary = {"classes": classes, "overall": overall, "system": system,
                         "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
                                 "scenario": scenario.name},
-                        "windows": windows(scenario, frame, cut, window_loads(prepared, cut))}
+                        "windows": windows(scenario, frame, cut, loads, billed)}
     timeseries = pd.concat(
         [pd.DataFrame(run.series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
          for k in range(replicas)], ignore_index=True)

@@ -66,8 +66,10 @@ def _time_integral(times_s: np.ndarray, edges_s: np.ndarray) -> np.ndarray:
     return edges_s * before - sums[before]
 
 
-def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray) -> list[WindowRow]:
-    """The run's windows (``WindowRow``) of ``cut``, their offered ``loads`` (``simulate.window_loads``)."""
+def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray,
+            replicas: np.ndarray) -> list[WindowRow]:
+    """The run's windows (``WindowRow``) of ``cut``, their offered ``loads`` (``simulate.window_loads``) and the
+    mean ``replicas`` billed in each."""
     if len(frame) == 0:
         return []
     count, edges, slot = cut.count, cut.edges_s, cut.slot
@@ -87,6 +89,7 @@ def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray
     met_counts = [np.bincount(slot[met & (codes == k)], minlength=count) for k in range(len(names))]
     return [{"start_s": float(edges[w]), "end_s": float(edges[w + 1]), "arrived": int(arrived[w]),
              "offered_load": float(loads[w]), "mean_waiting": float(max(queued[w], 0.0)),
+             "replicas": float(replicas[w]),
              "sla_attainment": {name: float(met_counts[k][w] / judged_counts[k][w]) if judged_counts[k][w] else None
                                 for k, name in enumerate(names)},
              "sla_missed": {name: int(judged_counts[k][w] - met_counts[k][w]) for k, name in enumerate(names)}}

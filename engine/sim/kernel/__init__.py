@@ -65,6 +65,7 @@ The rooms, each a module, bottom up (a module imports only those above it in thi
 - ``route``: the router (round robin, least tokens, shortest queue, prefix affinity) and a request's arrival
   at the replica it chose;
 - ``handoff``: disaggregation, the KV transfer from a prefill replica to the decode pool;
+- ``scale``: a replica taken away (scale-down's end, a spot interruption), its requests re-queued elsewhere;
 - ``batch``: the running requests' chunks within the token budget and memory;
 - ``step``: the iteration's duration and its effect on every scheduled request;
 - ``admit``: time-outs, the min-batch gate, the order of the running requests and admission of waiting ones;
@@ -79,7 +80,9 @@ reports in and the arrays it starts from.
 
 from .loop import run_nb
 from .record import settle_in_flight
-from .state import (C_USED_BLOCKS, COLOCATED, DRAINED, HORIZON, N_SERIES_FIXED, O_END_S, O_NEXT_ARRIVAL,
+from .scale import take_away_nb
+from .state import (AT_PAUSE_TIME, CK_MODE, CK_NEXT_S, CK_WAIT_START_S, C_ACCEPTS, C_RUNNING, C_USED_BLOCKS,
+                    C_WAITING, IDLE, O_PAUSE_AT_S, COLOCATED, DRAINED, HORIZON, N_SERIES_FIXED, O_END_S, O_NEXT_ARRIVAL,
                     O_STOP_REASON, PAUSED, PC_CACHED, PC_NEXT, PC_REF, QUEUE_BOUND, S_BATCH_SUM, S_BUSY_S,
                     S_COMPUTE_S, S_ITERATIONS, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_MEMORY_S, S_PREEMPTIONS,
                     S_PREFIX_HIT_TOKENS, S_PREFIX_QUERY_TOKENS, S_ROUTED, S_SERIES_ROWS, S_SERIES_STRIDE,

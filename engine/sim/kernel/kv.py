@@ -96,7 +96,7 @@ def block_room_nb(srv, ints, r):
 
 
 @njit(cache=True, inline="always")
-def _drop_kv_nb(ints, ids, pc, cnt, r):
+def drop_kv_nb(ints, ids, pc, cnt, r):
     """Drop ``r``'s KV: it must re-prefill prompt + generated tokens, the already computed ones wasted."""
     redo = ints[r, I_KV_TOKENS] + ints[r, I_RECOMPUTE_LEFT]
     free_blocks_nb(ints, cnt, r)
@@ -136,7 +136,7 @@ def preempt_nb(srv, ints, ids, pc, waiting, cnt, acc, r, mode):
         acc[A_EXTRA_S] += transfer_s
         acc[A_WASTE_S] += transfer_s
     else:
-        _drop_kv_nb(ints, ids, pc, cnt, r)
+        drop_kv_nb(ints, ids, pc, cnt, r)
     ints[r, I_CHUNK] = 0
     ints[r, I_STATE] = WAITING
     ints[r, I_PREEMPTIONS] += 1
@@ -155,7 +155,7 @@ def reclaim_paused_nb(ints, fl, ids, pc, waiting, cnt, exclude):
             victim = r
     if victim < 0:
         return False
-    _drop_kv_nb(ints, ids, pc, cnt, victim)
+    drop_kv_nb(ints, ids, pc, cnt, victim)
     return True
 
 

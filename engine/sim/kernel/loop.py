@@ -12,8 +12,9 @@ from ..monotonic import monotonic_ns_nb
 from .decision import decide_nb
 from .handoff import hand_over_nb, next_handoff_nb
 from .route import send_nb
-from .state import (CK_NEXT_S, C_ROLE, C_RUNNING, C_WAITING, DRAINED, HO_COUNT, O_END_S, O_NEXT_ARRIVAL, O_STOP_REASON,
-                    PAUSED, PREFILL_ROLE, QUEUE_BOUND, SV_MAX_WAITING_REQUESTS)
+from .state import (AT_PAUSE_TIME, CK_NEXT_S, C_ROLE, C_RUNNING, C_WAITING, DRAINED, HO_COUNT, O_END_S,
+                    O_NEXT_ARRIVAL, O_PAUSE_AT_S, O_STOP_REASON, PAUSED, PREFILL_ROLE, QUEUE_BOUND,
+                    SV_MAX_WAITING_REQUESTS)
 
 # Events between two readings of the clock (one reading costs about as much as a cheap event).
 CLOCK_EVERY_EVENTS = 16
@@ -77,14 +78,17 @@ def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series
     decisions, ends of KV transfers), so a call overruns its deadline by at most that many events, and always makes
     progress.
 
-    ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the deadline came first (call again to go on), else why
-    the run ended. Start from ``work_arrays`` and ``start_outputs``. ``ids``: the run's prefix unit ids (dense);
+    ``outcome[O_STOP_REASON]`` is ``PAUSED`` when the deadline came first (call again to go on),
+    ``AT_PAUSE_TIME`` when every event left comes after ``outcome[O_PAUSE_AT_S]`` (the autoscaler acts at that
+    time, then calls again; no stretch of event skipping crosses it), else why the run ended. Start from
+    ``work_arrays`` and ``start_outputs``. ``ids``: the run's prefix unit ids (dense);
     ``pc``: each replica's prefix cache (``PC_*``); ``steps``: each replica's step-time row (``steptime.ST_*``);
     ``route``: each replica's router row (``RT_*``, ``route_rows``); ``handoff``: the KV transfers under way
     (``HO_COUNT`` of them, from position 1), from prefill to decode replicas. Events at the same time: arrivals,
     then transfers ending, then decisions.
     """
     n = ints.shape[0]
+    t_pause = outcome[O_PAUSE_AT_S]
     next_arrival = np.int64(outcome[O_NEXT_ARRIVAL])
     t = outcome[O_END_S]
     stop = PAUSED
@@ -96,6 +100,10 @@ def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series
         k, t_decide = _next_decision_nb(clock)
         h, t_hand = next_handoff_nb(fl, handoff)
         t_arrival = fl[next_arrival, F_ARRIVAL] if next_arrival < n else np.inf
+        t_next = min(t_arrival, t_decide, t_hand)
+        if t_pause < t_next < np.inf:  # (nothing left: the run has drained, whatever the pause)
+            stop = AT_PAUSE_TIME  # the clock stays at the last event: a run that drains next ends there
+            break
         if next_arrival < n and t_arrival <= min(t_decide, t_hand):
             send_nb(srv, router, route, classes, ints, ids, pc, stats, waiting, running, cnt, clock, next_arrival,
                     t_arrival, False)
@@ -117,7 +125,8 @@ def run_nb(srv, steps, policy, router, route, classes, ints, fl, ids, pc, series
             stop = DRAINED
             break
         t = t_decide
-        queued_elsewhere, t_stop, may_skip = _skip_bounds_nb(srv, cnt, clock, handoff, k, t_arrival, t_hand)
+        queued_elsewhere, t_stop, may_skip = _skip_bounds_nb(srv, cnt, clock, handoff, k, min(t_arrival, t_pause),
+                                                             t_hand)
         reason = decide_nb(srv, steps[k], policy, classes[k], ints, fl, ids, pc[k], series[k], stats[k], waiting[k],
                            running[k], batch[k], cnt[k], clock[k], acc[k], cross[k], handoff, t, queued_elsewhere,
                            t_stop, may_skip)

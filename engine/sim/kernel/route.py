@@ -14,7 +14,7 @@ from ..layout import I_CLASS, I_GENERATED, I_PENDING, I_PREDICTED, I_REPLICA, I_
 from ..policies import policy_on_arrival_nb
 from .prefix import prefix_hit_units_nb
 from .queues import append_waiting_nb
-from .state import (BUSY, CK_MODE, CK_NEXT_S, C_ROLE, C_RUNNING, C_WAITING, DECODE_ROLE, RT_CREDIT, RT_SPEED,
+from .state import (BUSY, CK_MODE, CK_NEXT_S, C_ACCEPTS, C_ROLE, C_RUNNING, C_WAITING, DECODE_ROLE, RT_CREDIT, RT_SPEED,
                     SV_PREFIX_ROUTE_SLACK_TOKENS, S_ROUTED)
 
 # Routers.
@@ -47,9 +47,9 @@ def _replica_load_nb(router, route, ints, waiting, running, cnt, k):
 
 @njit(cache=True, inline="always")
 def _takes_nb(cnt, k, decodes):
-    """True when replica ``k`` takes arrivals (``decodes`` False: colocated and prefill replicas) or requests handed
-    over from the prefill pool (``decodes`` True: decode replicas)."""
-    return (cnt[k, C_ROLE] == DECODE_ROLE) == decodes
+    """True when replica ``k`` takes requests now (``C_ACCEPTS``) and takes arrivals (``decodes`` False: colocated
+    and prefill replicas) or requests handed over from the prefill pool (``decodes`` True: decode replicas)."""
+    return cnt[k, C_ACCEPTS] == 1 and (cnt[k, C_ROLE] == DECODE_ROLE) == decodes
 
 
 @njit(cache=True, inline="always")
@@ -80,7 +80,7 @@ def route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, decode
     loaded)."""
     replicas = cnt.shape[0]
     if replicas == 1:
-        return 0
+        return 0  # a fleet of one has no autoscaler: its replica always takes requests
     if router == ROUND_ROBIN:
         return _weighted_turn_nb(route, cnt, decodes)
     best, best_load = -1, 0.0

@@ -14,12 +14,14 @@ from ...scenario.registry import ADMISSION_CODES, BATCHING_CODES, POOL_ROLES
 
 # Why a run stopped (PAUSED: ``run_nb`` reached its deadline for this call; call it again to go on).
 DRAINED, QUEUE_BOUND, HORIZON, WALL_CLOCK, PAUSED = 0, 1, 2, 3, 4
+AT_PAUSE_TIME = 5  # the next event comes after ``O_PAUSE_AT_S``: the autoscaler acts, then the run goes on
 
 # Counter columns (one row per replica); the last four are the replica's own limits and role, set once (the replicas
 # of a mixed or disaggregated fleet differ): its KV cache, batch limit, token budget per iteration, and role.
 (C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS,
- C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE, C_NEW_TOKEN_RATIO_PPM) = range(12)
-N_COUNTERS = 12  # C_NEW_TOKEN_RATIO_PPM: the new-token-ratio admission's current ratio, in millionths
+ C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE, C_NEW_TOKEN_RATIO_PPM, C_ACCEPTS) = range(13)
+N_COUNTERS = 13  # C_NEW_TOKEN_RATIO_PPM: the new-token-ratio admission's current ratio, in millionths; C_ACCEPTS: 1
+# while the router may send the replica requests (0: an autoscaler's replica provisioning, draining or gone)
 # What a replica serves: whole requests, or (disaggregated) prompts only, handing each request's KV over the link
 # after its first token, or decodes only, of requests whose KV came over the link.
 COLOCATED, PREFILL_ROLE, DECODE_ROLE = range(len(POOL_ROLES))
@@ -52,9 +54,10 @@ IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 N_STATS = 20
 # The KV transfers under way (``handoff``, int64, one more entry than requests): how many, then their requests.
 HO_COUNT = 0
-# Outcome of the whole run, and where a paused run goes on: the next arrival to route.
-O_END_S, O_STOP_REASON, O_NEXT_ARRIVAL = range(3)
-N_OUTCOME = 3
+# Outcome of the whole run, and where a paused run goes on: the next arrival to route; and the simulated time at
+# which the loop stops before any later event (``AT_PAUSE_TIME``; infinite unless an autoscaler runs the fleet).
+O_END_S, O_STOP_REASON, O_NEXT_ARRIVAL, O_PAUSE_AT_S = range(4)
+N_OUTCOME = 4
 
 # Seconds accumulated during one iteration: preemption transfers and pauses that lengthen it, and
 # the part of them (plus recomputed prefill) that is wasted work.
@@ -133,6 +136,7 @@ def work_arrays(n_requests: int, max_waiting_requests: int, limits: np.ndarray, 
     counters = np.zeros((replicas, N_COUNTERS), np.int64)
     counters[:, C_CAPACITY_BLOCKS:C_ROLE + 1] = limits
     counters[:, C_NEW_TOKEN_RATIO_PPM] = NEW_TOKEN_RATIO_INIT_PPM
+    counters[:, C_ACCEPTS] = 1
     max_batch_size = int(counters[:, C_MAX_BATCH_SIZE].max())
     waiting = np.empty((replicas, waiting_capacity(n_requests, max_waiting_requests, max_batch_size)), np.int64)
     clock = np.zeros((replicas, N_CLOCK))
@@ -163,4 +167,6 @@ def start_outputs(replicas: int) -> tuple[np.ndarray, np.ndarray]:
     """The statistics rows and the outcome of ``run_nb`` before the first event."""
     stats = np.zeros((replicas, N_STATS))
     stats[:, S_SERIES_STRIDE] = 1.0
-    return stats, np.zeros(N_OUTCOME)
+    outcome = np.zeros(N_OUTCOME)
+    outcome[O_PAUSE_AT_S] = np.inf
+    return stats, outcome
