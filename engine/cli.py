@@ -54,6 +54,7 @@ from .sim.dask_connect import check_address, check_workers
 from .sim.parallel import dask_cluster
 from .sim.simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sim.traces import guess_trace_format
+from .sim.autoscale import describe as describe_scaling
 from .sim.workload import trace_requests
 
 CHEAPEST_OFFER = "cheapest"  # --offer for a mixed or disaggregated fleet: each group through its cheapest offer
@@ -290,6 +291,9 @@ def format_table(result: Result) -> str:
         if len(moved):
             lines.append(f"KV transfers to the decode pool (link queue included): mean {moved.mean():,.1f} ms, "
                          f"p99 {moved.quantile(0.99):,.1f} ms over {len(moved):,} requests")
+    scaling = describe_scaling(s)
+    if scaling:
+        lines.append(scaling)
     lines += [finding.text for finding in bursts(summary)]
     if s["unstable"]:
         lines.append(stop_explanation(s, result.scenario.origin.caps).replace("Unstable", "UNSTABLE", 1)

@@ -205,3 +205,11 @@ def test_bad_autoscalers_are_refused_in_one_line(overrides, message):
     with pytest.raises(engine.ScenarioError) as caught:
         engine.simulate(engine.load_scenario(example(**overrides)))
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_command_line_says_what_the_autoscaler_did(tmp_path):
+    from engine.cli import format_table
+
+    text = format_table(burst_then_calm(tmp_path, {}))
+    assert "autoscaler: 1 to 2 replicas, peak 2, 1 scale-ups, 1 scale-downs; 0.04 replica-hours billed over 0.03 h " \
+           "(mean 1.31 replicas); a new replica serves 25 s after it is asked for\n" in text

@@ -683,9 +683,9 @@ class Autoscale:
         if self.min_replicas > self.max_replicas:
             raise ScenarioError(f"{path}.min_replicas = {self.min_replicas} is above max_replicas = "
                                 f"{self.max_replicas}; lower it or raise max_replicas")
-        if self.signal != "queue" and self.target > 1.0:
+        if self.signal != "queue" and self.target >= 1.0:
             raise ScenarioError(f"{path}.target = {self.target:g} is a share for signal = {self.signal!r}; give "
-                                f"one between 0 and 1 (0.8 = 80%)")
+                                f"one below 1 (0.8 = 80%: a fleet kept at 100% never asks for more)")
 
 
 @dataclass(frozen=True)

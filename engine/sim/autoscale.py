@@ -239,8 +239,31 @@ class Autoscaler:
         """What the run's summary keeps (``system.autoscale``)."""
         counts = {name: sum(1 for _, what, _ in self.events if what == name)
                   for name in ("provisioning", "draining", "interrupted")}
-        return {"provision_s": self.provision_s, "scale_ups": counts["provisioning"],
+        return {"min_replicas": self.config.min_replicas, "max_replicas": self.config.max_replicas,
+                "provision_s": self.provision_s, "provision_estimated": self.config.provision_s is None,
+                "scale_ups": counts["provisioning"],
                 "scale_downs": counts["draining"], "interruptions": counts["interrupted"],
                 "requeued": self.requeued,
                 "peak_replicas": self.peak_replicas(), "held_from_s": self.held_from_s,
                 "events": [{"time_s": t, "event": what, "replica": j} for t, what, j in self.events[:REPORTED_EVENTS]]}
+
+
+def describe(system: dict) -> str | None:
+    """One line on what an autoscaler did in a run (its ``system`` block; None without one), for the command line
+    and the pages."""
+    scale = system.get("autoscale")
+    if scale is None:
+        return None
+    hours = system["sim_time_s"] / 3600.0
+    mean = system["replica_hours"] / hours if hours > 0 else 0.0
+    provision = f"a new replica serves {scale['provision_s']:,.0f} s after it is asked for" + (
+        f" (an estimate: {PROVISION_FIXED_S:.0f} s to start plus the weights at {WEIGHT_LOAD_GB_S:g} GB/s)"
+        if scale["provision_estimated"] else "")
+    spot = "" if not scale["interruptions"] else \
+        f", {scale['interruptions']:,} spot interruptions ({scale['requeued']:,} requests re-queued)"
+    held = "" if scale["held_from_s"] is None else \
+        f"; held as it was from {scale['held_from_s']:,.0f} s after {MAX_EVENTS:,} events (raise cooldown_s)"
+    return (f"autoscaler: {scale['min_replicas']} to {scale['max_replicas']} replicas, peak {scale['peak_replicas']}, "
+            f"{scale['scale_ups']:,} scale-ups, {scale['scale_downs']:,} scale-downs{spot}; "
+            f"{system['replica_hours']:,.2f} replica-hours billed over {hours:,.2f} h (mean {mean:.2f} replicas); "
+            f"{provision}{held}")
