@@ -54,6 +54,7 @@ from .sim.dask_connect import check_address, check_workers
 from .sim.parallel import dask_cluster
 from .sim.simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sim.traces import guess_trace_format
+from .decide.bill import fixed_at, format_bills, strategy_bills
 from .sim.autoscale import describe as describe_scaling
 from .sim.workload import trace_requests
 
@@ -80,6 +81,12 @@ def command_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="PATH", help="write the metrics as JSON to PATH ('-' = stdout, no table)")
     run.add_argument("--requests-csv", metavar="PATH", help="write one row per request to PATH")
     _offer_arguments(run)
+    bill = sub.add_parser("bill", help="an autoscaled scenario's day or week priced three ways: a fixed fleet at its "
+                                       "peak, autoscaled on demand, a reserved baseline with bursts (two runs)")
+    _scenario_arguments(bill)
+    _trace_arguments(bill)
+    bill.add_argument("--currency", choices=CURRENCIES, default=DEFAULT_CURRENCY)
+    bill.add_argument("--cny-per-usd", type=float, default=CNY_PER_USD_DEFAULT, help="exchange rate (your setting)")
     shapes = sub.add_parser("shapes", help="simulate the fleet's cards as every tensor-parallel x replica shape")
     _scenario_arguments(shapes)
     shapes.add_argument("--cards", type=int, help="cards to arrange (default: the scenario's TP x replicas)")
@@ -385,6 +392,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bill(args: argparse.Namespace) -> int:
+    scenario = _load(args)
+    if scenario.fleet.autoscale is None or scenario.server.step_model != "roofline":
+        raise ScenarioError("bill needs an autoscaled fleet ([fleet.autoscale]) of a real GPU "
+                            "(server.step_model = roofline)")
+    autoscaled = simulate(scenario)
+    fixed = simulate(fixed_at(scenario, autoscaled.summary["system"]["autoscale"]["peak_replicas"]))
+    print(format_table(autoscaled))
+    print(format_bills(strategy_bills(scenario, autoscaled.summary, fixed.summary, args.currency, args.cny_per_usd),
+                       autoscaled.summary["system"]["sim_time_s"]))
+    return 0
+
+
 def _shapes(args: argparse.Namespace) -> int:
     scenario = _load(args)
     if args.cards is not None and args.cards < 1:
@@ -644,9 +664,8 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             print(f"compiled and cached: {warm_up()} presets simulated in {time.perf_counter() - started:.1f} s")
             return 0
-        return {"run": _run, "shapes": _shapes, "size": _size, "plan": _plan, "report": _report, "tune": _tune,
-                "hardware": _hardware,
-                "calibrate": _calibrate}[args.command](args)
+        return {"run": _run, "bill": _bill, "shapes": _shapes, "size": _size, "plan": _plan, "report": _report,
+                "tune": _tune, "hardware": _hardware, "calibrate": _calibrate}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

@@ -104,7 +104,7 @@ class Autoscaler:
         return min(self.next_eval_s, float(self.until_s.min()))
 
     def _down(self, j: int, t: float) -> None:
-        self.intervals.append((j, float(self.billed_from_s[j]), t))
+        self.intervals.append((int(j), float(self.billed_from_s[j]), t))
         self.state[j] = DOWN
         self.until_s[j] = math.inf
         self._event(t, "down", j)
@@ -245,6 +245,8 @@ class Autoscaler:
                 "scale_downs": counts["draining"], "interruptions": counts["interrupted"],
                 "requeued": self.requeued,
                 "peak_replicas": self.peak_replicas(), "held_from_s": self.held_from_s,
+                "billed_s": [to_s - from_s for _, from_s, to_s in self.intervals],  # each slot's stays up, billed
+                "billed_slots": [j for j, _, _ in self.intervals],
                 "events": [{"time_s": t, "event": what, "replica": j} for t, what, j in self.events[:REPORTED_EVENTS]]}
 
 
