@@ -11,12 +11,13 @@ import engine
 from engine.calibrate.calibration import badge
 from engine.decide.cost import cost_columns
 from engine.decide.diagnosis import diagnose, window_words
-from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Fleet, FleetGroup, Policy,
-                                    RequestClass, Server, Speculative, Workload, expected_tokens_per_decode,
+from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Autoscale, Fleet, FleetGroup,
+                                    Policy, RequestClass, Server, Speculative, Workload, expected_tokens_per_decode,
                                     field_bounds, field_label, field_meta)
 from engine.scenario import labels
 from engine.scenario.metric_table import COSTS, DURATION, STEADY_STATE, SYSTEM_METRICS, metric
 from engine.scenario.summary import Summary, SystemMetrics
+from engine.sim.autoscale import describe as describe_scaling
 from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
 from engine.sim.simulate import load_text, stop_explanation
@@ -287,6 +288,33 @@ def pool_controls(fleet: dict, server: dict, v: int) -> None:
     fleet["kv_link_gb_s"] = field_input(Fleet, "kv_link_gb_s", fleet.get("kv_link_gb_s"), key=f"fleet_link_{v}")
 
 
+AUTOSCALE_INPUTS = ("min_replicas", "max_replicas", "signal", "target", "interval_s", "provision_s",
+                    "scale_up_delay_s", "scale_down_delay_s", "cooldown_s")
+
+
+def autoscale_controls(fleet: dict, v: int) -> None:
+    """The autoscaler on or off (a colocated fleet of one kind of server); when on, its bounds, signal, target,
+    timings, and spot replicas above its minimum."""
+    scale = fleet.get("autoscale")
+    if not st.toggle(field_label(Fleet, "autoscale"), value=scale is not None, key=f"autoscale_{v}",
+                     help=field_help(Fleet, "autoscale")):
+        fleet.pop("autoscale", None)
+        fleet.pop("spot_interruptions_per_hour", None)
+        return
+    start = fleet.get("replicas") or 1
+    scale = dict(scale or {"min_replicas": 1, "max_replicas": max(4, 2 * start)})
+    for key in AUTOSCALE_INPUTS:
+        scale[key] = field_input(Autoscale, key, scale.get(key), key=f"autoscale_{key}_{v}",
+                                 placeholder="computed" if key == "provision_s" else None)
+    fleet["autoscale"] = {k: value for k, value in scale.items() if value is not None}
+    fleet["spot_interruptions_per_hour"] = field_input(Fleet, "spot_interruptions_per_hour",
+                                                       fleet.get("spot_interruptions_per_hour"), key=f"spot_{v}")
+    if fleet["spot_interruptions_per_hour"]:
+        fleet["spot_notice_s"] = field_input(Fleet, "spot_notice_s", fleet.get("spot_notice_s"),
+                                             key=f"spot_notice_{v}")
+    st.caption("Fleet replicas above are those up at the start.")
+
+
 def fleet_controls(data: dict, v: int) -> None:
     fleet = data.setdefault("fleet", {})
     fleet["mode"] = field_input(Fleet, "mode", fleet.get("mode"), key=f"fleet_mode_{v}")
@@ -299,8 +327,14 @@ def fleet_controls(data: dict, v: int) -> None:
         if pools:  # back from a disaggregated fleet: as many servers as its pools held
             fleet["replicas"] = sum(pool.get("replicas", 1) for pool in pools)
         group_controls(fleet, data["server"], v)
+    if fleet["mode"] == "disaggregated" or fleet.get("groups"):
+        fleet.pop("autoscale", None)  # it scales a colocated fleet of one kind of server
+        fleet.pop("spot_interruptions_per_hour", None)
+    else:
+        autoscale_controls(fleet, v)
     fleet["router"] = field_input(Fleet, "router", fleet.get("router"), key=f"fleet_router_{v}")
-    if fleet["mode"] != "disaggregated" and not fleet.get("groups") and (fleet.get("replicas") or 1) == 1:
+    if fleet["mode"] != "disaggregated" and not fleet.get("groups") and (fleet.get("replicas") or 1) == 1 and \
+            not fleet.get("autoscale"):
         no_effect("one replica: the router sends every request to it.")
 
 
@@ -317,7 +351,7 @@ def edited_scenario(base: dict) -> dict:
             policy_controls(data, typed, v)
         with st.expander("Server: batching, memory, step time"):
             server_controls(data, v)
-        with st.expander("Fleet: replicas, GPU groups, prefill and decode pools, router"):
+        with st.expander("Fleet: replicas, autoscaler, GPU groups, prefill and decode pools, router"):
             fleet_controls(data, v)
     return data
 
@@ -529,12 +563,19 @@ if typed.workload.trace is not None:
 st.subheader("Per-class results")
 kpi_cards(summary, st.session_state.get("previous_summary"), typed)
 system_cards(system)
+scaling = describe_scaling(system)
+if scaling:
+    st.caption(text.plain(scaling[0].upper() + scaling[1:] + "."))
 st.markdown("**What limits this run**\n" + "\n".join(f"- {text.plain(f.text)}" for f in diagnose(typed, summary)))
 
 policy_extras(typed, scenario, summary)
 
 st.subheader("Cost")
-rental = cost_panel.cost_view(typed, summary)
+if typed.fleet.autoscale is None:
+    rental = cost_panel.cost_view(typed, summary)
+else:  # replicas come and go: the bill over the run, three ways to buy it; no one hourly price for the comparison
+    rental = None
+    cost_panel.bill_view(scenario, typed, summary)
 
 st.subheader("Policy comparison (same arrivals)")
 comparison, note = runner.policy_comparison(scenario, list(POLICIES))
@@ -616,7 +657,8 @@ with timeline_tab:
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")
     if summary.get("windows"):
-        st.plotly_chart(charts.window_chart(summary["windows"], classes), width="stretch", key="windows_chart")
+        st.plotly_chart(charts.window_chart(summary["windows"], classes, typed.fleet.autoscale is not None),
+                        width="stretch", key="windows_chart")
         length = summary["windows"][0]["end_s"] - summary["windows"][0]["start_s"]
         st.caption(text.plain(
             f"The whole fleet per {window_words(length)} window: the load its arrivals offered (red: more than the "

@@ -232,16 +232,19 @@ def rate_over_time(counts: pd.DataFrame, rate_at=None, span_s: float | None = No
     return fig
 
 
-def window_chart(windows: list[dict], classes: list[str]) -> go.Figure:
+def window_chart(windows: list[dict], classes: list[str], scaled: bool = False) -> go.Figure:
     """Per window of the run: the load its arrivals offered (bars, a line at 1 = the fleet's capacity) and each
-    class's SLA attainment (lines in the class colours; gaps where a window judged none)."""
+    class's SLA attainment (lines in the class colours; gaps where a window judged none); with an autoscaler
+    (``scaled``), the replicas billed in each window below them."""
     frame = pd.DataFrame(windows)
     scale, unit = time_axis(float(frame["end_s"].iloc[-1]))
     middle = (frame["start_s"] + frame["end_s"]) / 2.0 / scale
     width = float(frame["end_s"].iloc[0] - frame["start_s"].iloc[0]) / scale
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("offered load per window (an estimate; 1 = the fleet's capacity)",
-                                        "SLA attainment of the window's arrivals"))
+    capacity = "the replicas taking requests" if scaled else "the fleet's capacity"
+    titles = (f"offered load per window (an estimate; 1 = {capacity})", "SLA attainment of the window's arrivals") \
+        + (("replicas billed (up, provisioning or draining; mean over the window)",) if scaled else ())
+    rows = len(titles)
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=titles)
     loads = frame["offered_load"]
     fig.add_trace(go.Bar(x=middle, y=loads, width=width * 0.95, name="offered load", showlegend=False,
                          marker_color=np.where(loads >= 1.0, "#D62728", "#9AA5B1").tolist(),
@@ -256,10 +259,35 @@ def window_chart(windows: list[dict], classes: list[str]) -> go.Figure:
         fig.add_trace(go.Scatter(x=middle, y=[None if v is None else 100.0 * v for v in values], mode="lines",
                                  name=chart_text(name), line=dict(color=class_color(k)), connectgaps=False),
                       row=2, col=1)
+    if scaled:
+        fig.add_trace(go.Scatter(x=middle, y=frame["replicas"], mode="lines", line_shape="hvh", name="replicas",
+                                 showlegend=False, line=dict(color="#2A3F5F"),
+                                 hovertemplate="%{y:.2f} replicas<extra></extra>"), row=3, col=1)
+        fig.update_yaxes(title_text="replicas", rangemode="tozero", row=3, col=1)
     fig.update_yaxes(title_text="load", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="SLA met (%)", range=[0, 105], row=2, col=1)
-    fig.update_xaxes(title_text=f"{unit} from the start of the run", row=2, col=1)
-    fig.update_layout(height=460, margin=dict(t=60, b=10), legend=LEGEND_ABOVE, bargap=0)
+    fig.update_xaxes(title_text=f"{unit} from the start of the run", row=rows, col=1)
+    fig.update_layout(height=460 + 180 * (rows - 2), margin=dict(t=60, b=10), legend=LEGEND_ABOVE, bargap=0)
+    return fig
+
+
+BILL_COLORS = ("#7F7F7F", "#1F77B4", "#2CA02C")  # fixed at the peak, autoscaled, reserved baseline + bursts
+
+
+def cost_over_time(windows: list[dict], bills: list, currency: str) -> go.Figure:
+    """What each way to buy the fleet (``decide.bill.StrategyBill``) costs per hour in each window of the run (the
+    low end of its offers' prices)."""
+    frame = pd.DataFrame(windows)
+    scale, unit = time_axis(float(frame["end_s"].iloc[-1]))
+    middle = (frame["start_s"] + frame["end_s"]) / 2.0 / scale
+    fig = go.Figure()
+    for bill, color in zip(bills, BILL_COLORS):
+        fig.add_trace(go.Scatter(x=middle, y=bill.cost_per_hour, mode="lines", line_shape="hvh",
+                                 name=bill.strategy, line=dict(color=color),
+                                 hovertemplate=f"%{{y:,.2f}} {currency} an hour<extra>{bill.strategy}</extra>"))
+    fig.update_layout(height=320, margin=dict(t=40, b=10), legend=LEGEND_ABOVE,
+                      xaxis_title=f"{unit} from the start of the run", yaxis_title=f"cost per hour ({currency})",
+                      yaxis_rangemode="tozero")
     return fig
 
 

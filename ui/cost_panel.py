@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 import engine
 from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
                                 DEFAULT_CURRENCY, HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for,
                                 unit_costs)
+from engine.decide.bill import HOURLY_INCREMENT_S, HOURLY_MINIMUM_S, fixed_overrides, strategy_bills
 from engine.decide.pricing import fleet_size, group_rent, offer_rent, price_problem
+from engine.scenario.config import apply_overrides
 from engine.hardware.tables import load_table
 from engine.scenario.labels import cards_text, words
 from engine.scenario.metric_table import COSTS, metric, money_range
@@ -108,3 +111,38 @@ def cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | N
                    help=f"{m.help[0].upper()}{m.help[1:]}, at the simulated load: the GPUs are rented whether "
                         f"busy or not.")
     return cost
+
+
+def bill_view(data: dict, scenario: engine.Scenario, summary: Summary) -> None:
+    """An autoscaled fleet's bill three ways (``decide.bill``): a table, the cost per hour over the run, and what the
+    month assumes. The fixed fleet at the peak is simulated here (cached like every run)."""
+    from ui import charts, runner, tables  # the charts and the runner import this module's neighbours
+
+    problem = price_problem(scenario)
+    if problem:
+        st.caption(problem)
+        return
+    cols = st.columns([3, 1, 1, 1])
+    cols[0].markdown("**Offers:** the cheapest firm ones (spot for spot bursts)")
+    _, currency, cny_per_usd = pricing_inputs(cols[1:])
+    peak = summary["system"]["autoscale"]["peak_replicas"]
+    with st.spinner(f"Simulating the fixed fleet of {peak} replicas..."):
+        fixed = runner.summary(runner.canonical(apply_overrides(data, fixed_overrides(peak))))
+    try:
+        bills = strategy_bills(scenario, summary, fixed, currency, cny_per_usd)
+    except engine.ScenarioError as exc:
+        st.info(text.plain(str(exc)))
+        return
+    rows = [{"strategy": b.strategy,
+             "per_month": money_range(b.per_month, currency) + (" (estimate)" if b.estimate else ""),
+             "sla_attainment": b.sla_attainment, "replica_hours": round(b.replica_hours, 1), "fleet": b.fleet,
+             "offers": b.offers}
+            for b in sorted(bills, key=lambda b: b.per_month[0])]
+    tables.show(pd.DataFrame(rows), ["strategy", "per_month", "sla_attainment", "replica_hours", "fleet", "offers"],
+                currency)
+    st.plotly_chart(charts.cost_over_time(summary["windows"], bills, currency), width="stretch", key="bill_chart")
+    span_h = summary["system"]["sim_time_s"] / 3600
+    st.caption(text.plain(
+        f"The month is {HOURS_PER_MONTH:g} hours of traffic like these {span_h:,.1f} h. Replicas billed by use pay "
+        f"per {HOURLY_INCREMENT_S:g} s with a {HOURLY_MINIMUM_S:g}-s minimum (AWS's rule, applied to every hourly "
+        f"offer); reserved and monthly offers pay the whole month. The fixed fleet's SLA comes from its own run."))

@@ -32,6 +32,12 @@ PLAIN_COLUMNS = {
     "speed": ("Relative speed", "the replica's speed on this workload, the fastest replica's 1; the router weighs "
                                 "turns and loads by it"),
     "note": ("Note", None),
+    "strategy": ("Way to buy", "a fixed fleet at the autoscaled run's peak, the autoscaled fleet billed by use, or "
+                               "its minimum reserved with the replicas above billed by use"),
+    "per_month": ("Per month", "the month's bill, low-high over the offers' price ranges"),
+    "replica_hours": ("Replica-hours billed", "replicas up, provisioning or draining, over the run"),
+    "fleet": ("Fleet", None),
+    "offers": ("Offers", "the cheapest firm offers that host a replica (spot ones for spot bursts)"),
 }
 
 

@@ -51,9 +51,18 @@ class StrategyBill:
     cost_per_hour: tuple[float, ...]
 
 
+def replicas_text(count: int) -> str:
+    return f"{count} replica{'' if count == 1 else 's'}"
+
+
 def billed_s(duration_s: float) -> float:
     """Seconds billed for one replica up ``duration_s`` on an hourly offer: whole increments, at least the minimum."""
     return max(math.ceil(duration_s / HOURLY_INCREMENT_S - 1e-9) * HOURLY_INCREMENT_S, HOURLY_MINIMUM_S)
+
+
+def fixed_overrides(replicas: int) -> dict:
+    """The overrides (``config.apply_overrides``) that make a scenario's data the fixed fleet of ``fixed_at``."""
+    return {"fleet.replicas": replicas, "fleet.autoscale": None, "fleet.spot_interruptions_per_hour": 0.0}
 
 
 def fixed_at(scenario: Scenario, replicas: int) -> Scenario:
@@ -109,7 +118,7 @@ def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: 
         return offer, cost.per_hour, cost.estimate
 
     fixed_offer, fixed_month, fixed_hour, fixed_estimate = monthly(peak)
-    bills = [StrategyBill(STRATEGIES[0], f"{peak} replicas all month", fixed_offer, fixed_month, currency,
+    bills = [StrategyBill(STRATEGIES[0], f"{replicas_text(peak)} all month", fixed_offer, fixed_month, currency,
                           fixed_estimate, peak * span_s / 3600.0, fixed["overall"]["sla_attainment"],
                           tuple(fixed_hour[0] for _ in windows))]
     attainment = autoscaled["overall"]["sla_attainment"]
@@ -126,7 +135,8 @@ def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: 
         tuple(base_rate[0] * min(w["replicas"], base) + rate[0] * max(w["replicas"] - base, 0.0) for w in windows)))
     base_offer, base_month, base_hour, base_estimate = monthly(base)
     bills.append(StrategyBill(
-        STRATEGIES[2], f"{base} reserved all month + up to {peak - base} {'spot' if spot else 'on demand'}",
+        STRATEGIES[2], f"{base} reserved all month" + (f" + up to {peak - base} {'spot' if spot else 'on demand'}"
+                                                        if peak > base else " (no burst in this run)"),
         f"{base_offer} + {offer}", tuple(b + r * burst_s / 3600.0 * month for b, r in zip(base_month, rate)),
         currency, base_estimate or estimate, system["replica_hours"], attainment,
         tuple(base_hour[0] + rate[0] * max(w["replicas"] - base, 0.0) for w in windows)))

@@ -663,9 +663,10 @@ class Autoscale:
 
     max_replicas: int = opt(help="the most replicas the fleet may have", unit="servers", ge=1, cap="replicas")
     min_replicas: int = opt(1, "the fewest replicas (the baseline, always up)", "servers", ge=1, cap="replicas")
-    signal: str = opt("utilisation", "what it reads: utilisation (share of the last interval the replicas were "
-                                     "busy), queue (requests waiting for a first iteration, per replica), kv (share "
-                                     "of the KV cache in use)", choices=SCALE_SIGNALS)
+    signal: str = opt("utilisation", "what it reads: utilisation (share of the replicas' batch slots or KV cache in "
+                                     "use over the last interval, whichever is fuller), queue (requests waiting for "
+                                     "a first iteration, per replica), kv (share of the KV cache in use now)",
+                      choices=SCALE_SIGNALS)
     target: float = opt(0.8, "the signal's value it keeps the fleet at (a share for utilisation and kv, requests "
                              "for queue)", "", gt=0.0, le=1e6)
     interval_s: float = opt(30.0, "how often it reads the signal and decides", "s", ge=1.0, le=86_400.0)

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..scenario.config import Autoscale, Scenario
 from .kernel.state import (CK_MODE, CK_WAIT_START_S, C_ACCEPTS, C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_RUNNING,
-                           C_USED_BLOCKS, C_WAITING, IDLE, S_BATCH_SUM, S_BUSY_S, S_ITERATIONS)
+                           C_USED_BLOCKS, C_WAITING, IDLE, S_BATCH_SUM, S_BUSY_S, S_ITERATIONS,
+                           S_KV_BLOCK_SECONDS)
 
 # Provisioning time when the scenario does not give it: a fixed part and the weights read at a storage bandwidth.
 # Both are estimates (docs/serving.md): vLLM's cold start measured at ~39 s of torch.compile plus profiling and
@@ -80,7 +81,7 @@ class Autoscaler:
     last_change_s: float = -math.inf
     up_wanted_since_s: float | None = None
     held_from_s: float | None = None  # when MAX_EVENTS was reached
-    stats_before: np.ndarray | None = None  # each slot's busy time, batch sum and iterations at the last reading
+    stats_before: np.ndarray | None = None  # each slot's busy time, batch sum, iterations, KV block-seconds
 
     def __post_init__(self) -> None:
         slots = self.config.max_replicas
@@ -146,24 +147,26 @@ class Autoscaler:
             self._evaluate(t, arrays)
 
     def signal(self, arrays: dict) -> float:
-        """The signal over the replicas taking requests (``Autoscale.signal``): for utilisation, the share of their
-        batch slots in use over the last interval (busy share x mean batch / batch limit: a batching server is busy
-        whenever it holds one request, so its busy share alone says little)."""
+        """The signal over the replicas taking requests (``Autoscale.signal``). Utilisation: the share of a replica's
+        capacity in use over the last interval, batch slots or KV cache, whichever is fuller (busy share x mean
+        batch / batch limit; KV block-seconds / interval / blocks): a batching server is busy whenever it holds one
+        request, so its busy share alone says little."""
         cnt, stats = arrays["counters"], arrays["stats"]
         taking = np.flatnonzero(self.state == UP)
-        now = stats[:, [S_BUSY_S, S_BATCH_SUM, S_ITERATIONS]].copy()
+        now = stats[:, [S_BUSY_S, S_BATCH_SUM, S_ITERATIONS, S_KV_BLOCK_SECONDS]].copy()
         before = self.stats_before if self.stats_before is not None else np.zeros_like(now)
         self.stats_before = now
         if len(taking) == 0:
             return 0.0
+        capacity = cnt[taking, C_CAPACITY_BLOCKS].astype(float)
         if self.config.signal == "utilisation":
-            busy_s, batch_sum, iterations = (now - before)[taking].T
+            busy_s, batch_sum, iterations, block_s = (now - before)[taking].T
             mean_batch = np.divide(batch_sum, iterations, out=np.zeros_like(batch_sum), where=iterations > 0)
             slots = np.clip(busy_s / self.config.interval_s, 0.0, 1.0) * mean_batch / cnt[taking, C_MAX_BATCH_SIZE]
-            return float(np.clip(slots, 0.0, 1.0).mean())
+            memory = block_s / self.config.interval_s / capacity
+            return float(np.clip(np.maximum(slots, memory), 0.0, 1.0).mean())
         if self.config.signal == "queue":
             return float(cnt[taking, C_WAITING].mean())
-        capacity = cnt[taking, C_CAPACITY_BLOCKS].astype(float)
         return float((cnt[taking, C_USED_BLOCKS] / capacity).mean())
 
     def _evaluate(self, t: float, arrays: dict) -> None:
@@ -238,11 +241,11 @@ class Autoscaler:
     def report(self) -> dict:
         """What the run's summary keeps (``system.autoscale``)."""
         counts = {name: sum(1 for _, what, _ in self.events if what == name)
-                  for name in ("provisioning", "draining", "interrupted")}
+                  for name in ("provisioning", "draining", "notice")}  # a notice: the provider takes it back
         return {"min_replicas": self.config.min_replicas, "max_replicas": self.config.max_replicas,
                 "provision_s": self.provision_s, "provision_estimated": self.config.provision_s is None,
                 "scale_ups": counts["provisioning"],
-                "scale_downs": counts["draining"], "interruptions": counts["interrupted"],
+                "scale_downs": counts["draining"], "interruptions": counts["notice"],
                 "requeued": self.requeued,
                 "peak_replicas": self.peak_replicas(), "held_from_s": self.held_from_s,
                 "billed_s": [to_s - from_s for _, from_s, to_s in self.intervals],  # each slot's stays up, billed

@@ -1,0 +1,76 @@
+"""Traffic that moves, timed: a day of about a million requests and a week, each at a constant rate, along a
+ServeGen day or week shape, and with an autoscaler (and spot interruptions) on the shaped traffic; with the
+number of requests, windows, scaling events and SLA attainment of each, and the wall time measured in this one run
+(the first run of each shape pays for nothing: the simulator is compiled before the clock starts).
+
+The workload is the example preset's (``data/scenarios/example.toml``: two classes, the fixed step model) on a fleet
+of eight replicas at most (batches of eight).
+
+Usage: python bench/bench_traffic.py [--day-rate 11.5] [--week-rate 1.6] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import engine  # noqa: E402
+from engine.sim.simulate import warm_up  # noqa: E402
+from engine.scenario.config import apply_overrides, read_toml  # noqa: E402
+
+EXAMPLE = REPO / "data" / "scenarios" / "example.toml"
+DAY_S, WEEK_S = 86_400, 7 * 86_400
+SCALER = {"min_replicas": 1, "max_replicas": 8, "signal": "utilisation", "target": 0.7, "provision_s": 120.0}
+
+
+def variants(rate_per_s: float, duration_s: int, shape: str) -> dict[str, dict]:
+    base = apply_overrides(read_toml(EXAMPLE), {
+        "workload.num_requests": None, "workload.duration_s": duration_s, "fleet.replicas": 8,
+        "fleet.router": "least-tokens",
+        "workload.arrival": {"process": "poisson", "rate_per_s": rate_per_s}})
+    shaped = apply_overrides(base, {"workload.arrival.shape": shape})
+    scaled = apply_overrides(shaped, {"fleet.replicas": 1, "fleet.autoscale": SCALER})
+    spot = apply_overrides(scaled, {"fleet.spot_interruptions_per_hour": 0.5})
+    return {"constant rate": base, "shaped": shaped, "shaped, autoscaled": scaled, "autoscaled with spot": spot}
+
+
+def timed(data: dict) -> dict:
+    scenario = engine.load_scenario(data)
+    started = time.perf_counter()
+    summary = engine.simulate(scenario).summary
+    wall_s = time.perf_counter() - started
+    scale = summary["system"].get("autoscale") or {}
+    return {"requests": summary["run"]["requests"], "wall_s": wall_s, "windows": len(summary["windows"]),
+            "sla_attainment": summary["overall"]["sla_attainment"],
+            "replica_hours": summary["system"]["replica_hours"], "scaling_events": len(scale.get("events", [])),
+            "interruptions": scale.get("interruptions", 0)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--day-rate", type=float, default=11.5, help="mean req/s of the day (11.5: ~994,000)")
+    parser.add_argument("--week-rate", type=float, default=1.6, help="mean req/s of the week (1.6: ~968,000)")
+    parser.add_argument("--json", help="write the figures as JSON here")
+    args = parser.parse_args()
+    warm_up()
+    rows = []
+    for span, rate, duration_s, shape in (("day", args.day_rate, DAY_S, "servegen-language-mid-day"),
+                                          ("week", args.week_rate, WEEK_S, "servegen-language-mid-week")):
+        for name, data in variants(rate, duration_s, shape).items():
+            row = {"span": span, "variant": name, **timed(data)}
+            rows.append(row)
+            print(f"{span:<5} {name:<22} {row['requests']:>10,} requests {row['wall_s']:6.2f} s  "
+                  f"SLA met {100 * row['sla_attainment']:5.1f}%  {row['replica_hours']:8,.1f} replica-hours  "
+                  f"{row['scaling_events']:>5,} scaling events  {row['interruptions']} interruptions", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
