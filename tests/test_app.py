@@ -462,3 +462,26 @@ def test_a_day_shape_is_drawn_over_the_run_and_the_lab_sets_its_duration():
     assert not at.exception and not at.error
     assert [s for s in at.slider if s.label == "Mean arrival rate (req/s)"]
     assert [n for n in at.number_input if n.label == "Duration (s)"]
+
+
+def test_an_autoscaler_in_the_lab_shows_its_replicas_and_the_bill_three_ways():
+    """The A100 / Llama-3-8B preset with traffic that triples for a while: the autoscaler's toggle adds its
+    controls; the run says what it did, the timeline's windows gain a row of replicas, and the cost section prices
+    the run three ways (the fixed fleet at its peak simulated for its own SLA) with the cost per hour."""
+    data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
+    data["workload"]["num_requests"] = 6000
+    data["workload"]["arrival"]["rate_curve"] = [[0, 1.0], [300, 1.0], [301, 3.0], [900, 3.0], [901, 1.0]]
+    data["fleet"] = {"replicas": 1}
+    at = lab(data).run()
+    charts = len(at.get("plotly_chart"))
+    at.toggle(key="autoscale_1").set_value(True).run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="autoscale_max_replicas_1").value == 4
+    assert any(c.startswith("Autoscaler: 1 to 4 replicas, peak ") for c in shown(at.caption))
+    bill = next(d.value for d in at.dataframe if "strategy" in d.value.columns)
+    assert sorted(bill["strategy"]) == sorted(["fixed at the peak", "autoscaled, on demand",
+                                               "reserved baseline + bursts"])
+    assert not [m for m in at.metric if m.label.startswith("Per month")]  # no one hourly price for a moving fleet
+    assert len(at.get("plotly_chart")) == charts + 1  # the cost per hour
+    windows = next(c for c in at.get("plotly_chart") if "replicas billed" in c.proto.spec)
+    assert windows is not None
