@@ -672,7 +672,7 @@ class Autoscale:
     interval_s: float = opt(30.0, "how often it reads the signal and decides", "s", ge=1.0, le=86_400.0)
     provision_s: Optional[float] = opt(None, "from asking for a replica to its first request: machine start and "
                                              "weights loaded (none: computed from the model's weights, "
-                                             "docs/serving.md)", "s", ge=0.0, le=86_400.0)
+                                             "docs/method.md)", "s", ge=0.0, le=86_400.0)
     scale_up_delay_s: float = opt(0.0, "the signal must ask for more replicas this long before it adds any", "s",
                                   ge=0.0, le=86_400.0)
     scale_down_delay_s: float = opt(300.0, "the signal must ask for fewer replicas this long before it removes any "

@@ -52,7 +52,7 @@ from typing import Any, Callable, Mapping
 from ..decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, HOURS_PER_MONTH, deployment_cost
 from ..decide.targets import TARGET_METRICS, meets
 from ..hardware.tables import is_slice, load_table
-from ..scenario.config import (OVERALL, Arrival, Fleet, Policy, Scenario, Server, Speculative, apply_overrides,
+from ..scenario.config import (OVERALL, Arrival, Autoscale, Fleet, Policy, Scenario, Server, Speculative, apply_overrides,
                                field_bounds, field_label, field_meta, fleet_servers, load_scenario, read_toml)
 from ..scenario.errors import ScenarioError, excerpt
 from ..scenario.metric_table import METRICS, SYSTEM_METRICS, metric
@@ -73,7 +73,7 @@ LOG_AXIS_SPAN = 20.0  # a numeric knob whose largest value is this many times it
 RELATIONS = ("above", "below", "within")  # how a check compares its two values
 # Where the learner's fields live (``section.field``), for their labels, units and bounds.
 FIELD_CLASSES = {"server": Server, "server.speculative": Speculative, "policy": Policy, "fleet": Fleet,
-                 "workload.arrival": Arrival}
+                 "fleet.autoscale": Autoscale, "workload.arrival": Arrival}
 
 
 @dataclass(frozen=True)
