@@ -196,6 +196,8 @@ def raw_rate_per_s(arrival: Mapping[str, Any]) -> float:
     mean (as ``Arrival`` fills it in)."""
     if arrival.get("rate_per_s") is not None:
         return float(arrival["rate_per_s"])
+    if arrival.get("shape"):
+        return shape_curve(arrival["shape"]).mean_per_s()
     return RateCurve.from_points(arrival["rate_curve"], arrival.get("curve_period_s")).mean_per_s()
 
 
