@@ -233,7 +233,8 @@ def test_arrival_keys_are_typed():
 def test_the_raw_mean_rate_of_a_shape_alone_is_its_own_mean():
     from engine.scenario.config import raw_rate_per_s
 
-    assert raw_rate_per_s({"process": "poisson", "shape": "servegen-language-small-day"}) == pytest.approx(1.0, abs=1e-4)
+    shape = {"process": "poisson", "shape": "servegen-language-small-day"}
+    assert raw_rate_per_s(shape) == pytest.approx(1.0, abs=1e-4)
     # 1 to 3 req/s over 10 s, back to 1 over the next 10: a mean of 2
     assert raw_rate_per_s({"process": "poisson", "rate_curve": [[0, 1.0], [10, 3.0]], "curve_period_s": 20}) == \
         pytest.approx(2.0)
