@@ -128,7 +128,13 @@ def test_the_lab_on_a_gpu_shows_no_code_no_key_and_no_lowercase_choice():
     for text in page_texts(at):
         assert not CODE.search(text), text
         assert not KEY.search(text), text
+    at.toggle(key="autoscale_1").set_value(True).run()  # the autoscaler's controls read as words too
+    assert not at.exception
+    for text in page_texts(at):
+        assert not CODE.search(text), text
+        assert not KEY.search(text), text
     options = [o for box in at.selectbox for o in box.options]
+    assert "Queue length" in options
     assert "Fewest tokens" in options and "Mixed" in options and "FP16" in options and "Pay as you go" in options
 
 

@@ -723,9 +723,9 @@ class Fleet:
                                     "(mode = disaggregated; a 400 Gb/s NIC moves 50 GB/s): a request's KV takes its "
                                     "bytes / this, after the transfers before it on the link", "GB/s", gt=0.0,
                               le=1e9)
-    autoscale: Optional[Autoscale] = opt(None, "[fleet.autoscale]: replicas added and removed with the load; "
-                                               "fleet.replicas are up at the start")
-    spot_interruptions_per_hour: float = opt(0.0, "with an autoscaler: each replica above its min_replicas is a "
+    autoscale: Optional[Autoscale] = opt(None, "replicas added and removed with the load, within bounds, on a "
+                                               "signal; fleet.replicas are up at the start")
+    spot_interruptions_per_hour: float = opt(0.0, "with an autoscaler: each replica above its fewest is a "
                                                   "spot one, interrupted this often per hour up (a seeded "
                                                   "exponential draw); its requests are re-queued elsewhere",
                                              "1/h", ge=0.0, le=3600.0)

@@ -18,8 +18,8 @@ from typing import Mapping
 
 from .config import Scenario, field_label, unwrap_optional
 from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
-                       LENGTH_DISTRIBUTIONS, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES, STEP_MODEL_CODES,
-                       TRACE_FORMATS)
+                       LENGTH_DISTRIBUTIONS, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES, SCALE_SIGNALS,
+                       STEP_MODEL_CODES, TRACE_FORMATS)
 
 # The words of each named choice, by what it names; every name of the registry has its words (tests/test_labels.py).
 CHOICE_WORDS = {
@@ -34,6 +34,8 @@ CHOICE_WORDS = {
     "step_model": {"fixed": "Fixed iteration time", "roofline": "Roofline"},
     "kv_allocation": {"paged": "Paged", "static": "Static"},
     "fleet_mode": {"colocated": "Colocated", "disaggregated": "Disaggregated"},
+    "scale_signal": {"utilisation": "Utilisation (batch slots or KV cache)", "queue": "Queue length",
+                     "kv": "KV cache in use"},
     "role": {"colocated": "Whole requests", "prefill": "Prefill", "decode": "Decode"},
     "dist": {"constant": "Constant", "uniform": "Uniform", "geometric": "Geometric", "lognormal": "Lognormal"},
     "decoding": {"plain": "Plain", "speculative": "Speculative"},
@@ -54,14 +56,14 @@ FIELD_CHOICES = {
     "Fleet.router": "router", "Arrival.process": "arrival", "Trace.format": "trace_format",
     "Server.batching": "batching", "Server.admission": "admission", "Policy.preempt_mode": "preempt_mode",
     "Server.step_model": "step_model", "Server.kv_allocation": "kv_allocation", "Fleet.mode": "fleet_mode",
-    "TokenDist.dist": "dist", "Server.engine": "engine",
+    "TokenDist.dist": "dist", "Server.engine": "engine", "Autoscale.signal": "scale_signal",
 }
 FORMAT_KEYS = ("quant", "kv_quant")  # keys naming a number format of data/hardware (fp16, int4...): shown upper-case
 # The registry's names, by the words that hold them (checked against CHOICE_WORDS by the tests).
 REGISTRY = {"router": ROUTER_CODES, "arrival": ARRIVAL_PROCESSES, "trace_format": TRACE_FORMATS,
             "batching": BATCHING_CODES, "admission": ADMISSION_CODES, "preempt_mode": PREEMPT_MODE_CODES,
             "step_model": STEP_MODEL_CODES, "kv_allocation": KV_ALLOCATIONS, "fleet_mode": FLEET_MODES,
-            "role": POOL_ROLES, "dist": LENGTH_DISTRIBUTIONS}
+            "role": POOL_ROLES, "dist": LENGTH_DISTRIBUTIONS, "scale_signal": SCALE_SIGNALS}
 
 
 def words(kind: str, name: object) -> str:

@@ -28,9 +28,10 @@ from .kernel.state import (CK_MODE, CK_WAIT_START_S, C_ACCEPTS, C_CAPACITY_BLOCK
                            S_KV_BLOCK_SECONDS)
 
 # Provisioning time when the scenario does not give it: a fixed part and the weights read at a storage bandwidth.
-# Both are estimates (docs/method.md, "Traffic that moves"): vLLM's cold start measured at ~39 s of torch.compile plus profiling and
-# warm-up (route179.dev, 2026-06-30, one DGX Spark), a machine and container start taken as as long again; weights
-# read from local NVMe at 5 GB/s in the inference-serving book's example and at ~0.15 GB/s in that measurement.
+# Both are estimates (docs/method.md, "Traffic that moves"): vLLM's cold start measured at ~39 s of torch.compile,
+# profiling and warm-up (route179.dev, 2026-06-30, one DGX Spark), the rest of the 120 s (machine and container
+# start) an estimate; weights read from local NVMe at 5 GB/s in the inference-serving book's example and at
+# ~0.15 GB/s in that measurement.
 PROVISION_FIXED_S = 120.0
 WEIGHT_LOAD_GB_S = 2.0
 

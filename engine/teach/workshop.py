@@ -52,7 +52,8 @@ from typing import Any, Callable, Mapping
 from ..decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, HOURS_PER_MONTH, deployment_cost
 from ..decide.targets import TARGET_METRICS, meets
 from ..hardware.tables import is_slice, load_table
-from ..scenario.config import (OVERALL, Arrival, Autoscale, Fleet, Policy, Scenario, Server, Speculative, apply_overrides,
+from ..scenario.config import (OVERALL, Arrival, Autoscale, Fleet, Policy, Scenario, Server, Speculative,
+                               apply_overrides,
                                field_bounds, field_label, field_meta, fleet_servers, load_scenario, read_toml)
 from ..scenario.errors import ScenarioError, excerpt
 from ..scenario.metric_table import METRICS, SYSTEM_METRICS, metric
