@@ -437,3 +437,22 @@ def test_a_plans_fleet_opens_as_a_scenario_that_reproduces_its_first_run(answer)
     as_planned = apply_overrides(fleet, {"workload.num_requests": small().requests})
     summary = simulate(load_scenario(as_planned)).summary
     assert summary["overall"] == best["metrics"]["overall"], "the same fleet, seed and requests: the same run"
+
+
+def test_a_rate_that_moves_is_sized_at_its_busiest_point_without_the_autoscaler():
+    """A curve from 20 to 80 req/s (scaled to a mean of 50) is sized as a constant 80 x 50 / mean: a fixed fleet
+    must hold the peak (a run's first requests would be the curve's calm start); the autoscaler goes (the planner
+    sizes fixed fleets), and the answer's text says what it sized for."""
+    from engine.decide.planner import at_peak
+    from engine.decide.plan_text import traffic_text
+
+    data = apply_overrides(article(), {"workload.arrival.rate_curve": [[0, 20.0], [600, 80.0], [1200, 20.0]],
+                                       "fleet.autoscale": {"max_replicas": 4, "min_replicas": 1}})
+    sized, traffic = at_peak(data, load_scenario(data))
+    mean = (50.0 * 600 + 50.0 * 600) / 1200  # the curve's own mean: 50, so the scale is 1
+    assert traffic == {"peak_rate_per_s": pytest.approx(80.0 * 50.0 / mean), "mean_rate_per_s": 50.0}
+    assert sized["workload"]["arrival"] == {"process": "poisson", "rate_per_s": pytest.approx(80.0)}
+    assert "autoscale" not in sized["fleet"] and "autoscale" in data["fleet"]
+    assert traffic_text(traffic).startswith("Sized for the traffic's busiest point, 80.00 req/s (its mean is 50.00")
+    constant, none = at_peak(article(), load_scenario(article()))
+    assert none is None and constant["workload"]["arrival"] == article()["workload"]["arrival"]

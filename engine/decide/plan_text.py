@@ -192,9 +192,19 @@ def _wrap(paragraph: str, indent: str = "  ") -> str:
     return textwrap.fill(paragraph, TEXT_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
+def traffic_text(traffic: dict) -> str:
+    """What the plan sized for when the scenario's rate moves."""
+    return (f"Sized for the traffic's busiest point, {traffic['peak_rate_per_s']:,.2f} req/s (its mean is "
+            f"{traffic['mean_rate_per_s']:,.2f} req/s): a fixed fleet must hold the peak. To price an autoscaled "
+            f"fleet or a reserved baseline with bursts over the whole curve, add [fleet.autoscale] to the scenario "
+            f"and run python -m engine bill.")
+
+
 def plan_text(answer: dict, title: str) -> str:
     """The whole answer, for printing."""
     lines = [title]
+    if answer.get("traffic"):
+        lines.append(_wrap(traffic_text(answer["traffic"])))
     cut = cut_text(answer)
     if cut:
         lines.append(_wrap("CUT: " + cut))

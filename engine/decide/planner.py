@@ -37,7 +37,7 @@ from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
 from ..hardware.tables import data_version, gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
 from ..scenario.caps import DEFAULT_CAPS
-from ..scenario.config import OVERALL, Server, apply_overrides, load_scenario, raw_rate_per_s
+from ..scenario.config import OVERALL, Scenario, Server, apply_overrides, load_scenario, raw_rate_per_s
 from ..scenario.errors import ScenarioError, excerpt
 from ..scenario.metric_table import metric
 from ..scenario.origin import Origin
@@ -647,10 +647,30 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
             "run": {"wall_s": time.perf_counter() - started, "evaluations": runs, "workers": workers(), "cut": cut}}
 
 
+def at_peak(data: dict, scenario: Scenario) -> tuple[dict, dict | None]:
+    """Scenario ``data`` as the planner sizes it: a fixed fleet (no autoscaler), and for a rate that moves (a curve
+    or a shape) a constant rate at its busiest point, which a fixed fleet must hold (a run's first requests would
+    be the curve's start); with what that rate is (None for a constant one)."""
+    data = apply_overrides(data, {})
+    fleet = data.get("fleet", {})
+    for key in ("autoscale", "spot_interruptions_per_hour"):
+        fleet.pop(key, None)
+    arrival = scenario.workload.arrival
+    curve = arrival.curve() if arrival is not None else None
+    if curve is None:
+        return data, None
+    peak = float(curve.rates_per_s.max())
+    constant = {"process": arrival.process, "rate_per_s": peak, **({"cv": arrival.cv} if arrival.process == "gamma"
+                                                                      else {})}
+    return apply_overrides(data, {"workload.arrival": constant}), {"peak_rate_per_s": peak,
+                                                                    "mean_rate_per_s": arrival.rate_per_s}
+
+
 def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dict, int, str | None]:
     """``plan``'s answer without its ``run`` block, the runs it made, and why it was cut short (None: it was
     not)."""
     scenario = load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
+    data, traffic = at_peak(data, scenario)
     if scenario.fleet.groups:  # the planner sizes fleets of one GPU at a time, and proposes a mix itself
         data = apply_overrides(data, {})
         del data["fleet"]["groups"]
@@ -713,4 +733,4 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     return ({"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
              "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,
              "diagnosis": diagnosis(search, recommendation) if recommendation else [],
-             "sensitivity": grown}, search.count, cut or stopping.cut_reason())
+             "sensitivity": grown, "traffic": traffic}, search.count, cut or stopping.cut_reason())
