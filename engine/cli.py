@@ -41,7 +41,8 @@ from .hardware.roofline import (kv_capacity_tokens, memory_breakdown_gib, model_
 from .hardware.steptime import decode_step_s_nb, prefill_s
 from .hardware.tables import load_table
 from .scenario.caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
-from .scenario.config import OVERALL, Scenario, fleet_servers, keys_markdown, load_scenario, scenario_to_dict, to_toml
+from .scenario.config import (OVERALL, Scenario, apply_overrides, fleet_servers, keys_markdown, load_scenario,
+                              scenario_to_dict, to_toml)
 from .scenario.errors import ScenarioError, printable
 from .scenario.files import os_reason, quoted, read_regular
 from .scenario.json_out import strict_json
@@ -54,7 +55,7 @@ from .sim.dask_connect import check_address, check_workers
 from .sim.parallel import dask_cluster
 from .sim.simulate import Result, load_text, simulate, stop_explanation, warm_up
 from .sim.traces import guess_trace_format
-from .decide.bill import fixed_at, format_bills, strategy_bills
+from .decide.bill import fixed_overrides, format_bills, strategy_bills
 from .sim.autoscale import describe as describe_scaling
 from .sim.workload import trace_requests
 
@@ -398,7 +399,9 @@ def _bill(args: argparse.Namespace) -> int:
         raise ScenarioError("bill needs an autoscaled fleet ([fleet.autoscale]) of a real GPU "
                             "(server.step_model = roofline)")
     autoscaled = simulate(scenario)
-    fixed = simulate(fixed_at(scenario, autoscaled.summary["system"]["autoscale"]["peak_replicas"]))
+    peak = autoscaled.summary["system"]["autoscale"]["peak_replicas"]
+    fixed = simulate(load_scenario(apply_overrides(scenario_to_dict(scenario), fixed_overrides(peak)),
+                                   origin=scenario.origin))
     print(format_table(autoscaled))
     print(format_bills(strategy_bills(scenario, autoscaled.summary, fixed.summary, args.currency, args.cny_per_usd),
                        autoscaled.summary["system"]["sim_time_s"]))

@@ -6,7 +6,8 @@ import pytest
 
 import engine
 from engine.cli import main
-from engine.decide.bill import HOURLY_MINIMUM_S, STRATEGIES, billed_s, fixed_at, strategy_bills
+from engine.decide.bill import HOURLY_MINIMUM_S, STRATEGIES, billed_s, fixed_overrides, strategy_bills
+from engine.scenario.config import apply_overrides, scenario_to_dict
 from engine.decide.cost import HOURS_PER_MONTH
 
 # Hyperstack's H100 SXM per card-hour (data/hardware/offers.csv): 3.20 USD on demand, 2.72 USD reserved.
@@ -72,7 +73,8 @@ def test_spot_bursts_are_billed_through_a_spot_offer_and_marked_an_estimate():
 
 
 def test_the_fixed_fleet_drops_the_autoscaler_and_the_spot_replicas():
-    fixed = fixed_at(h100_scenario(spot_interruptions_per_hour=1.0), 5)
+    data = scenario_to_dict(h100_scenario(spot_interruptions_per_hour=1.0))
+    fixed = engine.load_scenario(apply_overrides(data, fixed_overrides(5)))
     assert (fixed.fleet.replicas, fixed.fleet.autoscale, fixed.fleet.spot_interruptions_per_hour) == (5, None, 0.0)
 
 

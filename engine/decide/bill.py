@@ -16,7 +16,6 @@ span is taken as typical of the month, which the page and the command line say.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -61,14 +60,9 @@ def billed_s(duration_s: float) -> float:
 
 
 def fixed_overrides(replicas: int) -> dict:
-    """The overrides (``config.apply_overrides``) that make a scenario's data the fixed fleet of ``fixed_at``."""
+    """The overrides (``config.apply_overrides``) that hold a scenario's fleet at ``replicas``, without its
+    autoscaler nor spot replicas: the fixed fleet at the peak."""
     return {"fleet.replicas": replicas, "fleet.autoscale": None, "fleet.spot_interruptions_per_hour": 0.0}
-
-
-def fixed_at(scenario: Scenario, replicas: int) -> Scenario:
-    """``scenario``'s fleet held at ``replicas``, without its autoscaler nor spot replicas."""
-    fleet = dataclasses.replace(scenario.fleet, replicas=replicas, autoscale=None, spot_interruptions_per_hour=0.0)
-    return dataclasses.replace(scenario, fleet=fleet)
 
 
 def _by_use_offer(gpu: str, tensor_parallel: int, spot: bool) -> str | None:
@@ -87,7 +81,7 @@ def _by_use_offer(gpu: str, tensor_parallel: int, spot: bool) -> str | None:
 def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: str,
                    cny_per_usd: float) -> list[StrategyBill]:
     """The three ways to buy the service (``STRATEGIES``) of ``scenario`` (autoscaled, on a real GPU), from the
-    summaries of its run (``autoscaled``) and of the fixed fleet at its peak (``fixed``, ``fixed_at``)."""
+    summaries of its run (``autoscaled``) and of the fixed fleet at its peak (``fixed``, ``fixed_overrides``)."""
     server, scale = scenario.server, scenario.fleet.autoscale
     if scale is None or server.step_model != "roofline":
         raise ScenarioError("the bill over time needs an autoscaled fleet ([fleet.autoscale]) of a real GPU "
