@@ -6,7 +6,12 @@ number of requests, windows, scaling events and SLA attainment of each, and the 
 The workload is the example preset's (``data/scenarios/example.toml``: two classes, the fixed step model) on a fleet
 of eight replicas at most (batches of eight).
 
-Usage: python bench/bench_traffic.py [--day-rate 11.5] [--week-rate 1.6] [--json PATH]
+Then a plan of a day: the example's classes served by Llama-3.1-70B on H100-80G along ServeGen's small-language day
+at 10 req/s on average, interactive TTFT p99 at most 2 s; the planner sizes the peak, then buys the recommendation
+three ways over the whole day with the autoscaler's parameters searched (``decide.over_time``): its wall time, that
+step's, and the three bills.
+
+Usage: python bench/bench_traffic.py [--day-rate 11.5] [--week-rate 1.6] [--no-plan] [--json PATH]
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import engine  # noqa: E402
+from engine.decide.planner import Question, plan  # noqa: E402
+from engine.decide.targets import Target  # noqa: E402
 from engine.sim.simulate import warm_up  # noqa: E402
 from engine.scenario.config import apply_overrides, read_toml  # noqa: E402
 
@@ -52,10 +59,31 @@ def timed(data: dict) -> dict:
             "interruptions": scale.get("interruptions", 0)}
 
 
+def planned_day() -> dict:
+    """The plan of a day of a 70B chat service on H100 (module docstring), timed."""
+    data = apply_overrides(read_toml(EXAMPLE), {
+        "workload.num_requests": None, "workload.duration_s": DAY_S, "fleet.router": "least-tokens",
+        "workload.arrival": {"process": "poisson", "rate_per_s": 10.0, "shape": "servegen-language-small-day"},
+        "server": {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3.1-70B"}})
+    question = Question(targets=(Target("interactive", "ttft_p99_ms", 2000.0),), gpus=("H100-80G",))
+    started = time.perf_counter()
+    answer = plan(data, question)
+    wall_s = time.perf_counter() - started
+    over = answer["over_time"]
+    best = answer["recommendation"]
+    return {"wall_s": wall_s, "over_time_s": over["wall_s"], "over_time_runs": over["runs"],
+            "requests": over["requests"], "recommendation": f"{best['replicas']} x TP{best['tensor_parallel']} "
+                                                            f"{best['gpu']} through {best['offer']}",
+            "bills": [{"strategy": r["strategy"], "per_month_usd": r["monthly_cost"]["low"],
+                       "sla_attainment": r["sla_attainment"], "meets_targets": r["meets_targets"],
+                       "autoscale": r["autoscale"]} for r in over["strategies"]]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--day-rate", type=float, default=11.5, help="mean req/s of the day (11.5: ~994,000)")
     parser.add_argument("--week-rate", type=float, default=1.6, help="mean req/s of the week (1.6: ~968,000)")
+    parser.add_argument("--no-plan", action="store_true", help="leave out the plan of a day")
     parser.add_argument("--json", help="write the figures as JSON here")
     args = parser.parse_args()
     warm_up()
@@ -68,8 +96,17 @@ def main() -> None:
             print(f"{span:<5} {name:<22} {row['requests']:>10,} requests {row['wall_s']:6.2f} s  "
                   f"SLA met {100 * row['sla_attainment']:5.1f}%  {row['replica_hours']:8,.1f} replica-hours  "
                   f"{row['scaling_events']:>5,} scaling events  {row['interruptions']} interruptions", flush=True)
+    planned = None if args.no_plan else planned_day()
+    if planned:
+        print(f"plan of a day: {planned['wall_s']:.1f} s, of which {planned['over_time_s']:.1f} s for "
+              f"{planned['over_time_runs']} runs of the whole day ({planned['requests']:,} requests each); "
+              f"recommended {planned['recommendation']}")
+        for bill in planned["bills"]:
+            met = "meets the target" if bill["meets_targets"] else "MISSES the target"
+            print(f"  {bill['strategy']:<28} {bill['per_month_usd']:>10,.0f} USD a month  SLA met "
+                  f"{100 * bill['sla_attainment']:5.1f}%  {met}  {bill['autoscale'] or ''}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"runs": rows, "plan": planned}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -494,8 +494,8 @@ def _exit_status(cut: str | None, limit: str) -> int:
     return EXIT_CUT
 
 
-def _sizing_progress(done: int, total: int) -> None:
-    print(f"\rsizing configurations: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+def _sizing_progress(done: int, total: int, stage: str) -> None:
+    print(f"\r{stage}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
 
 def _wrote_json_to_stdout(answer: dict, destination: str | None) -> bool:
@@ -520,10 +520,16 @@ def _plan(args: argparse.Namespace) -> int:
     if answer["run"]["cut"] and args.json != "-":
         print(file=sys.stderr)  # the sizing stopped short: end its progress line here
     if not _wrote_json_to_stdout(answer, args.json):
-        print(plan_text(answer, f"Plan for {scenario.name!r}: {question.requests:,} requests x {question.seeds} "
-                                f"seeds per decision; targets: {'; '.join(t.describe() for t in question.targets)}"))
+        print(plan_text(answer, f"Plan for {scenario.name!r}: {_sized_requests(answer, question):,} requests x "
+                                f"{question.seeds} seeds per decision; targets: "
+                                f"{'; '.join(t.describe() for t in question.targets)}"))
     _write_recipe(args.recipe, answer, scenario)
     return _exit_status(answer["run"]["cut"], "plan_s")
+
+
+def _sized_requests(answer: dict, question: Question) -> int:
+    """Requests per sizing run: the question's, or a replayed trace's whole (``planner.at_peak``)."""
+    return (answer.get("traffic") or {}).get("sized_requests", question.requests)
 
 
 def _write_recipe(folder: str | None, answer: dict, scenario: Scenario) -> None:

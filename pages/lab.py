@@ -22,7 +22,7 @@ from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
 from engine.sim.simulate import load_text, stop_explanation
 from engine.sim.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
-from engine.sim.workload import trace_requests
+from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests
 from ui import (charts, cost_panel, guard, hardware_choices, parallel_controls, runner, scenario_sidebar, state,
                 tables, text, tune_panel, view)
 from ui.trace_store import APP_ORIGIN
@@ -442,20 +442,24 @@ def system_cards(system: SystemMetrics) -> None:
 
 def partial_run_note(comparison, typed: engine.Scenario, summary: Summary) -> str | None:
     """Why the comparison's row of the current policy differs from the cards, when it is a shorter run whose
-    queues were still changing (the comparison runs ``runner.compared``: the first ``SWEEP_MAX_REQUESTS``
-    requests, or ``TRACE_MAX_REQUESTS`` of a trace)."""
+    queues were still changing, or the busiest stretch of a moving rate (the comparison runs ``runner.compared``:
+    the first or busiest ``SWEEP_MAX_REQUESTS`` requests, or ``WHOLE_TRACE_MAX_REQUESTS`` of a trace)."""
     full = typed.workload.num_requests or summary["run"]["requests"]
-    cap = runner.SWEEP_MAX_REQUESTS if typed.workload.trace is None else runner.TRACE_MAX_REQUESTS
+    cap = runner.SWEEP_MAX_REQUESTS if typed.workload.trace is None else WHOLE_TRACE_MAX_REQUESTS
     row = comparison[(comparison["policy"] == typed.policy.name) & (comparison["class"] == OVERALL)]
     m = metric("ttft_p99_ms")
     card, short = m.value(summary["overall"]), None if row.empty else row["ttft_p99_ms"].iloc[0]
     if full <= cap or card is None or short is None or abs(card - short) <= 0.25 * card:
         return None
+    row_text = (f"its {POLICY_LABELS[typed.policy.name]} row differs from the cards (overall TTFT p99 "
+                f"{m.text(short)} against {m.text(card)})")
+    if typed.workload.trace is None and runner.busiest_start_s(typed) is not None:
+        return (f"The comparison runs {synthetic_requests(typed, summary)} of the {full:,} above, and {row_text}: "
+                f"the cards are the whole curve's, its calmer stretches included.")
     advice = (f" Set Requests simulated to {cap:,} to compare like with like." if typed.workload.trace is None else
               " The cards are the whole trace's: its later stretches load the fleet differently.")
-    return (f"The comparison runs the first {cap:,} of the {full:,} requests above, and "
-            f"its {POLICY_LABELS[typed.policy.name]} row differs from the cards (overall TTFT p99 {m.text(short)} "
-            f"against {m.text(card)}): the queues were still changing after {cap:,} requests.{advice}")
+    return (f"The comparison runs the first {cap:,} of the {full:,} requests above, and {row_text}: the queues "
+            f"were still changing after {cap:,} requests.{advice}")
 
 
 def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> None:
@@ -471,8 +475,8 @@ def policy_extras(typed: engine.Scenario, scenario: dict, summary: Summary) -> N
         st.plotly_chart(charts.share_bars(classes, weights), width="stretch")
     view.flag("alpha_gamma")
     if typed.policy.name == "dynamic" and st.toggle("Map alpha and gamma at this load", key="alpha_gamma",
-                                                    help="16 runs of the dynamic policy on the first "
-                                                         f"{runner.SWEEP_MAX_REQUESTS:,} requests."):
+                                                    help="16 runs of the dynamic policy on "
+                                                         f"{synthetic_requests(typed, summary)}."):
         grid, note = runner.alpha_gamma_map(scenario, [0.0, 1.0, 3.0, 10.0], [0.0, 1.0, 3.0, 10.0])
         if note:
             st.warning(text.plain(note))
@@ -503,11 +507,22 @@ def low_load_note(data: dict, typed: engine.Scenario, comparison, system: System
               on_click=state.replace_rate, args=(data, raised))
 
 
+def synthetic_requests(typed: engine.Scenario, summary: Summary) -> str:
+    """Which of the run's synthetic requests a comparison runs (``runner.compared``), in words: "the first 5,000
+    requests", or for a moving rate "the busiest 5,000 requests (from 19:59 of the curve)"."""
+    shown = min(summary["run"]["requests"], runner.SWEEP_MAX_REQUESTS)
+    start_s = runner.busiest_start_s(typed) if typed.workload.trace is None else None
+    if start_s is None:
+        return f"the first {shown:,} requests"
+    hours, minutes = divmod(round(start_s / 60), 60)
+    return f"the busiest {shown:,} requests (from {hours:02d}:{minutes:02d} of the curve)"
+
+
 def compared_requests(typed: engine.Scenario, summary: Summary) -> str:
     """Which requests the comparison and the curves run (``runner.compared``), in words."""
     if typed.workload.trace is None:
-        return f"on the first {min(summary['run']['requests'], runner.SWEEP_MAX_REQUESTS):,} requests"
-    whole, shown = trace_requests(typed), min(summary["run"]["requests"], runner.TRACE_MAX_REQUESTS)
+        return f"on {synthetic_requests(typed, summary)}"
+    whole, shown = trace_requests(typed), min(summary["run"]["requests"], WHOLE_TRACE_MAX_REQUESTS)
     if shown >= whole:
         return f"on the whole trace ({whole:,} requests)"
     return f"on the first {shown:,} of the trace's {whole:,} requests"
@@ -619,7 +634,7 @@ sweep, note = runner.load_sweep(scenario, rates, curve_policies, trace_rate)
 if note:
     st.warning(text.plain(note))
 if trace_rate is None:
-    each = f"{min(summary['run']['requests'], runner.SWEEP_MAX_REQUESTS):,} requests each"
+    each = f"{synthetic_requests(typed, summary)} each"
 else:
     each = f"the trace replayed faster or slower (its speed-up), {compared_requests(typed, summary)} each"
 st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, {each}; the current "

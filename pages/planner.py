@@ -18,9 +18,10 @@ import streamlit as st
 
 import engine
 from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES
-from engine.decide.plan_charts import pareto_chart
-from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
-                                     sensitivity_text, shape, summary_line, tuned_text)
+from engine.decide.plan_charts import over_time_chart, pareto_chart
+from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, no_plan_text,
+                                     not_possible_frame, over_time_frame, over_time_heading, sensitivity_text, shape,
+                                     summary_line, traffic_text, tuned_text)
 from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, answer_key,
                                    fleet_scenario, plan)
 from engine.decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, read_price_list
@@ -234,6 +235,7 @@ def show_answer(answer: dict, question: Question) -> None:
         mixed = mix_text(answer)
         if mixed:
             (st.success if answer["mix"] else st.caption)(text.plain(mixed))
+        show_over_time(answer)
         st.plotly_chart(pareto_chart(answer, question.targets[0]), width="stretch")
         st.caption("Each point is a priced plan that meets every target; the dashed line is the first target's "
                    "limit. The cheapest plans sit to the left, those with the most to spare at the bottom (or top, "
@@ -261,6 +263,25 @@ def show_answer(answer: dict, question: Question) -> None:
     run = answer["run"]
     st.caption(f"{run['evaluations']:,} runs in {run['wall_s']:.1f} s on {run.get('where', run['workers'])}.")
     report_buttons(answer, question)
+
+
+def show_over_time(answer: dict) -> None:
+    """A moving rate's recommendation bought three ways over the whole traffic: the table, then hour by hour."""
+    over = answer.get("over_time")
+    if not over:
+        return
+    st.markdown("**Over the whole traffic: fixed, autoscaled, or reserved + bursts**")
+    if answer.get("traffic"):
+        st.caption(text.plain(traffic_text(answer["traffic"])))
+    if "note" in over:
+        st.caption(text.plain(f"Not priced over time: {over['note']}."))
+        return
+    currency = answer["recommendation"]["monthly_cost"]["currency"]
+    st.caption(text.plain(over_time_heading(over)))
+    st.dataframe(over_time_frame(over, currency), hide_index=True, width="stretch", placeholder=tables.MISSING)
+    st.plotly_chart(over_time_chart(over, currency), width="stretch")
+    with st.expander("Hour by hour"):
+        st.dataframe(hours_frame(over, currency), hide_index=True, width="stretch", placeholder=tables.MISSING)
 
 
 def open_in_lab(chosen: dict, question: Question) -> None:
@@ -350,8 +371,8 @@ if st.session_state.pop("plan_asked", False) or recompute:
         # The plan gives up this page's turn while it runs (its runs queue in the background pool), and stops with
         # the visitor's session.
         with where, jobs.page_job("the plan"), turns.stepping_aside():
-            answer = plan(data, question, APP_ORIGIN, lambda done, total: bar.progress(
-                done / total, text=f"Sizing every configuration... {done}/{total}"))
+            answer = plan(data, question, APP_ORIGIN, lambda done, total, stage: bar.progress(
+                done / total, text=f"{stage}... {done}/{total}"))
             answer["run"]["where"] = parallel.where()
     except engine.ScenarioError as exc:
         text.error(f"The plan stopped: {key_words(str(exc))}.")

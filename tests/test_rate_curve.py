@@ -170,6 +170,8 @@ def test_windows_hold_every_request_and_the_exact_queue():
     missed = int((frame["has_sla_target"] & ~frame["sla_met"] & frame["state"].isin(["completed", "timed_out"]))
                  .sum())
     assert sum(r["sla_missed"]["chat"] for r in rows) == missed > 0
+    judged = int((frame["has_sla_target"] & frame["state"].isin(["completed", "timed_out"])).sum())
+    assert sum(r["sla_judged"]["chat"] for r in rows) == judged > missed
     # the flash crowd offers 3x the load of the calm: per window, about 3x
     calm = np.mean([r["offered_load"] for r in rows if r["end_s"] <= 600])
     crowd = np.mean([r["offered_load"] for r in rows if 600 <= r["start_s"] < 900])
@@ -238,3 +240,31 @@ def test_the_raw_mean_rate_of_a_shape_alone_is_its_own_mean():
     # 1 to 3 req/s over 10 s, back to 1 over the next 10: a mean of 2
     assert raw_rate_per_s({"process": "poisson", "rate_curve": [[0, 1.0], [10, 3.0]], "curve_period_s": 20}) == \
         pytest.approx(2.0)
+
+
+def test_the_busiest_stretch_is_found_around_the_peak():
+    """10 req/s rising to 40 at 300 s and back: 1,000 requests near the peak take ~25 s, centred on it (the rate is
+    symmetric), so the stretch starts ~12.5 s before; a day shape's busiest 5,000 start near its peak hour."""
+    rise = RateCurve.from_points([[0, 10.0], [300, 40.0], [600, 10.0]])
+    assert rise.busiest_start_s(1000) == pytest.approx(287.5, abs=0.5)
+    day = shape_curve("servegen-language-small-day").scaled(10.0)
+    peak_s = float(day.times_s[np.argmax(day.rates_per_s)])
+    assert abs(day.busiest_start_s(5000) - peak_s) < 3600
+    flat = RateCurve.from_points([[0, 5.0]])
+    assert flat.busiest_start_s(100) == 0.0  # every start as busy: the first
+
+
+def test_comparisons_of_a_moving_rate_replay_its_busiest_stretch():
+    from ui.runner import SWEEP_MAX_REQUESTS, busiest_start_s, compared
+
+    data = scenario_data({"process": "poisson", "rate_curve": [[0, 10.0], [3000, 40.0], [6000, 10.0]]},
+                         duration_s=6000.0)
+    start = busiest_start_s(engine.load_scenario(data))
+    assert start == pytest.approx(3000 - SWEEP_MAX_REQUESTS / 40 / 2, abs=5.0)
+    run = compared(data)
+    assert run["workload"]["arrival"]["curve_start_s"] == start
+    assert run["workload"]["num_requests"] == SWEEP_MAX_REQUESTS
+    short = scenario_data({"process": "poisson", "rate_curve": [[0, 10.0], [300, 40.0], [600, 10.0]]},
+                          duration_s=60.0)  # 600 requests at most: the whole run is compared
+    assert busiest_start_s(engine.load_scenario(short)) is None
+    assert "curve_start_s" not in compared(short)["workload"]["arrival"]

@@ -11,6 +11,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.decide.bill import STRATEGY_COLORS, STRATEGY_DASHES
 from engine.scenario.config import OVERALL
 from engine.scenario.metric_table import DURATION, metric
 from engine.sim.policies import POLICIES
@@ -271,9 +272,6 @@ def window_chart(windows: list[dict], classes: list[str], scaled: bool = False) 
     return fig
 
 
-BILL_COLORS = ("#7F7F7F", "#1F77B4", "#2CA02C")  # fixed at the peak, autoscaled, reserved baseline + bursts
-
-
 def cost_over_time(windows: list[dict], bills: list, currency: str) -> go.Figure:
     """What each way to buy the fleet (``decide.bill.StrategyBill``) costs per hour in each window of the run (the
     low end of its offers' prices)."""
@@ -281,9 +279,10 @@ def cost_over_time(windows: list[dict], bills: list, currency: str) -> go.Figure
     scale, unit = time_axis(float(frame["end_s"].iloc[-1]))
     middle = (frame["start_s"] + frame["end_s"]) / 2.0 / scale
     fig = go.Figure()
-    for bill, color in zip(bills, BILL_COLORS):
+    for bill in bills:
         fig.add_trace(go.Scatter(x=middle, y=bill.cost_per_hour, mode="lines", line_shape="hvh",
-                                 name=bill.strategy, line=dict(color=color),
+                                 name=bill.strategy, line=dict(color=STRATEGY_COLORS[bill.strategy],
+                                                               dash=STRATEGY_DASHES[bill.strategy]),
                                  hovertemplate=f"%{{y:,.2f}} {currency} an hour<extra>{bill.strategy}</extra>"))
     fig.update_layout(height=320, margin=dict(t=40, b=10), legend=LEGEND_ABOVE,
                       xaxis_title=f"{unit} from the start of the run", yaxis_title=f"cost per hour ({currency})",

@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import copy
 import json
+import math
 import threading
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from engine.sim import parallel, stopping
 from engine.sim.memory import check_run_memory
 from engine.sim.simulate import warm_up as engine_warm_up
 from engine.sim.simulate import run_summary
+from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS
 from engine.sim.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame, trace_rate_variants
 from ui import jobs, trace_store, turns
 from ui.result_cache import ResultCache
@@ -38,7 +40,6 @@ from ui.state import validate
 from ui.trace_store import APP_ORIGIN
 
 SWEEP_MAX_REQUESTS = 5000
-TRACE_MAX_REQUESTS = 50_000  # a replayed trace is compared whole up to this (19,366 requests: about 1 s a policy)
 SUMMARY_CACHE_MIB = 64  # a summary takes a few KiB: tens of thousands of variant runs
 
 
@@ -198,11 +199,28 @@ def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple
 
 
 def compared(data: dict) -> dict:
-    """What the policy comparison and the curves run: a replayed trace up to ``TRACE_MAX_REQUESTS`` (a cut would
-    keep its calm start and lose its bursts), synthetic arrivals up to ``SWEEP_MAX_REQUESTS``."""
+    """What the policy comparison and the curves run: a replayed trace up to ``WHOLE_TRACE_MAX_REQUESTS`` (a cut would
+    keep its calm start and lose its bursts), synthetic arrivals up to ``SWEEP_MAX_REQUESTS``: for a rate that moves,
+    the busiest stretch of that many (``busiest_start_s``), not the curve's start."""
     if data["workload"].get("trace"):
-        return capped(data, TRACE_MAX_REQUESTS)
-    return capped(data)
+        return capped(data, WHOLE_TRACE_MAX_REQUESTS)
+    start_s = busiest_start_s(engine.load_scenario(data))
+    return capped(data if start_s is None else apply_overrides(data, {"workload.arrival.curve_start_s": start_s}))
+
+
+def busiest_start_s(scenario: engine.Scenario) -> float | None:
+    """Where in the scenario's moving rate the busiest ``SWEEP_MAX_REQUESTS`` requests begin (None: the rate does
+    not move, or the run is no longer than that)."""
+    workload = scenario.workload
+    curve = workload.arrival.curve() if workload.arrival is not None else None
+    if curve is None:
+        return None
+    start_s = workload.arrival.curve_start_s
+    expected = (float(curve.cumulative(start_s + workload.duration_s) - curve.cumulative(start_s))
+                if workload.duration_s is not None else math.inf)
+    if min(workload.num_requests or math.inf, expected) <= SWEEP_MAX_REQUESTS:
+        return None
+    return round(curve.busiest_start_s(SWEEP_MAX_REQUESTS), 1)
 
 
 def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:
@@ -221,7 +239,7 @@ def load_sweep(data: dict, rates: list[float], policies: list[str],
     goes on where it stopped at the next rerun.
     """
     if trace_rate_per_s is None:
-        base = capped(apply_overrides(data, {"workload.arrival.rate_per_s": 1.0}))
+        base = apply_overrides(compared(data), {"workload.arrival.rate_per_s": 1.0})
         variants = rate_variants(rates, policies)
     else:
         base = compared(apply_overrides(data, {"workload.trace.rate_scale": 1.0}))
@@ -236,5 +254,7 @@ def load_sweep(data: dict, rates: list[float], policies: list[str],
 
 
 def alpha_gamma_map(data: dict, alphas: list[float], gammas: list[float]) -> tuple[pd.DataFrame, str | None]:
-    """The dynamic policy over a grid of (alpha, gamma) at the current load."""
-    return _variants(capped(data), alpha_gamma_variants(alphas, gammas), "Mapping alpha and gamma...")
+    """The dynamic policy over a grid of (alpha, gamma) at the current load, on ``SWEEP_MAX_REQUESTS`` requests (the
+    busiest of a moving rate, a trace's first)."""
+    base = capped(data) if data["workload"].get("trace") else compared(data)  # 16 runs: a trace's first requests
+    return _variants(base, alpha_gamma_variants(alphas, gammas), "Mapping alpha and gamma...")

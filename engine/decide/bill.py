@@ -31,6 +31,9 @@ _CONVENTIONS = load_table("pricing_conventions")["value"]
 HOURLY_INCREMENT_S = float(_CONVENTIONS["hourly_billing_increment_s"])
 HOURLY_MINIMUM_S = float(_CONVENTIONS["hourly_billing_minimum_s"])
 STRATEGIES = ("fixed at the peak", "autoscaled, on demand", "reserved baseline + bursts")
+STRATEGY_SHORT = dict(zip(STRATEGIES, ("fixed", "autoscaled", "reserved + bursts")))  # column headings
+STRATEGY_COLORS = dict(zip(STRATEGIES, ("#7F7F7F", "#1F77B4", "#2CA02C")))  # one colour each on every chart
+STRATEGY_DASHES = dict(zip(STRATEGIES, ("solid", "solid", "dot")))  # the reserved baseline's often runs over the other
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,8 @@ def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: 
     offer, rate, estimate = by_use(spot)
     base_by_use, base_rate, base_by_use_estimate = by_use(False) if spot else (offer, rate, estimate)
     bills.append(StrategyBill(
-        STRATEGIES[1], f"{base} to {peak} replicas, billed by use",
+        STRATEGIES[1], (f"{base} to {peak} replicas" if peak > base else f"{replicas_text(base)} (no burst in this "
+                                                                          f"run)") + ", billed by use",
         base_by_use if base_by_use == offer else f"{base_by_use} + {offer}",
         tuple((b * base_s + r * burst_s) / 3600.0 * month for b, r in zip(base_rate, rate)), currency,
         estimate or base_by_use_estimate, system["replica_hours"], attainment,

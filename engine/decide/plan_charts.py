@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..scenario.metric_table import metric
+from .bill import STRATEGY_COLORS, STRATEGY_DASHES
 from .plan_text import shape
 from .targets import Target
 
@@ -69,4 +70,31 @@ def targets_chart(answer: dict, targets: tuple[Target, ...]) -> go.Figure:
         fig.update_yaxes(title_text=m.title(), row=1, col=col)
     fig.update_xaxes(automargin=True, tickangle=-90)
     fig.update_layout(height=600, margin=dict(t=50, b=10))  # the plan names below take about 200 px
+    return fig
+
+
+def over_time_chart(over: dict, currency: str) -> go.Figure:
+    """Each way to buy the fleet (``over_time``) hour by hour: replicas billed, cost per hour (low end of the
+    offers) and the share of requests meeting their SLA."""
+    periods, names = over["periods"], [r["strategy"] for r in over["strategies"]]
+    rows = periods["rows"]
+    hours = [(r["start_s"] + r["end_s"]) / 2.0 / 3600.0 for r in rows]
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("Replicas billed", f"Cost per hour ({currency})", "Requests meeting their SLA"))
+    for k, name in enumerate(names):
+        color = STRATEGY_COLORS[name]
+        for row, values, hover in ((1, [r["replicas"][k] for r in rows], "%{y:,.1f} replicas"),
+                                   (2, [r["cost_per_hour"][k] for r in rows], f"%{{y:,.2f}} {currency} an hour"),
+                                   (3, [None if r["sla_attainment"][k] is None else 100 * r["sla_attainment"][k]
+                                        for r in rows], "%{y:.1f}% met")):
+            fig.add_trace(go.Scatter(x=hours, y=values, mode="lines", line_shape="hvh", name=name,
+                                     legendgroup=name, showlegend=row == 1,
+                                     line=dict(color=color, dash=STRATEGY_DASHES[name]),
+                                     hovertemplate=f"{hover}<extra>{html.escape(name)}</extra>"), row=row, col=1)
+    fig.update_yaxes(title_text="replicas", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text=f"{currency} an hour", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title_text="% of requests", row=3, col=1)
+    fig.update_xaxes(title_text="hours from the start of the traffic", row=3, col=1)
+    fig.update_layout(height=660, margin=dict(t=90, b=10),
+                      legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=1, yanchor="top"))
     return fig

@@ -11,6 +11,7 @@ import pandas as pd
 from ..scenario.labels import cards_text, count_text, format_label, key_words, parallel_label, words
 from ..scenario.metric_table import metric, money_range, money_text
 from ..sim.policies import POLICY_LABELS
+from .bill import STRATEGY_SHORT
 from .cost import INTERRUPTIBLE_TERMS
 
 ALTERNATIVES_SHOWN = 12
@@ -193,11 +194,88 @@ def _wrap(paragraph: str, indent: str = "  ") -> str:
 
 
 def traffic_text(traffic: dict) -> str:
-    """What the plan sized for when the scenario's rate moves."""
+    """What the plan sized for when the scenario's rate moves (a curve, or a replayed trace)."""
+    if "trace_requests" in traffic:
+        whole, sized = traffic["trace_requests"], traffic["sized_requests"]
+        return ((f"Sized on the whole trace, {whole:,} requests a run" if sized == whole else
+                 f"Sized on the first {sized:,} of the trace's {whole:,} requests a run") +
+                " (its first requests alone would miss its bursts). Over the whole trace the same fleet is also "
+                "priced autoscaled and as a reserved baseline with bursts (below).")
     return (f"Sized for the traffic's busiest point, {traffic['peak_rate_per_s']:,.2f} req/s (its mean is "
-            f"{traffic['mean_rate_per_s']:,.2f} req/s): a fixed fleet must hold the peak. To price an autoscaled "
-            f"fleet or a reserved baseline with bursts over the whole curve, add [fleet.autoscale] to the scenario "
-            f"and run python -m engine bill.")
+            f"{traffic['mean_rate_per_s']:,.2f} req/s): a fixed fleet must hold the peak. Over the whole curve the "
+            f"same fleet is also priced autoscaled and as a reserved baseline with bursts (below).")
+
+
+def span_words(span_s: float) -> str:
+    """"24.0 h" or "45 min": a run's span."""
+    return f"{span_s / 3600:,.1f} h" if span_s >= 3 * 3600 else f"{span_s / 60:,.0f} min"
+
+
+def over_time_heading(over: dict) -> str:
+    """What the three ways to buy the fleet were priced over, and what the month assumes."""
+    searched = over["searched"]
+    bases = ", ".join(str(b) for b in searched["baselines"])
+    tried = (f"autoscalers tried: baselines of {bases} replica{'' if searched['baselines'] == [1] else 's'} x "
+             f"utilisation targets {', '.join(f'{t:g}' for t in searched['targets'])}"
+             + (", and the scenario's own" if searched["own"] else "") if searched["baselines"] else
+             "one replica holds the peak: there is nothing to scale")
+    return (f"Over the whole traffic ({span_words(over['span_s'])}, {over['requests']:,} requests, each such span of "
+            f"the month taken as this one), three ways to buy the recommended fleet; {tried}; "
+            f"{over['runs']} runs in {over['wall_s']:.1f} s. A way that misses a target is marked: its price does "
+            f"not buy the service asked for.")
+
+
+def over_time_frame(over: dict, currency: str) -> pd.DataFrame:
+    """One row per way to buy the fleet over the whole traffic, cheapest first among those meeting every target."""
+    rows = []
+    for row in sorted(over["strategies"], key=lambda r: (not r["meets_targets"], r["monthly_cost"]["low"])):
+        cost, scale = row["monthly_cost"], row["autoscale"]
+        attained = row["sla_attainment"]
+        rows.append({
+            "strategy": row["strategy"] + ("" if row["meets_targets"] else " (misses a target)"),
+            f"per month ({currency})": money_range((cost["low"], cost["high"])) + ("*" if cost["estimate"] else ""),
+            "SLA met": "—" if attained is None else f"{100 * attained:.1f}%",
+            **{t["target"]: ("—" if t["value"] is None else metric_value_text(t)) for t in row["targets"]},
+            "replica-hours": f"{row['replica_hours']:,.1f}", "fleet": row["fleet"],
+            "autoscaler": "—" if scale is None else f"utilisation target {scale['target']:g}",
+            "offers": row["offers"]})
+    return pd.DataFrame(rows)
+
+
+def metric_value_text(entry: dict) -> str:
+    """A target's value on one run, with "missed" when it is past the limit."""
+    text = metric(entry["metric"]).text(entry["value"])
+    return text if entry["met"] else f"{text} (missed)"
+
+
+def hours_frame(over: dict, currency: str) -> pd.DataFrame:
+    """Each way's replicas, cost per hour and SLA attainment in each hour (or longer window) of the traffic."""
+    periods, names = over["periods"], [r["strategy"] for r in over["strategies"]]
+    unit = "hour" if periods["length_s"] == 3600.0 else "from (h)"
+    rows = []
+    for entry in periods["rows"]:
+        row = {unit: f"{entry['start_s'] / 3600:,.0f}" if unit == "from (h)" else f"{entry['start_s'] / 3600:02.0f}:00"}
+        for k, name in enumerate(STRATEGY_SHORT[n] for n in names):
+            attained = entry["sla_attainment"][k]
+            row[f"{name}: replicas"] = f"{entry['replicas'][k]:,.1f}"
+            row[f"{name}: {currency} an hour"] = money_text(entry["cost_per_hour"][k])
+            row[f"{name}: SLA met"] = "—" if attained is None else f"{100 * attained:.1f}%"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def over_time_lines(answer: dict) -> list[str]:
+    """The three ways to buy the fleet over the whole traffic, for a terminal (none for a constant rate)."""
+    over = answer.get("over_time")
+    if not over:
+        return []
+    if "note" in over:
+        return [_wrap(f"Not priced over time: {over['note']}.")]
+    currency = answer["recommendation"]["monthly_cost"]["currency"]
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 70):
+        table = over_time_frame(over, currency).to_string(index=False)
+    return ["", _wrap(over_time_heading(over)), table,
+            "  (hour by hour: the JSON's over_time.periods, the Planner page and the report)"]
 
 
 def plan_text(answer: dict, title: str) -> str:
@@ -226,6 +304,7 @@ def plan_text(answer: dict, title: str) -> str:
     mixed = mix_text(answer)
     if mixed:
         lines.append(_wrap(mixed))
+    lines += over_time_lines(answer)
     if answer["alternatives"]:
         shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
         lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")

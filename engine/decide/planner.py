@@ -18,11 +18,14 @@ alternatives also their headroom: the highest arrival rate at which the same fle
 (bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity:
 what the recommended GPU, degree and policy need with 20% more traffic, and with prompts twice as long (their
 runs count in the answer's evaluations). Mixed fleet: the cheapest plan's GPU partly replaced by another's,
-proposed beside the answer when it meets every target for less (``mixes``).
+proposed beside the answer when it meets every target for less (``mixes``). A rate that moves is sized at its
+busiest point (``at_peak``: a curve's peak rate; a trace replayed whole), and the recommendation then bought three
+ways over the whole traffic, fixed, autoscaled or reserved + bursts (``over_time``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -46,10 +49,12 @@ from ..scenario.summary import Summary
 from ..sim import stopping
 from ..sim.parallel import run_all, simulate_summary, workers
 from ..sim.simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
+from ..sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, PRICE_RULES, billing_for, deployment_cost,
                    firm_offer, fleet_cards, offer_hosting_problem, offers_table, offers_under, priced_by, unit_costs)
 from .diagnosis import diagnose
 from .mixes import cheaper_mix
+from .over_time import buy_over_time
 from .plan_text import NOT_SIZED
 from .targets import Target, all_met
 from .tuner import CANDIDATE_RANGE, TUNABLE, Objective, TuneQuestion, tune
@@ -635,9 +640,10 @@ def tuned_policies(data: dict, question: Question, origin: Origin, policies: lis
 
 
 def plan(data: dict, question: Question, origin: Origin = Origin(),
-         progress: Callable[[int, int], None] | None = None) -> dict:
+         progress: Callable[[int, int, str], None] | None = None) -> dict:
     """Answer ``question`` on scenario ``data``: ``{"recommendation", "alternatives", "not_possible", "data_version",
-    "run"}`` (``data_version``: the hardware tables it priced and timed with, ``tables.data_version``), within
+    "run"}`` (``data_version``: the hardware tables it priced and timed with, ``tables.data_version``;
+    ``progress(done, total, stage)``: runs done of a stage's, the stage one of ``STAGES``), within
     the limit ``plan_s`` of wall-clock time: when it runs out, the configurations not yet sized are listed as not
     possible for that reason, the searches after the sizing are left out, and ``run.cut`` says so."""
     started = time.perf_counter()
@@ -647,16 +653,27 @@ def plan(data: dict, question: Question, origin: Origin = Origin(),
             "run": {"wall_s": time.perf_counter() - started, "evaluations": runs, "workers": workers(), "cut": cut}}
 
 
+SCALING_KEYS = ("autoscale", "spot_interruptions_per_hour", "spot_notice_s")  # fleet keys of a fleet that moves
+
+
+def without_scaling(data: dict) -> tuple[dict, dict]:
+    """Scenario ``data`` with a fixed fleet (no autoscaler, no spot replicas), and the fleet keys taken out."""
+    data = apply_overrides(data, {})
+    fleet = data.get("fleet", {})
+    return data, {key: fleet.pop(key) for key in SCALING_KEYS if key in fleet}
+
+
 def at_peak(data: dict, scenario: Scenario) -> tuple[dict, dict | None]:
     """Scenario ``data`` as the planner sizes it: a fixed fleet (no autoscaler), and for a rate that moves (a curve
     or a shape) a constant rate at its busiest point, which a fixed fleet must hold (a run's first requests would
-    be the curve's start); with what that rate is (None for a constant one)."""
-    data = apply_overrides(data, {})
-    fleet = data.get("fleet", {})
-    for key in ("autoscale", "spot_interruptions_per_hour"):
-        fleet.pop(key, None)
+    be the curve's start); with what that rate is (None for a constant one). A replayed trace is sized whole, up to
+    ``WHOLE_TRACE_MAX_REQUESTS`` of it (its first requests alone would miss its bursts): its traffic says how many."""
+    data, _ = without_scaling(data)
     arrival = scenario.workload.arrival
-    curve = arrival.curve() if arrival is not None else None
+    if scenario.workload.trace is not None:
+        whole = trace_requests(scenario)
+        return data, {"trace_requests": whole, "sized_requests": min(whole, WHOLE_TRACE_MAX_REQUESTS)}
+    curve = arrival.curve()
     if curve is None:
         return data, None
     peak = float(curve.rates_per_s.max())
@@ -666,21 +683,33 @@ def at_peak(data: dict, scenario: Scenario) -> tuple[dict, dict | None]:
                                                                     "mean_rate_per_s": arrival.rate_per_s}
 
 
+STAGES = ("Sizing every configuration", "Pricing the whole traffic three ways")  # what ``plan``'s progress reports
+
+
+def staged(progress: Callable[[int, int, str], None] | None, stage: str) -> Callable[[int, int], None] | None:
+    """``progress`` of one stage, as the pools call it (runs done, of how many)."""
+    return None if progress is None else lambda done, total: progress(done, total, stage)
+
+
 def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dict, int, str | None]:
     """``plan``'s answer without its ``run`` block, the runs it made, and why it was cut short (None: it was
     not)."""
     scenario = load_scenario(data, origin=origin)  # a bad scenario fails here, once, with its own message
-    data, traffic = at_peak(data, scenario)
     if scenario.fleet.groups:  # the planner sizes fleets of one GPU at a time, and proposes a mix itself
         data = apply_overrides(data, {})
         del data["fleet"]["groups"]
+    moving, scaling = without_scaling(data)
+    data, traffic = at_peak(data, scenario)
+    if traffic and "sized_requests" in traffic:  # each run of the sizing replays the whole trace, not ``requests``
+        question = dataclasses.replace(question, requests=max(traffic["sized_requests"], 100))
     for target in question.targets:  # and a target naming no class, before any run
         target.check_class(c.name for c in scenario.workload.classes)
     configs, not_possible = configurations(data, question, origin)
     tuned, tuning_runs, cut = {}, 0, None
     try:
         tuned, tuning_runs = tuned_policies(data, question, origin, sorted({c.policy for c in configs}),
-                                            None if progress is None else lambda: progress(0, len(configs)))
+                                            None if progress is None else lambda: progress(0, len(configs),
+                                                                                           STAGES[0]))
     except stopping.Stopped as exc:
         cut = stopping.cut_short(exc)
     search = Search(data, question, origin, {name: t["policy"] for name, t in tuned.items() if t["used"]})
@@ -697,7 +726,7 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     sized, failed = {}, {}
     several_quants, several_routers = len({c.quant for c in configs}) > 1, len({c.router for c in configs}) > 1
     several_decodings = len({c.decoding for c in configs}) > 1
-    found_all = run_all(size, configs, progress) if cut is None else [None] * len(configs)
+    found_all = run_all(size, configs, staged(progress, STAGES[0])) if cut is None else [None] * len(configs)
     cut = cut or stopping.cut_reason()
     for config, found in zip(configs, found_all):
         if found is None:
@@ -729,8 +758,16 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
             mix_note = f"No mixed fleet was searched: {stopping.cut_short(exc)}."
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
     grown = sensitivity(search, recommendation) if recommendation and stopping.cut_reason() is None else []
+    over_time = None
+    if recommendation and stopping.cut_reason() is None:
+        try:
+            over_time = buy_over_time(fleet_scenario(moving, question, recommendation, origin), scaling,
+                                      recommendation, question, origin, staged(progress, STAGES[1]))
+        except stopping.Stopped as exc:
+            over_time = {"note": f"not priced over time: {stopping.cut_short(exc)}"}
     budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
     return ({"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
              "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,
              "diagnosis": diagnosis(search, recommendation) if recommendation else [],
-             "sensitivity": grown, "traffic": traffic}, search.count, cut or stopping.cut_reason())
+             "sensitivity": grown, "traffic": traffic, "over_time": over_time},
+            search.count, cut or stopping.cut_reason())

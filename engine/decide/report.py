@@ -34,10 +34,11 @@ from ..scenario.origin import Origin
 from ..sim.simulate import estimated_offered_load, load_text
 from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_modes, deployment_cost, firm_offer,
                    offers_table, price_age_days, priced_by)
-from .plan_charts import pareto_chart, targets_chart
+from .plan_charts import over_time_chart, pareto_chart, targets_chart
 from .recipe import engine_versions, recipe_files
-from .plan_text import (alternatives_frame, caveat, cut_text, mix_text, no_plan_text, not_possible_frame,
-                        policy_label, sensitivity_text, shape, summary_line, target_text, tuned_text)
+from .plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, no_plan_text, not_possible_frame,
+                        over_time_frame, over_time_heading, policy_label, sensitivity_text, shape, summary_line,
+                        target_text, traffic_text, tuned_text)
 from .planner import Question, answer_key
 
 CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
@@ -207,8 +208,10 @@ def risks(answer: dict, today: date) -> list[str]:
 def title(scenario: Scenario, question: Question, answer: dict) -> str:
     """The report's title, from the question and its answer: "Llama-3-70B at 40 req/s, interactive TTFT p99 <= 2.00
     s: rent 10 x TP4 H100-80G for 44,384 USD a month"."""
-    traffic = (f"{scenario.workload.arrival.rate_per_s:,g} req/s" if scenario.workload.arrival is not None else
-               f"the trace {Path(scenario.workload.trace.path).name}")
+    moving = answer.get("traffic")
+    traffic = (f"the trace {Path(scenario.workload.trace.path).name}" if scenario.workload.arrival is None else
+               f"{moving['mean_rate_per_s']:,.3g} req/s on average ({moving['peak_rate_per_s']:,.3g} at the peak)"
+               if moving else f"{scenario.workload.arrival.rate_per_s:,g} req/s")
     asked = f"{scenario.server.model} at {traffic}, {question.targets[0].describe()}"
     asked += f" (+{len(question.targets) - 1} more)" if len(question.targets) > 1 else ""
     best = answer["recommendation"]
@@ -266,6 +269,7 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
         for sentence in (sensitivity_text(answer), tuned_text(answer), mix_text(answer)):
             if sentence:
                 parts.append(f"<p>{e(sentence)}</p>")
+        parts += over_time_parts(answer)
         parts += ["<h2>Evidence</h2>",
                   "<p>Cost against the first target for every priced plan (the recommendation starred; plans whose "
                   "step times are an estimate marked apart):</p>",
@@ -300,6 +304,24 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{e(heading)}</title><style>{STYLE}</style>"
             f"<script>{get_plotlyjs()}</script></head><body>{''.join(parts)}</body></html>")
+
+
+def over_time_parts(answer: dict) -> list[str]:
+    """The report's section on a moving rate: the recommended fleet bought three ways over the whole traffic, its
+    fleet size, cost and SLA hour by hour."""
+    over, e = answer.get("over_time"), html.escape
+    if not over:
+        return []
+    parts = ["<h2>Over the whole traffic: fixed, autoscaled, or reserved + bursts</h2>"]
+    if answer.get("traffic"):
+        parts.append(f"<p>{e(traffic_text(answer['traffic']))}</p>")
+    if "note" in over:
+        return parts + [f'<p class="caveat">Not priced over time: {e(over["note"])}.</p>']
+    currency = answer["recommendation"]["monthly_cost"]["currency"]
+    return parts + [f"<p>{e(over_time_heading(over))}</p>", _table(over_time_frame(over, currency)),
+                    _chart(over_time_chart(over, currency)),
+                    "<p>Hour by hour (windows longer than an hour as they are):</p>",
+                    _table(hours_frame(over, currency))]
 
 
 def _attachment(name: str, text: str, label: str = "") -> str:

@@ -106,6 +106,13 @@ class RateCurve:
         s = np.where(nxt > k, np.minimum(s, width), s)
         return offset + self.times_s[k] + s
 
+    def busiest_start_s(self, requests: float, starts: int = 2000) -> float:
+        """Where the stretch holding ``requests`` expected arrivals in the least time begins (the busiest such
+        stretch), to within the span over ``starts``: what a short run of a long curve should replay."""
+        t = np.linspace(0.0, self.span_s(), starts, endpoint=self.period_s is None)
+        lasts = self.inverse(self.cumulative(t) + requests) - t
+        return float(t[int(np.argmin(lasts))])
+
     def window_means(self, edges_s) -> np.ndarray:
         """The mean rate over each window ``[edges_s[i], edges_s[i + 1])``."""
         edges = np.asarray(edges_s, dtype=np.float64)

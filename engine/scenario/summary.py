@@ -59,7 +59,7 @@ class ReplicaStats(TypedDict):
 class WindowRow(TypedDict):
     """One window of the run (``windows.windows``): [start, end) in seconds from the start, the requests that
     arrived in it, the load they offered (an estimate), the mean number waiting for their first iteration, and per
-    class the SLA attainment of its arrivals (None: none judged) and their SLA misses."""
+    class the SLA attainment of its arrivals (None: none judged), how many were judged and their SLA misses."""
 
     start_s: float
     end_s: float
@@ -68,6 +68,7 @@ class WindowRow(TypedDict):
     mean_waiting: float
     replicas: float  # mean replicas billed (up, provisioning or draining) over the window
     sla_attainment: dict[str, Optional[float]]
+    sla_judged: dict[str, int]  # arrivals that finished or timed out with an SLA target
     sla_missed: dict[str, int]
 
 

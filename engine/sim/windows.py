@@ -92,5 +92,6 @@ def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray
              "replicas": float(replicas[w]),
              "sla_attainment": {name: float(met_counts[k][w] / judged_counts[k][w]) if judged_counts[k][w] else None
                                 for k, name in enumerate(names)},
+             "sla_judged": {name: int(judged_counts[k][w]) for k, name in enumerate(names)},
              "sla_missed": {name: int(judged_counts[k][w] - met_counts[k][w]) for k, name in enumerate(names)}}
             for w in range(count)]

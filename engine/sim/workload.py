@@ -166,6 +166,9 @@ def conversations(workload: Workload, prompt: np.ndarray, output: np.ndarray, cl
     return prompt, (np.concatenate(([0], np.cumsum(counts))), ids, block_tokens)
 
 
+WHOLE_TRACE_MAX_REQUESTS = 50_000  # a trace is compared and sized whole up to this (19,366 requests: ~1 s a run)
+
+
 def trace_requests(scenario: Scenario) -> int:
     """Requests in the scenario's whole trace file (read once and cached; at most ``caps.requests_per_run``):
     what a replay without ``num_requests`` simulates."""

@@ -1,0 +1,157 @@
+"""The planner's recommendation bought three ways over a moving rate's whole traffic (``decide.over_time``): what is
+run, what is chosen, and the table by hour, by hand and end to end."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import AZURE_CONV, REPO
+from engine.decide.bill import STRATEGIES
+from engine.decide.over_time import (AUTOSCALE_TARGETS, _choose, baselines, busy_share, buy_over_time, periods,
+                                     starting, whole_span)
+from engine.decide.plan_text import hours_frame, over_time_frame, plan_text
+from engine.decide.planner import Question, plan
+from engine.decide.report import report_html
+from engine.decide.targets import Target
+from engine.scenario.caps import Caps
+from engine.scenario.config import apply_overrides, read_toml
+from engine.scenario.origin import Origin
+
+ARTICLE = REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"
+TTFT_1S = (Target("interactive", "ttft_p99_ms", 1000.0),)
+# 10 req/s rising to 40 and back over 10 minutes: a mean of 25 req/s, 15,000 requests
+RISE = [[0, 10.0], [300, 40.0], [600, 10.0]]
+
+
+def moving(**fleet) -> dict:
+    return apply_overrides(read_toml(ARTICLE), {"workload.arrival.rate_curve": RISE,
+                                                "workload.arrival.rate_per_s": None,
+                                                **{f"fleet.{k}": v for k, v in fleet.items()}})
+
+
+def test_baselines_run_from_one_replica_to_one_under_the_peak():
+    assert baselines(6, 0.68) == [1, 4, 5]  # the mean needs 0.68 x 6 = 4.1 -> 4 replicas
+    assert baselines(2, 0.68) == [1] and baselines(1, 0.5) == []  # one replica at the peak: nothing to scale
+    assert baselines(3, 0.1) == [1, 2]
+
+
+def test_the_whole_span_is_the_curve_its_trace_or_a_reason():
+    whole, share, start = whole_span(moving(), Origin())
+    assert whole["workload"]["duration_s"] == 600.0 and share == pytest.approx(25.0 / 40.0)
+    assert start == pytest.approx(10.0 / 40.0)
+    assert whole_span(read_toml(ARTICLE), Origin()) == ""  # a constant rate does not move
+    note = whole_span(apply_overrides(moving(), {"workload.num_requests": 5000}),
+                      Origin(caps=Caps(requests_per_run=10_000)))
+    assert "about 15,000 requests, more than one run simulates (10,000" in note
+    trace = apply_overrides(read_toml(ARTICLE), {"workload.trace": {"path": str(AZURE_CONV)},
+                                                 "workload.num_requests": 100, "workload.arrival": None})
+    whole, share, start = whole_span(trace, Origin())
+    assert "num_requests" not in whole["workload"] and share != share and start != start  # a trace: from its run
+
+
+def test_a_traces_mean_over_its_busiest_window_by_hand():
+    """Windows of 15 minutes with 10, 30, 20 and 5 arrivals (the last cut short: not a rate): mean 65 an hour, the
+    busiest 30 a quarter (120 an hour)."""
+    rows = [{"start_s": 900.0 * k, "end_s": 900.0 * (k + 1), "arrived": n} for k, n in enumerate((10, 30, 20, 5))]
+    assert busy_share(rows) == pytest.approx((65 / 120, 40 / 120))
+
+
+def test_the_autoscaled_fleet_starts_as_the_starting_rate_needs():
+    assert starting({"min_replicas": 1, "max_replicas": 6}, 0.25) == 2  # 1.5 replicas' worth: 2
+    assert starting({"min_replicas": 3, "max_replicas": 6}, 0.25) == 3 and starting({"max_replicas": 6}, 1.0) == 6
+
+
+def bill(per_month: float) -> SimpleNamespace:
+    return SimpleNamespace(per_month=(per_month, per_month))
+
+
+def run(attainment: float, ttft_ms: float) -> dict:
+    block = {"ttft_ms": {"p99": ttft_ms}, "completed": 100, "sla_attainment": attainment}
+    return {"overall": {"sla_attainment": attainment}, "classes": {"interactive": block},
+            "system": {"unstable": False}}
+
+
+def test_the_cheapest_run_meeting_every_target_wins_else_the_most_sla():
+    meeting = [(bill(300.0), run(0.99, 800.0)), (bill(200.0), run(0.90, 1500.0)), (bill(250.0), run(0.98, 900.0))]
+    index, chosen, _ = _choose(meeting, TTFT_1S)
+    assert (index, chosen.per_month[0]) == (2, 250.0)  # 200 is cheaper but misses the target
+    missing = [(bill(300.0), run(0.80, 1500.0)), (bill(200.0), run(0.85, 1400.0))]
+    assert _choose(missing, TTFT_1S)[0] == 1
+    assert _choose([], TTFT_1S) is None
+
+
+def window(start_s: float, replicas: float, judged: int, missed: int) -> dict:
+    return {"start_s": start_s, "end_s": start_s + 900.0, "replicas": replicas,
+            "sla_judged": {"a": judged, "b": 0}, "sla_missed": {"a": missed, "b": 0}}
+
+
+def test_windows_merge_into_hours_by_hand():
+    """Eight windows of 15 minutes: two hours. Hour 0: replicas 2, 2, 3, 3 -> 2.5; costs 10, 10, 15, 15 -> 12.5;
+    30 misses in 400 judged -> 92.5%. Hour 1 of the second strategy judges nothing: no attainment."""
+    first = [window(900.0 * k, 2.0 + (k % 4 >= 2), 100, 15 * (k % 4 >= 2)) for k in range(8)]
+    second = [window(900.0 * k, 1.0, 10 if k < 4 else 0, 0) for k in range(8)]
+    rows = [{"_windows": first, "_cost_per_hour": (10.0, 10.0, 15.0, 15.0) * 2},
+            {"_windows": second, "_cost_per_hour": (5.0,) * 8}]
+    table = periods(rows, first)
+    assert table["length_s"] == 3600.0 and len(table["rows"]) == 2
+    hour = table["rows"][0]
+    assert (hour["start_s"], hour["end_s"]) == (0.0, 3600.0)
+    assert hour["replicas"] == [2.5, 1.0] and hour["cost_per_hour"] == [12.5, 5.0]
+    assert hour["sla_attainment"] == [pytest.approx(1 - 30 / 400), 1.0]
+    assert table["rows"][1]["sla_attainment"][1] is None
+    assert "_windows" not in rows[0]
+
+
+@pytest.fixture(scope="module")
+def answered() -> tuple[dict, Question, dict]:
+    data = moving(autoscale={"max_replicas": 3, "target": 0.6})
+    data = apply_overrides(data, {"fleet.replicas": 1})
+    question = Question(targets=TTFT_1S, gpus=("H100-80G",), seeds=2, requests=800)
+    return data, question, plan(data, question)
+
+
+def test_a_moving_rate_is_bought_three_ways_over_its_whole_traffic(answered):
+    data, question, answer = answered
+    best, over = answer["recommendation"], answer["over_time"]
+    peak = best["replicas"]
+    assert peak >= 2 and over["span_s"] == pytest.approx(600.0, abs=60.0)
+    assert 14_000 < over["requests"] < 16_000
+    assert [r["strategy"] for r in over["strategies"]] == list(STRATEGIES)
+    fixed, scaled, mixed = over["strategies"]
+    # the fixed fleet at the peak is the recommendation itself, priced as it, up all the time
+    assert fixed["monthly_cost"]["low"] == best["monthly_cost"]["low"] and fixed["autoscale"] is None
+    assert fixed["replica_hours"] == pytest.approx(peak * over["span_s"] / 3600.0)
+    assert fixed["meets_targets"]
+    for row in (scaled, mixed):
+        assert row["autoscale"]["max_replicas"] == peak and row["autoscale"]["min_replicas"] < peak
+        assert row["replica_hours"] < fixed["replica_hours"]
+    # searched: every baseline under the peak x every target, and the scenario's own autoscaler (held to the peak)
+    searched = over["searched"]
+    assert searched["own"] and searched["targets"] == list(AUTOSCALE_TARGETS)
+    assert over["runs"] == 1 + len(searched["baselines"]) * len(AUTOSCALE_TARGETS) + 1
+    # by hour: one row for ten minutes; the fixed fleet's replicas are the peak's
+    hours = over["periods"]["rows"]
+    assert len(hours) == 1 and hours[0]["replicas"][0] == pytest.approx(peak)
+    assert all(0.0 <= a <= 1.0 for a in hours[0]["sla_attainment"])
+
+
+def test_the_three_ways_are_shown_where_the_plan_is_read(answered):
+    data, question, answer = answered
+    text = plan_text(answer, "plan")
+    assert "Over the whole traffic (10 min, " in text and "fixed at the peak" in text
+    frame = over_time_frame(answer["over_time"], "USD")
+    assert list(frame["strategy"].str.replace(" (misses a target)", "", regex=False)) != []
+    assert set(frame.columns) >= {"strategy", "per month (USD)", "SLA met", "replica-hours", "fleet", "offers"}
+    assert "fixed: replicas" in hours_frame(answer["over_time"], "USD").columns
+    page = report_html(data, question, answer, None, "2026-12-04 10:00 UTC")
+    assert "Over the whole traffic: fixed, autoscaled, or reserved + bursts" in page
+    assert "on average (40 at the peak)" in page
+
+
+def test_a_disaggregated_fleet_is_priced_fixed_only():
+    data = apply_overrides(moving(), {"fleet.mode": "disaggregated"})
+    over = buy_over_time(data, {}, {"replicas": 2}, Question(targets=TTFT_1S))
+    assert over == {"note": "an autoscaler scales a colocated fleet: the prefill and decode pools are priced fixed at "
+                            "the peak only"}
