@@ -21,10 +21,10 @@ SCALER = {"min_replicas": 1, "max_replicas": 2, "signal": "queue", "target": 1.0
           "provision_s": 25.0, "cooldown_s": 0.0, "scale_down_delay_s": 20.0}
 
 
-def burst_then_calm(tmp_path, scaler: dict) -> engine.Result:
+def burst_then_calm(tmp_path, scaler: dict, classes: list[dict] | None = None) -> engine.Result:
     """30 requests of 1 s at t = 0, 4 more at 40.2 s, one at 100 s, on one replica that may grow to two."""
     rows = [(0.0, 10, 100)] * 30 + [(40.2, 10, 100)] * 4 + [(100.0, 10, 100)]
-    scenario = trace_scenario(tmp_path, rows, ONE_SECOND, fleet={
+    scenario = trace_scenario(tmp_path, rows, ONE_SECOND, classes=classes, fleet={
         "replicas": 1, "router": "shortest-queue", "autoscale": {**SCALER, **scaler}})
     return engine.simulate(scenario)
 
@@ -64,6 +64,24 @@ def test_a_scale_up_delay_can_make_the_new_replica_too_late_to_serve_anything(tm
     assert (frame["replica"] == 0).all()
     assert frame["finish_s"].iloc[33] == pytest.approx(44.2)
     assert result.summary["system"]["replica_hours"] == pytest.approx((101.0 + 63.0 - 21.0) / 3600)
+
+
+def test_the_slack_signal_reads_the_longest_wait_against_its_ttft_target(tmp_path):
+    """By hand, signal slack, target 0.5. TTFT target 20 s: at 10.5 s the requests still waiting arrived at 0, so
+    the longest wait used 10.5 / 20 = 0.525 of it: ceil(1 x 0.525 / 0.5) = 2 replicas, asked at once (as the queue
+    signal). Target 30 s: 0.35 at 10.5 s asks for one; 0.7 at 21 s asks for two (up at 46 s, too late for the four
+    requests of 40.2 s); at 42 s two of those have waited 1.8 s (0.06): one wanted; at 52.5 s the readings of the
+    last 20 s (42 s, 52.5 s) want one, and the idle replica goes."""
+    def events(sla_ttft_ms: float) -> list[tuple]:
+        classes = [{"name": "only", "share": 1.0, "sla_ttft_ms": sla_ttft_ms}]
+        scale = burst_then_calm(tmp_path, {"signal": "slack", "target": 0.5}, classes).summary["system"]["autoscale"]
+        return [(e["time_s"], e["event"], e["replica"]) for e in scale["events"]]
+
+    assert events(20_000.0)[:2] == [(10.5, "provisioning", 1), (35.5, "up", 1)]
+    assert events(30_000.0) == [(21.0, "provisioning", 1), (46.0, "up", 1), (52.5, "draining", 1),
+                                (52.5, "down", 1)]
+    with pytest.raises(engine.ScenarioError, match="signal = 'slack' reads how much of its TTFT target"):
+        burst_then_calm(tmp_path, {"signal": "slack", "target": 0.5})
 
 
 def test_windows_count_the_replicas_billed(tmp_path):

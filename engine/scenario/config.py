@@ -667,10 +667,11 @@ class Autoscale:
     min_replicas: int = opt(1, "the fewest replicas (the baseline, always up)", "servers", ge=1, cap="replicas")
     signal: str = opt("utilisation", "what it reads: utilisation (share of the replicas' batch slots or KV cache in "
                                      "use over the last interval, whichever is fuller), queue (requests waiting for "
-                                     "a first iteration, per replica), kv (share of the KV cache in use now)",
+                                     "a first iteration, per replica), kv (share of the KV cache in use now), slack "
+                                     "(share of its TTFT target the longest-waiting request has used, per replica)",
                       choices=SCALE_SIGNALS)
-    target: float = opt(0.8, "the signal's value it keeps the fleet at (a share for utilisation and kv, requests "
-                             "for queue)", "", gt=0.0, le=1e6)
+    target: float = opt(0.8, "the signal's value it keeps the fleet at (a share for utilisation, kv and slack, "
+                             "requests for queue)", "", gt=0.0, le=1e6)
     interval_s: float = opt(30.0, "how often it reads the signal and decides", "s", ge=1.0, le=86_400.0)
     provision_s: Optional[float] = opt(None, "from asking for a replica to its first request: machine start and "
                                              "weights loaded (none: computed from the model's weights, "
@@ -815,6 +816,10 @@ class Scenario:
                                     f"{self.server.step_model!r}; remove it (a roofline group sets gpu, quant, "
                                     f"tensor_parallel; a fixed one step_time_ms, kv_capacity_tokens)")
             group.server(self.server)._check(where)  # its batch limits against each other and the decodes
+        scale = self.fleet.autoscale
+        if scale is not None and scale.signal == "slack" and all(c.sla_ttft_ms is None for c in self.workload.classes):
+            raise ScenarioError("fleet.autoscale.signal = 'slack' reads how much of its TTFT target a waiting request "
+                                "has used: give a class sla_ttft_ms, or choose another signal")
         weights = self.policy.weights
         if weights is None:
             return

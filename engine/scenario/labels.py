@@ -35,7 +35,7 @@ CHOICE_WORDS = {
     "kv_allocation": {"paged": "Paged", "static": "Static"},
     "fleet_mode": {"colocated": "Colocated", "disaggregated": "Disaggregated"},
     "scale_signal": {"utilisation": "Utilisation (batch slots or KV cache)", "queue": "Queue length",
-                     "kv": "KV cache in use"},
+                     "kv": "KV cache in use", "slack": "TTFT target used by the longest wait"},
     "role": {"colocated": "Whole requests", "prefill": "Prefill", "decode": "Decode"},
     "dist": {"constant": "Constant", "uniform": "Uniform", "geometric": "Geometric", "lognormal": "Lognormal"},
     "decoding": {"plain": "Plain", "speculative": "Speculative"},

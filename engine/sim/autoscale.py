@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..scenario.config import Autoscale, Scenario
+from .layout import F_ARRIVAL, F_FIRST_SCHEDULED, I_CLASS
 from .kernel.state import (CK_MODE, CK_WAIT_START_S, C_ACCEPTS, C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_RUNNING,
                            C_USED_BLOCKS, C_WAITING, IDLE, S_BATCH_SUM, S_BUSY_S, S_ITERATIONS,
                            S_KV_BLOCK_SECONDS)
@@ -147,11 +148,12 @@ class Autoscaler:
             self.next_eval_s = t + self.config.interval_s
             self._evaluate(t, arrays)
 
-    def signal(self, arrays: dict) -> float:
-        """The signal over the replicas taking requests (``Autoscale.signal``). Utilisation: the share of a replica's
-        capacity in use over the last interval, batch slots or KV cache, whichever is fuller (busy share x mean
-        batch / batch limit; KV block-seconds / interval / blocks): a batching server is busy whenever it holds one
-        request, so its busy share alone says little."""
+    def signal(self, arrays: dict, t: float) -> float:
+        """The signal over the replicas taking requests at ``t`` (``Autoscale.signal``), their mean. Utilisation: the
+        share of a replica's capacity in use over the last interval, batch slots or KV cache, whichever is fuller
+        (busy share x mean batch / batch limit; KV block-seconds / interval / blocks): a batching server is busy
+        whenever it holds one request, so its busy share alone says little. Slack: the share of its class's TTFT
+        target the longest-waiting request not yet served has used (classes without one are not read)."""
         cnt, stats = arrays["counters"], arrays["stats"]
         taking = np.flatnonzero(self.state == UP)
         now = stats[:, [S_BUSY_S, S_BATCH_SUM, S_ITERATIONS, S_KV_BLOCK_SECONDS]].copy()
@@ -168,12 +170,24 @@ class Autoscaler:
             return float(np.clip(np.maximum(slots, memory), 0.0, 1.0).mean())
         if self.config.signal == "queue":
             return float(cnt[taking, C_WAITING].mean())
+        if self.config.signal == "slack":
+            return float(np.mean([self._slack_used(arrays, j, t) for j in taking]))
         return float((cnt[taking, C_USED_BLOCKS] / capacity).mean())
+
+    @staticmethod
+    def _slack_used(arrays: dict, j: int, t: float) -> float:
+        """Replica ``j``'s longest-waiting request's wait at ``t`` over its class's TTFT target (0: none waits)."""
+        waiting = arrays["waiting"][j, :arrays["counters"][j, C_WAITING]]
+        fresh = waiting[np.isnan(arrays["floats"][waiting, F_FIRST_SCHEDULED])]  # not preempted ones
+        if len(fresh) == 0:
+            return 0.0
+        used = (t - arrays["floats"][fresh, F_ARRIVAL]) / arrays["sla_ttft_s"][arrays["ints"][fresh, I_CLASS]]
+        return float(used.max())
 
     def _evaluate(self, t: float, arrays: dict) -> None:
         config = self.config
         taking = int((self.state == UP).sum())
-        value = self.signal(arrays)
+        value = self.signal(arrays, t)
         desired = min(max(math.ceil(taking * value / config.target - 1e-9), config.min_replicas),
                       config.max_replicas)
         self.desired.append((t, desired))

@@ -34,7 +34,7 @@ from ..scenario.registry import ADMISSION_CODES, BATCHING_CODES, POOL_ROLES, ROU
 from ..scenario.summary import Summary, SystemMetrics
 from ..scenario.table_names import DATA_ROOT
 from . import kernel, stopping
-from .layout import K_WINDOW_TOKENS, pack_requests
+from .layout import K_SLA_TTFT_S, K_WINDOW_TOKENS, pack_requests
 from .memory import check_run_memory
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
@@ -394,14 +394,15 @@ def _run_autoscaled(args: tuple, outcome: np.ndarray, n_requests: int, budget_s:
                     window_s: tuple[float, float]) -> None:
     """``_run_sliced`` with an autoscaler: the loop stops at each time the autoscaler must act
     (``Autoscaler.next_s``), which acts, until the run ends or its wall-clock budget is used."""
-    srv, _, _, router, route, classes, ints, _, ids, pc, _, stats, _, waiting, running, _, cnt, clock = args[:18]
+    srv, _, _, router, route, classes, ints, floats, ids, pc, _, stats, _, waiting, running, _, cnt, clock = args[:18]
 
     def take_away(j: int, t: float) -> int:
         kernel.settle_in_flight(stats[j:j + 1], cnt[j:j + 1], clock[j:j + 1], t, window_s)
         return int(kernel.take_away_nb(srv, router, route, classes, ints, ids, pc, stats, waiting, running, cnt,
                                        clock, j, t))
 
-    arrays = {"counters": cnt, "clock": clock, "stats": stats, "take_away": take_away}
+    arrays = {"counters": cnt, "clock": clock, "stats": stats, "take_away": take_away, "waiting": waiting,
+              "ints": ints, "floats": floats, "sla_ttft_s": classes[0, :, K_SLA_TTFT_S]}
     cnt[:, kernel.C_ACCEPTS] = scaler.state == UP
     budget_end_s = time.monotonic() + budget_s
     while True:
