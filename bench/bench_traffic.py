@@ -6,12 +6,12 @@ number of requests, windows, scaling events and SLA attainment of each, and the 
 The workload is the example preset's (``data/scenarios/example.toml``: two classes, the fixed step model) on a fleet
 of eight replicas at most (batches of eight).
 
-Then a plan of a day: the example's classes served by Llama-3.1-70B on H100-80G along ServeGen's small-language day
-at 10 req/s on average, interactive TTFT p99 at most 2 s; the planner sizes the peak, then buys the recommendation
-three ways over the whole day with the autoscaler's parameters searched (``decide.over_time``): its wall time, that
-step's, and the three bills.
+Then a plan of a day: a chat service (prompts of 3,000 tokens on average, answers of 250) on Llama-3.1-70B and
+H100-80G along ServeGen's small-language day at 10 req/s on average, TTFT p99 at most 2 s; the planner sizes the
+peak, then buys the recommendation three ways over the whole day with the autoscaler's parameters searched
+(``decide.over_time``): its wall time, that step's, and the three bills.
 
-Usage: python bench/bench_traffic.py [--day-rate 11.5] [--week-rate 1.6] [--no-plan] [--json PATH]
+Usage: python bench/bench_traffic.py [--day-rate 11.5] [--week-rate 1.6] [--no-plan | --plan-only] [--json PATH]
 """
 
 from __future__ import annotations
@@ -61,11 +61,14 @@ def timed(data: dict) -> dict:
 
 def planned_day() -> dict:
     """The plan of a day of a 70B chat service on H100 (module docstring), timed."""
-    data = apply_overrides(read_toml(EXAMPLE), {
-        "workload.num_requests": None, "workload.duration_s": DAY_S, "fleet.router": "least-tokens",
-        "workload.arrival": {"process": "poisson", "rate_per_s": 10.0, "shape": "servegen-language-small-day"},
-        "server": {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3.1-70B"}})
-    question = Question(targets=(Target("interactive", "ttft_p99_ms", 2000.0),), gpus=("H100-80G",))
+    data = {"name": "chat day", "seed": 1, "fleet": {"router": "least-tokens"}, "policy": {"name": "fifo"},
+            "server": {"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3.1-70B"},
+            "workload": {"duration_s": DAY_S, "arrival": {"process": "poisson", "rate_per_s": 10.0,
+                                                          "shape": "servegen-language-small-day"},
+                         "classes": [{"name": "chat", "share": 1.0, "sla_ttft_ms": 2000.0,
+                                      "prompt_tokens": {"dist": "lognormal", "mean": 3000, "cv": 1.0},
+                                      "output_tokens": {"dist": "lognormal", "mean": 250, "cv": 0.8}}]}}
+    question = Question(targets=(Target("chat", "ttft_p99_ms", 2000.0),), gpus=("H100-80G",))
     started = time.perf_counter()
     answer = plan(data, question)
     wall_s = time.perf_counter() - started
@@ -83,13 +86,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--day-rate", type=float, default=11.5, help="mean req/s of the day (11.5: ~994,000)")
     parser.add_argument("--week-rate", type=float, default=1.6, help="mean req/s of the week (1.6: ~968,000)")
-    parser.add_argument("--no-plan", action="store_true", help="leave out the plan of a day")
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--no-plan", action="store_true", help="leave out the plan of a day")
+    runs.add_argument("--plan-only", action="store_true", help="the plan of a day alone")
     parser.add_argument("--json", help="write the figures as JSON here")
     args = parser.parse_args()
     warm_up()
     rows = []
-    for span, rate, duration_s, shape in (("day", args.day_rate, DAY_S, "servegen-language-mid-day"),
-                                          ("week", args.week_rate, WEEK_S, "servegen-language-mid-week")):
+    spans = () if args.plan_only else (("day", args.day_rate, DAY_S, "servegen-language-mid-day"),
+                                       ("week", args.week_rate, WEEK_S, "servegen-language-mid-week"))
+    for span, rate, duration_s, shape in spans:
         for name, data in variants(rate, duration_s, shape).items():
             row = {"span": span, "variant": name, **timed(data)}
             rows.append(row)
