@@ -493,6 +493,11 @@ def low_load_note(data: dict, typed: engine.Scenario, comparison, system: System
     load = system["offered_load"]
     if typed.workload.trace is not None or load <= 0 or system["unstable"] or policies_differ(comparison):
         return
+    if runner.busiest_start_s(typed) is not None:  # the load above is the whole curve's, the comparison its peak's
+        st.info("The policies hardly differ even on the curve's busiest stretch (every class's TTFT p99 within "
+                f"{FLAT_POLICIES:.0%} across the policies): little waits there for a policy to reorder. Raise the "
+                "mean rate, or make the batches smaller, to see them differ.")
+        return
     if load >= TEACHING_LOAD - LOAD_STEP:
         st.info(f"The policies hardly differ even at an offered load of {load_text(load)}: iterations hold "
                 f"{system['mean_batch_size']:.0f} sequences on average of at most {typed.server.max_batch_size}, so "
@@ -537,10 +542,12 @@ def comparison_view(frame, currency: str) -> None:
 
 
 @guard.fragment
-def curves_view(frame, current_rate: float) -> None:
+def curves_view(frame, current_rate: float, moving: bool) -> None:
+    """The curves against load; ``moving``: the rate is a curve's mean (its busiest stretch is run)."""
     view.choice("curves_metric", CURVE_KEYS, CURVE_KEYS[0])
     key = st.selectbox("Metric", CURVE_KEYS, format_func=lambda k: metric(k).title(), key="curves_metric")
-    st.plotly_chart(charts.load_curves(frame, key, current_rate, POLICY_LABELS), width="stretch")
+    title = "mean arrival rate of the curve (req/s)" if moving else "arrival rate (req/s)"
+    st.plotly_chart(charts.load_curves(frame, key, current_rate, POLICY_LABELS, title), width="stretch")
 
 
 @guard.fragment
@@ -639,7 +646,7 @@ else:
     each = f"the trace replayed faster or slower (its speed-up), {compared_requests(typed, summary)} each"
 st.caption(f"{len(rates)} arrival rates from 20% to 110% of the estimated capacity, {each}; the current "
            f"policy ({POLICY_LABELS[typed.policy.name]}) and rate (dashed line) are always on them.")
-curves_view(sweep, rate)
+curves_view(sweep, rate, trace_rate is None and runner.busiest_start_s(typed) is not None)
 
 cdf_tab, timeline_tab = st.tabs(["Latency distribution", "Timeline of this run"])
 with cdf_tab:

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 import engine
 from conftest import AZURE_CONV, REPO, SCENARIOS, shown
 from test_traces import azure_rows
-from engine.scenario.config import read_toml
+from engine.scenario.config import apply_overrides, read_toml
 from ui import state
 from ui.scenario_sidebar import scenario_from_upload
 
@@ -485,3 +485,15 @@ def test_an_autoscaler_in_the_lab_shows_its_replicas_and_the_bill_three_ways():
     assert len(at.get("plotly_chart")) == charts + 1  # the cost per hour
     windows = next(c for c in at.get("plotly_chart") if "replicas billed" in c.proto.spec)
     assert windows is not None
+
+
+def test_a_moving_rate_is_compared_on_its_busiest_stretch():
+    """The example along a rising and falling curve (20,000 requests): the comparison, the curves and the note on a
+    short run name the busiest 5,000 and where in the curve they begin; the curves' axis is the curve's mean."""
+    data = apply_overrides(read_toml(SCENARIOS / "example.toml"), {
+        "workload.arrival.rate_curve": [[0, 5.0], [1800, 30.0], [3600, 5.0]]})
+    at = lab(data).run()
+    assert not at.exception and not at.error
+    captions = [c.value for c in at.caption]
+    assert any("on the busiest 5,000 requests (from 00:" in c for c in captions)
+    assert any("the busiest 5,000 requests (from 00:" in c and "each" in c for c in captions)

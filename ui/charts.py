@@ -56,8 +56,10 @@ def comparison_bars(frame: pd.DataFrame, key: str, labels: dict[str, str], curre
     return fig
 
 
-def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict[str, str]) -> go.Figure:
-    """Metric against arrival rate (req/s), one panel per class, one line per policy; the current rate dashed.
+def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict[str, str],
+                rate_title: str = "arrival rate (req/s)") -> go.Figure:
+    """Metric against arrival rate (req/s; ``rate_title`` names it), one panel per class, one line per policy; the
+    current rate dashed.
 
     Latencies use a log axis: past saturation they grow by orders of magnitude.
     """
@@ -66,7 +68,7 @@ def load_curves(frame: pd.DataFrame, key: str, current_rate: float, labels: dict
     # The arrival-rate title under the first panel only (a title per panel met its neighbour's on a phone) and
     # each panel's class in its top left corner (above the panels it met the legend), where the curves start low.
     fig = make_subplots(rows=1, cols=len(classes), shared_yaxes=True)
-    fig.update_xaxes(title_text="arrival rate (req/s)", row=1, col=1)
+    fig.update_xaxes(title_text=rate_title, row=1, col=1)
     for col, name in enumerate(classes, start=1):
         axis = col if col > 1 else ""
         fig.add_annotation(text=chart_text(name), xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.02, y=0.98,
