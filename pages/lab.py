@@ -285,6 +285,7 @@ def pool_controls(fleet: dict, server: dict, v: int) -> None:
     for name, share in (("prefill", replicas // 2), ("decode", replicas - replicas // 2)):
         st.markdown(f"**{field_label(Fleet, name)}**")
         fleet[name] = table_inputs(fleet.get(name) or {"replicas": max(share, 1)}, server, keys, f"pool_{name}", v)
+        scale_inputs(fleet[name], FleetGroup, f"pool_{name}_autoscale", v)
     fleet["kv_link_gb_s"] = field_input(Fleet, "kv_link_gb_s", fleet.get("kv_link_gb_s"), key=f"fleet_link_{v}")
 
 
@@ -292,21 +293,29 @@ AUTOSCALE_INPUTS = ("min_replicas", "max_replicas", "signal", "target", "interva
                     "scale_up_delay_s", "scale_down_delay_s", "cooldown_s")
 
 
+def scale_inputs(table: dict, cls: type, prefix: str, v: int) -> bool:
+    """The autoscaler of ``table`` (the fleet's, or a pool's: ``cls`` its config class) on or off; when on, its
+    bounds, signal, target and timings. True when on."""
+    scale = table.get("autoscale")
+    if not st.toggle(field_label(cls, "autoscale"), value=scale is not None, key=f"{prefix}_{v}",
+                     help=field_help(cls, "autoscale")):
+        table.pop("autoscale", None)
+        return False
+    start = table.get("replicas") or 1
+    scale = dict(scale or {"min_replicas": 1, "max_replicas": max(4, 2 * start)})
+    for key in AUTOSCALE_INPUTS:
+        scale[key] = field_input(Autoscale, key, scale.get(key), key=f"{prefix}_{key}_{v}",
+                                 placeholder="computed" if key == "provision_s" else None)
+    table["autoscale"] = {k: value for k, value in scale.items() if value is not None}
+    return True
+
+
 def autoscale_controls(fleet: dict, v: int) -> None:
     """The autoscaler on or off (a colocated fleet of one kind of server); when on, its bounds, signal, target,
     timings, and spot replicas above its minimum."""
-    scale = fleet.get("autoscale")
-    if not st.toggle(field_label(Fleet, "autoscale"), value=scale is not None, key=f"autoscale_{v}",
-                     help=field_help(Fleet, "autoscale")):
-        fleet.pop("autoscale", None)
+    if not scale_inputs(fleet, Fleet, "autoscale", v):
         fleet.pop("spot_interruptions_per_hour", None)
         return
-    start = fleet.get("replicas") or 1
-    scale = dict(scale or {"min_replicas": 1, "max_replicas": max(4, 2 * start)})
-    for key in AUTOSCALE_INPUTS:
-        scale[key] = field_input(Autoscale, key, scale.get(key), key=f"autoscale_{key}_{v}",
-                                 placeholder="computed" if key == "provision_s" else None)
-    fleet["autoscale"] = {k: value for k, value in scale.items() if value is not None}
     fleet["spot_interruptions_per_hour"] = field_input(Fleet, "spot_interruptions_per_hour",
                                                        fleet.get("spot_interruptions_per_hour"), key=f"spot_{v}")
     if fleet["spot_interruptions_per_hour"]:
@@ -595,6 +604,12 @@ policy_extras(typed, scenario, summary)
 st.subheader("Cost")
 if typed.fleet.autoscale is None:
     rental = cost_panel.cost_view(typed, summary)
+    if typed.fleet.scaled():  # a pool's autoscaler
+        hours = system["sim_time_s"] / 3600.0
+        st.caption(f"Priced with each pool's servers at the start, all month. An autoscaled pool's servers come and "
+                   f"go: {system['replica_hours']:,.2f} replica-hours over the run's {hours:,.2f} h (a mean of "
+                   f"{system['replica_hours'] / max(hours, 1e-9):.2f} servers up); the bill by use, reserved or "
+                   f"with bursts, is priced for a colocated fleet's autoscaler only.")
 else:  # replicas come and go: the bill over the run, three ways to buy it; no one hourly price for the comparison
     rental = None
     cost_panel.bill_view(scenario, typed, summary)
@@ -679,7 +694,7 @@ with timeline_tab:
     if system["timeseries_stride"] > 1:
         st.caption(f"Every {system['timeseries_stride']}th iteration is shown.")
     if summary.get("windows"):
-        st.plotly_chart(charts.window_chart(summary["windows"], classes, typed.fleet.autoscale is not None),
+        st.plotly_chart(charts.window_chart(summary["windows"], classes, bool(typed.fleet.scaled())),
                         width="stretch", key="windows_chart")
         length = summary["windows"][0]["end_s"] - summary["windows"][0]["start_s"]
         st.caption(text.plain(

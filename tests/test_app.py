@@ -487,6 +487,21 @@ def test_an_autoscaler_in_the_lab_shows_its_replicas_and_the_bill_three_ways():
     assert windows is not None
 
 
+def test_a_pools_autoscaler_in_the_lab():
+    """The disaggregated article preset along a rise: the prefill pool's toggle adds its autoscaler's controls; the
+    run says what it did, the windows gain their replicas row, and the cost says what its price leaves out."""
+    data = read_toml(SCENARIOS / "article_disaggregated_8xa100.toml")
+    data["workload"]["num_requests"] = 6000
+    data["workload"]["arrival"]["rate_curve"] = [[0, 20.0], [60, 60.0], [120, 20.0]]
+    at = lab(data).run()
+    at.toggle(key="pool_prefill_autoscale_1").set_value(True).run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="pool_prefill_autoscale_max_replicas_1").value == 4
+    assert any(c.startswith("Prefill pool's autoscaler: 1 to 4 replicas, peak ") for c in shown(at.caption))
+    assert any("An autoscaled pool's servers come and go" in c for c in shown(at.caption))
+    assert next(c for c in at.get("plotly_chart") if "replicas billed" in c.proto.spec) is not None
+
+
 def test_a_moving_rate_is_compared_on_its_busiest_stretch():
     """The example along a rising and falling curve (20,000 requests): the comparison, the curves and the note on a
     short run name the busiest 5,000 and where in the curve they begin; the curves' axis is the curve's mean."""

@@ -14,7 +14,7 @@ import engine
 from conftest import SCENARIOS, trace_scenario
 from engine.scenario.config import apply_overrides, read_toml
 from engine.sim import autoscale
-from engine.sim.autoscale import PROVISION_FIXED_S, provision_s
+from engine.sim.autoscale import PROVISION_FIXED_S, describe, provision_s
 
 ONE_SECOND = {"max_batch_size": 1}  # 10 ms iterations, one request at a time: 100 output tokens take 1 s
 SCALER = {"min_replicas": 1, "max_replicas": 2, "signal": "queue", "target": 1.0, "interval_s": 10.5,
@@ -200,11 +200,11 @@ def test_the_same_seed_gives_the_same_interruptions(spot_run):
 
 def test_provisioning_defaults_to_the_fixed_part_plus_the_weights_read():
     fixed = engine.load_scenario(example(**{"fleet.autoscale": {"max_replicas": 2}}))
-    assert provision_s(fixed) == PROVISION_FIXED_S
+    assert provision_s(fixed.fleet.autoscale, fixed.server) == PROVISION_FIXED_S
     gpu = engine.load_scenario(example(**{"fleet.autoscale": {"max_replicas": 2}, "server.step_model": "roofline",
                                           "server.gpu": "H100-80G", "server.model": "Llama-3.1-8B"}))
     # 8.03e9 parameters in 16 bits: 16.06 GB at 2 GB/s, about 8 s
-    assert provision_s(gpu) == pytest.approx(PROVISION_FIXED_S + 8.0, abs=0.5)
+    assert provision_s(gpu.fleet.autoscale, gpu.server) == pytest.approx(PROVISION_FIXED_S + 8.0, abs=0.5)
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -231,3 +231,54 @@ def test_the_command_line_says_what_the_autoscaler_did(tmp_path):
     text = format_table(burst_then_calm(tmp_path, {}))
     assert "autoscaler: 1 to 2 replicas, peak 2, 1 scale-ups, 1 scale-downs; 0.04 replica-hours billed over 0.03 h " \
            "(mean 1.31 replicas); a new replica serves 25 s after it is asked for\n" in text
+
+
+def pools_burst(tmp_path, prefill_scale: dict | None) -> engine.Result:
+    """``burst_then_calm``'s requests on a disaggregated fleet: a prefill pool of one server taking 1 s a prompt
+    (one at a time), which may grow to two, and a decode pool of one server (10 ms iterations) after it."""
+    rows = [(0.0, 10, 2)] * 30 + [(40.2, 10, 2)] * 4 + [(100.0, 10, 2)]
+    prefill = {"replicas": 1, "step_time_ms": 1000.0, "max_batch_size": 1,
+               **({"autoscale": {**SCALER, **prefill_scale}} if prefill_scale is not None else {})}
+    return engine.simulate(trace_scenario(tmp_path, rows, {}, fleet={
+        "mode": "disaggregated", "router": "shortest-queue", "prefill": prefill, "decode": {"replicas": 1}}))
+
+
+def test_a_pools_autoscaler_scales_its_pool_alone(tmp_path):
+    """The prefill pool's autoscaler reads its own server only: the same schedule by hand as a colocated fleet's
+    (asked at 10.5 s, serving at 35.5 s, drained at 42 s once the two prompts of 40.2 s it took are done); the
+    decode server, after the prefill pool's two slots, is replica 2 and takes every request."""
+    result = pools_burst(tmp_path, {})
+    frame, system = result.requests, result.summary["system"]
+    assert "autoscale" not in system
+    scale = system["pool_autoscale"]["prefill"]
+    last_on_1 = frame.loc[frame["prefill_replica"] == 1, "handed_off_s"].max()
+    events = [(e["time_s"], e["event"], e["replica"]) for e in scale["events"]]
+    # it goes once its last prompt's KV has left over its link (a few microseconds after the prompt ends)
+    assert events == [(10.5, "provisioning", 1), (35.5, "up", 1), (42.0, "draining", 1), (last_on_1, "down", 1)]
+    assert last_on_1 == pytest.approx(42.2, abs=1e-3) and last_on_1 > 42.2
+    assert frame["prefill_replica"][30:34].value_counts().to_dict() == {0: 2, 1: 2}
+    assert (frame["replica"] == 2).all() and (frame["state"] == "completed").all()
+    end_s = system["sim_time_s"]
+    assert system["replica_hours"] == pytest.approx((end_s + (last_on_1 - 10.5) + end_s) / 3600)
+
+
+def test_a_pools_autoscaler_with_nothing_to_do_is_the_fixed_pool_bit_for_bit(tmp_path):
+    fixed = pools_burst(tmp_path, None)
+    held = pools_burst(tmp_path, {"min_replicas": 1, "max_replicas": 1})
+    pd.testing.assert_frame_equal(held.requests, fixed.requests)
+    assert held.summary["system"]["replica_hours"] == pytest.approx(fixed.summary["system"]["replica_hours"])
+
+
+def test_an_autoscaler_on_a_mixed_fleets_group_is_refused():
+    data = example(**{"fleet.groups": [{"replicas": 1, "autoscale": {"max_replicas": 2}}, {"replicas": 1}]})
+    with pytest.raises(engine.ScenarioError, match=r"fleet.groups\[0\].autoscale: an autoscaler scales a colocated"):
+        engine.load_scenario(data)
+    pool = example(**{"fleet.mode": "disaggregated", "fleet.prefill": {"replicas": 3, "autoscale": {"max_replicas": 2}},
+                      "fleet.decode": {"replicas": 1}})
+    with pytest.raises(engine.ScenarioError, match=r"fleet.prefill.replicas = 3 \(up at the start\) must be within"):
+        engine.load_scenario(pool)
+
+
+def test_a_pools_autoscaler_is_described_by_its_pool(tmp_path):
+    line = describe(pools_burst(tmp_path, {}).summary["system"])
+    assert line.startswith("prefill pool's autoscaler: 1 to 2 replicas, peak 2, 1 scale-ups, 1 scale-downs;")

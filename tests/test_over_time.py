@@ -153,5 +153,5 @@ def test_the_three_ways_are_shown_where_the_plan_is_read(answered):
 def test_a_disaggregated_fleet_is_priced_fixed_only():
     data = apply_overrides(moving(), {"fleet.mode": "disaggregated"})
     over = buy_over_time(data, {}, {"replicas": 2}, Question(targets=TTFT_1S))
-    assert over == {"note": "an autoscaler scales a colocated fleet: the prefill and decode pools are priced fixed at "
-                            "the peak only"}
+    assert over == {"note": "autoscaled pools are not billed by use yet: the prefill and decode pools are priced fixed "
+                            "at the peak only"}

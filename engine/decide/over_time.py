@@ -79,8 +79,8 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
     started = time.perf_counter()
     targets, currency, cny_per_usd = question.targets, question.currency, question.cny_per_usd
     if data.get("fleet", {}).get("mode") == "disaggregated":
-        return {"note": "an autoscaler scales a colocated fleet: the prefill and decode pools are priced fixed at "
-                        "the peak only"}
+        return {"note": "autoscaled pools are not billed by use yet: the prefill and decode pools are priced fixed "
+                        "at the peak only"}
     found = whole_span(data, origin)
     if found == "":
         return None

@@ -637,10 +637,22 @@ class FleetGroup:
                                               "server.max_batch_size)", "sequences", ge=1, cap="batch_size")
     max_batched_tokens: Optional[int] = opt(None, "token budget of one iteration of these servers (none: "
                                                   "server.max_batched_tokens)", "tokens", ge=1, cap="batched_tokens")
+    autoscale: Optional[Autoscale] = opt(None, "a pool's own autoscaler (mode = disaggregated): its servers added "
+                                                 "and removed with the pool's load; its replicas are up at the start")
 
     def _check(self, path: str) -> None:
         if self.calibration:
             check_calibration_name(self.calibration, f"{path}.calibration")
+        scale = self.autoscale
+        if scale is not None and not scale.min_replicas <= self.replicas <= scale.max_replicas:
+            raise ScenarioError(f"{path}.replicas = {self.replicas} (up at the start) must be within "
+                                f"{path}.autoscale.min_replicas = {scale.min_replicas} and max_replicas = "
+                                f"{scale.max_replicas}")
+
+    @property
+    def slots(self) -> int:
+        """Servers a run's arrays hold for this group: every one its autoscaler may have, else ``replicas``."""
+        return self.replicas if self.autoscale is None else self.autoscale.max_replicas
 
     def server(self, base: Server) -> Server:
         """``base`` (the [server] table) on this group's hardware and batch limits."""
@@ -752,6 +764,11 @@ class Fleet:
 
     def _check_scaling(self, path: str) -> None:
         scale = self.autoscale
+        grouped = next((i for i, g in enumerate(self.groups) if g.autoscale is not None), None)
+        if grouped is not None:
+            raise ScenarioError(f"{path}.groups[{grouped}].autoscale: an autoscaler scales a colocated fleet of one "
+                                f"kind of server or a pool of a disaggregated one, not a mixed fleet's group; "
+                                f"remove it")
         if scale is None:
             if self.spot_interruptions_per_hour:
                 raise ScenarioError(f"{path}.spot_interruptions_per_hour needs [{path}.autoscale]: the spot replicas "
@@ -768,7 +785,21 @@ class Fleet:
     @property
     def slots(self) -> int:
         """Replicas a run's arrays hold: every one an autoscaler may have, else ``replicas``."""
+        if self.mode == "disaggregated":
+            return self.prefill.slots + self.decode.slots
         return self.replicas if self.autoscale is None else self.autoscale.max_replicas
+
+    def scaled(self) -> tuple[tuple[str, int, Autoscale, int], ...]:
+        """(key path, first replica, autoscaler, replicas up at the start) of every autoscaler of the fleet: the
+        colocated fleet's, or each pool's that has one (pools in replica order, each from its first slot)."""
+        if self.mode != "disaggregated":
+            return () if self.autoscale is None else (("fleet.autoscale", 0, self.autoscale, self.replicas),)
+        first, found = 0, []
+        for where, pool in self.tables():
+            if pool.autoscale is not None:
+                found.append((f"{where}.autoscale", first, pool.autoscale, pool.replicas))
+            first += pool.slots
+        return tuple(found)
 
     def tables(self) -> tuple[tuple[str, FleetGroup], ...]:
         """(key path, table) of every group or pool, in replica order."""
@@ -876,6 +907,7 @@ FIELD_LABELS = {
     "FleetGroup.tensor_parallel": "Tensor parallel", "FleetGroup.calibration": "Step-time calibration",
     "FleetGroup.step_time_ms": "Iteration time", "FleetGroup.kv_capacity_tokens": "KV cache capacity",
     "FleetGroup.max_batch_size": "Batch limit", "FleetGroup.max_batched_tokens": "Token budget per iteration",
+    "FleetGroup.autoscale": "Autoscaler of this pool",
     "Fleet.mode": "Fleet layout", "Fleet.prefill": "Prefill pool", "Fleet.decode": "Decode pool",
     "Fleet.kv_link_gb_s": "KV link bandwidth", "Fleet.autoscale": "Autoscaler",
     "Fleet.spot_interruptions_per_hour": "Spot interruptions", "Fleet.spot_notice_s": "Spot notice",

@@ -1,6 +1,8 @@
-"""An autoscaler of a colocated fleet, and spot interruptions: what replicas are up, when, and what they bill.
+"""An autoscaler of a colocated fleet or of one pool of a disaggregated fleet, and spot interruptions (a colocated
+fleet's): what replicas are up, when, and what they bill.
 
-The fleet's arrays hold ``max_replicas`` replicas (slots); ``fleet.replicas`` take requests at the start. The loop
+The fleet's arrays hold ``max_replicas`` replicas (slots) for each autoscaler, from its ``offset`` (a decode pool's
+after the prefill pool's); its ``replicas`` take requests at the start. The loop
 (``kernel.run_nb``) stops at the next time this module must act (``O_PAUSE_AT_S``): an evaluation every
 ``interval_s``, a replica done provisioning, a spot notice or its end. Each slot is down, provisioning (billed, not
 yet serving), up, draining (billed, serving what it holds, taking nothing new: it goes down once empty), or on
@@ -22,11 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..scenario.config import Autoscale, Scenario
+from ..scenario.config import Autoscale, Server
 from .layout import F_ARRIVAL, F_FIRST_SCHEDULED, I_CLASS
-from .kernel.state import (CK_MODE, CK_WAIT_START_S, C_ACCEPTS, C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_RUNNING,
-                           C_USED_BLOCKS, C_WAITING, IDLE, S_BATCH_SUM, S_BUSY_S, S_ITERATIONS,
-                           S_KV_BLOCK_SECONDS)
+from .kernel.state import (CK_LINK_FREE_S, CK_MODE, CK_WAIT_START_S, C_ACCEPTS, C_CAPACITY_BLOCKS,
+                           C_MAX_BATCH_SIZE, C_RUNNING, C_USED_BLOCKS, C_WAITING, IDLE, S_BATCH_SUM, S_BUSY_S,
+                           S_ITERATIONS, S_KV_BLOCK_SECONDS)
 
 # Provisioning time when the scenario does not give it: a fixed part and the weights read at a storage bandwidth.
 # Both are estimates (docs/method.md, "Traffic that moves"): vLLM's cold start measured at ~39 s of torch.compile,
@@ -45,17 +47,16 @@ DOWN, PROVISIONING, UP, DRAINING, NOTICE = range(5)
 STATE_NAMES = ("down", "provisioning", "up", "draining", "notice")
 
 
-def provision_s(scenario: Scenario) -> float:
-    """Seconds from asking for a replica to its first request: ``autoscale.provision_s``, else
+def provision_s(scale: Autoscale, server: Server) -> float:
+    """Seconds from asking for a replica of ``server`` to its first request: ``scale.provision_s``, else
     ``PROVISION_FIXED_S`` plus the replica's weights at ``WEIGHT_LOAD_GB_S`` (the fixed step model has no weights:
     the fixed part only)."""
-    scale = scenario.fleet.autoscale
     if scale.provision_s is not None:
         return scale.provision_s
-    if scenario.server.step_model != "roofline":
+    if server.step_model != "roofline":
         return PROVISION_FIXED_S
     from ..hardware.roofline import roofline_profile  # the hardware tables, only for a GPU's fleet
-    return PROVISION_FIXED_S + roofline_profile(scenario.server).resident_weight_bytes / (WEIGHT_LOAD_GB_S * 1e9)
+    return PROVISION_FIXED_S + roofline_profile(server).resident_weight_bytes / (WEIGHT_LOAD_GB_S * 1e9)
 
 
 @dataclass
@@ -68,6 +69,8 @@ class Autoscaler:
     interruptions_per_hour: float
     notice_s: float
     rng: np.random.Generator
+    offset: int = 0  # the fleet's replica of this autoscaler's first slot (a disaggregated fleet's decode pool: after
+    # the prefill pool's slots)
     state: np.ndarray = field(init=False)
     until_s: np.ndarray = field(init=False)       # provisioning's or notice's end; a spot replica's next notice
     billed_from_s: np.ndarray = field(init=False)
@@ -124,7 +127,8 @@ class Autoscaler:
     def act(self, t: float, arrays: dict) -> None:
         """Everything due at ``t``: provisioning ended, notices given or ended, drained replicas down, then an
         evaluation when one is due. ``arrays``: the loop's arrays by name (``counters``, ``clock``, ``stats``) and
-        ``take_away(j)``, which re-queues replica ``j``'s requests."""
+        ``take_away(j)``, which re-queues replica ``j``'s requests; this autoscaler reads its own slots of them."""
+        arrays = self._own(arrays)
         cnt, clock = arrays["counters"], arrays["clock"]
         for j in np.flatnonzero(self.until_s <= t):
             if self.state[j] == PROVISIONING:
@@ -142,11 +146,22 @@ class Autoscaler:
                 self._event(t, "interrupted", j)
                 self._down(j, t)
         for j in np.flatnonzero((self.state == DRAINING) | (self.state == NOTICE)):
-            if cnt[j, C_WAITING] + cnt[j, C_RUNNING] == 0 and clock[j, CK_MODE] == IDLE:
-                self._down(j, max(float(clock[j, CK_WAIT_START_S]), float(self.draining_from_s[j])))
+            # empty, idle, and (a prefill server) its last KV sent: it holds the KV until the transfer ends
+            if cnt[j, C_WAITING] + cnt[j, C_RUNNING] == 0 and clock[j, CK_MODE] == IDLE and \
+                    clock[j, CK_LINK_FREE_S] <= t:
+                self._down(j, max(float(clock[j, CK_WAIT_START_S]), float(clock[j, CK_LINK_FREE_S]),
+                                  float(self.draining_from_s[j])))
         if t >= self.next_eval_s and self.held_from_s is None:
             self.next_eval_s = t + self.config.interval_s
             self._evaluate(t, arrays)
+
+    def _own(self, arrays: dict) -> dict:
+        """The loop's per-replica arrays as views of this autoscaler's slots (``offset`` on), slot j its j-th."""
+        mine = slice(self.offset, self.offset + self.config.max_replicas)
+        take_away = arrays["take_away"]
+        return {**{key: arrays[key][mine] for key in ("counters", "clock", "stats", "waiting")},
+                **{key: arrays[key] for key in ("ints", "floats", "sla_ttft_s")},
+                "take_away": lambda j, t: take_away(self.offset + j, t)}
 
     def signal(self, arrays: dict, t: float) -> float:
         """The signal over the replicas taking requests at ``t`` (``Autoscale.signal``), their mean. Utilisation: the
@@ -264,18 +279,25 @@ class Autoscaler:
                 "requeued": self.requeued,
                 "peak_replicas": self.peak_replicas(), "held_from_s": self.held_from_s,
                 "billed_s": [to_s - from_s for _, from_s, to_s in self.intervals],  # each slot's stays up, billed
-                "billed_slots": [j for j, _, _ in self.intervals],
-                "events": [{"time_s": t, "event": what, "replica": j} for t, what, j in self.events[:REPORTED_EVENTS]]}
+                "billed_slots": [j for j, _, _ in self.intervals],  # its own slots: 0 its first (baseline first)
+                "events": [{"time_s": t, "event": what, "replica": self.offset + j}
+                           for t, what, j in self.events[:REPORTED_EVENTS]]}
 
 
 def describe(system: dict) -> str | None:
-    """One line on what an autoscaler did in a run (its ``system`` block; None without one), for the command line
-    and the pages."""
-    scale = system.get("autoscale")
-    if scale is None:
+    """What the run's autoscalers did (its ``system`` block: the colocated fleet's ``autoscale``, each pool's under
+    ``pool_autoscale``), one sentence each, for the command line and the pages; None without any."""
+    named = ([("autoscaler", system["autoscale"])] if system.get("autoscale") else []) + \
+        [(f"{pool} pool's autoscaler", scale) for pool, scale in (system.get("pool_autoscale") or {}).items()]
+    if not named:
         return None
-    hours = system["sim_time_s"] / 3600.0
-    mean = system["replica_hours"] / hours if hours > 0 else 0.0
+    return ". ".join(_sentence(name, scale, system["sim_time_s"] / 3600.0) for name, scale in named)
+
+
+def _sentence(name: str, scale: dict, hours: float) -> str:
+    """One autoscaler's report (``Autoscaler.report``) over a run of ``hours``, in words."""
+    billed_h = sum(scale["billed_s"]) / 3600.0
+    mean = billed_h / hours if hours > 0 else 0.0
     provision = f"a new replica serves {scale['provision_s']:,.0f} s after it is asked for" + (
         f" (an estimate: {PROVISION_FIXED_S:.0f} s to start plus the weights at {WEIGHT_LOAD_GB_S:g} GB/s)"
         if scale["provision_estimated"] else "")
@@ -283,7 +305,7 @@ def describe(system: dict) -> str | None:
         f", {scale['interruptions']:,} spot interruptions ({scale['requeued']:,} requests re-queued)"
     held = "" if scale["held_from_s"] is None else \
         f"; held as it was from {scale['held_from_s']:,.0f} s after {MAX_EVENTS:,} events (raise cooldown_s)"
-    return (f"autoscaler: {scale['min_replicas']} to {scale['max_replicas']} replicas, peak {scale['peak_replicas']}, "
+    return (f"{name}: {scale['min_replicas']} to {scale['max_replicas']} replicas, peak {scale['peak_replicas']}, "
             f"{scale['scale_ups']:,} scale-ups, {scale['scale_downs']:,} scale-downs{spot}; "
-            f"{system['replica_hours']:,.2f} replica-hours billed over {hours:,.2f} h (mean {mean:.2f} replicas); "
+            f"{billed_h:,.2f} replica-hours billed over {hours:,.2f} h (mean {mean:.2f} replicas); "
             f"{provision}{held}")

@@ -273,6 +273,11 @@ KEY_TERMS: dict[str, tuple[str, ...]] = {
         "min_replicas", "signal", "target", "interval_s", "provision_s", "scale_up_delay_s", "scale_down_delay_s",
         "cooldown_s")},
     "fleet.spot_interruptions_per_hour": _NONE, "fleet.spot_notice_s": _NONE,
+    **{f"fleet.{pool}.autoscale.max_replicas": ("prefix caches", "replica lists", "time series")
+       for pool in ("groups[]", "prefill", "decode")},  # a group's is refused (config.Fleet._check_scaling)
+    **{f"fleet.{pool}.autoscale.{key}": _NONE for pool in ("groups[]", "prefill", "decode") for key in (
+        "min_replicas", "signal", "target", "interval_s", "provision_s", "scale_up_delay_s", "scale_down_delay_s",
+        "cooldown_s")},
     **{f"fleet.{table}.{key}": _NONE for table in ("groups[]", "prefill", "decode") for key in (
         "gpu", "quant", "tensor_parallel", "calibration", "step_time_ms", "kv_capacity_tokens",
         "max_batched_tokens")},

@@ -25,7 +25,7 @@ from ..hardware.steptime import (ALL_PHASES, DECODE_PHASE, FIXED, PREFILL_PHASE,
                                  step_rows)
 from ..hardware.tables import Efficiency
 from ..scenario.caps import Caps
-from ..scenario.config import Scenario, Server, fleet_pools, load_scenario
+from ..scenario.config import Autoscale, Fleet, Scenario, Server, fleet_pools, load_scenario
 from ..scenario.errors import ScenarioError
 from ..scenario.labels import format_label, parallel_label
 from ..scenario.metric_table import WARMUP_SHARE
@@ -390,10 +390,10 @@ def _run_sliced(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: flo
 
 
 def _run_autoscaled(args: tuple, outcome: np.ndarray, n_requests: int, budget_s: float,
-                    progress: Callable[[float], None] | None, scaler: Autoscaler,
+                    progress: Callable[[float], None] | None, scalers: tuple[Autoscaler, ...],
                     window_s: tuple[float, float]) -> None:
-    """``_run_sliced`` with an autoscaler: the loop stops at each time the autoscaler must act
-    (``Autoscaler.next_s``), which acts, until the run ends or its wall-clock budget is used."""
+    """``_run_sliced`` with autoscalers: the loop stops at the first time one must act (``Autoscaler.next_s``),
+    where each acts on what is due for it, until the run ends or its wall-clock budget is used."""
     srv, _, _, router, route, classes, ints, floats, ids, pc, _, stats, _, waiting, running, _, cnt, clock = args[:18]
 
     def take_away(j: int, t: float) -> int:
@@ -403,15 +403,18 @@ def _run_autoscaled(args: tuple, outcome: np.ndarray, n_requests: int, budget_s:
 
     arrays = {"counters": cnt, "clock": clock, "stats": stats, "take_away": take_away, "waiting": waiting,
               "ints": ints, "floats": floats, "sla_ttft_s": classes[0, :, K_SLA_TTFT_S]}
-    cnt[:, kernel.C_ACCEPTS] = scaler.state == UP
+    for scaler in scalers:  # replicas outside every autoscaler's slots take requests throughout
+        cnt[scaler.offset:scaler.offset + len(scaler.state), kernel.C_ACCEPTS] = scaler.state == UP
     budget_end_s = time.monotonic() + budget_s
     while True:
-        outcome[kernel.O_PAUSE_AT_S] = scaler.next_s()
+        outcome[kernel.O_PAUSE_AT_S] = min(scaler.next_s() for scaler in scalers)
         _run_sliced(args, outcome, n_requests, max(budget_end_s - time.monotonic(), 0.0), progress)
         if outcome[kernel.O_STOP_REASON] != kernel.AT_PAUSE_TIME:
             break
-        scaler.act(float(outcome[kernel.O_PAUSE_AT_S]), arrays)
-    scaler.finish(float(outcome[kernel.O_END_S]))
+        for scaler in scalers:
+            scaler.act(float(outcome[kernel.O_PAUSE_AT_S]), arrays)
+    for scaler in scalers:
+        scaler.finish(float(outcome[kernel.O_END_S]))
 
 
 @dataclass(frozen=True)
@@ -512,7 +515,8 @@ class Prepared:
     prefix_ids: np.ndarray     # the run's prefix unit ids, dense (0 .. prefix_units - 1); empty without caching
     prefix_units: int
     cached_tokens: np.ndarray | None  # per request, ``cached_prompt_tokens`` (None without prefix caching)
-    start_replicas: int  # replicas taking requests at the start (the others are an autoscaler's, down)
+    # per autoscaler (``Fleet.scaled``): key path, first replica, its table, replicas up at the start, its server
+    scaling: tuple[tuple[str, int, Autoscale, int, Server], ...]
 
     @property
     def peak_ratios(self) -> np.ndarray | None:
@@ -536,7 +540,7 @@ class Run:
     stop_reason: str
     counters: np.ndarray       # per replica, as the run left them (``kernel.C_*``)
     prefix_caches: np.ndarray  # per replica (``kernel.PC_*``)
-    scaler: Autoscaler | None = None  # the autoscaler's decisions and bills (``fleet.autoscale``)
+    scalers: tuple[Autoscaler, ...] = ()  # each autoscaler's decisions and bills (``Prepared.scaling``)
 
 
 def draw_requests(scenario: Scenario) -> RequestArrays:
@@ -546,15 +550,24 @@ def draw_requests(scenario: Scenario) -> RequestArrays:
     return build_requests(scenario)
 
 
+def with_slots(fleet: Fleet) -> Fleet:
+    """``fleet`` holding every replica its autoscalers may have (``Fleet.slots``), each pool as many as its own."""
+    if fleet.mode == "disaggregated":
+        fleet = dataclasses.replace(fleet, prefill=dataclasses.replace(fleet.prefill, replicas=fleet.prefill.slots),
+                                    decode=dataclasses.replace(fleet.decode, replicas=fleet.decode.slots))
+    return dataclasses.replace(fleet, replicas=fleet.slots)
+
+
 def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
             requests: RequestArrays | None = None, event_skipping: bool = True) -> Prepared:
     """Draw the workload (or take ``requests``), check it can be served and build the loop's inputs
     (``efficiency`` and ``event_skipping`` as in ``simulate``)."""
     stopping.check()
-    start_replicas = scenario.fleet.replicas
-    if scenario.fleet.autoscale is not None:  # every replica it may have, from the start
-        scenario = dataclasses.replace(scenario, fleet=dataclasses.replace(scenario.fleet,
-                                                                           replicas=scenario.fleet.slots))
+    scaling = tuple((where, first, scale, start, scenario.server if where == "fleet.autoscale" else
+                     getattr(scenario.fleet, where.split(".")[1]).server(scenario.server))
+                    for where, first, scale, start in scenario.fleet.scaled())
+    if scaling:  # every replica the autoscalers may have, from the start
+        scenario = dataclasses.replace(scenario, fleet=with_slots(scenario.fleet))
     requests = draw_requests(scenario) if requests is None else requests
     if len(requests) == 0:
         raise ScenarioError("workload: no request arrives (duration_s too short or the trace is cut to nothing)")
@@ -596,7 +609,7 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
                     np.repeat([g.capacity_tokens for g in groups], counts).astype(np.int64),
                     np.repeat(np.array(limits, np.int64), counts, axis=0),
                     replica_speeds(groups, work_s), work_s, srv, ints, floats, policy, class_params, window_s,
-                    prefix_ids, prefix_units, cached_tokens, start_replicas)
+                    prefix_ids, prefix_units, cached_tokens, scaling)
 
 
 def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[float], None] | None = None) -> Run:
@@ -619,19 +632,21 @@ def execute(prepared: Prepared, step: tuple | None = None, progress: Callable[[f
     args = (prepared.srv, steps, prepared.policy, ROUTER_CODES[scenario.fleet.router],
             kernel.route_rows(prepared.speeds), replica_classes, ints, floats, prepared.prefix_ids, caches,
             series, stats, outcome, waiting, running, batch, counters, clock, acc, cross, handoff)
-    scaler = None
-    if scenario.fleet.autoscale is None:
-        _run_sliced(args, outcome, n, scenario.origin.caps.wall_clock_s, progress)
+    fleet = scenario.fleet
+    # spot replicas are a colocated fleet's (its autoscaler's own random stream); a pool's autoscaler has none
+    scalers = tuple(Autoscaler(scale, start, provision_s(scale, server),
+                               fleet.spot_interruptions_per_hour if where == "fleet.autoscale" else 0.0,
+                               fleet.spot_notice_s, np.random.default_rng([scenario.seed, SPOT_STREAM, *(
+                                   () if where == "fleet.autoscale" else (first,))]), first)
+                    for where, first, scale, start, server in prepared.scaling)
+    if scalers:
+        _run_autoscaled(args, outcome, n, scenario.origin.caps.wall_clock_s, progress, scalers, prepared.window_s)
     else:
-        fleet = scenario.fleet
-        scaler = Autoscaler(fleet.autoscale, prepared.start_replicas, provision_s(scenario),
-                            fleet.spot_interruptions_per_hour, fleet.spot_notice_s,
-                            np.random.default_rng([scenario.seed, SPOT_STREAM]))
-        _run_autoscaled(args, outcome, n, scenario.origin.caps.wall_clock_s, progress, scaler, prepared.window_s)
+        _run_sliced(args, outcome, n, scenario.origin.caps.wall_clock_s, progress)
     sim_time_s = float(outcome[kernel.O_END_S])
     kernel.settle_in_flight(stats, counters, clock, sim_time_s, prepared.window_s)
     return Run(ints, floats, stats, series, replica_classes, sim_time_s,
-               STOP_REASONS[int(outcome[kernel.O_STOP_REASON])], counters, caches, scaler)
+               STOP_REASONS[int(outcome[kernel.O_STOP_REASON])], counters, caches, scalers)
 
 
 def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
@@ -661,11 +676,13 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     loads = window_loads(prepared, cut)
     load, billed, replica_hours, replicas_up = offered_load(prepared), np.full(cut.count, float(replicas)), \
         replicas * sim_time_s / SECONDS_PER_HOUR, None
-    if run.scaler is not None:  # loads of the replicas taking requests, not of every slot
-        serving = run.scaler.replicas_over(cut.edges_s, serving=True)
+    if run.scalers:  # loads of the replicas taking requests, not of every slot
+        fixed = replicas - sum(len(s.state) for s in run.scalers)  # slots no autoscaler holds: up throughout
+        serving = sum(s.replicas_over(cut.edges_s, serving=True) for s in run.scalers) + fixed
         loads = np.where(serving > 0, loads * replicas / np.maximum(serving, 1e-9), loads)
-        load *= replicas * sim_time_s / max(run.scaler.serving_s(), 1e-9)
-        billed, replica_hours = run.scaler.replicas_over(cut.edges_s), run.scaler.replica_hours()
+        load *= replicas * sim_time_s / max(sum(s.serving_s() for s in run.scalers) + fixed * sim_time_s, 1e-9)
+        billed = sum(s.replicas_over(cut.edges_s) for s in run.scalers) + fixed
+        replica_hours = sum(s.replica_hours() for s in run.scalers) + fixed * sim_time_s / SECONDS_PER_HOUR
         replicas_up = replica_hours * SECONDS_PER_HOUR / sim_time_s if sim_time_s > 0 else None
     system = {**_system_stats(stats, sim_time_s, prepared.capacity_tokens, bs, window, prepared.peak_ratios,
                               replicas_up),
@@ -674,8 +691,11 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
               "stop_reason": run.stop_reason,
               "unstable": bool(run.stop_reason != "drained" or load >= 1.0),
               "replicas": _replica_stats(frame, stats, sim_time_s, prepared)}
-    if run.scaler is not None:
-        system["autoscale"] = run.scaler.report()
+    for (where, *_), scaler in zip(prepared.scaling, run.scalers):
+        if where == "fleet.autoscale":
+            system["autoscale"] = scaler.report()
+        else:  # "fleet.prefill.autoscale": the pool's
+            system.setdefault("pool_autoscale", {})[where.split(".")[1]] = scaler.report()
     wall_s = time.perf_counter() - started
     summary: Summary = {"classes": classes, "overall": overall, "system": system,
                         "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
