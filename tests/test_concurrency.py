@@ -27,7 +27,10 @@ from ui import state
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 SESSIONS = 20
-PAGE_S = 10.0  # the longest a page may take beside the heaviest work a link may ask for
+# The slowest page beside the heaviest plan a link may ask for, over the slowest page with nothing beside it, both
+# measured in the same run (this machine is shared: the slowest page alone took from 4.9 to 12 s on different days;
+# beside the plan 1.1 to 1.4 times that). A plan that took the cores from the pages would make it several times.
+BESIDE_PLAN_RATIO = 1.6
 STOP_S = 2.0  # from SIGTERM to the server's exit, whatever runs
 
 
@@ -180,6 +183,6 @@ def test_a_heavy_plan_leaves_twenty_sessions_their_pages_stops_with_its_visitor_
                "cores_planning": planning, "cores_after_leaving": after_leaving, "sigterm_to_exit_s": stop_s}
     (ARTIFACTS / "heavy_plan.json").write_text(json.dumps(figures, indent=2))
     assert planning > 0.3, figures  # the plan was running
-    assert max(beside) < PAGE_S, figures
+    assert max(beside) < BESIDE_PLAN_RATIO * max(alone), figures
     assert after_leaving < 0.1, figures  # nothing kept running for the visitor who left
     assert stop_s < STOP_S, figures
