@@ -269,6 +269,23 @@ def test_a_pools_autoscaler_with_nothing_to_do_is_the_fixed_pool_bit_for_bit(tmp
     assert held.summary["system"]["replica_hours"] == pytest.approx(fixed.summary["system"]["replica_hours"])
 
 
+def test_a_pools_load_is_over_the_servers_it_had(tmp_path):
+    """A prefill pool of two slots whose autoscaler never asks for the second (its queue target is out of reach)
+    offers the load of one prefill server, in the run and in each window, not half of it."""
+    fixed, idle = pools_burst(tmp_path, None), pools_burst(tmp_path, {"target": 1000.0})
+    assert idle.summary["system"]["pool_autoscale"]["prefill"]["scale_ups"] == 0
+    assert idle.summary["system"]["offered_load"] == pytest.approx(fixed.summary["system"]["offered_load"])
+    assert [w["offered_load"] for w in idle.summary["windows"]] == pytest.approx(
+        [w["offered_load"] for w in fixed.summary["windows"]])
+
+
+def test_slack_is_refused_where_it_reads_nothing():
+    pools = {"fleet.mode": "disaggregated", "fleet.prefill": {"replicas": 1},
+             "fleet.decode": {"replicas": 1, "autoscale": {"max_replicas": 2, "signal": "slack", "target": 0.5}}}
+    with pytest.raises(engine.ScenarioError, match=r"fleet.decode.autoscale.signal = 'slack' reads how long"):
+        engine.load_scenario(example(**pools))
+
+
 def test_an_autoscaler_on_a_mixed_fleets_group_is_refused():
     data = example(**{"fleet.groups": [{"replicas": 1, "autoscale": {"max_replicas": 2}}, {"replicas": 1}]})
     with pytest.raises(engine.ScenarioError, match=r"fleet.groups\[0\].autoscale: an autoscaler scales a colocated"):

@@ -95,3 +95,14 @@ def test_the_command_line_prices_an_autoscaled_scenario_three_ways(tmp_path, cap
     path.write_text(path.read_text().split("[fleet.autoscale]")[0])
     assert main(["bill", str(path)]) == 2
     assert "error: bill needs an autoscaled fleet ([fleet.autoscale]) of a real GPU" in capsys.readouterr().err
+
+
+def test_the_offers_a_customer_accepts_are_the_only_ones_rented():
+    """Held to Hyperstack's on-demand H100 offer, the fixed fleet and the baseline pay its 3.20 USD an hour too."""
+    day_s = 86_400.0
+    autoscaled = summary_of([(0, day_s), (1, day_s), (2, 7230.0)], day_s, 3, [2.0, 3.0])
+    bills = {b.strategy: b for b in strategy_bills(h100_scenario(), autoscaled, {"overall": {"sla_attainment": 1.0}},
+                                                   "USD", 7.0, ("hyperstack-h100-sxm-on-demand",))}
+    assert bills["fixed at the peak"].offers == "hyperstack-h100-sxm-on-demand"
+    assert bills["fixed at the peak"].per_month == pytest.approx((3 * ON_DEMAND_USD * HOURS_PER_MONTH,) * 2)
+    assert bills["reserved baseline + bursts"].offers == "hyperstack-h100-sxm-on-demand + hyperstack-h100-sxm-on-demand"

@@ -40,6 +40,7 @@ def test_baselines_run_from_one_replica_to_one_under_the_peak():
 def test_the_whole_span_is_the_curve_its_trace_or_a_reason():
     whole, share, start = whole_span(moving(), Origin())
     assert whole["workload"]["duration_s"] == 600.0 and share == pytest.approx(25.0 / 40.0)
+    assert "num_requests" not in whole["workload"]  # bounded by time: its memory is its requests', not a cap's
     assert start == pytest.approx(10.0 / 40.0)
     assert whole_span(read_toml(ARTICLE), Origin()) == ""  # a constant rate does not move
     note = whole_span(apply_overrides(moving(), {"workload.num_requests": 5000}),
@@ -148,6 +149,29 @@ def test_the_three_ways_are_shown_where_the_plan_is_read(answered):
     page = report_html(data, question, answer, None, "2026-12-04 10:00 UTC")
     assert "Over the whole traffic: fixed, autoscaled, or reserved + bursts" in page
     assert "on average (40 at the peak)" in page
+
+
+def test_a_fleet_that_cannot_be_billed_by_use_keeps_its_plan(monkeypatch):
+    """Pricing over time failing (no offer bills the GPU by the hour, say) leaves the recommendation, with why."""
+    import engine.decide.over_time as over_time
+    from engine.scenario.errors import ScenarioError
+
+    def refuse(*_):
+        raise ScenarioError("no firm on-demand offer quoted per hour rents H100-80G")
+    monkeypatch.setattr(over_time, "strategy_bills", refuse)
+    answer = plan(moving(), Question(targets=TTFT_1S, gpus=("H100-80G",), seeds=2, requests=300))
+    assert answer["recommendation"] is not None
+    assert answer["over_time"] == {"note": "no firm on-demand offer quoted per hour rents H100-80G"}
+
+
+def test_a_trace_keeping_its_arrival_table_is_titled_by_its_trace():
+    from engine.decide.report import title
+    from engine.scenario.config import load_scenario
+
+    data = apply_overrides(read_toml(ARTICLE), {"workload.trace": {"path": str(AZURE_CONV)}})
+    answer = {"recommendation": None, "traffic": {"trace_requests": 2000, "sized_requests": 2000}}
+    assert title(load_scenario(data), Question(targets=TTFT_1S), answer).startswith(
+        "Llama-3-70B at the trace azure_conv_2023_first2000.csv")
 
 
 def test_a_disaggregated_fleet_is_priced_fixed_only():

@@ -68,9 +68,11 @@ def fixed_overrides(replicas: int) -> dict:
     return {"fleet.replicas": replicas, "fleet.autoscale": None, "fleet.spot_interruptions_per_hour": 0.0}
 
 
-def _by_use_offer(gpu: str, tensor_parallel: int, spot: bool) -> str | None:
-    """The cheapest offer quoted per hour that bills by use: firm on-demand ones (``spot``: spot ones)."""
+def _by_use_offer(gpu: str, tensor_parallel: int, spot: bool, among: tuple[str, ...] = ()) -> str | None:
+    """The cheapest offer quoted per hour that bills by use: firm on-demand ones (``spot``: spot ones); ``among``:
+    only these offers (empty: every one)."""
     offers = offers_for(gpu)
+    offers = offers[[not among or o in among for o in offers.index]]
     wanted = offers[(offers["period"] == "hour") & (offers["terms"].isin(INTERRUPTIBLE_TERMS) if spot else
                                                     offers["terms"] == "on-demand")]
     usable = [o for o in wanted.index if offer_hosting_problem(o, tensor_parallel) is None
@@ -82,9 +84,10 @@ def _by_use_offer(gpu: str, tensor_parallel: int, spot: bool) -> str | None:
 
 
 def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: str,
-                   cny_per_usd: float) -> list[StrategyBill]:
+                   cny_per_usd: float, among: tuple[str, ...] = ()) -> list[StrategyBill]:
     """The three ways to buy the service (``STRATEGIES``) of ``scenario`` (autoscaled, on a real GPU), from the
-    summaries of its run (``autoscaled``) and of the fixed fleet at its peak (``fixed``, ``fixed_overrides``)."""
+    summaries of its run (``autoscaled``) and of the fixed fleet at its peak (``fixed``, ``fixed_overrides``),
+    renting through ``among`` only when given (the offers a customer accepts)."""
     server, scale = scenario.server, scenario.fleet.autoscale
     if scale is None or server.step_model != "roofline":
         raise ScenarioError("the bill over time needs an autoscaled fleet ([fleet.autoscale]) of a real GPU "
@@ -99,14 +102,14 @@ def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: 
 
     def monthly(replicas: int) -> tuple[str, tuple[float, float], tuple[float, float], bool]:
         cards = fleet_cards(gpu, tp, replicas)
-        offer = cheapest_offer(gpu, cards, tp)
+        offer = cheapest_offer(gpu, cards, tp, among)
         if offer is None:
             raise ScenarioError(f"no offer in data/hardware/offers.csv rents {gpu}")
         cost = deployment_cost(offer, cards, BILLING_MODES[0], currency, cny_per_usd)
         return offer, cost.per_month, cost.per_hour, cost.estimate
 
     def by_use(spot_bursts: bool) -> tuple[str, tuple[float, float], bool]:
-        offer = _by_use_offer(gpu, tp, spot_bursts)
+        offer = _by_use_offer(gpu, tp, spot_bursts, among)
         if offer is None:
             kind = "spot" if spot_bursts else "firm on-demand"
             raise ScenarioError(f"no {kind} offer quoted per hour rents {gpu} (data/hardware/offers.csv): replicas "

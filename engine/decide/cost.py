@@ -163,12 +163,14 @@ def deployment_cost(offer: str, cards: int, billing: str, currency: str, cny_per
                           bool(row["estimate"]) or row["price_low"] != row["price_high"])
 
 
-def cheapest_offer(gpu: str, cards: int, tensor_parallel: int) -> str | None:
+def cheapest_offer(gpu: str, cards: int, tensor_parallel: int, among: tuple[str, ...] = ()) -> str | None:
     """The offer renting ``cards`` cards of ``gpu`` for the least per hour (low end, pay as you go, compared at the
     default exchange rate) among those whose machines host the tensor-parallel group, firm prices first (an
-    estimate, a range or spot capacity only where no firm price hosts it); None without offers."""
-    hosting = [o for o in offers_for(gpu).index if offer_hosting_problem(o, tensor_parallel) is None]
-    offers = [o for o in hosting if firm_offer(o)] or hosting or list(offers_for(gpu).index)
+    estimate, a range or spot capacity only where no firm price hosts it); None without offers. ``among``: only
+    these offers (empty: every one)."""
+    renting = [o for o in offers_for(gpu).index if not among or o in among]
+    hosting = [o for o in renting if offer_hosting_problem(o, tensor_parallel) is None]
+    offers = [o for o in hosting if firm_offer(o)] or hosting or renting
     if not offers:
         return None
     return min(offers, key=lambda o: deployment_cost(o, cards, BILLING_MODES[0], DEFAULT_CURRENCY,

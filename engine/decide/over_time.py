@@ -19,11 +19,12 @@ configured (``parallel.summaries``), else to this machine's cores. The span's bi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable
 
-from ..scenario.config import apply_overrides, load_scenario
+from ..scenario.config import Autoscale, apply_overrides, load_scenario
 from ..scenario.origin import Origin
 from ..sim.parallel import summaries
 from ..sim.workload import trace_requests
@@ -31,6 +32,8 @@ from .bill import STRATEGIES, replicas_text, strategy_bills
 from .cost import HOURS_PER_MONTH
 from .targets import all_met
 
+# every key of an autoscaler a scenario may leave out, with its default: the scenario's own, filled in
+AUTOSCALE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Autoscale) if f.default is not dataclasses.MISSING}
 AUTOSCALE_TARGETS = (0.3, 0.5, 0.7)  # utilisation targets searched: fuller fleets are cheaper, slower to absorb a rise
 PERIOD_S = 3600.0  # windows shorter than an hour are merged into hours for the table by hour
 
@@ -65,9 +68,12 @@ def whole_span(data: dict, origin: Origin) -> tuple[dict, float, float] | str:
     if expected > cap:
         return (f"its whole curve ({span_s / 3600:,.1f} h) holds about {expected:,.0f} requests, more than one run "
                 f"simulates ({cap:,}, the limit requests_per_run); lower the rate, or raise the limit")
-    bounded = apply_overrides(data, {"workload.duration_s": span_s, "workload.num_requests": cap})
+    # the whole curve from its start (hours by the curve's clock), bounded by time alone: a request cap would
+    # size the run's memory for the cap, not for the requests that arrive
+    bounded = apply_overrides(data, {"workload.duration_s": span_s, "workload.arrival.curve_start_s": 0.0})
+    bounded["workload"].pop("num_requests", None)
     peak = float(curve.rates_per_s.max())
-    return bounded, workload.arrival.rate_per_s / peak, float(curve.rate_at(workload.arrival.curve_start_s)) / peak
+    return bounded, workload.arrival.rate_per_s / peak, float(curve.rate_at(0.0)) / peak
 
 
 def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origin = Origin(),
@@ -93,7 +99,7 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
     fixed_run = summaries([whole], origin)[0]  # ``data`` is the fixed fleet at the peak
     if math.isnan(mean_over_peak):  # a trace: its mean and first window's rate over its busiest window's
         mean_over_peak, start_over_peak = busy_share(fixed_run["windows"])
-    own = dict(scaling.get("autoscale") or {})
+    own = {**AUTOSCALE_DEFAULTS, **scaling["autoscale"]} if scaling.get("autoscale") else {}
     spot = {f"fleet.{key}": value for key, value in scaling.items() if key != "autoscale"}
     candidates = [{**own, "signal": "utilisation", "target": target, "min_replicas": base, "max_replicas": peak}
                   for base in baselines(peak, mean_over_peak) for target in AUTOSCALE_TARGETS]
@@ -110,7 +116,8 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
                       currency, cost["estimate"], peak * span_s / 3600.0, fixed_run, targets, None,
                       tuple(cost["low"] / HOURS_PER_MONTH for _ in fixed_run["windows"]))]
     scenarios = [load_scenario(d, origin=origin) for d in datas]
-    billed = [strategy_bills(s, run, fixed_run, currency, cny_per_usd) for s, run in zip(scenarios, scaled_runs)]
+    billed = [strategy_bills(s, run, fixed_run, currency, cny_per_usd, question.offers)
+              for s, run in zip(scenarios, scaled_runs)]
     for k, strategy in enumerate(STRATEGIES[1:], start=1):
         chosen = _choose([(bills[k], run) for bills, run in zip(billed, scaled_runs)], targets)
         if chosen is None:
@@ -135,9 +142,10 @@ def starting(autoscale: dict, start_over_peak: float) -> int:
 def busy_share(windows: list[dict]) -> tuple[float, float]:
     """The mean arrival rate and the first window's over the busiest window's (the last window, cut short, is not
     a rate)."""
-    rates = [w["arrived"] / (w["end_s"] - w["start_s"]) for w in windows[:-1]] or [1.0]
-    total_s = windows[-1]["end_s"] - windows[0]["start_s"]
-    mean = sum(w["arrived"] for w in windows) / total_s if total_s > 0 else max(rates)
+    rates = [w["arrived"] / (w["end_s"] - w["start_s"]) for w in windows[:-1]]
+    if not rates or max(rates) <= 0:
+        return 1.0, 1.0  # one window: no busiest one to compare with
+    mean = sum(w["arrived"] for w in windows) / (windows[-1]["end_s"] - windows[0]["start_s"])
     return min(1.0, mean / max(rates)), rates[0] / max(rates)
 
 

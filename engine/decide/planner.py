@@ -657,9 +657,12 @@ SCALING_KEYS = ("autoscale", "spot_interruptions_per_hour", "spot_notice_s")  # 
 
 
 def without_scaling(data: dict) -> tuple[dict, dict]:
-    """Scenario ``data`` with a fixed fleet (no autoscaler, no spot replicas), and the fleet keys taken out."""
+    """Scenario ``data`` with a fixed fleet (no autoscaler, its pools' neither, no spot replicas), and the fleet
+    keys taken out (the pools' autoscalers are dropped: the planner sizes the pools itself)."""
     data = apply_overrides(data, {})
     fleet = data.get("fleet", {})
+    for pool in ("prefill", "decode"):
+        (fleet.get(pool) or {}).pop("autoscale", None)
     return data, {key: fleet.pop(key) for key in SCALING_KEYS if key in fleet}
 
 
@@ -765,6 +768,8 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
                                       recommendation, question, origin, staged(progress, STAGES[1]))
         except stopping.Stopped as exc:
             over_time = {"note": f"not priced over time: {stopping.cut_short(exc)}"}
+        except ScenarioError as exc:  # e.g. no offer bills this GPU by use: the plan stands, priced fixed
+            over_time = {"note": str(exc)}
     budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
     return ({"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
              "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,

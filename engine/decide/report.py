@@ -209,7 +209,7 @@ def title(scenario: Scenario, question: Question, answer: dict) -> str:
     """The report's title, from the question and its answer: "Llama-3-70B at 40 req/s, interactive TTFT p99 <= 2.00
     s: rent 10 x TP4 H100-80G for 44,384 USD a month"."""
     moving = answer.get("traffic")
-    traffic = (f"the trace {Path(scenario.workload.trace.path).name}" if scenario.workload.arrival is None else
+    traffic = (f"the trace {Path(scenario.workload.trace.path).name}" if scenario.workload.trace is not None else
                f"{moving['mean_rate_per_s']:,.3g} req/s on average ({moving['peak_rate_per_s']:,.3g} at the peak)"
                if moving else f"{scenario.workload.arrival.rate_per_s:,g} req/s")
     asked = f"{scenario.server.model} at {traffic}, {question.targets[0].describe()}"

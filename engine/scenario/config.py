@@ -847,10 +847,15 @@ class Scenario:
                                     f"{self.server.step_model!r}; remove it (a roofline group sets gpu, quant, "
                                     f"tensor_parallel; a fixed one step_time_ms, kv_capacity_tokens)")
             group.server(self.server)._check(where)  # its batch limits against each other and the decodes
-        scale = self.fleet.autoscale
-        if scale is not None and scale.signal == "slack" and all(c.sla_ttft_ms is None for c in self.workload.classes):
-            raise ScenarioError("fleet.autoscale.signal = 'slack' reads how much of its TTFT target a waiting request "
-                                "has used: give a class sla_ttft_ms, or choose another signal")
+        for where, _, scale, _ in self.fleet.scaled():
+            if scale.signal != "slack":
+                continue
+            if where == "fleet.decode.autoscale":
+                raise ScenarioError(f"{where}.signal = 'slack' reads how long requests wait for their first token, "
+                                    f"and a decode pool's have all had theirs; choose another signal")
+            if all(c.sla_ttft_ms is None for c in self.workload.classes):
+                raise ScenarioError(f"{where}.signal = 'slack' reads how much of its TTFT target a waiting request "
+                                    f"has used: give a class sla_ttft_ms, or choose another signal")
         weights = self.policy.weights
         if weights is None:
             return

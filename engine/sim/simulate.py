@@ -205,9 +205,10 @@ def stage_loads(prepared: "Prepared", part: tuple[RequestArrays, np.ndarray | No
     return loads
 
 
-def window_loads(prepared: "Prepared", cut: Cut) -> np.ndarray:
+def window_loads(prepared: "Prepared", cut: Cut, factors: dict[str, np.ndarray] | None = None) -> np.ndarray:
     """The offered load of each window of ``cut``: its arrival rate and its own requests' work (``stage_loads``,
-    the busiest stage); 0 for a window without arrivals."""
+    the busiest stage; each stage's times its factor in the window when given, ``serving_factors``); 0 for a
+    window without arrivals."""
     requests = prepared.requests
     loads = np.zeros(cut.count)
     order = np.argsort(cut.slot, kind="stable")
@@ -218,8 +219,35 @@ def window_loads(prepared: "Prepared", cut: Cut) -> np.ndarray:
             part = RequestArrays(requests.arrival_s[rows], requests.prompt_tokens[rows], requests.output_tokens[rows],
                                  requests.class_id[rows], requests.unrelated_output_tokens[rows])
             cached = None if prepared.cached_tokens is None else prepared.cached_tokens[rows]
-            loads[w] = max(stage_loads(prepared, (part, cached, len(rows) / cut.widths_s[w])).values())
+            stages = stage_loads(prepared, (part, cached, len(rows) / cut.widths_s[w]))
+            loads[w] = max(v * (1.0 if factors is None else factors[stage][w]) for stage, v in stages.items())
     return loads
+
+
+def serving_factors(prepared: "Prepared", scalers: tuple, edges_s: np.ndarray,
+                    sim_time_s: float) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Per stage of ``stage_loads`` (a role, or the prefill servers' links), its pool's slots over the replicas of
+    it taking requests, in each window between ``edges_s`` and over the run: an autoscaled pool's load is its
+    work over the servers it had, not over every slot (1 where none took requests, and for a pool no autoscaler
+    holds)."""
+    per_window, overall, first = {}, {}, 0
+    by_offset = {s.offset: s for s in scalers}
+    # the share of each window the run lasted: a fixed slot's presence, against which serving ones are counted
+    lasted = np.clip((np.minimum(edges_s[1:], sim_time_s) - edges_s[:-1]) / np.diff(edges_s), 0.0, 1.0)
+    for group in prepared.groups:
+        scaler = by_offset.get(first)
+        if scaler is None:
+            window, run = np.ones(len(edges_s) - 1), 1.0
+        else:
+            serving = scaler.replicas_over(edges_s, serving=True)
+            window = np.where(serving > 0, group.replicas * lasted / np.maximum(serving, 1e-9), 1.0)
+            serving_s = scaler.serving_s()
+            run = group.replicas * sim_time_s / serving_s if serving_s > 0 else 1.0
+        stages = (group.role, LINK_STAGE) if group.role == POOL_ROLES[1] else (group.role,)
+        for stage in stages:
+            per_window[stage], overall[stage] = window, run
+        first += group.replicas
+    return per_window, overall
 
 
 def kv_link_s_per_token(scenario: Scenario, groups: tuple) -> float:
@@ -673,17 +701,17 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
     cut = Cut.of(requests.arrival_s)
-    loads = window_loads(prepared, cut)
     load, billed, replica_hours, replicas_up = offered_load(prepared), np.full(cut.count, float(replicas)), \
         replicas * sim_time_s / SECONDS_PER_HOUR, None
+    factors = None
     if run.scalers:  # loads of the replicas taking requests, not of every slot
+        factors, run_factors = serving_factors(prepared, run.scalers, cut.edges_s, sim_time_s)
+        load = max(v * run_factors[stage] for stage, v in stage_loads(prepared).items())
         fixed = replicas - sum(len(s.state) for s in run.scalers)  # slots no autoscaler holds: up throughout
-        serving = sum(s.replicas_over(cut.edges_s, serving=True) for s in run.scalers) + fixed
-        loads = np.where(serving > 0, loads * replicas / np.maximum(serving, 1e-9), loads)
-        load *= replicas * sim_time_s / max(sum(s.serving_s() for s in run.scalers) + fixed * sim_time_s, 1e-9)
         billed = sum(s.replicas_over(cut.edges_s) for s in run.scalers) + fixed
         replica_hours = sum(s.replica_hours() for s in run.scalers) + fixed * sim_time_s / SECONDS_PER_HOUR
         replicas_up = replica_hours * SECONDS_PER_HOUR / sim_time_s if sim_time_s > 0 else None
+    loads = window_loads(prepared, cut, factors)
     system = {**_system_stats(stats, sim_time_s, prepared.capacity_tokens, bs, window, prepared.peak_ratios,
                               replicas_up),
               "offered_load": load,
