@@ -284,7 +284,10 @@ def pool_controls(fleet: dict, server: dict, v: int) -> None:
     keys = GROUP_INPUTS[server["step_model"]] + POOL_LIMIT_KEYS
     for name, share in (("prefill", replicas // 2), ("decode", replicas - replicas // 2)):
         st.markdown(f"**{field_label(Fleet, name)}**")
-        fleet[name] = table_inputs(fleet.get(name) or {"replicas": max(share, 1)}, server, keys, f"pool_{name}", v)
+        pool = fleet.get(name) or {"replicas": max(share, 1)}
+        fleet[name] = table_inputs(pool, server, keys, f"pool_{name}", v)
+        if pool.get("autoscale"):  # its autoscaler as the scenario has it (a link, a preset), until changed here
+            fleet[name]["autoscale"] = pool["autoscale"]
         scale_inputs(fleet[name], FleetGroup, f"pool_{name}_autoscale", v)
     fleet["kv_link_gb_s"] = field_input(Fleet, "kv_link_gb_s", fleet.get("kv_link_gb_s"), key=f"fleet_link_{v}")
 
@@ -606,10 +609,10 @@ if typed.fleet.autoscale is None:
     rental = cost_panel.cost_view(typed, summary)
     if typed.fleet.scaled():  # a pool's autoscaler
         hours = system["sim_time_s"] / 3600.0
-        st.caption(f"Priced with each pool's servers at the start, all month. An autoscaled pool's servers come and "
-                   f"go: {system['replica_hours']:,.2f} replica-hours over the run's {hours:,.2f} h (a mean of "
-                   f"{system['replica_hours'] / max(hours, 1e-9):.2f} servers up); the bill by use, reserved or "
-                   f"with bursts, is priced for a colocated fleet's autoscaler only.")
+        st.caption(f"Priced with each pool's servers at the start, all month. With an autoscaled pool the fleet's "
+                   f"servers come and go: {system['replica_hours']:,.2f} replica-hours over the run's {hours:,.2f} h, "
+                   f"both pools (a mean of {system['replica_hours'] / max(hours, 1e-9):.2f} servers up); the bill "
+                   f"by use, reserved or with bursts, is priced for a colocated fleet's autoscaler only.")
 else:  # replicas come and go: the bill over the run, three ways to buy it; no one hourly price for the comparison
     rental = None
     cost_panel.bill_view(scenario, typed, summary)

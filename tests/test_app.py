@@ -498,8 +498,14 @@ def test_a_pools_autoscaler_in_the_lab():
     assert not at.exception and not at.error
     assert at.number_input(key="pool_prefill_autoscale_max_replicas_1").value == 4
     assert any(c.startswith("Prefill pool's autoscaler: 1 to 4 replicas, peak ") for c in shown(at.caption))
-    assert any("An autoscaled pool's servers come and go" in c for c in shown(at.caption))
+    assert any("With an autoscaled pool the fleet's servers come and go" in c for c in shown(at.caption))
     assert next(c for c in at.get("plotly_chart") if "replicas billed" in c.proto.spec) is not None
+    # a link that carries a pool's autoscaler keeps it
+    data["fleet"]["prefill"]["autoscale"] = {"max_replicas": 3, "signal": "queue", "target": 4.0}
+    linked = lab(data).run()
+    assert not linked.exception and not linked.error
+    assert linked.toggle(key="pool_prefill_autoscale_1").value
+    assert any(c.startswith("Prefill pool's autoscaler: 1 to 3 replicas") for c in shown(linked.caption))
 
 
 def test_a_moving_rate_is_compared_on_its_busiest_stretch():
