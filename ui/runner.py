@@ -204,7 +204,10 @@ def compared(data: dict) -> dict:
     the busiest stretch of that many (``busiest_start_s``), not the curve's start."""
     if data["workload"].get("trace"):
         return capped(data, WHOLE_TRACE_MAX_REQUESTS)
-    start_s = busiest_start_s(engine.load_scenario(data))
+    arrival = data["workload"].get("arrival") or {}
+    if not (arrival.get("rate_curve") or arrival.get("shape")):
+        return capped(data)  # a constant rate: every stretch alike, and no parse on the page's hot path
+    start_s = busiest_start_s(validate(data))
     return capped(data if start_s is None else apply_overrides(data, {"workload.arrival.curve_start_s": start_s}))
 
 

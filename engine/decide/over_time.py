@@ -101,10 +101,11 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
         mean_over_peak, start_over_peak = busy_share(fixed_run["windows"])
     own = {**AUTOSCALE_DEFAULTS, **scaling["autoscale"]} if scaling.get("autoscale") else {}
     spot = {f"fleet.{key}": value for key, value in scaling.items() if key != "autoscale"}
+    bases = baselines(peak, mean_over_peak)
     candidates = [{**own, "signal": "utilisation", "target": target, "min_replicas": base, "max_replicas": peak}
-                  for base in baselines(peak, mean_over_peak) for target in AUTOSCALE_TARGETS]
+                  for base in bases for target in AUTOSCALE_TARGETS]
     if own:  # the scenario's own autoscaler, held to the peak fleet
-        mine = {**own, "max_replicas": peak, "min_replicas": min(own.get("min_replicas", 1), peak)}
+        mine = {**own, "max_replicas": peak, "min_replicas": min(own["min_replicas"], peak)}
         candidates += [mine] if mine not in candidates else []
     datas = [apply_overrides(whole, {"fleet.autoscale": c, "fleet.replicas": starting(c, start_over_peak), **spot})
              for c in candidates]
@@ -127,7 +128,7 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
                               bill.replica_hours, run, targets, candidates[index], bill.cost_per_hour))
     return {"span_s": span_s, "requests": fixed_run["run"]["requests"], "strategies": rows,
             "periods": periods(rows, fixed_run["windows"]),
-            "searched": {"baselines": baselines(peak, mean_over_peak), "targets": list(AUTOSCALE_TARGETS),
+            "searched": {"baselines": bases, "targets": list(AUTOSCALE_TARGETS),
                          "signal": "utilisation", "own": bool(own)},
             "runs": 1 + len(datas), "wall_s": time.perf_counter() - started}
 
