@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.sim.kernel.state import S_SKIPPED
-from engine.sim.layout import F_FIRST_SCHEDULED
+from engine.sim.kernel.state import S_SKIPPED, T_START_S, T_WAITING
+from engine.sim.layout import F_FINISH, F_FIRST_SCHEDULED, F_KEY, I_STATE, TIMED_OUT
 from engine.sim.simulate import execute, prepare, simulate
 from engine.sim.workload import RequestArrays
 from tests.test_invariants import scenarios
@@ -135,3 +135,74 @@ def test_no_skipping_while_preemptions_elsewhere_could_reach_the_queue_bound():
     assert skipped.sim_time_s == stepped.sim_time_s < 0.5
     np.testing.assert_array_equal(skipped.stats, stepped.stats)
     np.testing.assert_array_equal(skipped.ints, stepped.ints)
+
+
+def test_skipping_runs_while_requests_wait_for_a_slot_and_stops_at_their_time_out():
+    """Two slots, both taken by requests decoding 20 tokens (from 0 s, 1/8-s steps); a third arrives at
+    1/16 s with a 1-s time-out and waits, nothing being able to admit it. Skipping runs with it waiting
+    (decisions 2 to 8, at 0.25 to 1.0 s) but stops before its deadline (1.0625 s): the decision at 1.125 s
+    times it out (its finish is its deadline), then skips the 10 decodes left (decisions 10 to 19). 17 of the
+    20 iterations are skipped; the results, the waiting column of the series included, are stepping's."""
+    scenario = engine.load_scenario({
+        "seed": 1, "workload": {"num_requests": 3, "arrival": {"process": "poisson", "rate_per_s": 1.0},
+                                "classes": [{"name": "a", "share": 1.0, "timeout_ms": 1000,
+                                             "prompt_tokens": {"dist": "constant", "value": 1},
+                                             "output_tokens": {"dist": "constant", "value": 20}}]},
+        "server": {"step_model": "fixed", "step_time_ms": 125.0, "max_batch_size": 2}})
+    output = np.array([20, 20, 3])
+    requests = RequestArrays(np.array([0.0, 0.0, 0.0625]), np.ones(3, np.int64), output, np.zeros(3, np.int64),
+                             output)
+    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    for a, b in [(skipped.ints, stepped.ints), (skipped.floats, stepped.floats), (skipped.series, stepped.series)]:
+        np.testing.assert_array_equal(a, b)
+    others = np.arange(skipped.stats.shape[1]) != S_SKIPPED
+    np.testing.assert_array_equal(skipped.stats[:, others], stepped.stats[:, others])
+    assert skipped.ints[2, I_STATE] == TIMED_OUT and skipped.floats[2, F_FINISH] == 1.0625
+    assert skipped.stats[0, S_SKIPPED] == 17 and stepped.stats[0, S_SKIPPED] == 0
+    rows = stepped.series[0][:20]
+    np.testing.assert_array_equal(rows[:, T_START_S], np.arange(20) / 8)
+    np.testing.assert_array_equal(rows[:, T_WAITING], [0] + [1] * 8 + [0] * 11)
+
+
+def test_no_skipping_while_a_request_waits_for_memory_with_a_slot_free():
+    """New-token-ratio admission keeps free the blocks the running request may still need (0.7 of its output
+    at first, less each decode): a second request waits with a slot free until the ratio has fallen enough,
+    some 150 decodes later, then is admitted by the decision that finds room. The iterations before cannot be
+    skipped (each decision may admit it); the results are stepping's."""
+    scenario = engine.load_scenario({
+        "seed": 1, "workload": {"num_requests": 2, "arrival": {"process": "poisson", "rate_per_s": 1.0},
+                                "classes": [{"name": "a", "share": 1.0,
+                                             "prompt_tokens": {"dist": "constant", "value": 16},
+                                             "output_tokens": {"dist": "constant", "value": 1000}}]},
+        "server": {"step_model": "fixed", "step_time_ms": 10.0, "max_batch_size": 8, "block_size_tokens": 16,
+                   "kv_capacity_tokens": 1200, "admission": "new-token-ratio"}})
+    output = np.array([1000, 1000])
+    requests = RequestArrays(np.array([0.0, 0.005]), np.full(2, 16), output, np.zeros(2, np.int64), output)
+    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    for a, b in [(skipped.ints, stepped.ints), (skipped.floats, stepped.floats), (skipped.series, stepped.series)]:
+        np.testing.assert_array_equal(a, b)
+    assert 1.0 < skipped.floats[1, F_FIRST_SCHEDULED] < 3.0 and skipped.stats[0, S_SKIPPED] > 0
+
+
+def test_no_skipping_at_a_full_batch_while_a_preemptive_policy_may_evict():
+    """One slot, taken by a request of a class with a 100-s SLA; a request of a 0.1-s SLA waits, and under the
+    dynamic policy (alpha 1, margin 0.5) its cost passes the running one's by the margin about 50 ms later: the
+    decision then evicts the running request. Every decision before may evict, so none is skipped while it waits;
+    the results are stepping's."""
+    slow = {"dist": "constant", "value": 200}
+    scenario = engine.load_scenario({
+        "seed": 1, "workload": {"num_requests": 2, "arrival": {"process": "poisson", "rate_per_s": 1.0}, "classes": [
+            {"name": "long", "share": 0.5, "sla_ttft_ms": 100_000, "sla_e2e_ms": 100_000,
+             "prompt_tokens": {"dist": "constant", "value": 1}, "output_tokens": slow},
+            {"name": "urgent", "share": 0.5, "sla_ttft_ms": 100, "sla_e2e_ms": 100,
+             "prompt_tokens": {"dist": "constant", "value": 1}, "output_tokens": slow}]},
+        "server": {"step_model": "fixed", "step_time_ms": 10.0, "max_batch_size": 1},
+        "policy": {"name": "dynamic", "preemptive": True, "alpha": 1.0, "beta": 0.0, "gamma": 0.0, "margin": 0.5}})
+    output = np.array([200, 200])
+    requests = RequestArrays(np.array([0.0, 0.105]), np.ones(2, np.int64), output, np.array([0, 1]), output)
+    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    keys = np.arange(skipped.floats.shape[1]) == F_KEY  # the policy's last ranking key: kept by decisions only
+    for a, b in [(skipped.ints, stepped.ints), (skipped.floats[:, ~keys], stepped.floats[:, ~keys]),
+                 (skipped.series, stepped.series)]:
+        np.testing.assert_array_equal(a, b)
+    assert 0.15 < skipped.floats[1, F_FIRST_SCHEDULED] < 0.2 and skipped.stats[0, S_SKIPPED] > 0

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..scenario.config import Scenario
 from ..scenario.summary import WindowRow
+from .layout import COMPLETED, TIMED_OUT
 
 # Window lengths a run is cut into: the shortest giving at most MAX_WINDOWS over the arrivals.
 WINDOW_LENGTHS_S = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14_400.0, 21_600.0,
@@ -82,8 +83,8 @@ def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray
     queued = np.diff(_time_integral(arrival_s, edges) - _time_integral(left_s, edges)) / cut.length_s
     names = [c.name for c in scenario.workload.classes]
     codes = frame["class"].cat.codes.to_numpy()
-    state = frame["state"].astype(str).to_numpy()
-    judged = frame["has_sla_target"].to_numpy() & np.isin(state, ("completed", "timed_out"))
+    state = frame["state"].cat.codes.to_numpy()  # the categories are the state codes' names, in code order
+    judged = frame["has_sla_target"].to_numpy() & ((state == COMPLETED) | (state == TIMED_OUT))
     met = frame["sla_met"].to_numpy() & judged
     judged_counts = [np.bincount(slot[judged & (codes == k)], minlength=count) for k in range(len(names))]
     met_counts = [np.bincount(slot[met & (codes == k)], minlength=count) for k in range(len(names))]

@@ -79,8 +79,6 @@ def route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, decode
     those whose weighed load is within one iteration's token budget of the least loaded (ties: the less
     loaded)."""
     replicas = cnt.shape[0]
-    if replicas == 1:
-        return 0  # a fleet of one has no autoscaler: its replica always takes requests
     if router == ROUND_ROBIN:
         return _weighted_turn_nb(route, cnt, decodes)
     best, best_load = -1, 0.0
@@ -111,7 +109,8 @@ def send_nb(srv, router, route, classes, ints, ids, pc, stats, waiting, running,
     """The router sends request ``r`` at ``t`` (an arrival, or with ``decodes`` a request handed over from the
     prefill pool) to a replica (``route_nb``), where it joins the waiting queue; that replica wakes at ``t``
     unless it is busy."""
-    j = route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, decodes)
+    # (a fleet of one has no autoscaler: its replica always takes requests; no call to the router)
+    j = 0 if cnt.shape[0] == 1 else route_nb(srv, router, route, ints, ids, pc, waiting, running, cnt, r, decodes)
     ints[r, I_REPLICA] = j
     stats[j, S_ROUTED] += 1.0
     policy_on_arrival_nb(classes[j], ints[r, I_CLASS])

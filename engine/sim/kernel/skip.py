@@ -12,9 +12,11 @@ from ...hardware.steptime import step_time_terms_nb
 from ..layout import I_BLOCKS, I_CLASS, I_DECODES, I_GENERATED, I_KV_TOKENS, I_OUTPUT, I_RECOMPUTE_LEFT, K_WINDOW_TOKENS
 from ..policies import policy_charge_nb
 from .kv import block_room_nb
-from .record import account_nb
+from .record import keep_row_nb, window_overlap_s_nb
 from .state import (C_BATCH, C_CAPACITY_BLOCKS, C_USED_BLOCKS, SV_BLOCK_SIZE_TOKENS, SV_HORIZON_S, SV_STATIC_BLOCKS,
-                    SV_WINDOW_END_S, SV_WINDOW_START_S, S_SKIPPED)
+                    SV_WINDOW_END_S, SV_WINDOW_START_S, S_BATCH_SUM, S_BUSY_S, S_COMPUTE_S, S_ITERATIONS,
+                    S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_MEMORY_S, S_SERIES_STRIDE, S_SKIPPED, S_TERMS_S,
+                    S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S)
 
 
 @njit(cache=True, _nrt=False)
@@ -39,8 +41,6 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
     block ahead,
     except under reserve-full admission, whose blocks already hold the whole output).
     """
-    if t + dt >= t_stop:
-        return t, dt  # the next decision comes after an arrival: nothing to skip
     n = cnt[C_BATCH]
     bs = srv[SV_BLOCK_SIZE_TOKENS]
     grows = srv[SV_STATIC_BLOCKS] == 0
@@ -61,16 +61,29 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
             else:
                 last = min(last, first - 1)
     used = cnt[C_USED_BLOCKS]
+    capacity = cnt[C_CAPACITY_BLOCKS]
+    horizon_s = srv[SV_HORIZON_S]
+    # the statistics ``account_nb`` adds to, held here and written back once (the same additions, in order)
+    iterations = np.int64(stats[S_ITERATIONS])
+    stride = np.int64(stats[S_SERIES_STRIDE])
+    next_row = (iterations + stride - 1) // stride * stride  # the next iteration the series may keep
+    busy_s, kv_block_s, peak_blocks = stats[S_BUSY_S], stats[S_KV_BLOCK_SECONDS], stats[S_KV_PEAK_BLOCKS]
+    batch_sum, compute_sum_s, memory_sum_s, terms_s = stats[S_BATCH_SUM], stats[S_COMPUTE_S], stats[S_MEMORY_S], \
+        stats[S_TERMS_S]
+    window_busy_s, window_terms_s, window_compute_s, window_memory_s = stats[S_WINDOW_BUSY_S], \
+        stats[S_WINDOW_TERMS_S], stats[S_WINDOW_COMPUTE_S], stats[S_WINDOW_MEMORY_S]
     m = 0
+    phase = 1 % bs  # (m + 1) mod the block size: which requests cross into a new block at the next decision
     emitted_in_window = 0  # skipped decisions inside the window: each emits a token of every request
     while m < last:
         t_next = t + dt
-        if t_next >= t_stop or t_next > srv[SV_HORIZON_S]:
+        if t_next >= t_stop or t_next > horizon_s:
             break
-        grow = cross[(m + 1) % bs] if grows else 0
-        if used + grow > cnt[C_CAPACITY_BLOCKS]:
+        grow = cross[phase] if grows else 0
+        if used + grow > capacity:
             break
         m += 1
+        phase = phase + 1 if phase + 1 < bs else 0
         used += grow
         cnt[C_USED_BLOCKS] = used
         t = t_next
@@ -78,7 +91,32 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
             emitted_in_window += 1
         reads += n
         dt, compute_s, memory_s = step_time_terms_nb(step, n, reads + n, reads)
-        account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, 0, n, 0)
+        # as ``account_nb``
+        if iterations == next_row:
+            keep_row_nb(srv, ints, series, stats, waiting, batch, cnt, iterations, t, dt, 0, n, 0)
+            stride = np.int64(stats[S_SERIES_STRIDE])
+            next_row = (iterations // stride + 1) * stride
+        iterations += 1
+        busy_s += dt
+        batch_sum += n
+        kv_block_s += used * dt
+        peak_blocks = max(peak_blocks, used)
+        compute_sum_s += compute_s
+        memory_sum_s += memory_s
+        terms_s += dt
+        overlap_s = window_overlap_s_nb(srv, t, dt)
+        if overlap_s > 0.0:
+            share = overlap_s / dt
+            window_busy_s += overlap_s
+            window_terms_s += overlap_s
+            window_compute_s += compute_s * share
+            window_memory_s += memory_s * share
+    stats[S_ITERATIONS] = iterations
+    stats[S_BUSY_S], stats[S_KV_BLOCK_SECONDS], stats[S_KV_PEAK_BLOCKS] = busy_s, kv_block_s, peak_blocks
+    stats[S_BATCH_SUM], stats[S_COMPUTE_S], stats[S_MEMORY_S], stats[S_TERMS_S] = batch_sum, compute_sum_s, \
+        memory_sum_s, terms_s
+    stats[S_WINDOW_BUSY_S], stats[S_WINDOW_TERMS_S], stats[S_WINDOW_COMPUTE_S], stats[S_WINDOW_MEMORY_S] = \
+        window_busy_s, window_terms_s, window_compute_s, window_memory_s
     stats[S_SKIPPED] += m
     if m == 0:
         return t, dt
