@@ -239,7 +239,19 @@ def policy_on_arrival_nb(classes, k):
 
 @njit(cache=True, inline="always")
 def policy_charge_nb(policy, classes, k, prefill_tokens, decode_tokens):
-    """Record service given to class ``k`` in one iteration and advance its virtual time."""
+    """Record service given to class ``k`` in one iteration and advance its virtual time (read by fair queuing
+    only, so kept by it only)."""
     classes[k, K_PREFILL_SERVED] += prefill_tokens
     classes[k, K_DECODE_SERVED] += decode_tokens
-    classes[k, K_VTIME] += (policy[P_PREFILL_WEIGHT] * prefill_tokens + decode_tokens) / classes[k, K_WEIGHT]
+    if policy[P_CODE] == WFQ:
+        classes[k, K_VTIME] += (policy[P_PREFILL_WEIGHT] * prefill_tokens + decode_tokens) / classes[k, K_WEIGHT]
+
+
+@njit(cache=True, inline="always")
+def policy_charge_decodes_nb(policy, classes, k, m):
+    """As ``m`` calls of ``policy_charge_nb(policy, classes, k, 0, 1)``, in one: the service counts are whole
+    numbers (one addition gives the same float); fair queuing's virtual time gets its ``m`` additions."""
+    classes[k, K_DECODE_SERVED] += m
+    if policy[P_CODE] == WFQ:
+        for _ in range(m):
+            classes[k, K_VTIME] += (policy[P_PREFILL_WEIGHT] * 0 + 1) / classes[k, K_WEIGHT]

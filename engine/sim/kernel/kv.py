@@ -46,7 +46,9 @@ def blocks_needed_nb(srv, ints, cnt, r, chunk):
         longest = ints[r, I_PROMPT] if cnt[C_ROLE] == PREFILL_ROLE else ints[r, I_PROMPT] + ints[r, I_OUTPUT] - 1
         tokens = max(tokens, longest)
     shared = ints[r, I_CACHED_UNITS] * srv[SV_PREFIX_UNIT_TOKENS] // bs if ints[r, I_CACHED_UNITS] else 0
-    return max((tokens + bs - 1) // bs - shared - ints[r, I_BLOCKS], 0)
+    if tokens <= (shared + ints[r, I_BLOCKS]) * bs:
+        return 0  # its blocks hold them (most decodes): no division
+    return (tokens + bs - 1) // bs - shared - ints[r, I_BLOCKS]
 
 
 @njit(cache=True, inline="always")

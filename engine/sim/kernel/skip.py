@@ -10,7 +10,7 @@ from numba import njit
 
 from ...hardware.steptime import step_time_terms_nb
 from ..layout import I_BLOCKS, I_CLASS, I_DECODES, I_GENERATED, I_KV_TOKENS, I_OUTPUT, I_RECOMPUTE_LEFT, K_WINDOW_TOKENS
-from ..policies import policy_charge_nb
+from ..policies import policy_charge_decodes_nb
 from .kv import block_room_nb
 from .record import keep_row_nb, window_overlap_s_nb
 from .state import (C_BATCH, C_CAPACITY_BLOCKS, C_USED_BLOCKS, SV_BLOCK_SIZE_TOKENS, SV_HORIZON_S, SV_STATIC_BLOCKS,
@@ -123,8 +123,7 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
     for i in range(n):
         r = batch[i]
         k = ints[r, I_CLASS]
-        for _ in range(m):
-            policy_charge_nb(policy, classes, k, 0, 1)
+        policy_charge_decodes_nb(policy, classes, k, m)
         if grows:
             first = block_room_nb(srv, ints, r)
             if first <= m:
