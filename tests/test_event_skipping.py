@@ -6,12 +6,14 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.sim.kernel.state import S_SKIPPED, T_START_S, T_WAITING
-from engine.sim.layout import F_FINISH, F_FIRST_SCHEDULED, F_KEY, I_STATE, TIMED_OUT
+from engine.sim.kernel.kv import update_new_token_ratio_nb
+from engine.sim.kernel.state import C_NEW_TOKEN_RATIO_PPM, NEW_TOKEN_RATIO_INIT_PPM, S_SKIPPED, T_START_S, T_WAITING
+from engine.sim.layout import F_FINISH, F_FIRST_SCHEDULED, F_FIRST_TOKEN, F_KEY, I_STATE, TIMED_OUT
 from engine.sim.simulate import execute, prepare, simulate
 from engine.sim.workload import RequestArrays
 from tests.test_invariants import scenarios
@@ -133,7 +135,8 @@ def test_no_skipping_while_preemptions_elsewhere_could_reach_the_queue_bound():
     skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
     assert skipped.stop_reason == stepped.stop_reason == "queue_bound"
     assert skipped.sim_time_s == stepped.sim_time_s < 0.5
-    np.testing.assert_array_equal(skipped.stats, stepped.stats)
+    others = np.arange(skipped.stats.shape[1]) != S_SKIPPED
+    np.testing.assert_array_equal(skipped.stats[:, others], stepped.stats[:, others])
     np.testing.assert_array_equal(skipped.ints, stepped.ints)
 
 
@@ -206,3 +209,83 @@ def test_no_skipping_at_a_full_batch_while_a_preemptive_policy_may_evict():
                  (skipped.series, stepped.series)]:
         np.testing.assert_array_equal(a, b)
     assert 0.15 < skipped.floats[1, F_FIRST_SCHEDULED] < 0.2 and skipped.stats[0, S_SKIPPED] > 0
+
+
+@pytest.mark.parametrize("timeout_ms", [None, 150])
+def test_skipping_starts_at_the_decision_that_computes_a_whole_prompt(timeout_ms):
+    """1/8-s steps, four slots: r0 (one-token prompt, 20 tokens out) from 0 s; r1 (5 tokens out) arrives at
+    1/16 s and the decision at 1/8 s computes its prompt beside r0's decode. Its first token comes at 0.25 s,
+    then both decode: skipping starts at that decision (r1's first token at the first skipped one) and runs
+    4 decisions (0.25 to 0.625 s) until r1's last token; the decision at 0.75 s lets r1 leave, then r0 alone
+    skips 13 (0.875 to 2.375 s): 17 of its 20 iterations. With a 150-ms time-out r1's deadline (0.2125 s)
+    comes before its first token: the decision at 0.25 s is decided in full and times it out, then r0 alone
+    skips 17 (0.375 to 2.375 s)."""
+    cls = {"name": "a", "share": 1.0, "prompt_tokens": {"dist": "constant", "value": 1},
+           "output_tokens": {"dist": "constant", "value": 20}}
+    if timeout_ms:
+        cls["timeout_ms"] = timeout_ms
+    scenario = engine.load_scenario({
+        "seed": 1, "workload": {"num_requests": 2, "arrival": {"process": "poisson", "rate_per_s": 1.0},
+                                "classes": [cls]},
+        "server": {"step_model": "fixed", "step_time_ms": 125.0, "max_batch_size": 4}})
+    output = np.array([20, 5])
+    requests = RequestArrays(np.array([0.0, 0.0625]), np.ones(2, np.int64), output, np.zeros(2, np.int64), output)
+    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    for a, b in [(skipped.ints, stepped.ints), (skipped.floats, stepped.floats), (skipped.series, stepped.series)]:
+        np.testing.assert_array_equal(a, b)
+    if timeout_ms:
+        assert skipped.ints[1, I_STATE] == TIMED_OUT and skipped.floats[1, F_FINISH] == 0.2125
+        assert skipped.stats[0, S_SKIPPED] == 17
+    else:
+        assert skipped.floats[1, F_FIRST_TOKEN] == 0.25 and skipped.stats[0, S_SKIPPED] == 17
+
+
+def test_fair_queuing_charges_in_the_batch_order_so_a_prompt_is_decided_in_full():
+    """Under fair queuing (weight 3: each token adds 1/3 to the class's virtual time, not exactly) the virtual
+    time's additions must come in the order stepping makes them, a prompt's charge among the decodes of its
+    iteration; skipping does not start at a decision that computes a prompt, and the virtual times match."""
+    scenario = engine.load_scenario({
+        "seed": 1, "workload": {"num_requests": 2, "arrival": {"process": "poisson", "rate_per_s": 1.0},
+                                "classes": [{"name": "a", "share": 1.0,
+                                             "prompt_tokens": {"dist": "constant", "value": 7},
+                                             "output_tokens": {"dist": "constant", "value": 20}}]},
+        "server": {"step_model": "fixed", "step_time_ms": 125.0, "max_batch_size": 4},
+        "policy": {"name": "wfq", "weights": {"a": 3.0}}})
+    output = np.array([20, 5])
+    requests = RequestArrays(np.array([0.0, 0.0625]), np.full(2, 7), output, np.zeros(2, np.int64), output)
+    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    np.testing.assert_array_equal(skipped.replica_classes, stepped.replica_classes)
+    assert skipped.stats[0, S_SKIPPED] > 0
+
+
+def test_the_new_token_ratio_falls_after_a_skipped_stretch_as_after_each_of_its_decodes():
+    """The new-token-ratio falls by a whole number of ppm per decoding iteration (the decay step, 1,003.3 ppm,
+    truncated): seven at once (a decision and the six it skipped) give what seven one by one give."""
+    scenario = engine.load_scenario("data/scenarios/example.toml", overrides=["server.admission=new-token-ratio"])
+    srv = prepare(scenario).srv
+    ints, running = np.zeros((1, 32), np.int64), np.zeros(1, np.int64)
+    at_once, one_by_one = (np.zeros(32, np.int64) for _ in range(2))
+    at_once[C_NEW_TOKEN_RATIO_PPM] = one_by_one[C_NEW_TOKEN_RATIO_PPM] = NEW_TOKEN_RATIO_INIT_PPM
+    update_new_token_ratio_nb(srv, ints, running, at_once, False, 7)
+    for _ in range(7):
+        update_new_token_ratio_nb(srv, ints, running, one_by_one, False, 1)
+    assert at_once[C_NEW_TOKEN_RATIO_PPM] == one_by_one[C_NEW_TOKEN_RATIO_PPM] == NEW_TOKEN_RATIO_INIT_PPM - 7 * 1003
+
+
+def test_a_skipped_stretch_from_a_prompt_decays_the_new_token_ratio_by_its_decodes_only():
+    """One request alone: the decision at 0 s computes its prompt (no decode: the ratio stays), then skips the
+    decodes that follow; the run stops at its 1-s horizon with the ratio lowered once per decode, as stepping."""
+    scenario = engine.load_scenario({
+        "seed": 1, "workload": {"num_requests": 1, "arrival": {"process": "poisson", "rate_per_s": 1.0},
+                                "classes": [{"name": "a", "share": 1.0,
+                                             "prompt_tokens": {"dist": "constant", "value": 1},
+                                             "output_tokens": {"dist": "constant", "value": 100}}]},
+        "server": {"step_model": "fixed", "step_time_ms": 125.0, "admission": "new-token-ratio",
+                   "kv_capacity_tokens": 4096}, "limits": {"max_drain_s": 1.0}})
+    requests = RequestArrays(np.zeros(1), np.ones(1, np.int64), np.array([100]), np.zeros(1, np.int64),
+                             np.array([100]))
+    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    assert skipped.stop_reason == stepped.stop_reason == "horizon" and skipped.stats[0, S_SKIPPED] > 0
+    ratio = skipped.counters[0, C_NEW_TOKEN_RATIO_PPM]
+    # the decodes at 0.125 to 1.0 s: 8 steps of 1,003 ppm
+    assert ratio == stepped.counters[0, C_NEW_TOKEN_RATIO_PPM] == NEW_TOKEN_RATIO_INIT_PPM - 8 * 1003

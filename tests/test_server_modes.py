@@ -112,7 +112,8 @@ def test_the_new_token_ratio_falls_with_each_decode_and_rises_after_a_retraction
     running = np.array([0, 1, 2])
     assert held_back_blocks_nb(srv, ints, running, cnt, 2) == math.ceil(0.7 * (5 + 4096) / 16)  # 180 blocks
     update_new_token_ratio_nb(srv, ints, running, cnt, False, 10)
-    assert cnt[C_NEW_TOKEN_RATIO_PPM] == 700_000 - int((700_000 - 98_000) / 600 * 10)
+    # a whole number of ppm per iteration (1,003), ten iterations at once as one by one
+    assert cnt[C_NEW_TOKEN_RATIO_PPM] == 700_000 - 10 * int((700_000 - 98_000) / 600)
     update_new_token_ratio_nb(srv, ints, running, cnt, False, 100_000)
     assert cnt[C_NEW_TOKEN_RATIO_PPM] == 98_000
     cnt[C_RUNNING] = 2

@@ -87,17 +87,18 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
     acc[A_WASTE_S] = 0.0
     account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
                cnt[C_PREEMPTIONS] - preemptions_before)
-    if srv[SV_EVENT_SKIPPING] and srv[SV_DRAFT_TOKENS] == 0 and may_skip and prefill == 0 and recomputed == 0 \
+    if srv[SV_EVENT_SKIPPING] and srv[SV_DRAFT_TOKENS] == 0 and may_skip and recomputed == 0 \
             and cnt[C_BATCH] == cnt[C_RUNNING] and (cnt[C_WAITING] == 0 or (
                 cnt[C_RUNNING] >= cnt[C_MAX_BATCH_SIZE] and not policy[P_PREEMPTIVE])):
         # nothing waits, or those waiting cannot be admitted (every slot taken, no eviction) until a request
         # completes: skipping stops before the first of them times out
         t_until = next_event_s_nb(ints, fl, waiting, cnt, t_stop) if cnt[C_WAITING] > 0 else t_stop
         if t + dt < t_until:  # else the next decision comes after an event: nothing to skip
-            t, dt = skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t,
-                                    dt, t_until)
+            t, dt = skip_decodes_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, batch, cnt, cross,
+                                    t, dt, t_until)
+    # iterations that decoded: this one if it did, then every skipped one
     update_new_token_ratio_nb(srv, ints, running, cnt, memory_preempted,
-                              np.int64(stats[S_ITERATIONS]) - iterations_before if decode > 0 else 0)
+                              np.int64(stats[S_ITERATIONS]) - iterations_before - (0 if decode > 0 else 1))
     clock[CK_MODE] = BUSY
     clock[CK_NEXT_S] = t + dt
     return DRAINED

@@ -86,7 +86,7 @@ def update_new_token_ratio_nb(srv, ints, running, cnt, retracted, decode_iterati
         cnt[C_NEW_TOKEN_RATIO_PPM] = np.int64(1e6 * min(decoded / wanted, 1.0)) if wanted > 0 else \
             NEW_TOKEN_RATIO_INIT_PPM
     elif decode_iterations > 0:
-        lowered = cnt[C_NEW_TOKEN_RATIO_PPM] - np.int64(NEW_TOKEN_RATIO_DECAY_PPM * decode_iterations)
+        lowered = cnt[C_NEW_TOKEN_RATIO_PPM] - np.int64(NEW_TOKEN_RATIO_DECAY_PPM) * decode_iterations  # as one by one
         cnt[C_NEW_TOKEN_RATIO_PPM] = max(lowered, NEW_TOKEN_RATIO_MIN_PPM)
 
 

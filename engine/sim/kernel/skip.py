@@ -9,37 +9,52 @@ import numpy as np
 from numba import njit
 
 from ...hardware.steptime import step_time_terms_nb
-from ..layout import I_BLOCKS, I_CLASS, I_DECODES, I_GENERATED, I_KV_TOKENS, I_OUTPUT, I_RECOMPUTE_LEFT, K_WINDOW_TOKENS
-from ..policies import policy_charge_decodes_nb
+from ..layout import (F_DEADLINE, F_FIRST_TOKEN, I_BLOCKS, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_KV_TOKENS,
+                      I_OUTPUT, I_PENDING, I_RECOMPUTE_LEFT, K_WINDOW_TOKENS)
+from ..policies import P_CODE, WFQ, policy_charge_decodes_nb, policy_charge_nb
+from .batch import decoding_nb
 from .kv import block_room_nb
 from .record import keep_row_nb, window_overlap_s_nb
-from .state import (C_BATCH, C_CAPACITY_BLOCKS, C_USED_BLOCKS, SV_BLOCK_SIZE_TOKENS, SV_HORIZON_S, SV_STATIC_BLOCKS,
-                    SV_WINDOW_END_S, SV_WINDOW_START_S, S_BATCH_SUM, S_BUSY_S, S_COMPUTE_S, S_ITERATIONS,
-                    S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_MEMORY_S, S_SERIES_STRIDE, S_SKIPPED, S_TERMS_S,
-                    S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S)
+from .state import (C_BATCH, C_CAPACITY_BLOCKS, C_ROLE, C_USED_BLOCKS, PREFILL_ROLE, SV_BLOCK_SIZE_TOKENS, SV_HORIZON_S,
+                    SV_PREFIX_UNIT_TOKENS, SV_STATIC_BLOCKS, SV_WINDOW_END_S, SV_WINDOW_START_S, S_BATCH_SUM, S_BUSY_S,
+                    S_COMPUTE_S, S_ITERATIONS, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_MEMORY_S, S_SERIES_STRIDE,
+                    S_SKIPPED, S_TERMS_S, S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S)
+
+
+@njit(cache=True, inline="always")
+def _first_token_next_nb(srv, policy, ints, fl, cnt, r, t_end):
+    """True when prefill ``r`` scheduled in the iteration ending at ``t_end`` is its whole prompt and gives its
+    first token then, and decodes from the next decision on as every running request does (unless that token is
+    its last: the output left bounds the stretch): no time-out (its deadline not passed), on a replica that keeps
+    it (not a prefill replica), with no prefix cache to fill and no fair-queuing virtual time (whose additions
+    follow the batch's order)."""
+    return ints[r, I_GENERATED] == 0 and ints[r, I_CHUNK] == ints[r, I_PENDING] and t_end <= fl[r, F_DEADLINE] \
+        and cnt[C_ROLE] != PREFILL_ROLE and srv[SV_PREFIX_UNIT_TOKENS] == 0 and policy[P_CODE] != WFQ
 
 
 @njit(cache=True, _nrt=False)
-def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, batch, cnt, cross, t, dt, t_stop):
-    """Event skipping: the iteration just scheduled at ``t`` (lasting ``dt``) decodes every running request and
-    nothing waits. Until the next event, each following decision would do the same (every request emits a
-    token and decodes again), so run those decisions here without the full decision: no request completes
-    (bounded by the output left), no time-out (all are past their first token), no admission (nothing waits
-    and the router sends nothing before ``t_stop``: the next arrival, end of a KV transfer or decision of a
-    prefill replica, which may start one), no memory preemption (the blocks the
-    requests grow into are free), the min-batch gate stays open (same requests, later), the horizon is not
-    passed. Each skipped iteration gets the step time the full decision computes, from the same integer
-    context sums (batch B, KV read = sum of cached tokens, attention pairs = that + B), and the same
-    statistics and series rows, in the same order; so the results are the same, bit for bit (the caller
-    ensures no other replica's queue can reach the bound before ``t_stop``). Request state is brought up to
-    date at the end: every request generated ``m`` more tokens (those emitted inside the steady-state window
-    counted for its class), was charged ``m`` decodes, holds the blocks it crossed into. Returns the start and
-    duration of the iteration now in flight.
+def skip_decodes_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, batch, cnt, cross, t, dt, t_stop):
+    """Event skipping: the iteration just scheduled at ``t`` (lasting ``dt``) holds every running request, each
+    decoding or computing the whole rest of its prompt (``_first_token_next_nb``). Until the next event, each
+    following decision would do the same (every request emits a token and decodes again), so run those decisions
+    here without the full decision: no request completes (bounded by the output left), no time-out (those
+    decoding are past their first token, a prompt's ends by its deadline; the caller stops ``t_stop`` at the
+    first time-out of a waiting request), no admission (nothing waits, or nothing may be admitted, and the
+    router sends nothing before ``t_stop``: the next arrival, end of a KV transfer or decision of a prefill
+    replica, which may start one), no memory preemption (the blocks the requests grow into are free), the
+    min-batch gate stays open (same requests, later), the horizon is not passed. Each skipped iteration gets the
+    step time the full decision computes, from the same integer context sums (batch B, KV read = sum of cached
+    tokens, attention pairs = that + B), and the same statistics and series rows, in the same order; so the
+    results are the same, bit for bit (the caller ensures no other replica's queue can reach the bound before
+    ``t_stop``). Request state is brought up to date at the end: every request generated ``m`` more tokens
+    (those emitted inside the steady-state window counted for its class; a prompt's first one at the first
+    skipped decision), was charged its prompt and decodes, holds the blocks it crossed into. Returns the start
+    and duration of the iteration now in flight.
 
     ``cross[p]``: requests whose KV needs one more block at the skipped decisions j = p (mod block size);
-    a request's first such decision is ``blocks x block size - cached tokens`` (``block_room_nb``; at most one
-    block ahead,
-    except under reserve-full admission, whose blocks already hold the whole output).
+    a request's first such decision is ``blocks x block size - cached tokens - chunk + 1`` (its room once this
+    iteration's chunk is cached, plus one; ``block_room_nb``; at most one block ahead, except under reserve-full
+    admission, whose blocks already hold the whole output).
     """
     n = cnt[C_BATCH]
     bs = srv[SV_BLOCK_SIZE_TOKENS]
@@ -52,10 +67,13 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
         r = batch[i]
         if ints[r, I_RECOMPUTE_LEFT] > 0:
             return t, dt
+        chunk = ints[r, I_CHUNK]
+        if not decoding_nb(ints, r) and not _first_token_next_nb(srv, policy, ints, fl, cnt, r, t + dt):
+            return t, dt
         last = min(last, ints[r, I_OUTPUT] - ints[r, I_GENERATED] - 1)
-        reads += ints[r, I_KV_TOKENS]
+        reads += ints[r, I_KV_TOKENS] + chunk - 1  # its KV once this iteration ends, less the one token each adds
         if grows:
-            first = block_room_nb(srv, ints, r)
+            first = block_room_nb(srv, ints, r) - chunk + 1
             if first <= bs:
                 cross[first % bs] += 1
             else:
@@ -73,6 +91,7 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
     window_busy_s, window_terms_s, window_compute_s, window_memory_s = stats[S_WINDOW_BUSY_S], \
         stats[S_WINDOW_TERMS_S], stats[S_WINDOW_COMPUTE_S], stats[S_WINDOW_MEMORY_S]
     m = 0
+    t_first_token = t
     phase = 1 % bs  # (m + 1) mod the block size: which requests cross into a new block at the next decision
     emitted_in_window = 0  # skipped decisions inside the window: each emits a token of every request
     while m < last:
@@ -83,6 +102,8 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
         if used + grow > capacity:
             break
         m += 1
+        if m == 1:
+            t_first_token = t_next  # the prompts the decision's iteration computes give their first token now
         phase = phase + 1 if phase + 1 < bs else 0
         used += grow
         cnt[C_USED_BLOCKS] = used
@@ -123,13 +144,21 @@ def skip_decodes_nb(srv, step, policy, classes, ints, series, stats, waiting, ba
     for i in range(n):
         r = batch[i]
         k = ints[r, I_CLASS]
-        policy_charge_decodes_nb(policy, classes, k, m)
+        chunk = ints[r, I_CHUNK]
+        decodes = m
+        if not decoding_nb(ints, r):  # its prompt ended at the first skipped decision: its first token, then decodes
+            policy_charge_nb(policy, classes, k, chunk, 0)
+            fl[r, F_FIRST_TOKEN] = t_first_token
+            ints[r, I_PENDING] = 1
+            ints[r, I_CHUNK] = 1
+            decodes = m - 1
+        policy_charge_decodes_nb(policy, classes, k, decodes)
         if grows:
-            first = block_room_nb(srv, ints, r)
+            first = block_room_nb(srv, ints, r) - chunk + 1
             if first <= m:
                 ints[r, I_BLOCKS] += 1 + (m - first) // bs
-        ints[r, I_KV_TOKENS] += m
+        ints[r, I_KV_TOKENS] += chunk - 1 + m
         ints[r, I_GENERATED] += m
-        ints[r, I_DECODES] += m
+        ints[r, I_DECODES] += decodes
         classes[k, K_WINDOW_TOKENS] += emitted_in_window
     return t, dt
