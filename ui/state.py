@@ -8,6 +8,7 @@ scenario is replaced wholesale (preset, upload, link), so they re-read their val
 from __future__ import annotations
 
 import functools
+import json
 
 import streamlit as st
 
@@ -23,6 +24,7 @@ from ui.trace_store import APP_ORIGIN
 
 DEFAULT_PRESET = "chat_and_batch_a100_8b.toml"  # a real GPU, so the first screen shows cost too
 QUERY_KEY = SCENARIO_KEY
+TYPED_SCENARIOS = 256  # typed scenarios kept (``validate``): a few KiB each
 KEPT_LINK = "kept_link"  # the visitor's invalid ?s=, kept in the address bar until the visitor changes something
 
 
@@ -49,8 +51,30 @@ def default_data() -> dict:
 
 def validate(data: dict) -> engine.Scenario:
     """The typed scenario, or ``ScenarioError`` naming the bad field. A scenario in the app may only replay
-    traces of the app's store, within the default limits (``trace_store.APP_ORIGIN``)."""
-    return engine.load_scenario(data, origin=APP_ORIGIN)
+    traces of the app's store, within the default limits (``trace_store.APP_ORIGIN``).
+
+    A page validates its scenario several times per rerun; the typed scenario is kept per scenario text
+    (``_typed``), and only what can change without the scenario changing, that its stored trace is still there, is
+    checked every time. Data that is not plain JSON, and an invalid scenario (its error in its own spelling), are
+    validated directly."""
+    try:
+        key = json.dumps(data, sort_keys=True)
+    except (TypeError, ValueError):
+        return engine.load_scenario(data, origin=APP_ORIGIN)
+    try:
+        scenario = _typed(key)
+    except engine.ScenarioError:
+        return engine.load_scenario(data, origin=APP_ORIGIN)
+    if scenario.workload.trace is not None:  # an upload expires: its file is looked for on every call
+        APP_ORIGIN.trace_file(scenario.workload.trace.path)
+    return scenario
+
+
+@functools.lru_cache(maxsize=TYPED_SCENARIOS)
+def _typed(scenario_json: str) -> engine.Scenario:
+    """The typed scenario of ``scenario_json`` (plain JSON, parsed by ``json``: no code runs), shared read-only by
+    every session: a frozen dataclass that depends on nothing but its text and the app's fixed limits."""
+    return engine.load_scenario(json.loads(scenario_json), origin=APP_ORIGIN)
 
 
 def _mirror() -> None:

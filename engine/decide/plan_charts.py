@@ -1,16 +1,16 @@
 """The planner's evidence as Plotly figures, shared by the Planner page and the report: cost against the first
 target for every priced plan (the Pareto view), and each target's value with its 95% interval for the cheapest
-plans."""
+plans. Each is written as a plain dict and wrapped once without Plotly's property checks (``figure_spec``)."""
 
 from __future__ import annotations
 
 import html
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ..scenario.metric_table import metric
 from .bill import STRATEGY_COLORS, STRATEGY_DASHES
+from .figure_spec import axis_name, axis_ref, figure, grid_trace, subplot_layout, title
 from .plan_text import shape
 from .targets import Target
 
@@ -22,31 +22,37 @@ def _target_entry(plan: dict, target: Target) -> dict:
     return next(t for t in plan["targets"] if t["metric"] == target.key and t["class"] == target.cls)
 
 
+def _hline(y: float, col: int = 1) -> dict:
+    """A grey dashed line across panel ``col`` at ``y`` (what ``add_hline(line_dash="dash", line_color="grey")``
+    adds)."""
+    return {"type": "line", "x0": 0, "x1": 1, "xref": f"{axis_ref('x', col)} domain", "y0": y, "y1": y,
+            "yref": axis_ref("y", col), "line": {"dash": "dash", "color": "grey"}}
+
+
 def pareto_chart(answer: dict, target: Target) -> go.Figure:
     """Monthly cost (low end) against the first target's value, one point per plan; measured and estimated step
     times apart."""
     plans = [answer["recommendation"], *answer["alternatives"]]
     m = metric(target.key)
-    fig = go.Figure()
+    data = []
     for calibrated, name, symbol in ((True, "step times measured", "circle"), (False, "estimate only", "x")):
         shown = [p for p in plans if p["calibrated"] == calibrated]
         if not shown:
             continue
         values = [_target_entry(p, target)["value"] for p in shown]
-        fig.add_trace(go.Scatter(
-            x=[p["monthly_cost"]["low"] for p in shown], y=[m.table_value(v) for v in values], mode="markers",
-            name=name, marker=dict(symbol=symbol, size=9),
-            text=[f"{shape(p)} {p['gpu']}, {p['offer']}" for p in shown],
-            hovertemplate="%{text}<br>%{x:,.0f} per month<br>%{y}<extra></extra>"))
+        data.append({"type": "scatter", "x": [p["monthly_cost"]["low"] for p in shown],
+                     "y": [m.table_value(v) for v in values], "mode": "markers", "name": name,
+                     "marker": {"symbol": symbol, "size": 9}, "text": [f"{shape(p)} {p['gpu']}, {p['offer']}"
+                                                                      for p in shown],
+                     "hovertemplate": "%{text}<br>%{x:,.0f} per month<br>%{y}<extra></extra>"})
     best = answer["recommendation"]
-    fig.add_trace(go.Scatter(x=[best["monthly_cost"]["low"]], y=[m.table_value(_target_entry(best, target)["value"])],
-        mode="markers", name="recommended", marker=dict(symbol="star", size=16, color="gold",
-                                                        line=dict(color="black", width=1))))
-    fig.add_hline(y=m.table_value(target.limit), line_dash="dash", line_color="grey")
-    fig.update_layout(height=380, margin=dict(t=30, b=60),  # the x title and its tick labels below the plot
-                      xaxis_title=f"per month, low end ({best['monthly_cost']['currency']})",
-                      yaxis_title=f"{target.cls} {m.title()}")
-    return fig
+    data.append({"type": "scatter", "x": [best["monthly_cost"]["low"]],
+                 "y": [m.table_value(_target_entry(best, target)["value"])], "mode": "markers", "name": "recommended",
+                 "marker": {"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}}})
+    return figure(data, {"shapes": [_hline(m.table_value(target.limit))], "height": 380,
+                         "margin": {"t": 30, "b": 60},  # the x title and its tick labels below the plot
+                         "xaxis": {"title": title(f"per month, low end ({best['monthly_cost']['currency']})")},
+                         "yaxis": {"title": title(f"{target.cls} {m.title()}")}})
 
 
 def targets_chart(answer: dict, targets: tuple[Target, ...]) -> go.Figure:
@@ -54,7 +60,8 @@ def targets_chart(answer: dict, targets: tuple[Target, ...]) -> go.Figure:
     alternatives, beside its limit (one panel per target, plans across)."""
     plans = [answer["recommendation"], *answer["alternatives"]][:TARGET_PLANS]
     names = [f"{shape(p)} {p['gpu']}<br>{html.escape(p['offer'])}" for p in plans]
-    fig = make_subplots(rows=1, cols=len(targets), subplot_titles=[html.escape(t.describe()) for t in targets])
+    layout = subplot_layout(1, len(targets), titles=tuple(html.escape(t.describe()) for t in targets))
+    layout["shapes"], data = [], []
     for col, target in enumerate(targets, start=1):
         m = metric(target.key)
         entries = [_target_entry(p, target) for p in plans]
@@ -64,13 +71,16 @@ def targets_chart(answer: dict, targets: tuple[Target, ...]) -> go.Figure:
         up = [h - v if h is not None and v is not None else 0 for h, v in zip(high, values)]
         down = [v - lo if lo is not None and v is not None else 0 for lo, v in zip(low, values)]
         colors = ["gold" if i == 0 else (MEASURED if p["calibrated"] else ESTIMATED) for i, p in enumerate(plans)]
-        fig.add_trace(go.Bar(x=names, y=values, showlegend=False, marker_color=colors,
-                             error_y=dict(type="data", symmetric=False, array=up, arrayminus=down)), row=1, col=col)
-        fig.add_hline(y=m.table_value(target.limit), line_dash="dash", line_color="grey", row=1, col=col)
-        fig.update_yaxes(title_text=m.title(), row=1, col=col)
-    fig.update_xaxes(automargin=True, tickangle=-90)
-    fig.update_layout(height=600, margin=dict(t=50, b=10))  # the plan names below take about 200 px
-    return fig
+        data.append(grid_trace({"type": "bar", "x": list(names), "y": values, "showlegend": False,
+                                "marker": {"color": colors}, "error_y": {"type": "data", "symmetric": False,
+                                                                         "array": up, "arrayminus": down}},
+                               1, col, len(targets)))
+        layout["shapes"].append(_hline(m.table_value(target.limit), col))
+        layout[axis_name("y", col)]["title"] = title(m.title())
+    for col in range(1, len(targets) + 1):
+        layout[axis_name("x", col)].update(automargin=True, tickangle=-90)
+    layout.update(height=600, margin={"t": 50, "b": 10})  # the plan names below take about 200 px
+    return figure(data, layout)
 
 
 def over_time_chart(over: dict, currency: str) -> go.Figure:
@@ -79,22 +89,23 @@ def over_time_chart(over: dict, currency: str) -> go.Figure:
     periods, names = over["periods"], [r["strategy"] for r in over["strategies"]]
     rows = periods["rows"]
     hours = [(r["start_s"] + r["end_s"]) / 2.0 / 3600.0 for r in rows]
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("Replicas billed", f"Cost per hour ({currency})", "Requests meeting their SLA"))
+    layout = subplot_layout(3, 1, shared_xaxes=True, vertical_spacing=0.06,
+                            titles=("Replicas billed", f"Cost per hour ({currency})", "Requests meeting their SLA"))
+    data = []
     for k, name in enumerate(names):
         color = STRATEGY_COLORS[name]
         for row, values, hover in ((1, [r["replicas"][k] for r in rows], "%{y:,.1f} replicas"),
                                    (2, [r["cost_per_hour"][k] for r in rows], f"%{{y:,.2f}} {currency} an hour"),
                                    (3, [None if r["sla_attainment"][k] is None else 100 * r["sla_attainment"][k]
                                         for r in rows], "%{y:.1f}% met")):
-            fig.add_trace(go.Scatter(x=hours, y=values, mode="lines", line_shape="hvh", name=name,
-                                     legendgroup=name, showlegend=row == 1,
-                                     line=dict(color=color, dash=STRATEGY_DASHES[name]),
-                                     hovertemplate=f"{hover}<extra>{html.escape(name)}</extra>"), row=row, col=1)
-    fig.update_yaxes(title_text="replicas", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text=f"{currency} an hour", rangemode="tozero", row=2, col=1)
-    fig.update_yaxes(title_text="% of requests", row=3, col=1)
-    fig.update_xaxes(title_text="hours from the start of the traffic", row=3, col=1)
-    fig.update_layout(height=660, margin=dict(t=90, b=10),
-                      legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=1, yanchor="top"))
-    return fig
+            data.append(grid_trace({"type": "scatter", "x": list(hours), "y": values, "mode": "lines", "name": name,
+                                    "legendgroup": name, "showlegend": row == 1,
+                                    "line": {"shape": "hvh", "color": color, "dash": STRATEGY_DASHES[name]},
+                                    "hovertemplate": f"{hover}<extra>{html.escape(name)}</extra>"}, row, 1))
+    layout["yaxis"].update(title=title("replicas"), rangemode="tozero")
+    layout["yaxis2"].update(title=title(f"{currency} an hour"), rangemode="tozero")
+    layout["yaxis3"]["title"] = title("% of requests")
+    layout["xaxis3"]["title"] = title("hours from the start of the traffic")
+    layout.update(height=660, margin={"t": 90, "b": 10},
+                  legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 1, "yanchor": "top"})
+    return figure(data, layout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import re
 import tomllib
@@ -941,10 +942,17 @@ def fleet_servers(scenario: Scenario) -> tuple[tuple[Server, int], ...]:
     return tuple((server, replicas) for server, replicas, _ in fleet_pools(scenario))
 
 
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """The resolved field types of config class ``cls``, read once: ``typing.get_type_hints`` evaluates every
+    annotation string again on each call, and the forms call it for every widget on every rerun."""
+    return typing.get_type_hints(cls)
+
+
 def field_meta(cls: type, name: str) -> tuple[Any, dict, Any]:
     """(type, metadata, default) of field ``name`` of config class ``cls``."""
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    tp, _ = unwrap_optional(typing.get_type_hints(cls)[name])
+    tp, _ = unwrap_optional(type_hints(cls)[name])
     return tp, dict(f.metadata), f.default
 
 
@@ -1084,7 +1092,7 @@ def _build(cls: type, data: Mapping[str, Any], path: str, caps: Caps) -> Any:
     if unknown:
         where = f"{path}.{key_text(unknown[0])}" if path else key_text(unknown[0])
         raise ScenarioError(f"{where} is not a known key; allowed here: {', '.join(fields)}")
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     kwargs = {}
     for name, f in fields.items():
         key_path = f"{path}.{name}" if path else name
