@@ -99,14 +99,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def app_server(log_path: Path):
-    """``streamlit run app.py`` on a free local port until healthy: yields (url, process); stops it after."""
+def app_server(log_path: Path, repo: Path = REPO):
+    """``streamlit run app.py`` (of checkout ``repo``) on a free local port until healthy: yields (url, process);
+    stops it after."""
     port = free_port()
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
                                  f"--server.port={port}", "--server.address=127.0.0.1",
                                  "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
-                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+                                cwd=repo, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
         while True:
