@@ -9,8 +9,9 @@ makes, in order, as the browser sends it (the widget's new value, with every val
 - alpha one step up (the dynamic policy's slider);
 - the batch wait time-out set to 50 ms, then 100 ms.
 
-For each change: seconds from sending it until the first KPI card (a metric element) arrives, and until the
-script run finished (the page complete). Every change is new to the server's caches (nothing it shows was run
+For each change: seconds from sending it until the first KPI card (a metric element) arrives (a preview's, where
+the page shows the first requests' cards while the full run computes), until the full run's first card, and until
+the script run finished (the page complete). Every change is new to the server's caches (nothing it shows was run
 before), as a visitor's usually is. ``--tree PATH`` runs the app of another checkout of the project (an older
 commit, for a before/after table in one run), with this checkout's client.
 
@@ -38,6 +39,8 @@ from engine.sim.policies import POLICY_LABELS  # noqa: E402
 from streamlit_client import TIMEOUT_S, Session, open_page  # noqa: E402
 
 RATE_LABEL = "Arrival rate (req/s)"
+CARDS_HEADING = "Per-class results"
+TIMES = ("cards_s", "full_cards_s", "page_s")
 WIDGET_KINDS = ("slider", "selectbox", "number_input")
 
 
@@ -50,9 +53,9 @@ class Visitor(Session):
         self.widgets: dict[str, object] = {}
         self.changed: dict[str, tuple[str, object]] = {}  # widget id -> (value field, value)
 
-    def change(self, label: str, field: str, value) -> tuple[float, float]:
+    def change(self, label: str, field: str, value) -> tuple[float, float, float]:
         """Set the widget whose label starts with ``label`` (``field``: its WidgetState value field) to ``value``:
-        (seconds until the first card, seconds until the page finished)."""
+        seconds until the first card, the full run's first card, and the page finished (``_timed``)."""
         widget = next(w for name, w in self.widgets.items() if name.startswith(label))
         self.changed[widget.id] = (field, value)
         request = BackMsg()
@@ -66,29 +69,35 @@ class Visitor(Session):
                 setattr(state, kind, held)
         return self._timed(request)
 
-    def step(self, label: str) -> tuple[float, float]:
+    def step(self, label: str) -> tuple[float, float, float]:
         """The slider ``label`` one step up, from the value last sent (or its default)."""
         slider = next(w for name, w in self.widgets.items() if name.startswith(label))
         held = self.changed.get(slider.id, (None, list(slider.default)[0]))[1]
         return self.change(label, "double_array_value", held + slider.step)
 
-    def _timed(self, request: BackMsg) -> tuple[float, float]:
+    def _timed(self, request: BackMsg) -> tuple[float, float, float]:
+        """Send ``request``: seconds until the first KPI card (a preview's, when the page shows one), until the
+        full run's first card (the first after the page's last "Per-class results" heading) and until the end."""
         started = time.monotonic()
         self.ws.send(request.SerializeToString())
-        card_s = None
+        first_s = full_s = None
         while True:
             message = ForwardMsg()
             message.ParseFromString(self.ws.recv(timeout=TIMEOUT_S))
             kind = message.WhichOneof("type")
+            now_s = time.monotonic() - started
             if kind == "page_info_changed":
                 self.query_string = message.page_info_changed.query_string
             elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-                self._saw(message.delta.new_element)
-                if card_s is None and message.delta.new_element.WhichOneof("type") == "metric":
-                    card_s = time.monotonic() - started
+                element = message.delta.new_element
+                self._saw(element)
+                if element.WhichOneof("type") == "heading" and element.heading.body == CARDS_HEADING:
+                    full_s = None  # the cards that follow replace any shown before
+                elif element.WhichOneof("type") == "metric":
+                    first_s = now_s if first_s is None else first_s
+                    full_s = now_s if full_s is None else full_s
             elif kind == "script_finished" and message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
-                page_s = time.monotonic() - started
-                return (page_s if card_s is None else card_s), page_s
+                return (now_s if first_s is None else first_s), (now_s if full_s is None else full_s), now_s
 
     def _saw(self, element) -> None:
         kind = element.WhichOneof("type")
@@ -96,8 +105,8 @@ class Visitor(Session):
             widget = getattr(element, kind)
             self.widgets[widget.label] = widget
 
-    def open(self) -> tuple[float, float]:
-        """Open the Lab (the default page) and learn its widgets: seconds until the first card, until the page."""
+    def open(self) -> tuple[float, float, float]:
+        """Open the Lab (the default page) and learn its widgets (times as ``_timed``)."""
         request = BackMsg()
         request.rerun_script.query_string = ""
         return self._timed(request)
@@ -106,8 +115,7 @@ class Visitor(Session):
 def changes(url: str) -> list[dict]:
     """Open the Lab, then make each change once: a row per change (what, card seconds, page seconds)."""
     visitor = Visitor(url)
-    cards_s, page_s = visitor.open()
-    rows = [{"change": "open the Lab (its runs cached)", "cards_s": cards_s, "page_s": page_s}]
+    rows = [{"change": "open the Lab (its runs cached)", **dict(zip(TIMES, visitor.open()))}]
     alpha = field_label(Policy, "alpha")
     timeout = field_label(Server, "wait_timeout_ms")
     steps = [("arrival rate one step up", lambda: visitor.step(RATE_LABEL)),
@@ -120,8 +128,7 @@ def changes(url: str) -> list[dict]:
              ("wait time-out 100 ms", lambda: visitor.change(timeout, "double_value", 100.0)),
              ("arrival rate one more step up", lambda: visitor.step(RATE_LABEL))]
     for name, make in steps:
-        cards_s, page_s = make()
-        rows.append({"change": name, "cards_s": cards_s, "page_s": page_s})
+        rows.append({"change": name, **dict(zip(TIMES, make()))})
     visitor.close()
     return rows
 
@@ -135,10 +142,9 @@ def main() -> None:
         open_page(url)  # the server's first page (loads the compiled simulator)
         rows = changes(url)
     print(f"One session on {args.tree.resolve()}, the Lab on the default preset:\n")
-    print("| change | KPI cards (s) | whole page (s) |\n|---|---:|---:|")
+    print("| change | first KPI cards (s) | the full run's cards (s) | whole page (s) |\n|---|---:|---:|---:|")
     for row in rows:
-        cards = "-" if row["cards_s"] is None else f"{row['cards_s']:.2f}"
-        print(f"| {row['change']} | {cards} | {row['page_s']:.2f} |")
+        print(f"| {row['change']} | {row['cards_s']:.2f} | {row['full_cards_s']:.2f} | {row['page_s']:.2f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

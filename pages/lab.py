@@ -582,7 +582,16 @@ if state.first_visit():
     st.info(text.plain(f"Start here: the sidebar holds the scenario. Raise the arrival rate until the TTFT p99 of "
                        f"{first} climbs, then change the policy and compare the cards, the policy comparison and the "
                        f"curves below."))
+refining = st.empty()  # while a run not yet cached computes: the cards of its first requests
+quick = runner.preview(current)
+if quick is not None:
+    with refining.container():
+        st.subheader("Per-class results")
+        st.caption(f"Refining: the cards of the first {quick['run']['requests']:,} requests only, shown while the "
+                   f"full run computes; its cards replace them when it is done.")
+        kpi_cards(quick, None, state.validate(current))
 shown = run_current(current)
+refining.empty()
 if shown is None:
     st.stop()
 scenario, run = shown

@@ -518,3 +518,19 @@ def test_a_moving_rate_is_compared_on_its_busiest_stretch():
     captions = [c.value for c in at.caption]
     assert any("on the busiest 5,000 requests (from 00:" in c for c in captions)
     assert any("the busiest 5,000 requests (from 00:" in c and "each" in c for c in captions)
+
+
+def test_the_first_requests_cards_show_while_a_new_run_computes_then_give_way():
+    """A run not yet cached, of 20,000 requests: ``runner.preview`` gives its first 2,000 requests' summary (not for
+    a run of at most 4,000, nor once the full run is cached); the page shows those as refining cards while the
+    full run computes, and when it is done only the full run's cards remain, without the refining caption."""
+    from ui import runner
+    data = apply_overrides(read_toml(SCENARIOS / "example.toml"), {"seed": 424242})
+    assert runner.preview(apply_overrides(data, {"workload.num_requests": 2 * runner.PREVIEW_REQUESTS})) is None
+    quick = runner.preview(data)
+    assert quick["run"]["requests"] == runner.PREVIEW_REQUESTS
+    at = lab(data).run()
+    assert not at.exception and not at.error
+    assert len([m for m in at.metric if m.label == "TTFT p99"]) == 3
+    assert not [c for c in at.caption if c.value.startswith("Refining")]
+    assert runner.preview(data) is None  # its full run is cached now

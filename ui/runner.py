@@ -40,6 +40,8 @@ from ui.state import validate
 from ui.trace_store import APP_ORIGIN
 
 SWEEP_MAX_REQUESTS = 5000
+# The Lab's cards first come from this many requests while a longer run not yet cached computes (``preview``).
+PREVIEW_REQUESTS = 2000
 SUMMARY_CACHE_MIB = 64  # a summary takes a few KiB: tens of thousands of variant runs
 
 
@@ -88,6 +90,19 @@ def _large_runs() -> threading.BoundedSemaphore:
 def simulate(scenario_json: str) -> Run:
     """The full run of a scenario (shared, read-only): from the cache, else simulated with a progress bar."""
     return _results().get_or_compute(_cache_key(scenario_json), lambda: _simulate(scenario_json))
+
+
+def preview(data: dict) -> Summary | None:
+    """The summary of ``data``'s first ``PREVIEW_REQUESTS`` requests, to show while its full run computes; None when
+    there is nothing to preview: the full run is cached, or it is not much longer than the preview, or the
+    scenario cannot run (its full run says why)."""
+    if (data["workload"].get("num_requests") or math.inf) <= 2 * PREVIEW_REQUESTS or \
+            _results().get(_cache_key(canonical(data))) is not None:
+        return None
+    try:
+        return summary(canonical(capped(data, PREVIEW_REQUESTS)))
+    except Exception:  # noqa: BLE001 - the full run that follows shows the error, in one line
+        return None
 
 
 def _simulate(scenario_json: str) -> Run:
