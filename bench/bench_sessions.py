@@ -8,7 +8,12 @@ at its own arrival rate (the same rates as ``bench_browser.py``), then all move 
 up at once; it reports the p50 and the slowest seconds until each script run finished, and the CPU seconds
 the server used.
 
-Usage: python bench/bench_sessions.py [--sessions 20] [--json PATH]
+``--processes N`` serves the app with ``python -m ui.serve --processes N`` (N Streamlit processes behind one
+address, sticky by cookie) instead of one ``streamlit run``; each protocol session keeps its own cookie, as a
+browser does. ``--cores K`` pins the server (and every process it starts) to cores 0..K-1 with
+``os.sched_setaffinity``, so that 2 and 8 cores can be compared on one machine (the clients are not pinned).
+
+Usage: python bench/bench_sessions.py [--sessions 20] [--processes N] [--cores K] [--json PATH]
 """
 
 from __future__ import annotations
@@ -17,19 +22,26 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from conftest import app_server  # noqa: E402
+from conftest import app_server, free_port  # noqa: E402
 from engine.scenario.config import apply_overrides  # noqa: E402
 from streamlit_client import Session, all_at_once, open_page  # noqa: E402
 from ui import state  # noqa: E402
 
 RATE_LABEL = "Arrival rate (req/s)"
+LOG_PATH = Path("/tmp/bench_sessions_streamlit.log")
+HEALTHY_WITHIN_S = 180.0
+BACKEND_COOKIE = "scheduler_lab_backend"  # ui/serve.py's sticky cookie
 
 
 def session_rate(base_rate: float, k: int) -> float:
@@ -55,10 +67,88 @@ def command_cpu_s(word: str) -> float:
     return total
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and all its descendants (the launcher and its Streamlit processes)."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:  # the process ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += process_cpu_s(current)
+        except OSError:
+            continue
+        todo += children.get(current, [])
+    return total
+
+
+def browser_cookies(url: str) -> dict[str, str]:
+    """The cookies a new browser gets on its first request (behind ui.serve: the process it is pinned to)."""
+    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=30) as response:
+        pairs = [line.split(";", 1)[0] for line in response.headers.get_all("Set-Cookie") or []]
+    return {"Cookie": "; ".join(pairs)} if pairs else {}
+
+
+def pin_to(cores: int | None):
+    """A ``preexec_fn`` that pins the child to cores 0..cores-1 (None: no pinning)."""
+    return None if cores is None else (lambda: os.sched_setaffinity(0, range(cores)))
+
+
+@contextmanager
+def pinned_server(processes: int | None, cores: int | None):
+    """The server under test: (url, pid) of ``ui.serve --processes N`` or of one ``streamlit run app.py``, both
+    pinned to ``cores``; without either option, the tests' own app server."""
+    if processes is None and cores is None:
+        with app_server(LOG_PATH) as (url, process):
+            yield url, process.pid
+        return
+    port = free_port()
+    if processes is None:
+        command = ["-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
+                   "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+    else:
+        command = ["-m", "ui.serve", "--processes", str(processes), "--port", str(port), "--address", "127.0.0.1"]
+    with open(LOG_PATH, "w") as log:
+        process = subprocess.Popen([sys.executable, *command], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                   preexec_fn=pin_to(cores))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        yield url, process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def wait_healthy(url: str, process: subprocess.Popen) -> None:
+    deadline_s = time.monotonic() + HEALTHY_WITHIN_S
+    while time.monotonic() < deadline_s and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"the server did not become healthy; see {LOG_PATH}")
+
+
+def first_pages_s(url: str, processes: int | None) -> float:
+    """Open one page on every server process (each loads the compiled simulator once): the first one's seconds."""
+    if processes is None:
+        return open_page(url)[0]
+    return [open_page(url, headers={"Cookie": f"{BACKEND_COOKIE}={i}"})[0] for i in range(processes)][0]
+
+
 def measure(url: str, sessions: int) -> dict:
     base = state.default_data()
     rate = base["workload"]["arrival"]["rate_per_s"]
-    clients = [Session(url) for _ in range(sessions)]
+    clients = [Session(url, headers=browser_cookies(url)) for _ in range(sessions)]
     rates = [session_rate(rate, k) for k in range(sessions)]
     queries = [f"{state.QUERY_KEY}={state.encode(apply_overrides(base, {'workload.arrival.rate_per_s': r}))}"
                for r in rates]
@@ -73,18 +163,23 @@ def measure(url: str, sessions: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--processes", type=int, help="serve with python -m ui.serve --processes N")
+    parser.add_argument("--cores", type=int, help="pin the server to cores 0..K-1 (os.sched_setaffinity)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    with app_server(Path("/tmp/bench_sessions_streamlit.log")) as (url, process):
-        first_s = open_page(url)[0]  # the server's first page (loads the compiled simulator)
-        cpu_before = process_cpu_s(process.pid)
+    with pinned_server(args.processes, args.cores) as (url, pid):
+        first_s = first_pages_s(url, args.processes)  # each process's first page (loads the compiled simulator)
+        cpu_before = tree_cpu_s(pid)
         s = measure(url, args.sessions)
-        s["server_cpu_s"], s["first_page_s"] = process_cpu_s(process.pid) - cpu_before, first_s
-    print(f"The server's first page: {s['first_page_s']:.1f} s. {s['sessions']} sessions at once, no browser: page "
-          f"load p50 {s['load_p50_s']:.1f} s (slowest {s['load_max_s']:.1f} s); a rate change p50 "
-          f"{s['change_p50_s']:.1f} s (slowest {s['change_max_s']:.1f} s); the server used "
-          f"{s['server_cpu_s']:.1f} CPU s "
-          f"on {os.cpu_count()} cores")
+        s["server_cpu_s"], s["first_page_s"] = tree_cpu_s(pid) - cpu_before, first_s
+    s["processes"], s["server_cores"] = args.processes or 1, args.cores or os.cpu_count()
+    how = (f"python -m ui.serve, {s['processes']} processes" if args.processes else "one streamlit run")
+    pinned = (f"pinned to cores 0-{args.cores - 1} by os.sched_setaffinity" if args.cores
+              else f"on all {os.cpu_count()} cores")
+    print(f"Server: {how}, {pinned}. The server's first page: {s['first_page_s']:.1f} s. {s['sessions']} sessions "
+          f"at once, no browser: page load p50 {s['load_p50_s']:.1f} s (slowest {s['load_max_s']:.1f} s); a rate "
+          f"change p50 {s['change_p50_s']:.1f} s (slowest {s['change_max_s']:.1f} s); the server used "
+          f"{s['server_cpu_s']:.1f} CPU s")
     if args.json:
         Path(args.json).write_text(json.dumps(s, indent=2))
 

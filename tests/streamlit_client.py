@@ -23,12 +23,14 @@ T = TypeVar("T")
 
 class Session:
     """One session: ``run`` asks for a script run and waits for it; the sliders it was sent are kept by label,
-    and the page's query string as the app last set it."""
+    and the page's query string as the app last set it. ``headers`` go with the websocket's handshake (a
+    ``Cookie``, as a browser sends behind ``python -m ui.serve``)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, headers: dict[str, str] | None = None):
         self._open = contextlib.ExitStack()  # the websocket client wants to be closed as a context
         self.ws = self._open.enter_context(connect(url.replace("http", "ws", 1) + "/_stcore/stream",
-                                                   subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S))
+                                                   subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S,
+                                                   additional_headers=headers))
         self.query_string, self.page, self.sliders, self.buttons, self.sent = "", "", {}, {}, {}
 
     def close(self) -> None:
@@ -90,9 +92,10 @@ class Session:
         return self.run(widgets={slider.id: value})[0]
 
 
-def open_page(url: str, query: str = "", page: str = "") -> tuple[float, bytes]:
+def open_page(url: str, query: str = "", page: str = "",
+              headers: dict[str, str] | None = None) -> tuple[float, bytes]:
     """One new session opening one page: (seconds until the script finished, every message it received)."""
-    session = Session(url)
+    session = Session(url, headers)
     try:
         return session.run(query, page)
     finally:
