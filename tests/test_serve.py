@@ -193,6 +193,8 @@ def test_a_whole_session_runs_through_the_proxy_and_its_uploads_meet_its_process
     as_browser = {"Cookie": cookie_header(jar), "Origin": launcher.url}  # Streamlit checks the origin against Host
     elapsed_s, received = open_page(launcher.url, headers=as_browser)
     assert elapsed_s > 0 and len(received) > 10_000, "the Lab page's script run finished with its elements"
+    shared = Path(launcher.wait_for(r"^run summaries shared in (.+)$", 1).group(1))
+    assert len(list(shared.glob("*.json"))) >= 9, "the policy comparison's runs, for the other process to read"
     other = {**jar, COOKIE: "1" if jar[COOKIE] == "0" else "0"}
     session = Session(launcher.url, headers=as_browser)
     try:
@@ -221,6 +223,7 @@ def test_a_killed_process_is_restarted_and_its_websockets_closed(launcher):
 
 def test_sigterm_stops_every_process(launcher):
     pids = [launcher.pid_of(0), launcher.pid_of(1)]
+    shared = Path(launcher.wait_for(r"^run summaries shared in (.+)$", 1).group(1))
     assert launcher.stop() == 0
-    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()] and not shared.exists()
     assert re.search(r"Traceback", launcher.log_path.read_text()) is None

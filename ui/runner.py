@@ -34,7 +34,7 @@ from engine.sim.simulate import warm_up as engine_warm_up
 from engine.sim.simulate import run_summary
 from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS
 from engine.sim.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame, trace_rate_variants
-from ui import jobs, trace_store, turns
+from ui import jobs, shared_summaries, trace_store, turns
 from ui.result_cache import ResultCache
 from ui.state import validate
 from ui.trace_store import APP_ORIGIN
@@ -134,11 +134,25 @@ def _summary_bytes(summary: Summary) -> int:
 _SUMMARIES: ResultCache[Summary] = ResultCache(SUMMARY_CACHE_MIB * MIB, DEFAULT_CAPS.result_cache_s, _summary_bytes)
 
 
+_SHARED = shared_summaries.from_environment()  # the other processes' summaries, behind ``python -m ui.serve``
+
+
 def summary(scenario_json: str) -> Summary:
     """The summary of a scenario's run (a copy the caller may change): cached for every session; safe to call
     from pooled threads."""
-    return copy.deepcopy(_SUMMARIES.get_or_compute(
-        _cache_key(scenario_json), lambda: run_summary(json.loads(scenario_json), APP_ORIGIN)))
+    key = _cache_key(scenario_json)
+    return copy.deepcopy(_SUMMARIES.get_or_compute(key, lambda: _shared_or_run(key, scenario_json)))
+
+
+def _shared_or_run(key, scenario_json: str) -> Summary:
+    """The summary another process of this app wrote (``shared_summaries``), else the run's, written for them."""
+    kept = _SHARED.get(key) if _SHARED is not None else None
+    if kept is not None:
+        return kept
+    result = run_summary(json.loads(scenario_json), APP_ORIGIN)
+    if _SHARED is not None:
+        _SHARED.put(key, result)
+    return result
 
 
 def capped(data: dict, max_requests: int = SWEEP_MAX_REQUESTS) -> dict:

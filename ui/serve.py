@@ -17,10 +17,12 @@ import asyncio
 import ctypes
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -31,6 +33,8 @@ import tornado.httpserver
 import tornado.netutil
 import tornado.web
 import tornado.websocket
+
+from ui.shared_summaries import SHARED_DIR_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 COOKIE = "scheduler_lab_backend"
@@ -404,6 +408,10 @@ async def serve(args: argparse.Namespace) -> None:
     sockets = tornado.netutil.bind_sockets(args.port, args.address)
     tornado.httpclient.AsyncHTTPClient.configure(None, max_body_size=body_bytes + message_bytes,
                                                  max_buffer_size=body_bytes + message_bytes, max_clients=256)
+    # one folder of run summaries for every process (``ui.shared_summaries``), private to this user, gone after
+    shared = tempfile.mkdtemp(prefix="scheduler-lab-summaries-")
+    os.environ[SHARED_DIR_ENV] = shared
+    log(f"run summaries shared in {shared}")
     pool = Pool(args.processes)
     task = asyncio.current_task()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -418,6 +426,7 @@ async def serve(args: argparse.Namespace) -> None:
         await pool.watch()
     finally:
         pool.stop_all()
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
