@@ -11,7 +11,7 @@ building and serialisation), without the websocket or the browser. AppTest compi
 (a new ``ScriptCache`` each time) where a server compiles them once; this script shares one compiled copy across
 runs as the server does (``--fresh-bytecode``: AppTest's own way, a few hundredths of a second more per run).
 
-Usage: python bench/bench_lab_rerun.py [--reruns 7] [--profile] [--top 25] [--fresh-bytecode]
+Usage: python bench/bench_lab_rerun.py [--reruns 7] [--profile] [--top 25] [--fresh-bytecode] [--json PATH]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import pstats
 import statistics
 import sys
@@ -112,6 +113,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--fresh-bytecode", action="store_true", help="compile the scripts on every run (AppTest)")
+    parser.add_argument("--json", help="also write the rerun times to this file")
     args = parser.parse_args()
     if not args.fresh_bytecode:
         share_compiled_scripts()
@@ -119,6 +121,9 @@ def main() -> None:
     times = rerun_times(at, args.reruns)
     print(f"fully cached Lab rerun, {args.reruns} runs: best {min(times):.3f} s, median "
           f"{statistics.median(times):.3f} s ({', '.join(f'{t:.3f}' for t in times)})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"reruns_s": times, "best_s": min(times),
+                                               "median_s": statistics.median(times)}, indent=2))
     if args.profile:
         profile(at, args.top)
 
