@@ -5,7 +5,7 @@ Runs, one after the other on this machine (nothing else should run meanwhile): t
 visitor's changes (``bench_changes.py``) and ``--sessions`` protocol sessions changing their rate at once
 (``bench_sessions.py``), with one server process and with ``python -m ui.serve`` on every core. The page it writes
 names the date, the commit (with "+ uncommitted changes" when the checkout has any) and the machine's cores, so a
-figure is never read without when and on what it was measured. Takes about ten minutes on 2 cores.
+figure is never read without when and on what it was measured. Takes about two minutes on 2 cores.
 
 Usage: python bench/speed_figures.py [--sessions 30] [--out docs/speed_figures.md]
 """
