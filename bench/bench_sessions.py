@@ -22,9 +22,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,15 +31,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from conftest import app_server, free_port  # noqa: E402
+from conftest import app_server  # noqa: E402
 from engine.scenario.config import apply_overrides  # noqa: E402
 from streamlit_client import Session, all_at_once, open_page  # noqa: E402
 from ui import state  # noqa: E402
+from ui.serve import COOKIE, streamlit_command  # noqa: E402
 
 RATE_LABEL = "Arrival rate (req/s)"
 LOG_PATH = Path("/tmp/bench_sessions_streamlit.log")
 HEALTHY_WITHIN_S = 180.0
-BACKEND_COOKIE = "scheduler_lab_backend"  # ui/serve.py's sticky cookie
 
 
 def session_rate(base_rate: float, k: int) -> float:
@@ -102,47 +100,21 @@ def pin_to(cores: int | None):
 @contextmanager
 def pinned_server(processes: int | None, cores: int | None):
     """The server under test: (url, pid) of ``ui.serve --processes N`` or of one ``streamlit run app.py``, both
-    pinned to ``cores``; without either option, the tests' own app server."""
-    if processes is None and cores is None:
-        with app_server(LOG_PATH) as (url, process):
-            yield url, process.pid
-        return
-    port = free_port()
-    if processes is None:
-        command = ["-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
-                   "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
-    else:
-        command = ["-m", "ui.serve", "--processes", str(processes), "--port", str(port), "--address", "127.0.0.1"]
-    with open(LOG_PATH, "w") as log:
-        process = subprocess.Popen([sys.executable, *command], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                   preexec_fn=pin_to(cores))
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process)
+    pinned to ``cores`` when given."""
+    def launcher(port: int) -> list[str]:
+        return [sys.executable, "-m", "ui.serve", "--processes", str(processes), "--port", str(port),
+                "--address", "127.0.0.1"]
+
+    with app_server(LOG_PATH, command=streamlit_command if processes is None else launcher,
+                    preexec_fn=pin_to(cores), healthy_within_s=HEALTHY_WITHIN_S) as (url, process):
         yield url, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-
-
-def wait_healthy(url: str, process: subprocess.Popen) -> None:
-    deadline_s = time.monotonic() + HEALTHY_WITHIN_S
-    while time.monotonic() < deadline_s and process.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"the server did not become healthy; see {LOG_PATH}")
 
 
 def first_pages_s(url: str, processes: int | None) -> float:
     """Open one page on every server process (each loads the compiled simulator once): the first one's seconds."""
     if processes is None:
         return open_page(url)[0]
-    return [open_page(url, headers={"Cookie": f"{BACKEND_COOKIE}={i}"})[0] for i in range(processes)][0]
+    return [open_page(url, headers={"Cookie": f"{COOKIE}={i}"})[0] for i in range(processes)][0]
 
 
 def measure(url: str, sessions: int) -> dict:

@@ -8,15 +8,14 @@ import dataclasses
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import typing
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -27,6 +26,7 @@ if "SCHEDULER_LAB_TRACE_STORE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["SCHEDULER_LAB_TRACE_STORE"], ignore_errors=True)
 
 import engine  # noqa: E402
+from ui.serve import free_port, streamlit_command  # noqa: E402,F401 - free_port: the tests' too
 from engine.scenario.config import Scenario, unwrap_optional  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,24 +92,17 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{report.when}", report)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
-def app_server(log_path: Path, repo: Path = REPO):
-    """``streamlit run app.py`` (of checkout ``repo``) on a free local port until healthy: yields (url, process);
-    stops it after."""
+def app_server(log_path: Path, repo: Path = REPO, command: Callable[[int], list[str]] = streamlit_command,
+               preexec_fn: Callable[[], None] | None = None, healthy_within_s: float = 90.0):
+    """The app server ``command(port)`` starts (default: ``streamlit run app.py`` of checkout ``repo``) on a free
+    local port until healthy: yields (url, process); stops it after. ``preexec_fn`` runs in the child (pinning it to
+    cores, say)."""
     port = free_port()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
-                                 f"--server.port={port}", "--server.address=127.0.0.1",
-                                 "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
-                                cwd=repo, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command(port), cwd=repo, stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + healthy_within_s
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:

@@ -62,6 +62,22 @@ def assert_same(skipped, stepped) -> None:
     assert stepped.summary["system"]["skipped_iterations"] == 0
 
 
+def both_ways(scenario, requests: RequestArrays):
+    """The runs of ``requests`` with event skipping and deciding every iteration in full."""
+    return tuple(execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+
+
+def assert_same_state(skipped, stepped, ranking_keys: bool = True) -> None:
+    """Identical request arrays, time series and statistics (the count of skipped iterations aside; without
+    ``ranking_keys``, the policy's last ranking key of each request too: only decisions keep it)."""
+    columns = np.arange(skipped.floats.shape[1]) != (-1 if ranking_keys else F_KEY)
+    np.testing.assert_array_equal(skipped.ints, stepped.ints)
+    np.testing.assert_array_equal(skipped.floats[:, columns], stepped.floats[:, columns])
+    np.testing.assert_array_equal(skipped.series, stepped.series)
+    others = np.arange(skipped.stats.shape[1]) != S_SKIPPED
+    np.testing.assert_array_equal(skipped.stats[:, others], stepped.stats[:, others])
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(skip_scenarios())
 def test_skipping_gives_the_results_of_stepping_every_iteration(data):
@@ -132,7 +148,7 @@ def test_no_skipping_while_preemptions_elsewhere_could_reach_the_queue_bound():
     prompt = np.array([10, 60, 1, 60, 1, 60, 1, 60, 1, 60])
     requests = RequestArrays(np.repeat([0.0, 0.0101, 0.0202, 0.0303, 0.0404], 2), prompt, output,
                              np.zeros(10, np.int64), output)
-    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    skipped, stepped = both_ways(scenario, requests)
     assert skipped.stop_reason == stepped.stop_reason == "queue_bound"
     assert skipped.sim_time_s == stepped.sim_time_s < 0.5
     others = np.arange(skipped.stats.shape[1]) != S_SKIPPED
@@ -155,11 +171,8 @@ def test_skipping_runs_while_requests_wait_for_a_slot_and_stops_at_their_time_ou
     output = np.array([20, 20, 3])
     requests = RequestArrays(np.array([0.0, 0.0, 0.0625]), np.ones(3, np.int64), output, np.zeros(3, np.int64),
                              output)
-    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
-    for a, b in [(skipped.ints, stepped.ints), (skipped.floats, stepped.floats), (skipped.series, stepped.series)]:
-        np.testing.assert_array_equal(a, b)
-    others = np.arange(skipped.stats.shape[1]) != S_SKIPPED
-    np.testing.assert_array_equal(skipped.stats[:, others], stepped.stats[:, others])
+    skipped, stepped = both_ways(scenario, requests)
+    assert_same_state(skipped, stepped)
     assert skipped.ints[2, I_STATE] == TIMED_OUT and skipped.floats[2, F_FINISH] == 1.0625
     assert skipped.stats[0, S_SKIPPED] == 17 and stepped.stats[0, S_SKIPPED] == 0
     rows = stepped.series[0][:20]
@@ -181,9 +194,8 @@ def test_no_skipping_while_a_request_waits_for_memory_with_a_slot_free():
                    "kv_capacity_tokens": 1200, "admission": "new-token-ratio"}})
     output = np.array([1000, 1000])
     requests = RequestArrays(np.array([0.0, 0.005]), np.full(2, 16), output, np.zeros(2, np.int64), output)
-    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
-    for a, b in [(skipped.ints, stepped.ints), (skipped.floats, stepped.floats), (skipped.series, stepped.series)]:
-        np.testing.assert_array_equal(a, b)
+    skipped, stepped = both_ways(scenario, requests)
+    assert_same_state(skipped, stepped)
     assert 1.0 < skipped.floats[1, F_FIRST_SCHEDULED] < 3.0 and skipped.stats[0, S_SKIPPED] > 0
 
 
@@ -203,11 +215,8 @@ def test_no_skipping_at_a_full_batch_while_a_preemptive_policy_may_evict():
         "policy": {"name": "dynamic", "preemptive": True, "alpha": 1.0, "beta": 0.0, "gamma": 0.0, "margin": 0.5}})
     output = np.array([200, 200])
     requests = RequestArrays(np.array([0.0, 0.105]), np.ones(2, np.int64), output, np.array([0, 1]), output)
-    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
-    keys = np.arange(skipped.floats.shape[1]) == F_KEY  # the policy's last ranking key: kept by decisions only
-    for a, b in [(skipped.ints, stepped.ints), (skipped.floats[:, ~keys], stepped.floats[:, ~keys]),
-                 (skipped.series, stepped.series)]:
-        np.testing.assert_array_equal(a, b)
+    skipped, stepped = both_ways(scenario, requests)
+    assert_same_state(skipped, stepped, ranking_keys=False)
     assert 0.15 < skipped.floats[1, F_FIRST_SCHEDULED] < 0.2 and skipped.stats[0, S_SKIPPED] > 0
 
 
@@ -230,9 +239,8 @@ def test_skipping_starts_at_the_decision_that_computes_a_whole_prompt(timeout_ms
         "server": {"step_model": "fixed", "step_time_ms": 125.0, "max_batch_size": 4}})
     output = np.array([20, 5])
     requests = RequestArrays(np.array([0.0, 0.0625]), np.ones(2, np.int64), output, np.zeros(2, np.int64), output)
-    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
-    for a, b in [(skipped.ints, stepped.ints), (skipped.floats, stepped.floats), (skipped.series, stepped.series)]:
-        np.testing.assert_array_equal(a, b)
+    skipped, stepped = both_ways(scenario, requests)
+    assert_same_state(skipped, stepped)
     if timeout_ms:
         assert skipped.ints[1, I_STATE] == TIMED_OUT and skipped.floats[1, F_FINISH] == 0.2125
         assert skipped.stats[0, S_SKIPPED] == 17
@@ -253,7 +261,7 @@ def test_fair_queuing_charges_in_the_batch_order_so_a_prompt_is_decided_in_full(
         "policy": {"name": "wfq", "weights": {"a": 3.0}}})
     output = np.array([20, 5])
     requests = RequestArrays(np.array([0.0, 0.0625]), np.full(2, 7), output, np.zeros(2, np.int64), output)
-    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    skipped, stepped = both_ways(scenario, requests)
     np.testing.assert_array_equal(skipped.replica_classes, stepped.replica_classes)
     assert skipped.stats[0, S_SKIPPED] > 0
 
@@ -284,7 +292,7 @@ def test_a_skipped_stretch_from_a_prompt_decays_the_new_token_ratio_by_its_decod
                    "kv_capacity_tokens": 4096}, "limits": {"max_drain_s": 1.0}})
     requests = RequestArrays(np.zeros(1), np.ones(1, np.int64), np.array([100]), np.zeros(1, np.int64),
                              np.array([100]))
-    skipped, stepped = (execute(prepare(scenario, requests=requests, event_skipping=skip)) for skip in (True, False))
+    skipped, stepped = both_ways(scenario, requests)
     assert skipped.stop_reason == stepped.stop_reason == "horizon" and skipped.stats[0, S_SKIPPED] > 0
     ratio = skipped.counters[0, C_NEW_TOKEN_RATIO_PPM]
     # the decodes at 0.125 to 1.0 s: 8 steps of 1,003 ppm

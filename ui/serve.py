@@ -69,6 +69,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def streamlit_command(port: int) -> list[str]:
+    """``streamlit run app.py`` on ``port`` of 127.0.0.1, headless, without usage statistics or a file watcher: how
+    every app server of the project starts (this launcher's processes, the tests' and the benchmarks')."""
+    return [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
+            "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+
+
 def usable_cores() -> int:
     """The cores this process may run on (its affinity, so ``taskset`` is respected), at least 1."""
     return max(1, len(os.sched_getaffinity(0)))
@@ -128,13 +135,11 @@ class Backend:
         self.sessions = max(0, self.sessions - 1)
 
     def start(self) -> None:
-        """Start the server on a fresh free port (same flags as the tests' app server); output of the child's
+        """Start the server on a fresh free port (``streamlit_command``); output of the child's
         banner is dropped (its address is not the one to visit), its errors go to the launcher's stderr."""
         self.port, self.ready = free_port(), False
-        command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
-                   f"--server.port={self.port}", "--server.address=127.0.0.1",
-                   "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
-        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, start_new_session=True,
+        self.process = subprocess.Popen(streamlit_command(self.port), cwd=REPO, stdout=subprocess.DEVNULL,
+                                        start_new_session=True,
                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
 
     def signal_group(self, signum: int) -> None:

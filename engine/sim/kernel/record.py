@@ -52,9 +52,11 @@ def _halve_series_nb(series):
 
 
 @njit(cache=True, inline="always")
-def keep_row_nb(srv, ints, series, stats, waiting, batch, cnt, iterations, t, dt, prefill, decode, preemptions):
-    """Write iteration number ``iterations`` (starting at ``t``, lasting ``dt``) to the time series when it is a
-    multiple of the stride, halving the series (and doubling the stride) first when it is full."""
+def account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
+               preemptions):
+    """Count the iteration that starts at ``t`` and lasts ``dt`` (``compute_s`` and ``memory_s`` of it are its
+    roofline terms) in the statistics and the time series."""
+    iterations = np.int64(stats[S_ITERATIONS])
     stride = np.int64(stats[S_SERIES_STRIDE])
     if iterations % stride == 0:
         rows = np.int64(stats[S_SERIES_ROWS])
@@ -66,21 +68,6 @@ def keep_row_nb(srv, ints, series, stats, waiting, batch, cnt, iterations, t, dt
             _record_nb(srv, ints, waiting, batch, cnt, series, rows, t, dt, prefill, decode, preemptions)
             rows += 1
         stats[S_SERIES_ROWS] = rows
-
-
-@njit(cache=True, inline="always")
-def window_overlap_s_nb(srv, t, dt):
-    """Seconds of the iteration from ``t`` to ``t + dt`` inside the steady-state window (<= 0: none)."""
-    return min(t + dt, srv[SV_WINDOW_END_S]) - max(t, srv[SV_WINDOW_START_S])
-
-
-@njit(cache=True, inline="always")
-def account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
-               preemptions):
-    """Count the iteration that starts at ``t`` and lasts ``dt`` (``compute_s`` and ``memory_s`` of it are its
-    roofline terms) in the statistics and the time series."""
-    iterations = np.int64(stats[S_ITERATIONS])
-    keep_row_nb(srv, ints, series, stats, waiting, batch, cnt, iterations, t, dt, prefill, decode, preemptions)
     stats[S_ITERATIONS] = iterations + 1
     stats[S_BUSY_S] += dt
     stats[S_BATCH_SUM] += cnt[C_BATCH]
@@ -92,7 +79,7 @@ def account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, 
     stats[S_COMPUTE_S] += compute_s
     stats[S_MEMORY_S] += memory_s
     stats[S_TERMS_S] += dt
-    overlap_s = window_overlap_s_nb(srv, t, dt)
+    overlap_s = min(t + dt, srv[SV_WINDOW_END_S]) - max(t, srv[SV_WINDOW_START_S])
     if overlap_s > 0.0:
         share = overlap_s / dt
         stats[S_WINDOW_BUSY_S] += overlap_s

@@ -14,11 +14,9 @@ from ..layout import (F_DEADLINE, F_FIRST_TOKEN, I_BLOCKS, I_CHUNK, I_CLASS, I_D
 from ..policies import P_CODE, WFQ, policy_charge_decodes_nb, policy_charge_nb
 from .batch import decoding_nb
 from .kv import block_room_nb
-from .record import keep_row_nb, window_overlap_s_nb
+from .record import account_nb
 from .state import (C_BATCH, C_CAPACITY_BLOCKS, C_ROLE, C_USED_BLOCKS, PREFILL_ROLE, SV_BLOCK_SIZE_TOKENS, SV_HORIZON_S,
-                    SV_PREFIX_UNIT_TOKENS, SV_STATIC_BLOCKS, SV_WINDOW_END_S, SV_WINDOW_START_S, S_BATCH_SUM, S_BUSY_S,
-                    S_COMPUTE_S, S_ITERATIONS, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_MEMORY_S, S_SERIES_STRIDE,
-                    S_SKIPPED, S_TERMS_S, S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S)
+                    SV_PREFIX_UNIT_TOKENS, SV_STATIC_BLOCKS, SV_WINDOW_END_S, SV_WINDOW_START_S, S_SKIPPED)
 
 
 @njit(cache=True, inline="always")
@@ -81,15 +79,6 @@ def skip_decodes_nb(srv, step, policy, classes, ints, fl, series, stats, waiting
     used = cnt[C_USED_BLOCKS]
     capacity = cnt[C_CAPACITY_BLOCKS]
     horizon_s = srv[SV_HORIZON_S]
-    # the statistics ``account_nb`` adds to, held here and written back once (the same additions, in order)
-    iterations = np.int64(stats[S_ITERATIONS])
-    stride = np.int64(stats[S_SERIES_STRIDE])
-    next_row = (iterations + stride - 1) // stride * stride  # the next iteration the series may keep
-    busy_s, kv_block_s, peak_blocks = stats[S_BUSY_S], stats[S_KV_BLOCK_SECONDS], stats[S_KV_PEAK_BLOCKS]
-    batch_sum, compute_sum_s, memory_sum_s, terms_s = stats[S_BATCH_SUM], stats[S_COMPUTE_S], stats[S_MEMORY_S], \
-        stats[S_TERMS_S]
-    window_busy_s, window_terms_s, window_compute_s, window_memory_s = stats[S_WINDOW_BUSY_S], \
-        stats[S_WINDOW_TERMS_S], stats[S_WINDOW_COMPUTE_S], stats[S_WINDOW_MEMORY_S]
     m = 0
     t_first_token = t
     phase = 1 % bs  # (m + 1) mod the block size: which requests cross into a new block at the next decision
@@ -112,32 +101,7 @@ def skip_decodes_nb(srv, step, policy, classes, ints, fl, series, stats, waiting
             emitted_in_window += 1
         reads += n
         dt, compute_s, memory_s = step_time_terms_nb(step, n, reads + n, reads)
-        # as ``account_nb``
-        if iterations == next_row:
-            keep_row_nb(srv, ints, series, stats, waiting, batch, cnt, iterations, t, dt, 0, n, 0)
-            stride = np.int64(stats[S_SERIES_STRIDE])
-            next_row = (iterations // stride + 1) * stride
-        iterations += 1
-        busy_s += dt
-        batch_sum += n
-        kv_block_s += used * dt
-        peak_blocks = max(peak_blocks, used)
-        compute_sum_s += compute_s
-        memory_sum_s += memory_s
-        terms_s += dt
-        overlap_s = window_overlap_s_nb(srv, t, dt)
-        if overlap_s > 0.0:
-            share = overlap_s / dt
-            window_busy_s += overlap_s
-            window_terms_s += overlap_s
-            window_compute_s += compute_s * share
-            window_memory_s += memory_s * share
-    stats[S_ITERATIONS] = iterations
-    stats[S_BUSY_S], stats[S_KV_BLOCK_SECONDS], stats[S_KV_PEAK_BLOCKS] = busy_s, kv_block_s, peak_blocks
-    stats[S_BATCH_SUM], stats[S_COMPUTE_S], stats[S_MEMORY_S], stats[S_TERMS_S] = batch_sum, compute_sum_s, \
-        memory_sum_s, terms_s
-    stats[S_WINDOW_BUSY_S], stats[S_WINDOW_TERMS_S], stats[S_WINDOW_COMPUTE_S], stats[S_WINDOW_MEMORY_S] = \
-        window_busy_s, window_terms_s, window_compute_s, window_memory_s
+        account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, 0, n, 0)
     stats[S_SKIPPED] += m
     if m == 0:
         return t, dt
