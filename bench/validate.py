@@ -1,37 +1,141 @@
-"""The step model's accuracy on the held-out runs: errors per GPU family, engine, model, tensor-parallel degree and
-metric, recomputed now from the shipped calibration (``engine.calibrate.joint_fit`` says which runs are held out and
-why).
+"""The step models' accuracy on held-out sources: the calibrated roofline against the product as a user gets it
+(measured operator tables where they cover a run, the roofline elsewhere), per GPU, engine version, model kind and
+parallel layout, on the published runs of held-out sources and on aiconfigurator-core's silicon sample (validation
+only: nothing is fitted or tuned on it).
 
-Usage: python bench/validate.py [--csv FILE]   (about a minute per hundred runs on one core)
+The split is by source (``data/hardware/validation_sources.csv``: a lab or a vendor's page series is one source, all
+its versions on one side), written down before any fit. The roofline's held-out runs are those of held-out sources
+its shipped fit did not replay; the operator tables are fitted on nothing here, so every run is held out for them.
+
+Usage: python bench/validate.py [--set all|measurements|silicon] [--per-group N] [--workers 2] [--csv FILE]
+       [--write]   (--write: data/hardware/validation_configurations.csv, what the badges read, and
+       docs/validation_by_source.md; about ten minutes on 2 cores)
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from engine.calibrate.calibration import measurements  # noqa: E402
-from engine.calibrate.calibration_report import markdown_table, prediction_table  # noqa: E402
-from engine.calibrate.joint_fit import split  # noqa: E402
+from engine.calibrate.calibration_report import VALIDATION_FILE  # noqa: E402
+from engine.calibrate.held_out import (CONFIGURATIONS_FILE, configurations, layout_of, predictions,  # noqa: E402
+                                       summary)
+from engine.calibrate.silicon_sample import validation_rows  # noqa: E402
+from engine.calibrate.sources import by_source  # noqa: E402
+from engine.hardware.kernel_tables import package_version  # noqa: E402
+
+DOC = REPO / "docs" / "validation_by_source.md"
+GROUPS = (["gpu"], ["engine", "run_version"], ["model"], ["kind"], ["layout"], ["kind", "layout"])
+HEADINGS = {"gpu": "GPU", "engine": "Engine", "run_version": "Version measured", "model": "Model",
+            "kind": "Model kind", "layout": "Layout"}
+
+
+def _rows(which: str, per_group: int) -> pd.DataFrame:
+    """The runs to predict: measurements.csv rows of held-out sources (with the roofline's ``fitted`` flag) and the
+    silicon sample, at most ``per_group`` runs of each (model, GPU, engine, layout, lengths, metric) (0: all)."""
+    frames = []
+    if which in ("all", "measurements"):
+        table = measurements().join(pd.read_csv(VALIDATION_FILE, index_col=0)[["fitted"]])
+        table["run_version"] = table["engine_version"].astype(str)
+        frames.append(table)
+    if which in ("all", "silicon"):
+        frames.append(validation_rows()[0].assign(fitted=False))
+    rows = by_source(pd.concat(frames))
+    rows = rows[rows["held_out_source"]].drop(columns=["source", "held_out_source"])
+    rows["layout"] = [layout_of(row) for _, row in rows.iterrows()]
+    if per_group:
+        keys = ["model", "gpu", "engine", "layout", "input_tokens", "output_tokens", "metric"]
+        rows = rows.groupby(keys, group_keys=False, sort=False).head(per_group)
+    return rows
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    """A summary frame as a Markdown table, errors rounded to whole per cent."""
+    columns = list(frame.columns)
+    lines = ["| " + " | ".join(HEADINGS.get(c, c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    for _, row in frame.iterrows():
+        cells = ["—" if pd.isna(row[c]) else f"{row[c]:.0f}%" if c.endswith(("median", "max")) else
+                 f"{row[c]:.0f}" if c.endswith("runs") else str(row[c]) for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _medians(table: pd.DataFrame, error: str) -> str:
+    """One line of headline medians: time per output token by model kind, time to first token, throughput."""
+    parts = []
+    for label, rows in (("TPOT dense", table[(table["metric_kind"] == "time per output token")
+                                             & (table["kind"] == "dense")]),
+                        ("TPOT MoE/MLA", table[(table["metric_kind"] == "time per output token")
+                                               & (table["kind"] != "dense")]),
+                        ("TTFT", table[table["metric_kind"] == "time to first token"]),
+                        ("throughput", table[table["metric_kind"] == "throughput"]),
+                        ("one iteration", table[table["metric_kind"] == "one iteration"])):
+        if len(rows):
+            parts.append(f"{label} {rows[error].abs().median():.0f}% (max {rows[error].abs().max():.0f}%, "
+                         f"{len(rows)} runs)")
+    return "; ".join(parts)
+
+
+def report(table: pd.DataFrame) -> str:
+    """The whole report: the split, then per set of runs the headline medians and the tables by dimension."""
+    held = table[table["held_out_source"]]
+    roofline_held = held[~held["fitted"].astype(bool)]
+    lines = ["Split by source (data/hardware/validation_sources.csv); held-out sources: "
+             + ", ".join(sorted(set(held["source"]))) + ".", ""]
+    for source, rows in held.groupby("source"):
+        roof = roofline_held[roofline_held["source"] == source]
+        covered = rows[rows["priced_by"] == "operator tables"]
+        lines += [f"## {source}", "",
+                  f"{len(rows)} runs; priced by measured operator tables: {len(covered)}.", "",
+                  f"- Before (calibrated roofline, {len(roof)} runs its fit never replayed): "
+                  f"{_medians(roof, 'error_roofline_pct')}",
+                  f"- After (operator tables where they cover, roofline elsewhere): {_medians(rows, 'error_pct')}",
+                  f"- After, the runs the tables price: {_medians(covered, 'error_pct')}", ""]
+        for by in GROUPS:
+            before = summary(roof, by, "error_roofline_pct").add_prefix("before ").rename(
+                columns={f"before {b}": b for b in by})
+            after = summary(rows, by, "error_pct").add_prefix("after ").rename(columns={f"after {b}": b for b in by})
+            merged = after.merge(before, on=by, how="left")
+            keep = by + [c for c in merged.columns if c.endswith("runs") or "per output token median" in c
+                         or "first token median" in c]
+            lines += [_markdown(merged[keep]), ""]
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--csv", help="also write every held-out run with its prediction to this file")
+    parser.add_argument("--set", default="all", choices=("all", "measurements", "silicon"))
+    parser.add_argument("--per-group", type=int, default=0, help="at most this many runs of one configuration")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--csv", help="also write every run with both predictions to this file")
+    parser.add_argument("--write", action="store_true", help="write the configurations table and the manual's page")
     args = parser.parse_args()
-    table = measurements()
+    rows = _rows(args.set, args.per_group)
     started = time.perf_counter()
-    predicted = prediction_table(table[split(table)], workers=args.workers)
-    print(f"{len(predicted)} held-out runs predicted in {time.perf_counter() - started:.0f} s\n")
-    print(markdown_table(predicted.assign(fitted=False)))
+    table = predictions(rows, workers=args.workers)
+    print(f"{len(table)} runs predicted twice in {time.perf_counter() - started:.0f} s\n")
     if args.csv:
-        predicted.to_csv(args.csv)
+        table.to_csv(args.csv)
+    text = report(table)
+    print(text)
+    if args.write:
+        held = table[table["held_out_source"]]
+        configurations(held).to_csv(CONFIGURATIONS_FILE, index=False)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True).stdout.strip()
+        DOC.write_text(f"# Validation by source\n\nWritten by `python bench/validate.py --write` on "
+                       f"{datetime.date.today()} at commit {commit} (aiconfigurator-core {package_version()}); errors "
+                       f"are median absolute errors of held-out runs.\n\n{text}")
 
 
 if __name__ == "__main__":

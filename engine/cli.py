@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from .calibrate.bench_results import MAX_FILE_MIB, read_result
-from .calibrate.calibration import badge
+from .calibrate.confidence import step_badge
 from .calibrate.user_calibration import benchmarked_server, calibrate, model_for
 from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES, combined_cost,
                           deployment_cost, fleet_cards, group_rentals, offer_hosting_problem, offers_for, unit_costs)
@@ -36,8 +36,7 @@ from .decide.tuner import (DEFAULT_CANDIDATES, DEFAULT_REQUESTS as TUNE_REQUESTS
                            TuneQuestion, parse_constraint, parse_objective, tune, tuned_scenario)
 from .hardware.calibration_store import save
 from .hardware.hf_config import read_config_file, user_model_overrides
-from .hardware.roofline import (kv_capacity_tokens, memory_breakdown_gib, model_text, roofline_profile,
-                                roofline_step_params)
+from .hardware.roofline import kv_capacity_tokens, memory_breakdown_gib, model_text, roofline_profile
 from .hardware.steptime import decode_step_s_nb, prefill_s
 from .hardware.tables import load_table
 from .scenario.caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
@@ -53,7 +52,7 @@ from .scenario.registry import TRACE_FORMATS
 from .scenario.summary import Summary
 from .sim.dask_connect import check_address, check_workers
 from .sim.parallel import dask_cluster
-from .sim.simulate import Result, load_text, simulate, stop_explanation, warm_up
+from .sim.simulate import Result, load_text, server_step, simulate, stop_explanation, warm_up
 from .sim.traces import guess_trace_format
 from .decide.bill import fixed_overrides, format_bills, strategy_bills
 from .sim.autoscale import describe as describe_scaling
@@ -608,12 +607,12 @@ def _hardware(args: argparse.Namespace) -> int:
     print("one card (GiB): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
     capacity = kv_capacity_tokens(server, profile)
     print(f"KV cache: {capacity:,} tokens ({profile.kv_bytes_per_token_per_card:,.0f} B per token on each card)")
-    step = roofline_step_params(profile)
+    step = server_step(server)
     full = max(1, min(server.max_batch_size, capacity // 2048))  # the largest batch whose KV fits
     print(f"decode iteration at 2,048 tokens of context: batch 1 {decode_step_s_nb(step, 1, 2048) * 1e3:.2f} ms, "
           f"batch {full} {decode_step_s_nb(step, full, 2048) * 1e3:.2f} ms (the most that fit, up to max_batch_size); "
           f"prefill of 2,048 tokens {prefill_s(step, 2048) * 1e3:.1f} ms")
-    print(f"step times: {badge(server.gpu, server.calibration, server.engine)}")
+    print(f"step times: {step_badge(server)}")
     return 0
 
 

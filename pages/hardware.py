@@ -16,14 +16,15 @@ import streamlit as st
 import engine
 from engine.calibrate import user_calibration
 from engine.calibrate.bench_results import BenchResult, read_result
-from engine.calibrate.calibration import METRICS, badge
+from engine.calibrate.calibration import METRICS
+from engine.calibrate.confidence import step_badge
 from engine.decide.cost import (CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER_MONTH,
                                 convert, cost_columns, firm_offer, fleet_cards)
 from engine.decide.sizing import fleet_shapes
 from engine.hardware import calibration_store
 from engine.hardware.hf_config import CONFIG_MAX_BYTES, parse_config, user_model_overrides
 from engine.hardware.roofline import (GIB, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens, model_text,
-                                      peak_profile, roofline_profile, roofline_step_params, sampler_bytes_per_logit)
+                                      peak_profile, roofline_profile, sampler_bytes_per_logit)
 from engine.hardware.steptime import decode_step_s_nb, prefill_s
 from engine.hardware.tables import engine_row, gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
@@ -32,6 +33,7 @@ from engine.scenario.errors import printable
 from engine.scenario.labels import cards_text, key_words, words
 from engine.scenario.metric_table import LATENCY_KEYS, metric, money_range, round_money
 from engine.sim.policies import POLICY_LABELS
+from engine.sim.simulate import server_step
 from engine.sim.sweep import sweep_rates
 from ui import (charts, cost_panel, hardware_choices, parallel_controls, runner, scenario_sidebar, state, tables,
                 text, view)
@@ -188,9 +190,10 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
     return pd.DataFrame(rows)
 
 
-def step_section(server: Server, profile: RooflineProfile, capacity: int) -> None:
-    """Iteration time against batch size (only batches whose KV fits) and against prompt length."""
-    step = roofline_step_params(profile)
+def step_section(server: Server, capacity: int) -> None:
+    """Iteration time against batch size (only batches whose KV fits) and against prompt length, as the simulator
+    times them (measured operator tables where they cover the server, else the roofline)."""
+    step = server_step(server)
     left, right = st.columns(2)
     batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if b <= max(server.max_batch_size, 1)]
     fig = go.Figure([go.Scatter(x=fitting, y=[decode_step_s_nb(step, b, c) * 1e3 for b in fitting],
@@ -208,8 +211,8 @@ def step_section(server: Server, profile: RooflineProfile, capacity: int) -> Non
                       yaxis=dict(title="prefill time (ms)", type="log", dtick=1))
     right.plotly_chart(fig, width="stretch")
     st.caption("Flat lines are memory-bound (weights read once per iteration, shared by the batch); rising lines "
-               "are compute-bound; a line ends where its batch no longer fits the KV cache. Roofline model, "
-               + badge(server.gpu, server.calibration, server.engine) + ".")
+               "are compute-bound; a line ends where its batch no longer fits the KV cache. "
+               + step_badge(server) + ".")
 
 
 def offers_section() -> None:
@@ -473,7 +476,7 @@ else:
     data = on_roofline(data)  # this page's view only; the scenario is unchanged
 typed = state.validate(data)
 server = typed.server
-st.caption(f"{server.gpu}: {badge(server.gpu, server.calibration, server.engine)}. "
+st.caption(f"{server.gpu}: {step_badge(server)}. "
            f"Source: {gpu_row(server.gpu)['source']}")
 
 st.subheader("Does it fit? Memory of one card")
@@ -481,7 +484,7 @@ profile = roofline_profile(server)
 capacity = memory_section(server, profile)
 if capacity is not None:
     st.subheader("Iteration time")
-    step_section(server, profile, capacity)
+    step_section(server, capacity)
     st.subheader("Your own measurements")
     measurements_section(data, server)
     st.subheader("Cost of this fleet")

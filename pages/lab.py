@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from engine.calibrate.calibration import badge
+from engine.calibrate.confidence import step_badge
 from engine.decide.cost import cost_columns
 from engine.decide.diagnosis import diagnose, window_words
 from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Autoscale, Fleet, FleetGroup,
@@ -29,7 +29,8 @@ from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_help, field_input
 
 BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
-ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "engine", "gpu_memory_utilization")
+ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "engine", "engine_version",
+                 "gpu_memory_utilization")
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_caching")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens",
               "conversation_turns", "turn_gap_s")
@@ -174,8 +175,10 @@ def server_controls(data: dict, v: int) -> None:
     if notice:
         st.info(labels.key_words(notice))
     if server["step_model"] == "roofline":
-        engine = server.get("engine") or Server.engine
-        st.caption(f"Step times: {badge(server['gpu'], server.get('calibration') or '', engine)}.")
+        try:
+            st.caption(f"Step times: {step_badge(state.validate(data).server)}.")
+        except engine.ScenarioError:
+            pass  # the run below says what is wrong with the scenario
 
 
 def no_effect(note: str | None) -> None:

@@ -222,7 +222,7 @@ def test_hardware_page_sizes_and_prices_the_fleet():
     assert {"Does it fit? Memory of one card", "Iteration time", "Rental offers", "Cost of this fleet",
             "Same cards, other shapes"} <= {h.value for h in at.subheader}
     assert len(at.get("plotly_chart")) == 4  # memory bar, decode steps, prefill, cost against load
-    assert any("calibrated against" in c.value or "estimate only" in c.value for c in at.caption)
+    assert any("measured kernels" in c.value or "Roofline estimate" in c.value for c in at.caption)
     one = [m for m in at.metric if m.label.startswith("Fleet per month (")][0].value
     at.number_input(key="hw_replicas_1").set_value(2).run()
     assert not at.exception and not at.error

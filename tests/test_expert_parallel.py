@@ -107,8 +107,8 @@ def test_the_planner_compares_tp8_with_dp8_ep8_and_marks_the_latter_an_estimate(
     plans = [answer["recommendation"], *answer["alternatives"]]
     split = [p for p in plans if p["expert_parallel"]]
     assert split and {p["tensor_parallel"] for p in split} <= {2, 4, 8}
-    assert all(not p["calibrated"] and "DP + EP's all-to-all and imbalance estimated" in p["step_times"]
-               for p in split)
+    assert all(not p["calibrated"] and "DP + EP's all-to-all and imbalance estimated" in p["step_times_detail"]
+               and p["step_times"].endswith("DP + EP estimated") for p in split)
     assert not answer["recommendation"]["expert_parallel"] and answer["recommendation"]["calibrated"]
 
 

@@ -240,9 +240,11 @@ def test_a_budget_keeps_dearer_plans_out_of_the_recommendation():
 
 
 def test_accepted_weight_formats_are_each_sized_and_the_cheapest_wins():
-    """On H100 the article's decode is compute-bound, so FP8 (FP8 tensor cores) needs fewer cards than INT4 (4-bit
-    weights computed at the FP16 rate): fewer bits do not always mean fewer cards, which is why each is sized."""
-    answer = plan(article(), small(gpus=("H100-80G",), quants=("int4", "fp8"), seeds=2, requests=600))
+    """On the roofline of an H100 the article's decode is compute-bound, so FP8 (FP8 tensor cores) needs fewer cards
+    than INT4 (4-bit weights computed at the FP16 rate): fewer bits do not always mean fewer cards, which is why each
+    is sized. (Measured kernels make INT4 weight-only the faster here: the same sizing then picks it.)"""
+    data = apply_overrides(article(), {"server.kernel_tables": "off"})
+    answer = plan(data, small(gpus=("H100-80G",), quants=("int4", "fp8"), seeds=2, requests=600))
     plans = [answer["recommendation"], *answer["alternatives"]]
     fewest = {q: min(p["cards"] for p in plans if p["quant"] == q) for q in ("int4", "fp8")}
     assert fewest["fp8"] < fewest["int4"]

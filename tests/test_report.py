@@ -52,7 +52,8 @@ def test_the_html_is_self_contained_and_holds_the_planners_numbers(page, answer)
     for target in best["targets"]:
         assert target_text(target) in page
     assert answer["diagnosis"][0].split(":")[0] in page
-    assert "calibrated against" in page and "as of" in page, "every profile's calibration, every offer's date"
+    assert "Step times of every fleet shape" in page and ("measured kernels" in page or "Roofline estimate" in page) \
+        and "as of" in page, "every fleet shape's step times, every offer's date"
 
 
 def test_the_link_reopens_the_same_plan(page):

@@ -72,7 +72,8 @@ def test_a_verification_costs_k_plus_one_tokens_and_k_draft_steps_on_the_rooflin
     """One request alone: every decode iteration lasts the served model's step over k + 1 tokens on its cached
     context, plus k draft steps of draft_cost x a plain decode step on the same context."""
     k, cost = 4, 0.2
-    scenario = trace_scenario(tmp_path, [(0.0, 100, 40)], {"step_model": "roofline", **spec(k, 1.0, cost)})
+    scenario = trace_scenario(tmp_path, [(0.0, 100, 40)], {"step_model": "roofline", "kernel_tables": "off",
+                                                           **spec(k, 1.0, cost)})
     result = engine.simulate(scenario)
     step = roofline_step_params(roofline_profile(scenario.server))
     series = result.timeseries
@@ -149,7 +150,7 @@ def test_speculation_helps_at_low_load_and_hurts_at_high_load():
     tokens come out of each iteration. A busy one is compute bound, and the verified tokens that are rejected
     (and the draft) take time from everyone."""
     assert tpot_ms(4.0, True) < 0.7 * tpot_ms(4.0, False)
-    assert tpot_ms(16.0, True) > 1.1 * tpot_ms(16.0, False)
+    assert tpot_ms(24.0, True) > 1.1 * tpot_ms(24.0, False)  # busy: measured A100 kernels serve 16 req/s with room
 
 
 def test_the_offered_load_counts_the_iterations_speculation_saves():

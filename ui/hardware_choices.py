@@ -1,8 +1,10 @@
 """Options of the server keys that name a row of a hardware table (GPU, model, weight and KV
-formats, serving engine)."""
+formats, serving engine) or a version the measured kernels have (engine version)."""
 
 from __future__ import annotations
 
+from engine.hardware.kernel_tables import table_versions
+from engine.scenario.config import Server
 from engine.hardware.tables import gpu_names, load_table, tensor_parallel_degrees
 
 TABLE_CHOICES = {
@@ -19,6 +21,8 @@ def options(key: str, server: dict) -> list | None:
     (``server.model_config``) after them, and the tensor-parallel degrees the GPU's link domain allows."""
     if key == "tensor_parallel" and server.get("gpu") in gpu_names():
         return list(tensor_parallel_degrees(server["gpu"]))
+    if key == "engine_version":  # the newest with measured kernels, or one of theirs on this GPU
+        return ["", *table_versions(server.get("gpu", Server.gpu), server.get("engine", Server.engine))]
     choices = TABLE_CHOICES.get(key)
     if choices is None:
         return None

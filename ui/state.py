@@ -193,7 +193,8 @@ def drop_foreign_calibration(data: dict) -> str | None:
         return None
     del server["calibration"]
     return (f"The calibration '{name}' does not time {gpu} (it was fitted on another GPU family, or is no longer "
-            f"saved): the shipped calibration is used.")
+            f"saved): the shipped step times are used (measured kernels where they cover it, else the shipped "
+            f"calibration).")
 
 
 def describe(scenario: engine.Scenario) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..hardware.calibration_store import saved_for
+from ..hardware.kernel_tables import KERNEL_OVERHEAD_S, coverage, table_step
 from ..hardware.roofline import (efficiency_for, kv_capacity_tokens, peak_profile, roofline_profile,
                                  roofline_step_params, with_efficiency)
 from ..hardware.steptime import decode_step_s_nb, prefill_s
@@ -78,11 +79,13 @@ def replayed_requests(row: pd.Series) -> int:
     return min(int(row["requests"]) or cap, cap)
 
 
-def measurement_scenario(row: pd.Series) -> dict:
-    """The scenario that reproduces one measurement's load on the roofline model, on its serving engine with the
-    engine's admission rule (``parallel`` "dep": attention data-parallel and experts split over the GPUs, each rank
-    holding ``batch``). The replay may queue all its requests and drain for as long as they take (a
-    benchmark sends them all)."""
+def measurement_scenario(row: pd.Series, kernel_tables: str = "off") -> dict:
+    """The scenario that reproduces one measurement's load on the roofline model (``kernel_tables`` "auto": timed by
+    measured operator tables where they cover it), on its serving engine with the engine's admission and batching
+    rules
+    (``parallel`` "dep": attention data-parallel and experts split over the GPUs, each rank holding ``batch``; "ep":
+    experts split over the tensor-parallel GPUs). The replay may queue all its requests and drain for as long as
+    they take (a benchmark sends them all)."""
     batch, requests = int(row["batch"]), replayed_requests(row)
     scenario = one_class_scenario(
         f"measurement {row.name}"[:Caps.name_chars], requests, float(row["rate_per_s"]) or SIMULTANEOUS_RATE_PER_S,
@@ -90,8 +93,9 @@ def measurement_scenario(row: pd.Series) -> dict:
         {"gpu": row["gpu"], "model": row["model"], "quant": row["quant"], "kv_quant": row["kv_quant"],
          "tensor_parallel": int(row["tensor_parallel"]), "max_batch_size": batch,
          "max_batched_tokens": max(8192, batch), "engine": row["engine"],
-         "admission": engine_row(row["engine"])["admission"],
-         **({"expert_parallel": True, "attention_data_parallel": True} if row.get("parallel") == "dep" else {})})
+         "admission": engine_row(row["engine"])["admission"], "batching": engine_row(row["engine"])["batching"],
+         "kernel_tables": kernel_tables,
+         **PARALLEL_KEYS.get(row.get("parallel"), {})})
     scenario["limits"] = {"max_waiting_requests": max(requests, Limits.max_waiting_requests),
                           "max_drain_s": Caps.drain_s}
     return scenario
@@ -108,6 +112,8 @@ def replay_problem(row: pd.Series) -> str | None:
     return None
 
 
+# A measurement's ``parallel`` -> the server keys that lay it out (none: tensor parallelism alone).
+PARALLEL_KEYS = {"dep": {"expert_parallel": True, "attention_data_parallel": True}, "ep": {"expert_parallel": True}}
 STATISTIC_KEYS = {"mean": "mean", "median": "p50", "p99": "p99"}  # a metric's statistic -> summary_stats' key
 
 
@@ -120,20 +126,24 @@ class Case:
         self.clients, self.batch, self.tokens = clients, batch, tokens  # clients: a closed loop's (0: open)
         self.peak = peak_profile(server, server.tensor_parallel)
         self.family = gpu_row(server.gpu)["family"]
+        self.kernel_key = coverage(server).key  # None: the roofline times it (always so with kernel_tables off)
 
     @classmethod
-    def from_row(cls, row: pd.Series) -> Case:
-        """The case of one ``measurements.csv`` row."""
-        scenario = load_scenario(measurement_scenario(row))
+    def from_row(cls, row: pd.Series, kernel_tables: str = "off") -> Case:
+        """The case of one ``measurements.csv`` row (``kernel_tables`` as ``measurement_scenario``'s)."""
+        scenario = load_scenario(measurement_scenario(row, kernel_tables))
         measured = {row["metric"]: float(row["measured"])}
         if row["metric"] in ITERATION_METRICS:
             return cls(None, scenario.server, measured, batch=int(row["batch"]), tokens=int(row["input_tokens"]))
-        closed = float(row["rate_per_s"]) == 0 and replayed_requests(row) > int(row["batch"])
-        return cls(prepare(scenario), scenario.server, measured, clients=int(row["batch"]) if closed else 0)
+        clients = int(row["batch"]) * scenario.server.ranks  # "dep": ``batch`` on each data-parallel rank
+        closed = float(row["rate_per_s"]) == 0 and replayed_requests(row) > clients
+        return cls(prepare(scenario), scenario.server, measured, clients=clients if closed else 0)
 
     def predict(self, efficiency: Efficiency) -> dict[str, float]:
         """Every measured metric as the simulator gives it at ``efficiency``."""
         step = roofline_step_params(with_efficiency(self.peak, efficiency))
+        if self.kernel_key is not None:
+            step = table_step(step, self.kernel_key, KERNEL_OVERHEAD_S)
         if self.prepared is None:
             return {"decode_step_ms": decode_step_s_nb(step, self.batch, self.tokens) * 1e3,
                     "prefill_step_ms": prefill_s(step, self.tokens) * 1e3}
@@ -193,9 +203,11 @@ def cases(rows: pd.DataFrame) -> list[Case]:
     return [Case.from_row(row) for _, row in rows.iterrows()]
 
 
-def predict(row: pd.Series, efficiency: Efficiency | None = None) -> float:
-    """The simulator's value of ``row``'s metric under its load (default: its GPU family's calibration)."""
-    return Case.from_row(row).predict(efficiency or efficiency_for(row["gpu"], engine=row["engine"]))[row["metric"]]
+def predict(row: pd.Series, efficiency: Efficiency | None = None, kernel_tables: str = "off") -> float:
+    """The simulator's value of ``row``'s metric under its load (default: its GPU family's calibration; with
+    ``kernel_tables`` "auto", timed by measured operator tables where they cover it)."""
+    case = Case.from_row(row, kernel_tables)
+    return case.predict(efficiency or efficiency_for(row["gpu"], engine=row["engine"]))[row["metric"]]
 
 
 def loss(fitted: list[Case], efficiency: Efficiency) -> float:
@@ -283,9 +295,13 @@ def badge(gpu: str, calibration: str = "", engine: str = Server.engine) -> str:
     name); a slice says that it is timed as its share of the card, which no measurement checks."""
     text = (saved_for(calibration, gpu).badge() if calibration else
             _shipped_badge(gpu, engine))
-    if is_slice(gpu):
-        text += f"; {gpu} is timed as its share of a whole {gpu_row(gpu)['parent']}, not measured itself"
-    return text
+    return text + slice_note(gpu)
+
+
+def slice_note(gpu: str) -> str:
+    """"; X is timed as its share of a whole Y, not measured itself" for a GPU slice, else ""."""
+    return f"; {gpu} is timed as its share of a whole {gpu_row(gpu)['parent']}, not measured itself" if is_slice(
+        gpu) else ""
 
 
 def _shipped_badge(gpu: str, engine: str) -> str:

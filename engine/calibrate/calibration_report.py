@@ -33,18 +33,22 @@ def _prediction(row: pd.Series) -> float:
     return float("nan") if replay_problem(row) else predict(row)
 
 
+def each_row(function, rows: pd.DataFrame, workers: int = 1) -> list:
+    """``function`` of every row of ``rows``, in order; ``workers`` forked processes share them (replays are
+    independent)."""
+    jobs = [row for _, row in rows.iterrows()]
+    if workers <= 1:
+        return [function(row) for row in jobs]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return pool.map(function, jobs, chunksize=1)
+
+
 def prediction_table(rows: pd.DataFrame | None = None, workers: int = 1) -> pd.DataFrame:
     """``rows`` of the measurements (default: all) with the shipped calibration's prediction, its error (%,
     predicted vs measured), whether the run is held out and whether the fit replayed it; ``workers`` forked
     processes share the replays."""
     table = measurements() if rows is None else rows
-    jobs = [row for _, row in table.iterrows()]
-    if workers > 1:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            predicted = pool.map(_prediction, jobs, chunksize=1)
-    else:
-        predicted = [_prediction(row) for row in jobs]
-    table = table.assign(predicted=predicted)
+    table = table.assign(predicted=each_row(_prediction, table, workers))
     table["error_pct"] = error_pct(table["predicted"], table["measured"])
     table["held_out"] = split(table)
     table["fitted"] = table.index.isin(fit_sample(measurements(), shipped_fit_date()).index)

@@ -87,7 +87,8 @@ def replay_case(result: BenchResult, server: Server) -> Case:
         arrival_s = np.cumsum(np.random.default_rng(REPLAY_SEED).exponential(1.0 / result.rate_per_s, n))
         arrival_s -= arrival_s[0]
     slots = min(server.max_batch_size, result.concurrency) if result.concurrency else server.max_batch_size
-    scenario = load_scenario(_replay_data({**dataclasses.asdict(server), "max_batch_size": slots, "min_batch_size": 1},
+    scenario = load_scenario(_replay_data({**dataclasses.asdict(server), "max_batch_size": slots, "min_batch_size": 1,
+                                           "kernel_tables": "off"},  # a user's own fit calibrates the roofline
                                           n, f"replay of {result.name}"))
     requests = RequestArrays(arrival_s, result.input_tokens.copy(), result.output_tokens.copy(),
                              np.zeros(n, np.int64), result.output_tokens.copy())

@@ -86,7 +86,8 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
             "policy": policy_text(plan),
             "headroom (req/s)": f"{plan['headroom_rate_per_s']:,.2f}" if plan["headroom_rate_per_s"] else "—",
-            "step times": plan["step_times"] + ("" if plan["calibrated"] else " (estimate)"),
+            "step times": plan["step_times"] + (
+                "" if plan["calibrated"] or plan["step_times"].endswith("estimate") else " (estimate)"),
         })
     return pd.DataFrame(rows)
 

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..calibrate.calibration import status
+from ..calibrate.confidence import confidence
 from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
 from ..hardware.tables import data_version, gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
@@ -421,14 +421,24 @@ UNFIRM_NOTE = ("no firm price (its offers are estimates, ranges or spot capacity
 
 
 EXPERT_PARALLEL_STATUS = "; DP + EP's all-to-all and imbalance estimated, not fitted on a measured run"
+EXPERT_PARALLEL_SHORT = "; DP + EP estimated"  # the same, in a table cell
 
 
-def calibrated(data: dict, gpu: str) -> bool:
-    """True when the GPU's step times rest on measurements: a saved calibration of its family, or the shipped
-    table's family with enough measurements (a slice is timed as its share of a card: never measured)."""
-    if is_slice(gpu):
-        return False
-    return bool(with_gpu(data, gpu)["server"].get("calibration")) or status(gpu).startswith("calibrated")
+def step_time_entry(search: Search, config: Config, replicas: int) -> dict:
+    """What priced a configuration's step times and how far they can be trusted (``confidence``): ``calibrated``
+    (it may be recommended), ``step_times`` (a few words, for tables) and ``step_times_detail`` (the whole line),
+    ``priced_by`` and ``step_error_pct`` (the closest validated configuration's held-out error; None: none). A saved
+    calibration of the user's own runs is trusted as such."""
+    server = load_scenario(search.scenario(config, replicas), origin=search.origin).server
+    trust = confidence(server)
+    own = bool(server.calibration) and not is_slice(config.gpu)
+    unchecked = config.expert_parallel and trust.error_pct is None
+    words = trust.headline + (EXPERT_PARALLEL_STATUS if unchecked else "")
+    short = trust.short + (EXPERT_PARALLEL_SHORT if unchecked else "")
+    if own:
+        words = short = f"fitted on your own runs ({server.calibration})"
+    return {"calibrated": own or trust.trusted, "step_times": short, "step_times_detail": words,
+            "priced_by": trust.priced_by, "step_error_pct": trust.error_pct}
 
 
 def confidence_95(values: list[float | None]) -> tuple[float | None, float | None, float | None]:
@@ -572,8 +582,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
         **pool_split_entry(search, config, replicas),
         "cards": cards, "router": config.router or router, "decoding": config.decoding or decoding_of(data),
         "policy": search.policies.get(config.policy, {"name": config.policy}),
-        "calibrated": calibrated(data, config.gpu) and not config.expert_parallel,
-        "step_times": status(config.gpu) + (EXPERT_PARALLEL_STATUS if config.expert_parallel else ""),
+        **step_time_entry(search, config, replicas),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
                          "billing": billing, "estimate": bool(cost.estimate)},
         "price": price_entry(offer),

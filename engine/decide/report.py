@@ -24,9 +24,9 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from ..calibrate.calibration import badge
 from ..scenario.config import Scenario, TokenDist, field_label, load_scenario, to_toml
 from ..scenario.errors import ScenarioError
+from ..hardware.kernel_tables import engine_version_words
 from ..scenario.labels import cards_text, format_label, parallel_label, words
 from ..scenario.link import page_link
 from ..scenario.metric_table import metric, money_range
@@ -139,7 +139,8 @@ def assumptions(scenario: Scenario, question: Question) -> list[str]:
         lines.append(f"Model {s.model} with {format_label(s.quant)} weights and a {format_label(s.kv_quant)} KV "
                      f"cache; at most {s.max_batch_size} sequences and {s.max_batched_tokens:,} tokens per iteration, "
                      f"batching: {words('batching', s.batching)}, admission: {words('admission', s.admission)}, "
-                     f"{s.gpu_memory_utilization:.0%} of GPU memory for the server.")
+                     f"{s.gpu_memory_utilization:.0%} of GPU memory for the server; serving engine "
+                     f"{engine_version_words(s.engine, s.engine_version or 'at its newest measured version')}.")
         split = parallel_label(s.tensor_parallel, s.expert_parallel, s.attention_data_parallel)
         given = f"The scenario as given ({scenario.fleet.replicas} x {split} {s.gpu})"
         try:
@@ -155,11 +156,16 @@ def assumptions(scenario: Scenario, question: Question) -> list[str]:
     return lines
 
 
-def calibration_frame(answer: dict, engine: str) -> pd.DataFrame:
-    """Where the step times of every GPU in the answer, served by ``engine``, come from."""
+def calibration_frame(answer: dict) -> pd.DataFrame:
+    """Where the step times of every fleet shape in the answer come from (measured operator tables or the
+    roofline) and the held-out error of the closest validated configuration."""
     plans = [p for p in (answer["recommendation"], *answer["alternatives"]) if p is not None]
-    gpus = list(dict.fromkeys(p["gpu"] for p in plans))
-    return pd.DataFrame([{"GPU": gpu, "step times": badge(gpu, engine=engine)} for gpu in gpus])
+    rows = {}
+    for plan in plans:
+        name = f"{shape(plan)} {plan['gpu']} {format_label(plan['quant'])}"
+        rows.setdefault(name, {"fleet shape": name, "step times": plan.get("step_times_detail", plan["step_times"])
+                               + ("" if plan["calibrated"] else " (estimate)")})
+    return pd.DataFrame(list(rows.values()))
 
 
 def offers_frame(answer: dict, today: date) -> pd.DataFrame:
@@ -284,8 +290,8 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
         parts += ["<h2>Not possible</h2>", _table(not_possible_frame(answer["not_possible"]))]
     parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
               "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
-              "<h2>Step times of every GPU in this plan</h2>",
-              _table(calibration_frame(answer, scenario.server.engine)),
+              "<h2>Step times of every fleet shape in this plan</h2>",
+              _table(calibration_frame(answer)),
               "<h2>Offers priced</h2>", _table(offers_frame(answer, today))]
     if best is not None:
         files = recipe_files(best, scenario)

@@ -57,6 +57,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ..scenario.caps import MIB
@@ -340,8 +341,8 @@ def _draft_weight_bytes(server: Server, vocab: int, bytes_per_weight: float) -> 
     return _weight_bytes(model_shape(row), int(row["hidden"]), vocab, bytes_per_weight)
 
 
-def roofline_step_params(profile: RooflineProfile) -> tuple:
-    """The compiled loop's step tuple for ``profile``."""
+def roofline_step_params(profile: RooflineProfile) -> np.ndarray:
+    """The compiled loop's step row for ``profile``."""
     return step_params(ROOFLINE, matmul_flops_per_token=profile.matmul_flops_per_token,
                        attention_flops_per_context_token=profile.attention_flops_per_context_token,
                        weight_bytes=profile.weight_bytes, kv_bytes_per_token=profile.kv_bytes_per_token,

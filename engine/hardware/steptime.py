@@ -27,6 +27,20 @@ where ``tokens`` = prefill tokens + decodes in the batch, ``context_pairs`` = su
 over batched tokens of the positions each attends to (a chunk of c tokens on top
 of k cached ones attends to c*k + c(c+1)/2), ``context_reads`` = KV tokens
 already cached for the batched sequences (each read once).
+
+``TABLE`` (the roofline's step model where measured operator tables cover the hardware, ``kernel_tables``): the
+roofline tuple followed by tables of measured kernel times in seconds, summed the way the operator-level estimate
+composes one mixed iteration::
+
+    step_s = dense(tokens)                                  GEMMs, MoE, collectives, norms (every token)
+             + logits(decode sequences + 1 if a prompt runs)  the LM head, once per sequence that emits
+             + prefill_attention(prefill tokens, mean context a prefill token attends to)
+             + decode_attention(decode sequences, mean context a decode attends to)
+             + overhead_s
+
+each read by linear interpolation between grid points (powers of two, ``*_AXIS``), extrapolated linearly past
+the last. The roofline's compute and memory terms are still computed (not timed) for the utilisation and the
+diagnosis.
 """
 
 import numpy as np
@@ -35,6 +49,7 @@ from numba import njit
 from ..scenario.registry import STEP_MODEL_CODES
 
 FIXED, ROOFLINE = STEP_MODEL_CODES.values()
+TABLE = ROOFLINE + 1  # the roofline's hardware timed from measured operator tables (module docstring); not a choice
 
 # The step tuple (a plain tuple indexed by these constants).
 (ST_MODEL, ST_STEP_TIME_S, ST_MATMUL_FLOPS_PER_TOKEN, ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN, ST_WEIGHT_BYTES,
@@ -43,6 +58,19 @@ FIXED, ROOFLINE = STEP_MODEL_CODES.values()
  ST_ATTENTION_FLOPS_PER_S, ST_ALL_TO_ALL_FIXED_S, ST_ALL_TO_ALL_S_PER_TOKEN) = range(19)
 ST_FIELDS = ST_ALL_TO_ALL_S_PER_TOKEN + 1
 HARD_MAX = 0.0  # sharpness meaning max(compute_s, memory_s) itself
+
+# The grids of a ``TABLE`` step (powers of two): tokens of one iteration; sequences (decodes, or those emitting a
+# token); prefill tokens of one iteration; context tokens attended to per query token.
+TOKENS_AXIS = 2.0 ** np.arange(0, 18)       # 1 ... 131,072 tokens
+SEQUENCES_AXIS = 2.0 ** np.arange(0, 12)    # 1 ... 2,048 sequences
+PREFILL_AXIS = 2.0 ** np.arange(4, 17)      # 16 ... 65,536 tokens
+CONTEXT_AXIS = 2.0 ** np.arange(4, 19)      # 16 ... 262,144 tokens
+# Where each table starts after the roofline fields, and the row's whole length.
+T_DENSE = ST_FIELDS
+T_LOGITS = T_DENSE + len(TOKENS_AXIS)
+T_DECODE_ATTENTION = T_LOGITS + len(SEQUENCES_AXIS)
+T_PREFILL_ATTENTION = T_DECODE_ATTENTION + len(SEQUENCES_AXIS) * len(CONTEXT_AXIS)
+TABLE_FIELDS = T_PREFILL_ATTENTION + len(PREFILL_AXIS) * len(CONTEXT_AXIS)
 ALL_PHASES, PREFILL_PHASE, DECODE_PHASE = range(3)  # the work ``request_work_s_nb`` counts
 
 
@@ -51,20 +79,70 @@ def step_params(model, step_time_s=0.0, matmul_flops_per_token=0.0, attention_fl
                 comm_s_per_token=0.0, comm_fixed_s=0.0, expert_bytes=0.0, experts=0, experts_per_token=0,
                 sharpness=HARD_MAX, comm_one_shot_s_per_token=0.0, attention_flops_per_s=0.0,
                 all_to_all_fixed_s=0.0, all_to_all_s_per_token=0.0):
-    """The step-time tuple of ``run_nb``: ``FIXED`` uses ``step_time_s``, ``ROOFLINE`` the coefficients
-    (``attention_flops_per_s`` 0: attention at ``flops_per_s``)."""
-    return (np.int64(model), float(step_time_s), float(matmul_flops_per_token),
+    """The step row of ``run_nb`` (one float array, the model code a float compared as one): ``FIXED`` uses
+    ``step_time_s``, ``ROOFLINE`` the coefficients (``attention_flops_per_s`` 0: attention at ``flops_per_s``)."""
+    return np.array((float(model), float(step_time_s), float(matmul_flops_per_token),
             float(attention_flops_per_context_token), float(weight_bytes), float(kv_bytes_per_token),
             float(flops_per_s), float(bytes_per_s), float(overhead_s), float(comm_s_per_token), float(comm_fixed_s),
             float(expert_bytes), float(experts), float(experts_per_token), float(sharpness),
             float(comm_one_shot_s_per_token), float(attention_flops_per_s or flops_per_s), float(all_to_all_fixed_s),
-            float(all_to_all_s_per_token))
+            float(all_to_all_s_per_token)))
 
 
-def step_rows(steps: list[tuple]) -> np.ndarray:
-    """Step tuples as the rows of one float array (the compiled loop's per-replica step times; the model code
-    becomes a float, compared as one)."""
-    return np.array(steps, dtype=np.float64).reshape(len(steps), ST_FIELDS)
+def step_rows(steps: list) -> np.ndarray:
+    """Step tuples (or ``TABLE`` rows) as the rows of one float array (the compiled loop's per-replica step times;
+    the model code becomes a float, compared as one); shorter rows padded with zeros to the longest."""
+    width = max([len(step) for step in steps] + [ST_FIELDS])
+    rows = np.zeros((len(steps), width))
+    for i, step in enumerate(steps):
+        rows[i, :len(step)] = np.asarray(step, dtype=np.float64)
+    return rows
+
+
+@njit(cache=True, inline="always")
+def _segment_nb(axis_log2_first, axis_len, x):
+    """(i, w): ``x`` lies w of the way from grid point i to i + 1 of a powers-of-two axis starting at
+    2^``axis_log2_first`` (w < 0 before the first point is clamped to 0; past the last, w > 1 extrapolates the
+    last segment)."""
+    first = 2.0 ** axis_log2_first
+    if x <= first:
+        return 0, 0.0
+    i = min(int(np.floor(np.log2(x))) - axis_log2_first, axis_len - 2)
+    lo = first * 2.0 ** i
+    return i, (x - lo) / lo  # the next point is twice this one
+
+
+@njit(cache=True, inline="always")
+def table_1d_nb(step, start, axis_log2_first, axis_len, x):
+    """The table at ``step[start:start + axis_len]`` read at ``x`` (``_segment_nb``)."""
+    i, w = _segment_nb(axis_log2_first, axis_len, x)
+    return step[start + i] + w * (step[start + i + 1] - step[start + i])
+
+
+@njit(cache=True, inline="always")
+def table_2d_nb(step, start, first_a, len_a, first_b, len_b, a, b):
+    """The table at ``step[start:]`` (``len_a`` rows of ``len_b``, row-major) read at (``a``, ``b``) bilinearly."""
+    i, u = _segment_nb(first_a, len_a, a)
+    j, v = _segment_nb(first_b, len_b, b)
+    k = start + i * len_b + j
+    low = step[k] + v * (step[k + 1] - step[k])
+    high = step[k + len_b] + v * (step[k + len_b + 1] - step[k + len_b])
+    return low + u * (high - low)
+
+
+@njit(cache=True, inline="always")
+def table_step_s_nb(step, tokens, prefill_tokens, prefill_pairs, decode_sequences, decode_reads):
+    """Seconds of one ``TABLE`` iteration (module docstring): ``prefill_pairs`` the context pairs of its prefill
+    tokens, ``decode_reads`` the KV tokens its decodes read."""
+    t = table_1d_nb(step, T_DENSE, 0, len(TOKENS_AXIS), tokens)
+    t += table_1d_nb(step, T_LOGITS, 0, len(SEQUENCES_AXIS), decode_sequences + (prefill_tokens > 0))
+    if prefill_tokens > 0:
+        t += table_2d_nb(step, T_PREFILL_ATTENTION, 4, len(PREFILL_AXIS), 4, len(CONTEXT_AXIS), prefill_tokens,
+                         prefill_pairs / prefill_tokens)
+    if decode_sequences > 0:
+        t += table_2d_nb(step, T_DECODE_ATTENTION, 0, len(SEQUENCES_AXIS), 4, len(CONTEXT_AXIS), decode_sequences,
+                         decode_reads / decode_sequences + 1.0)
+    return t + step[ST_OVERHEAD_S]
 
 
 @njit(cache=True)
@@ -106,6 +184,25 @@ def step_time_terms_nb(step, tokens, context_pairs, context_reads):
     return smooth_max_nb(compute_s, memory_s, step[ST_SHARPNESS]) + comm_s + step[ST_OVERHEAD_S], compute_s, memory_s
 
 
+@njit(cache=True, inline="always")
+def mixed_step_terms_nb(step, tokens, context_pairs, context_reads, prefill_tokens, prefill_pairs, decode_sequences,
+                        decode_reads):
+    """``step_time_terms_nb`` of an iteration described whole (its totals, and its prefill and decode parts, which a
+    ``TABLE`` step times separately; the roofline terms come from the totals under every model)."""
+    dt, compute_s, memory_s = step_time_terms_nb(step, tokens, context_pairs, context_reads)
+    if step[ST_MODEL] == TABLE:
+        dt = table_step_s_nb(step, tokens, prefill_tokens, prefill_pairs, decode_sequences, decode_reads)
+    return dt, compute_s, memory_s
+
+
+@njit(cache=True, inline="always")
+def decode_terms_nb(step, sequences, decode_tokens, context_reads):
+    """``mixed_step_terms_nb`` of an iteration of decodes only: ``sequences`` reading ``context_reads`` KV tokens in
+    all, ``decode_tokens`` of them (one each, or a speculative verification's k + 1)."""
+    return mixed_step_terms_nb(step, decode_tokens, context_reads + decode_tokens, context_reads, 0, 0.0, sequences,
+                               context_reads)
+
+
 @njit(cache=True)
 def step_time_s_nb(step, tokens, context_pairs, context_reads):
     """Seconds one iteration takes (formula in the module docstring)."""
@@ -115,7 +212,16 @@ def step_time_s_nb(step, tokens, context_pairs, context_reads):
 @njit(cache=True)
 def decode_step_s_nb(step, batch, context_tokens):
     """One decode iteration of ``batch`` sequences holding ``context_tokens`` each."""
+    if step[ST_MODEL] == TABLE:
+        return decode_terms_nb(step, batch, batch, batch * context_tokens)[0]
     return step_time_s_nb(step, batch, batch * context_tokens, batch * context_tokens)
+
+
+@njit(cache=True)
+def prefill_step_s_nb(step, prompt_tokens, cached_tokens=0.0):
+    """One iteration prefilling a single prompt: ``prompt_tokens`` computed on top of ``cached_tokens``."""
+    pairs = prompt_tokens * cached_tokens + prompt_tokens * (prompt_tokens + 1) / 2.0
+    return mixed_step_terms_nb(step, prompt_tokens, pairs, cached_tokens, prompt_tokens, pairs, 0, 0.0)[0]
 
 
 @njit(cache=True)
@@ -124,9 +230,10 @@ def speculative_decode_step_s_nb(step, batch, context_tokens, draft_tokens, draf
     draft steps, each ``draft_cost`` times a plain decode iteration, then one verification of ``draft_tokens`` + 1
     tokens per sequence."""
     verified = draft_tokens + 1
-    verify_s = step_time_s_nb(step, batch * verified,
-                              batch * (verified * context_tokens + verified * (verified + 1) / 2.0),
-                              batch * context_tokens)
+    reads = batch * context_tokens
+    verify_s = mixed_step_terms_nb(step, batch * verified,
+                                   batch * (verified * context_tokens + verified * (verified + 1) / 2.0), reads, 0,
+                                   0.0, batch, reads)[0]
     return verify_s + draft_tokens * draft_cost * decode_step_s_nb(step, batch, context_tokens)
 
 
@@ -165,6 +272,8 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
             else:
                 prefills = (p + max_batched_tokens - 1) // max_batched_tokens
                 total += (prefill * prefills * step[ST_STEP_TIME_S] + decode * decodes * fixed_decode_s) / slots
+        elif step[ST_MODEL] == TABLE:  # the prompt alone in an iteration, the decodes sharing full batches
+            total += prefill * prefill_step_s_nb(step, p, cached) + decode * decodes * decode_step_s / slots
         else:
             compute_s = (step[ST_MATMUL_FLOPS_PER_TOKEN] * p / step[ST_FLOPS_PER_S]
                          + step[ST_ATTENTION_FLOPS_PER_CONTEXT_TOKEN] * (p * cached + p * (p + 1) / 2.0)
@@ -175,4 +284,4 @@ def request_work_s_nb(step, prompt_tokens, output_tokens, max_batched_tokens, sl
 
 def prefill_s(step, prompt_tokens: int) -> float:
     """One iteration prefilling a single prompt of ``prompt_tokens``."""
-    return step_time_s_nb(step, prompt_tokens, prompt_tokens * (prompt_tokens + 1) / 2.0, 0.0)
+    return prefill_step_s_nb(step, float(prompt_tokens))

@@ -29,9 +29,9 @@ from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
 from .errors import ScenarioError, excerpt, key_text
 from .files import quoted, read_regular
 from .origin import Origin
-from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
-                       LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES,
-                       SCALE_SIGNALS, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
+from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KERNEL_TABLE_MODES,
+                       KV_ALLOCATIONS, LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES,
+                       ROUTER_CODES, SCALE_SIGNALS, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
 from .rate_curve import RateCurve, shape_curve
 from .table_names import check_name, names, where
 
@@ -400,6 +400,9 @@ def expected_tokens_per_decode(draft_tokens: int, acceptance: float) -> float:
     return (1.0 - acceptance ** (draft_tokens + 1)) / (1.0 - acceptance)
 
 
+VERSION_PATTERN = re.compile(r"[0-9][0-9A-Za-z.+-]{0,39}")  # an engine release: 0.24.0, 1.3.0rc20, 0.5.6.post2
+
+
 @dataclass(frozen=True)
 class Server:
     """One inference server: step-time model, batching limits and KV-cache memory."""
@@ -472,6 +475,13 @@ class Server:
     engine: str = opt("vllm", "serving engine from data/hardware/engines.csv: its per-iteration overhead, "
                               "all-reduce latency and memory budget (step_model = roofline)", cap="name_chars",
                       table="engines")
+    engine_version: str = opt("", "the engine's release, e.g. 0.24.0 (vLLM), 0.5.14 (SGLang), 1.3.0rc20 "
+                                  "(TensorRT-LLM): measured operator tables time its kernels where they have that "
+                                  "version for the GPU; empty: the newest they have", cap="name_chars")
+    kernel_tables: str = opt("auto", "auto: iteration times from measured operator tables (aiconfigurator-core) "
+                                     "where they cover the GPU, engine version, formats and model, else the "
+                                     "roofline; off: always the roofline (step_model = roofline)",
+                             choices=KERNEL_TABLE_MODES)
     calibration: str = opt("", "step-time factors fitted on your own benchmark results (python -m engine calibrate "
                                "FILE --gpu NAME --save NAME, or the Hardware page); empty: the shipped calibration "
                                "of the GPU's family", cap="name_chars")
@@ -532,6 +542,9 @@ class Server:
                                 f"{self.max_batch_size}; lower it")
         if self.calibration:
             check_calibration_name(self.calibration, f"{path}.calibration")
+        if self.engine_version and not VERSION_PATTERN.fullmatch(self.engine_version):
+            raise ScenarioError(f"{path}.engine_version = {excerpt(self.engine_version)} is not a version; give one "
+                                f"such as 0.24.0 or 1.3.0rc20, or leave it empty for the newest with tables")
         if self.attention_data_parallel and not self.expert_parallel:
             raise ScenarioError(f"{path}.attention_data_parallel needs expert_parallel = true (data-parallel "
                                 f"attention over a model without experts is fleet.replicas servers)")
@@ -892,7 +905,8 @@ FIELD_LABELS = {
     "Server.kv_capacity_tokens": "KV cache capacity", "Server.block_size_tokens": "KV block size",
     "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request",
     "Server.batching": "Batching", "Server.admission": "Admission", "Server.calibration": "Step-time calibration",
-    "Server.engine": "Serving engine", "Server.expert_parallel": "Expert parallel",
+    "Server.engine": "Serving engine", "Server.engine_version": "Engine version",
+    "Server.kernel_tables": "Measured kernels", "Server.expert_parallel": "Expert parallel",
     "Server.attention_data_parallel": "Data-parallel attention", "Server.expert_imbalance": "Expert imbalance",
     "Server.model_config": "Your model",
     "Server.gpu": "GPU", "Server.model": "Model", "Server.quant": "Weights", "Server.kv_quant": "KV cache format",

@@ -17,7 +17,8 @@ import typing
 from typing import Mapping
 
 from .config import Scenario, field_label, unwrap_optional
-from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KV_ALLOCATIONS,
+from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KERNEL_TABLE_MODES,
+                       KV_ALLOCATIONS,
                        LENGTH_DISTRIBUTIONS, POOL_ROLES, PREEMPT_MODE_CODES, ROUTER_CODES, SCALE_SIGNALS,
                        STEP_MODEL_CODES, TRACE_FORMATS)
 
@@ -50,6 +51,11 @@ CHOICE_WORDS = {
     # serving engines of data/hardware/engines.csv (server.engine)
     "engine": {"vllm": "vLLM V1", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM",
                "legacy": "Engines of 2023-24"},
+    # server.engine_version: empty means the newest the measured kernels have
+    "engine_version": {"": "Newest with measured kernels"},
+    "kernel_tables": {"auto": "Measured kernels where they cover it", "off": "Roofline only"},
+    # the same engines before a version number ("vLLM 0.24.0")
+    "engine_name": {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM", "legacy": "engine of 2023-24"},
 }
 # Which words each scenario key's choices take ("Class.key").
 FIELD_CHOICES = {
@@ -57,13 +63,15 @@ FIELD_CHOICES = {
     "Server.batching": "batching", "Server.admission": "admission", "Policy.preempt_mode": "preempt_mode",
     "Server.step_model": "step_model", "Server.kv_allocation": "kv_allocation", "Fleet.mode": "fleet_mode",
     "TokenDist.dist": "dist", "Server.engine": "engine", "Autoscale.signal": "scale_signal",
+    "Server.engine_version": "engine_version", "Server.kernel_tables": "kernel_tables",
 }
 FORMAT_KEYS = ("quant", "kv_quant")  # keys naming a number format of data/hardware (fp16, int4...): shown upper-case
 # The registry's names, by the words that hold them (checked against CHOICE_WORDS by the tests).
 REGISTRY = {"router": ROUTER_CODES, "arrival": ARRIVAL_PROCESSES, "trace_format": TRACE_FORMATS,
             "batching": BATCHING_CODES, "admission": ADMISSION_CODES, "preempt_mode": PREEMPT_MODE_CODES,
             "step_model": STEP_MODEL_CODES, "kv_allocation": KV_ALLOCATIONS, "fleet_mode": FLEET_MODES,
-            "role": POOL_ROLES, "dist": LENGTH_DISTRIBUTIONS, "scale_signal": SCALE_SIGNALS}
+            "role": POOL_ROLES, "dist": LENGTH_DISTRIBUTIONS, "scale_signal": SCALE_SIGNALS,
+            "kernel_tables": KERNEL_TABLE_MODES}
 
 
 def words(kind: str, name: object) -> str:

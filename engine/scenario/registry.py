@@ -12,6 +12,7 @@ POLICY_CODES = {"fifo": 0, "priority": 1, "wfq": 2, "dynamic": 3, "sjf": 4, "srp
 ROUTER_CODES = {"round-robin": 0, "least-tokens": 1, "shortest-queue": 2, "prefix-affinity": 3}
 PREEMPT_MODE_CODES = {"keep": 0, "swap": 1, "recompute": 2}
 STEP_MODEL_CODES = {"fixed": 0, "roofline": 1}
+KERNEL_TABLE_MODES = ("auto", "off")  # server.kernel_tables: measured operator tables where they cover, or never
 TRACE_FORMATS = ("csv", "azure", "mooncake")
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64, 72)  # beyond 8 within one rack's NVLink domain (GB200 NVL72)
 KV_ALLOCATIONS = ("paged", "static")

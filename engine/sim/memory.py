@@ -256,7 +256,8 @@ KEY_TERMS: dict[str, tuple[str, ...]] = {
     **{f"server.{key}": _NONE for key in (
         "step_model", "step_time_ms", "max_batched_tokens", "min_batch_size", "wait_timeout_ms",
         "kv_capacity_tokens", "kv_allocation", "max_seq_len", "batching", "admission", "gpu", "model", "quant",
-        "kv_quant", "tensor_parallel", "engine", "calibration", "gpu_memory_utilization", "activation_reserve_gib",
+        "kv_quant", "tensor_parallel", "engine", "engine_version", "kernel_tables", "calibration",
+        "gpu_memory_utilization", "activation_reserve_gib",
         "host_link_gb_s", "expert_parallel", "attention_data_parallel", "expert_imbalance")},
     **{f"server.model_config.{f.name}": _NONE for f in dataclasses.fields(ModelConfig)},
     "server.max_batch_size": ("replica lists",),

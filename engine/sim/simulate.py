@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..hardware.roofline import (RooflineProfile, kv_capacity_tokens, peak_profile, roofline_profile,
                                  roofline_step_params)
+from ..hardware.kernel_tables import KERNEL_OVERHEAD_S, coverage, table_step
 from ..hardware.steptime import (ALL_PHASES, DECODE_PHASE, FIXED, PREFILL_PHASE, request_work_s_nb, step_params,
                                  step_rows)
 from ..hardware.tables import Efficiency
@@ -61,13 +62,23 @@ class Result:
     timeseries: pd.DataFrame
 
 
-def _step_params(server: Server, profile: RooflineProfile) -> tuple[tuple, int]:
-    """Step-time coefficients and the KV capacity in tokens (0 = unlimited) of ``server``."""
+def _step_params(server: Server, profile: RooflineProfile) -> tuple[np.ndarray, int]:
+    """The step row (``steptime``: fixed, roofline, or roofline timed by measured operator tables) and the KV
+    capacity in tokens (0 = unlimited) of ``server``."""
     if server.step_model == "fixed":
         step = step_params(FIXED, step_time_s=server.step_time_ms / 1000.0)
         return step, server.kv_capacity_tokens
     step = roofline_step_params(profile)
+    covered = coverage(server)
+    if covered.key is not None:
+        step = table_step(step, covered.key, KERNEL_OVERHEAD_S)
     return step, kv_capacity_tokens(server, profile)
+
+
+def server_step(server: Server) -> np.ndarray:
+    """The step row the compiled loop times ``server``'s iterations with (fixed, roofline, or measured operator
+    tables where they cover it): for pages and the command line that draw or print iteration times."""
+    return _step_params(server, roofline_profile(server))[0]
 
 
 def _check_fits(server: Server, requests: RequestArrays, capacity_tokens: int, where: str = "",

@@ -5,7 +5,7 @@ It holds the text and the experiment together::
 
     title, question          what the chapter asks
     preset, overrides        the scenario: a file of data/scenarios, changed by dotted overrides, at a load where
-                             the effect is large
+                             the effect is large (on the roofline step model: ``ROOM_OVERRIDES``)
     [prediction]             prompt, choices, answer (one of the choices): what the learner commits to first;
                              claims: the answer as checks (as in [see]) on what the chart draws, so that a test
                              runs the experiment and holds the answer to it: each claim's metric is one of the
@@ -75,6 +75,10 @@ RELATIONS = ("above", "below", "within")  # how a check compares its two values
 # Where the learner's fields live (``section.field``), for their labels, units and bounds.
 FIELD_CLASSES = {"server": Server, "server.speculative": Speculative, "policy": Policy, "fleet": Fleet,
                  "fleet.autoscale": Autoscale, "workload.arrival": Arrival}
+
+# Every chapter times iterations with the roofline (not measured operator tables): each effect a chapter cites then
+# follows from terms the Method page explains, and its numbers do not move when the kernel data is updated.
+ROOM_OVERRIDES = ("server.kernel_tables=off",)
 
 
 @dataclass(frozen=True)
@@ -450,7 +454,8 @@ def load_chapter(path: Path) -> Chapter:
         if not preset.is_file():
             raise r.fail("preset", f"= {excerpt(preset.stem)} is not a file of data/scenarios")
         try:
-            scenario = apply_overrides(read_toml(preset), list(r.get(table, "overrides", list, "", [])))
+            scenario = apply_overrides(read_toml(preset), [*ROOM_OVERRIDES,
+                                                           *r.get(table, "overrides", list, "", [])])
             typed = load_scenario(scenario)
             for option in options:
                 load_scenario(scenario_with(scenario, option.values))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...hardware.steptime import step_time_terms_nb
+from ...hardware.steptime import decode_terms_nb
 from ..layout import (F_DEADLINE, F_FIRST_TOKEN, I_BLOCKS, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_KV_TOKENS,
                       I_OUTPUT, I_PENDING, I_RECOMPUTE_LEFT, K_WINDOW_TOKENS)
 from ..policies import P_CODE, WFQ, policy_charge_decodes_nb, policy_charge_nb
@@ -100,7 +100,7 @@ def skip_decodes_nb(srv, step, policy, classes, ints, fl, series, stats, waiting
         if srv[SV_WINDOW_START_S] <= t < srv[SV_WINDOW_END_S]:
             emitted_in_window += 1
         reads += n
-        dt, compute_s, memory_s = step_time_terms_nb(step, n, reads + n, reads)
+        dt, compute_s, memory_s = decode_terms_nb(step, n, n, reads)
         account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, 0, n, 0)
     stats[S_SKIPPED] += m
     if m == 0:

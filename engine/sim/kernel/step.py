@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...hardware.steptime import step_time_terms_nb
+from ...hardware.steptime import decode_terms_nb, mixed_step_terms_nb
 from ..layout import (COMPLETED, F_DEADLINE, F_FIRST_TOKEN, I_CHUNK, I_CLASS, I_DECODES, I_GENERATED, I_KV_TOKENS,
                       I_OUTPUT, I_PENDING, I_RECOMPUTE_LEFT, K_WINDOW_TOKENS, RUNNING, TIMED_OUT)
 from ..policies import policy_charge_nb
@@ -45,6 +45,7 @@ def step_s_nb(srv, step, ints, batch, cnt):
     decode_tokens = 0
     recomputed = 0
     context_pairs = 0.0   # sum over batched tokens of the context each attends to
+    prefill_pairs = 0.0   # the part of it of the prefill chunks
     context_reads = 0.0   # KV tokens read (each sequence's cached context, once)
     decoding = 0          # sequences decoding, and the KV they read (the draft model's batch)
     decode_reads = 0.0
@@ -58,15 +59,16 @@ def step_s_nb(srv, step, ints, batch, cnt):
             decode_reads += kv
         else:
             prefill_tokens += chunk
+            prefill_pairs += chunk * kv + chunk * (chunk + 1) / 2.0
         redo = min(chunk, ints[r, I_RECOMPUTE_LEFT])
         ints[r, I_RECOMPUTE_LEFT] -= redo
         recomputed += redo
         context_pairs += chunk * kv + chunk * (chunk + 1) / 2.0
         context_reads += kv
-    dt, compute_s, memory_s = step_time_terms_nb(step, prefill_tokens + decode_tokens, context_pairs, context_reads)
+    dt, compute_s, memory_s = mixed_step_terms_nb(step, prefill_tokens + decode_tokens, context_pairs, context_reads,
+                                                  prefill_tokens, prefill_pairs, decoding, decode_reads)
     if srv[SV_DRAFT_TOKENS] > 0 and decoding > 0:
-        draft_s, draft_compute_s, draft_memory_s = step_time_terms_nb(step, decoding, decode_reads + decoding,
-                                                                      decode_reads)
+        draft_s, draft_compute_s, draft_memory_s = decode_terms_nb(step, decoding, decoding, decode_reads)
         steps = srv[SV_DRAFT_TOKENS] * srv[SV_DRAFT_COST]
         dt += steps * draft_s
         compute_s += steps * draft_compute_s

@@ -1,0 +1,119 @@
+"""How far one server's step times can be trusted: what priced them and the held-out error of the closest validated
+configuration, in the words a plan, the report and the Lab show.
+
+What priced them: measured operator tables where they cover the server, else the calibrated roofline
+(``kernel_tables.coverage``). The error: from ``validation_configurations.csv`` (``bench/validate.py --write``: held
+out by source), the configuration closest to the server that the same step model priced: the same model, GPU and
+engine; else a model of the same kind (dense, MoE, MLA MoE) on that GPU and engine. A family's average is never
+shown as a model's error.
+
+``trusted``: a plan may win a ranking (``planner.recommend``) when its step times rest on a close check: a
+validated configuration as above, or, for a dense model on the roofline without expert parallelism, the GPU family's
+fitted calibration. A mixture of experts (MoE, MLA), FP4 weights or expert parallelism with no such check is an
+estimate, said as such.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..hardware.kernel_tables import coverage
+from ..hardware.tables import is_slice
+from ..scenario.config import Server
+from .calibration import badge, slice_note, status
+from .held_out import ROOFLINE, TABLES, model_kind, shipped_configurations
+
+FP4_FORMATS = ("nvfp4", "mxfp4", "mxfp4-w4a16")
+MIN_RUNS = 3  # a configuration checked on fewer held-out runs is no check
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """The step times of one server: ``priced_by`` (operator tables or roofline), the words of its ``source``, the
+    closest check's words (``check``), its held-out median error (None: no check) and whether it may win a ranking
+    (``trusted``)."""
+
+    priced_by: str
+    source: str
+    check: str
+    error_pct: float | None
+    trusted: bool
+    short: str = ""  # the same in a few words, for a table cell
+
+    @property
+    def headline(self) -> str:
+        """One line: what priced it, then the check or "estimate"."""
+        return f"{self.source}; {self.check}"
+
+
+@functools.lru_cache(maxsize=1)
+def _configurations() -> pd.DataFrame:
+    return shipped_configurations()
+
+
+def closest_check(model: str, gpu: str, engine: str, priced_by: str,
+                  expert_parallel: bool = False) -> tuple[str, float | None, int]:
+    """(words, median absolute error %, runs) of the validated configuration closest to (model, GPU, engine) priced
+    by ``priced_by``, with its experts split over the cards or not as ``expert_parallel`` says; ("", None, 0) when
+    there is none."""
+    table = _configurations()
+    table = table[(table["priced_by"] == priced_by) & (table["gpu"] == gpu) & (table["engine"] == engine)
+                  & (table["expert_parallel"].astype(bool) == expert_parallel) & (table["runs"] >= MIN_RUNS)]
+    layout = " with its experts split over the cards" if expert_parallel else ""
+    same = table[table["model"] == model]
+    if len(same):
+        row = same.iloc[0]
+        return (f"{row['median_abs_error_pct']:.0f}% off on {int(row['runs'])} held-out runs of {model} on "
+                f"{gpu}{layout}", float(row["median_abs_error_pct"]), int(row["runs"]))
+    kind = model_kind(model) if model in _model_names() else ""
+    alike = table[table["kind"] == kind]
+    if len(alike):
+        runs = int(alike["runs"].sum())
+        error = float((alike["median_abs_error_pct"] * alike["runs"]).sum() / runs)
+        return (f"{error:.0f}% off on {runs} held-out runs of {kind} models on {gpu}{layout} (closest checked: "
+                f"{', '.join(alike['model'])})", error, runs)
+    return "", None, 0
+
+
+def _model_names() -> frozenset[str]:
+    from ..hardware.tables import load_table
+    return frozenset(load_table("models").index)
+
+
+def confidence(server: Server) -> Confidence:
+    """The ``Confidence`` of ``server``'s step times."""
+    covered = coverage(server)
+    if server.step_model != "roofline":
+        return Confidence("fixed", covered.words, "set by the scenario, not measured", None, False, "fixed")
+    priced_by = TABLES if covered.key is not None else ROOFLINE
+    check, error, runs = closest_check(server.model, server.gpu, server.engine, priced_by, server.expert_parallel)
+    kind = model_kind(server.model) if server.own_model is None else (
+        "MoE" if server.own_model.experts else "dense")
+    risky = kind != "dense" or server.quant in FP4_FORMATS or server.expert_parallel
+    whole_card = not is_slice(server.gpu)
+    if check:
+        return Confidence(priced_by, covered.words, check, error, whole_card,
+                          f"{covered.short}, {error:.0f}% off on {runs} held out")
+    family = status(server.gpu)
+    if not risky and family.startswith("calibrated"):
+        words = (f"GPU family {family}" if priced_by == ROOFLINE else
+                 f"not yet checked on a held-out run of this model, GPU and engine (the GPU family's calibration: "
+                 f"{family})")
+        return Confidence(priced_by, covered.words, words, None, whole_card, f"{covered.short}, family {family}")
+    what = ", ".join(part for part, on in (("mixture of experts", kind != "dense"),
+                                           ("FP4 weights", server.quant in FP4_FORMATS),
+                                           ("expert parallelism", server.expert_parallel)) if on)
+    return Confidence(priced_by, covered.words,
+                      f"estimate: no held-out run of a configuration like it{f' ({what})' if what else ''}",
+                      None, False, f"{covered.short}, estimate")
+
+
+def step_badge(server: Server) -> str:
+    """One line on where ``server``'s step times come from and how far they can be trusted (the Lab, the
+    Hardware page, the report and the command line): a saved calibration's own check, else ``confidence``."""
+    if server.calibration:
+        return badge(server.gpu, server.calibration, server.engine)
+    return confidence(server).headline + slice_note(server.gpu)

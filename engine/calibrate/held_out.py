@@ -1,0 +1,105 @@
+"""Accuracy on held-out sources: every run predicted by both step models, summarised per configuration.
+
+Two sets of runs are predicted: ``measurements.csv`` (published figures, each with its source: ``sources``) and the
+``aiconfigurator-core`` silicon sample (``silicon_sample``, validation only). Each run is predicted twice, by the
+calibrated roofline (``kernel_tables`` off, the shipped factors) and by the product as a user gets it (``auto``:
+measured operator tables where they cover the run, the roofline elsewhere); ``priced_by`` says which one did.
+
+What counts as held out: for the operator tables, every run (nothing of this project is fitted to them; their
+kernels are micro-benchmarks, not these runs); for the roofline, runs of held-out sources that its shipped fit
+did not replay (``fitted`` False in ``validation.csv``). ``configurations`` summarises the held-out errors per
+(model, GPU, engine, step model): what a plan's confidence badge reads (``closest``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..hardware.roofline import efficiency_for
+from ..hardware.tables import load_table
+from ..scenario.table_names import DATA_DIR
+from .calibration import Case, error_pct, replay_problem
+from .calibration_report import each_row, metric_kind
+from .sources import by_source
+
+CONFIGURATIONS_FILE = DATA_DIR / "validation_configurations.csv"
+KINDS = {"gqa": "dense", "mla": "MLA MoE"}  # a model's kind: its attention, "MoE" where it has experts
+TABLES, ROOFLINE = "operator tables", "roofline"
+EXPERT_LAYOUTS = ("ep", "dep")  # a measurement's ``parallel`` with the experts split over the cards
+
+
+def model_kind(model: str) -> str:
+    """dense, MoE (grouped-query attention with experts) or MLA MoE (DeepSeek-style)."""
+    row = load_table("models").loc[model]
+    if row["attention"] == "mla":
+        return KINDS["mla"]
+    return "MoE" if int(row["experts"]) else KINDS["gqa"]
+
+
+def _predict_both(row: pd.Series) -> tuple[float, float, str]:
+    """(roofline, product, priced_by) of one run; NaN where it cannot be replayed as published."""
+    if replay_problem(row):
+        return float("nan"), float("nan"), ""
+    roofline, product = Case.from_row(row, "off"), Case.from_row(row, "auto")
+    efficiency = efficiency_for(row["gpu"], engine=row["engine"])
+    metric = row["metric"]
+    return (roofline.predict(efficiency)[metric], product.predict(efficiency)[metric],
+            TABLES if product.kernel_key is not None else ROOFLINE)
+
+
+def predictions(rows: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
+    """``rows`` (measurement-shaped, with ``document``) with both predictions, their errors (%), ``priced_by``,
+    ``source`` and ``held_out_source``, the model's ``kind`` and the metric's."""
+    results = each_row(_predict_both, rows, workers)
+    roofline, product, priced = zip(*results) if results else ((), (), ())
+    table = by_source(rows).assign(predicted_roofline=roofline, predicted=product, priced_by=priced)
+    table["error_roofline_pct"] = error_pct(table["predicted_roofline"], table["measured"])
+    table["error_pct"] = error_pct(table["predicted"], table["measured"])
+    table["kind"] = table["model"].map(model_kind)
+    table["metric_kind"] = table["metric"].map(metric_kind)
+    return table.dropna(subset=["predicted"])
+
+
+def layout_of(row: pd.Series) -> str:
+    """TP n, TP n EP or DEP n."""
+    parallel = row.get("parallel")
+    if parallel == "dep":
+        return f"DEP{int(row['tensor_parallel'])}"
+    return f"TP{int(row['tensor_parallel'])}" + (" EP" if parallel == "ep" else "")
+
+
+def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.DataFrame:
+    """Per group of ``by``: runs, median and largest absolute error (%) of ``error``, per metric kind."""
+    out = []
+    for key, group in table.groupby(by, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        entry = dict(zip(by, key))
+        entry["runs"] = len(group)
+        for kind, rows in group.groupby("metric_kind"):
+            errors = rows[error].abs()
+            entry[f"{kind} median"] = float(errors.median())
+            entry[f"{kind} max"] = float(errors.max())
+        out.append(entry)
+    return pd.DataFrame(out) if out else pd.DataFrame(columns=[*by, "runs"])
+
+
+def configurations(table: pd.DataFrame) -> pd.DataFrame:
+    """The held-out error of the product per (model, GPU, engine, priced_by, expert parallelism or not): runs,
+    median absolute error of every metric and of time per output token (``confidence.closest_check`` reads it)."""
+    rows = []
+    table = table.assign(expert_parallel=table["parallel"].isin(EXPERT_LAYOUTS))
+    for (model, gpu, engine, priced, split), group in table.groupby(
+            ["model", "gpu", "engine", "priced_by", "expert_parallel"], sort=True):
+        tpot = group.loc[group["metric_kind"] == "time per output token", "error_pct"].abs()
+        rows.append({"model": model, "gpu": gpu, "engine": engine, "priced_by": priced, "kind": model_kind(model),
+                     "expert_parallel": bool(split),
+                     "runs": len(group), "sources": ", ".join(sorted(set(group["source"]))),
+                     "median_abs_error_pct": round(float(group["error_pct"].abs().median()), 1),
+                     "tpot_median_abs_error_pct": round(float(tpot.median()), 1) if len(tpot) else np.nan})
+    return pd.DataFrame(rows)
+
+
+def shipped_configurations() -> pd.DataFrame:
+    """``validation_configurations.csv`` as ``bench/validate.py --write`` wrote it."""
+    return pd.read_csv(CONFIGURATIONS_FILE)

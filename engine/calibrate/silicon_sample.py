@@ -1,0 +1,120 @@
+"""Independent end-to-end measurements for validation only: ``aiconfigurator-core``'s ``systems/silicon_sample.csv``.
+
+The package ships closed-loop benchmark runs of current engines (vLLM, SGLang, TensorRT-LLM) on H100, H200, B200,
+B300 and GB200: a fixed prompt and output length, a number of concurrent clients, and the mean time to first token
+and time per output token measured. They never enter a fit or tune any factor of this project: ``validation_rows``
+turns the aggregated (one server) runs of models this project expresses into rows shaped like
+``measurements.csv`` (two metrics a run), replayed as their benchmark client runs them (a closed loop of
+``batch`` clients) by ``calibration.Case``.
+
+Runs left out, with the reason counted (``skipped``): disaggregated runs (a prefill and a decode pool with their own
+parallelism), models without a row in ``models.csv``, pipeline parallelism, and a GPU system the project does not
+profile.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from ..hardware.tables import load_table
+
+SOURCE = "aiconfigurator-core systems/silicon_sample.csv"
+# The package's model names -> models.csv (a published checkpoint of the same shape; its format is the run's own).
+MODELS = {"deepseek-ai/DeepSeek-R1": "DeepSeek-R1", "nvidia/DeepSeek-R1-NVFP4": "DeepSeek-R1",
+          "deepseek-ai/DeepSeek-V3": "DeepSeek-V3", "nvidia/DeepSeek-V3.1-NVFP4": "DeepSeek-V3",
+          "meta-llama/Llama-3.1-70B": "Llama-3.1-70B", "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+          "nvidia/Llama-3.1-8B-Instruct-FP8": "Llama-3.1-8B", "Qwen/Qwen3-32B": "Qwen3-32B",
+          "nvidia/Qwen3-32B-NVFP4": "Qwen3-32B", "Qwen/Qwen3-235B-A22B-FP8": "Qwen3-235B-A22B",
+          "openai/gpt-oss-120b": "gpt-oss-120b", "MiniMaxAI/MiniMax-M2.5": "MiniMax-M2.5",
+          "moonshotai/Kimi-K2.5": "Kimi-K2.5", "zai-org/GLM-5": "GLM-5", "zhipuai/GLM-5": "GLM-5"}
+ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
+HOPPER_FP4 = "mxfp4-w4a16"  # gpt-oss's MXFP4 experts on a card without FP4 tensor cores
+# Requests a replay sends: ten per client, as serving benchmarks of a set concurrency send (InferenceMAX's
+# num_prompts = 10 x concurrency), so that the clients' first requests, which all start together, do not dominate;
+# at least MIN_REQUESTS (and at most ``calibration.replayed_requests``' cap).
+ROUNDS, MIN_REQUESTS = 10, 64
+
+
+def path() -> Path:
+    """Where the installed package keeps the file."""
+    import aiconfigurator_core
+    return Path(os.path.dirname(aiconfigurator_core.__file__)) / "systems" / "silicon_sample.csv"
+
+
+def _gpus() -> dict[str, str]:
+    """The package's GPU systems -> ``gpus.csv`` names (``kernel_names.csv``)."""
+    names = load_table("kernel_names").loc[["gpu"]]
+    return dict(zip(names["kernel"], names["name"]))
+
+
+def _quant(precision: str, model: str, gpu: str) -> str:
+    if precision == "fp4":
+        if model == "gpt-oss-120b":
+            return "mxfp4" if gpu.startswith(("B", "GB")) else HOPPER_FP4
+        return "nvfp4"
+    return {"fp8": "fp8", "bf16": "bf16", "fp16": "fp16", "int4": "int4"}.get(precision, "")
+
+
+def layout(tp: int, dp: int, ep: int) -> str:
+    """The parallel layout in words: "TP8", "TP8 EP", "DEP8" (data-parallel attention with expert parallelism)."""
+    if dp > 1:
+        return f"DEP{tp * dp}"
+    return f"TP{tp}" + (" EP" if ep > 1 else "")
+
+
+@functools.lru_cache(maxsize=1)
+def raw() -> pd.DataFrame:
+    return pd.read_csv(path())
+
+
+def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
+    """(rows, skipped): the runs this project can replay, as ``measurements.csv`` rows (``parallel`` "dep" for
+    data-parallel attention; ``layout`` and ``run_version`` added), and how many runs were left out, by reason."""
+    table = raw()
+    gpus = _gpus()
+    rows, skipped = [], {}
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    for _, run in table.iterrows():
+        if run["mode"] != "agg":
+            skip("disaggregated (prefill and decode pools)")
+            continue
+        model = MODELS.get(run["model_path"])
+        if model is None:
+            skip(f"model not in models.csv ({run['model_path']})")
+            continue
+        gpu = gpus.get(run["system"])
+        if gpu is None:
+            skip(f"GPU system {run['system']} not profiled")
+            continue
+        if run[["tp_size", "pp_size", "attention_dp_size", "moe_ep_size", "batch_size"]].isna().any():
+            skip("parallel layout or concurrency not given")
+            continue
+        if int(run["pp_size"]) != 1:
+            skip("pipeline parallelism")
+            continue
+        quant = _quant(run["precision"], model, gpu)
+        tp, dp, ep = (max(1, int(run[c])) for c in ("tp_size", "attention_dp_size", "moe_ep_size"))  # 0: none
+        version = "" if pd.isna(run["backend_version"]) else str(run["backend_version"])
+        clients = int(run["batch_size"])
+        base = {"gpu": gpu, "tensor_parallel": tp * dp, "model": model, "quant": quant,
+                "kv_quant": "fp8" if quant in ("fp8", "nvfp4") else "fp16",
+                "batch": -(-clients // dp),  # on each data-parallel rank (measurements.csv's "dep" convention)
+                "rate_per_s": 0.0, "requests": max(MIN_REQUESTS, ROUNDS * clients),
+                "input_tokens": int(run["isl"]), "output_tokens": int(run["osl"]), "engine": ENGINES[run["backend"]],
+                "engine_version": version, "document": SOURCE, "source": f"{SOURCE}: {run['id']}",
+                "as_of": str(run["silicon_data_source"]).split(";")[0],
+                "parallel": "dep" if dp > 1 else ("ep" if ep > 1 else ""), "layout": layout(tp, dp, ep),
+                "run_version": version or "unknown"}
+        for metric, column in (("ttft_mean_ms", "silicon_ttft_ms"), ("tpot_mean_ms", "silicon_tpot_ms")):
+            if pd.notna(run[column]) and run[column] > 0:
+                rows.append({"id": f"{run['id']}-{metric.split('_')[0]}", "metric": metric,
+                             "measured": float(run[column]), **base})
+    frame = pd.DataFrame(rows).set_index("id")
+    return frame, skipped

@@ -1,0 +1,77 @@
+"""The confidence beside a plan: the held-out error of the closest validated configuration (the same model, GPU,
+engine and layout; else a model of the same kind there), never a GPU family's average; a mixture of experts, FP4
+weights or expert parallelism without such a check is an estimate and may not win a ranking."""
+
+import pandas as pd
+import pytest
+
+from engine.calibrate.confidence import closest_check, confidence, step_badge
+from engine.calibrate.held_out import CONFIGURATIONS_FILE, TABLES
+from engine.hardware.tables import calibration_row
+from engine.scenario.config import Server
+
+SHIPPED = pd.read_csv(CONFIGURATIONS_FILE)
+
+
+def server(**keys) -> Server:
+    return Server(step_model="roofline", **keys)
+
+
+def shipped(model, gpu, engine, split=False) -> pd.Series:
+    rows = SHIPPED[(SHIPPED["model"] == model) & (SHIPPED["gpu"] == gpu) & (SHIPPED["engine"] == engine)
+                   & (SHIPPED["priced_by"] == TABLES) & (SHIPPED["expert_parallel"] == split)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_a_plan_of_a_validated_configuration_shows_its_own_held_out_error_not_the_familys():
+    row = shipped("DeepSeek-V3", "H200", "sglang")
+    trust = confidence(server(gpu="H200", model="DeepSeek-V3", quant="fp8", engine="sglang", tensor_parallel=8))
+    assert trust.priced_by == TABLES and trust.trusted
+    assert trust.error_pct == row["median_abs_error_pct"]
+    assert trust.error_pct != calibration_row("H200")["held_out_median_abs_error_pct"]
+    assert trust.check == (f"{row['median_abs_error_pct']:.0f}% off on {row['runs']} held-out runs of DeepSeek-V3 "
+                           f"on H200")
+    assert trust.short.startswith("measured kernels (SGLang 0.5.14), ")
+
+
+def test_expert_parallelism_is_checked_on_runs_that_split_the_experts():
+    split, whole = shipped("DeepSeek-R1", "B200", "sglang", True), shipped("DeepSeek-R1", "B200", "sglang")
+    base = dict(gpu="B200", model="DeepSeek-R1", quant="fp8", engine="sglang", tensor_parallel=8)
+    assert confidence(server(**base, expert_parallel=True)).error_pct == split["median_abs_error_pct"]
+    assert confidence(server(**base)).error_pct == whole["median_abs_error_pct"]
+    assert "with its experts split over the cards" in confidence(server(**base, expert_parallel=True)).check
+
+
+def test_a_model_without_its_own_check_takes_the_closest_of_its_kind_on_that_gpu_and_engine():
+    words, error, runs = closest_check("Kimi-K2", "H200", "sglang", TABLES)
+    alike = SHIPPED[(SHIPPED["gpu"] == "H200") & (SHIPPED["engine"] == "sglang") & (SHIPPED["priced_by"] == TABLES)
+                    & (SHIPPED["kind"] == "MLA MoE") & ~SHIPPED["expert_parallel"] & (SHIPPED["runs"] >= 3)]
+    assert runs == alike["runs"].sum()
+    assert error == pytest.approx((alike["median_abs_error_pct"] * alike["runs"]).sum() / runs)
+    assert words.startswith(f"{error:.0f}% off on {runs} held-out runs of MLA MoE models on H200 (closest checked: ")
+
+
+@pytest.mark.parametrize("keys, what", [
+    (dict(gpu="L40S", model="Mixtral-8x7B", quant="fp8", engine="vllm", tensor_parallel=2), "mixture of experts"),
+    (dict(gpu="B200", model="Llama-3.1-8B", quant="nvfp4", engine="sglang"), "FP4 weights"),
+])
+def test_an_unchecked_moe_or_fp4_plan_is_an_estimate_that_cannot_win(keys, what):
+    trust = confidence(server(**keys))
+    assert not trust.trusted and trust.error_pct is None
+    assert trust.check == f"estimate: no held-out run of a configuration like it ({what})"
+    assert trust.short.endswith(", estimate")
+
+
+def test_an_unchecked_dense_plan_leans_on_its_gpu_familys_calibration_and_says_so():
+    trust = confidence(server(gpu="H200", model="Llama-3.1-8B", engine="sglang"))  # no dense run checked there
+    assert trust.trusted and trust.error_pct is None
+    assert trust.check.startswith("not yet checked on a held-out run of this model, GPU and engine (the GPU "
+                                  "family's calibration: calibrated (")
+
+
+def test_a_slice_is_never_trusted_and_says_it_is_timed_as_its_share():
+    badge = step_badge(server(gpu="H100-80G-MIG-3g.40gb", model="Llama-3.1-8B", engine="vllm"))
+    assert badge.startswith("Roofline estimate (no measured operator tables for H100-80G-MIG-3g.40gb)")
+    assert "is timed as its share of a whole H100-80G" in badge
+    assert not confidence(server(gpu="H100-80G-MIG-3g.40gb", model="Llama-3.1-8B", engine="vllm")).trusted

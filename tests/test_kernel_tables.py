@@ -1,0 +1,178 @@
+"""Step times from measured operator tables (``engine.hardware.kernel_tables``, ``steptime.TABLE``): the tables give
+the package's own iteration times at their grid points, interpolate linearly between them, are cached on disk
+without changing a bit, and every server they do not cover is timed by the roofline, said as such."""
+
+import numpy as np
+import pytest
+
+import engine
+from engine.hardware import kernel_tables
+from engine.hardware.kernel_tables import coverage, operator_tables
+from engine.hardware.roofline import peak_profile, roofline_profile, roofline_step_params
+from engine.hardware.steptime import (CONTEXT_AXIS, PREFILL_AXIS, SEQUENCES_AXIS, ST_FIELDS, ST_MODEL, TABLE,
+                                      TABLE_FIELDS, TOKENS_AXIS, T_DECODE_ATTENTION, T_DENSE, T_LOGITS,
+                                      T_PREFILL_ATTENTION, decode_step_s_nb, prefill_s, prefill_step_s_nb,
+                                      step_terms_nb, table_1d_nb, table_2d_nb)
+from engine.scenario.config import Server
+from engine.scenario.errors import ScenarioError
+from engine.sim.simulate import server_step
+
+H100_8B = Server(step_model="roofline", gpu="H100-80G", model="Llama-3.1-8B", quant="fp16", engine="vllm")
+
+
+def handle(server: Server):
+    return kernel_tables._engine_handle(coverage(server).key)
+
+
+@pytest.mark.parametrize("batch, context", [(1, 1024), (8, 4096), (64, 1024), (256, 16384)])
+def test_a_decode_at_grid_points_is_the_packages_own_decode_step(batch, context):
+    """decode_step_latency(B, C - 1, 1) evaluates the decode ops at a context of C: the table's dense, LM-head and
+    decode-attention parts add up to it exactly where B and C sit on the grid."""
+    step = server_step(H100_8B)
+    assert step[ST_MODEL] == TABLE
+    ours = decode_step_s_nb(step, batch, context - 1) * 1e3
+    assert ours == pytest.approx(handle(H100_8B).decode_step_latency(batch, context - 1, 1), rel=1e-9)
+
+
+@pytest.mark.parametrize("prompt", [512, 2048, 8192])
+def test_a_prefill_is_the_packages_own_prefill_to_a_hundredth_of_a_percent(prompt):
+    """A prompt alone: dense ops on its tokens, the LM head once, attention at its mean context (P + 1) / 2, read
+    between two context grid points (the only gap from the package's figure)."""
+    ours = prefill_s(server_step(H100_8B), prompt) * 1e3
+    assert ours == pytest.approx(handle(H100_8B).predict_prefill_latency(1, prompt), rel=1e-4)
+
+
+def test_a_chunk_on_a_cached_prefix_runs_its_gemms_on_its_own_tokens_and_attends_to_the_prefix():
+    """512 new tokens on 1,536 cached: the dense part of 512 tokens and the attention kernel at that prefix (the
+    package's evaluation of the attention op, read between grid points within 2%)."""
+    h, step = handle(H100_8B), server_step(H100_8B)
+    names = kernel_tables._op_names(h.evaluate_context_ops)
+    attention = [i for i, n in enumerate(names) if "attention" in n]
+    dense = [i for i, n in enumerate(names) if "attention" not in n and "logits" not in n]
+    logits = [i for i, n in enumerate(names) if "logits" in n]
+    expected = (sum(r[1] for r in h.evaluate_context_ops(dense, batch_size=1, s=512, x=512))
+                + sum(r[1] for r in h.evaluate_context_ops(logits, batch_size=1, s=1, x=1))
+                + sum(r[1] for r in h.evaluate_context_ops(attention, batch_size=1, s=2048, prefix=1536)))
+    assert prefill_step_s_nb(step, 512.0, 1536.0) * 1e3 == pytest.approx(expected, rel=0.02)
+
+
+def test_tables_interpolate_linearly_between_powers_of_two_and_extrapolate_the_last_segment():
+    row = np.zeros(TABLE_FIELDS)
+    row[T_DENSE:T_DENSE + len(TOKENS_AXIS)] = 3.0 * TOKENS_AXIS + 1.0  # linear in tokens: read exactly anywhere
+    for tokens in (1.0, 3.0, 1000.0, 131_072.0, 500_000.0):
+        assert table_1d_nb(row, T_DENSE, 0, len(TOKENS_AXIS), tokens) == pytest.approx(3.0 * tokens + 1.0)
+    assert table_1d_nb(row, T_DENSE, 0, len(TOKENS_AXIS), 0.5) == 4.0  # below the first point: its value
+    grid = np.add.outer(2.0 * SEQUENCES_AXIS, 5.0 * CONTEXT_AXIS)  # bilinear: a plane is read exactly
+    row[T_DECODE_ATTENTION:T_DECODE_ATTENTION + grid.size] = grid.ravel()
+    for sequences, context in ((3.0, 100.0), (1.0, 16.0), (2048.0, 262_144.0), (700.0, 5000.0)):
+        assert table_2d_nb(row, T_DECODE_ATTENTION, 0, len(SEQUENCES_AXIS), 4, len(CONTEXT_AXIS), sequences,
+                           context) == pytest.approx(2.0 * sequences + 5.0 * context)
+    assert T_PREFILL_ATTENTION + len(PREFILL_AXIS) * len(CONTEXT_AXIS) == TABLE_FIELDS
+    assert T_LOGITS == T_DENSE + len(TOKENS_AXIS) and T_DENSE == ST_FIELDS
+
+
+def test_the_disk_cache_gives_the_built_tables_bit_for_bit(tmp_path, monkeypatch):
+    key = coverage(H100_8B).key
+    built = kernel_tables.build_tables(key)
+    monkeypatch.setattr(kernel_tables, "_cache_dir", lambda: tmp_path)
+    operator_tables.cache_clear()
+    try:
+        first = operator_tables(key)
+        assert len(list(tmp_path.glob("*.npy"))) == 1
+        operator_tables.cache_clear()
+        again = operator_tables(key)  # read back from the file
+    finally:
+        operator_tables.cache_clear()
+    np.testing.assert_array_equal(first, built)
+    np.testing.assert_array_equal(again, built)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"gpu": "MI300X"}, "Roofline estimate (no measured operator tables for MI300X)"),
+    ({"engine": "legacy"}, "Roofline estimate (no measured operator tables for the engine legacy)"),
+    ({"engine_version": "0.7.3"}, "Roofline estimate (vLLM 0.7.3 has no operator tables on H100-80G; they have "
+                                  "0.24.0)"),
+    ({"kernel_tables": "off"}, "Roofline estimate (measured kernels switched off)"),
+    ({"kv_quant": "int4"}, "Roofline estimate (weights fp16 with KV int4 have no operator tables for Llama-3.1-8B)"),
+    ({"model": "GLM-4.5", "quant": "fp8", "tensor_parallel": 8},
+     "Roofline estimate (GLM-4.5: shared experts or dense layers beside grouped-query experts are not expressible"),
+])
+def test_a_server_the_tables_do_not_cover_is_timed_by_the_roofline_and_says_why(changes, words):
+    server = Server(**{**H100_8B.__dict__, **changes})
+    covered = coverage(server)
+    assert covered.key is None and covered.words.startswith(words)
+    np.testing.assert_array_equal(server_step(server), roofline_step_params(roofline_profile(server)))
+
+
+def test_a_covered_server_names_the_engine_version_and_the_package():
+    assert coverage(H100_8B).words == "measured kernels: vLLM 0.24.0 on H100-80G (aiconfigurator-core 0.12.0)"
+    a100 = Server(**{**H100_8B.__dict__, "gpu": "A100-80G"})
+    assert coverage(a100).words.startswith("measured kernels: vLLM 0.14.0 on A100-80G")
+    pinned = Server(**{**H100_8B.__dict__, "engine_version": "0.24.0"})
+    assert coverage(pinned).key == coverage(H100_8B).key  # the newest, named: the same tables
+
+
+def test_a_users_copy_of_a_bundled_model_gets_the_bundled_tables():
+    """gpt-oss's 128-token windows are expressible only by the package's own config: a user's model of the same
+    shape is timed by it too (else a copy would run differently from the row it copies)."""
+    shipped = Server(step_model="roofline", gpu="H100-80G", model="gpt-oss-20b", quant="mxfp4-w4a16")
+    assert coverage(shipped).key.model_config == "openai/gpt-oss-20b"
+
+
+def test_an_engine_version_that_is_not_one_is_one_line():
+    with pytest.raises(ScenarioError, match=r"server.engine_version = 'latest!' is not a version; give one such as "
+                                            r"0.24.0"):
+        engine.load_scenario("data/scenarios/example.toml", overrides=["server.engine_version=latest!"])
+
+
+def test_utilisation_under_measured_kernels_is_the_roofline_work_over_the_measured_time(tmp_path):
+    """One prompt of 512 tokens alone: its FLOPs (the roofline's count) over the peak, divided by the iteration's
+    measured time."""
+    from conftest import trace_scenario
+    from test_window import ROOFLINE
+    scenario = trace_scenario(tmp_path, [(0.0, 512, 1)], {**ROOFLINE, "gpu": "H100-80G", "model": "Llama-3.1-8B"})
+    system = engine.simulate(scenario).summary["system"]
+    step = server_step(scenario.server)
+    assert step[ST_MODEL] == TABLE
+    profile = roofline_profile(scenario.server)
+    peak = peak_profile(scenario.server, 1)
+    compute_s = step_terms_nb(step, 512, 512 * 513 / 2.0, 0.0)[0]
+    flops = compute_s * profile.effective_flops_per_s
+    assert system["compute_util_frac"] == pytest.approx(flops / (peak.effective_flops_per_s * prefill_s(step, 512)),
+                                                        rel=1e-12)
+
+
+def test_the_measured_kernels_change_the_run_and_switching_them_off_gives_the_roofline_back():
+    base = ["workload.num_requests=200", "server.step_model=roofline", "server.gpu=H100-80G",
+            "server.model=Llama-3.1-8B"]
+    preset = "data/scenarios/chat_and_batch_a100_8b.toml"
+    measured = engine.simulate(engine.load_scenario(preset, overrides=base)).summary
+    roofline = engine.simulate(engine.load_scenario(preset, overrides=[*base, "server.kernel_tables=off"])).summary
+    on_mi300 = [*base, "server.gpu=MI300X"]
+    auto = engine.simulate(engine.load_scenario(preset, overrides=on_mi300)).summary
+    off = engine.simulate(engine.load_scenario(preset, overrides=[*on_mi300, "server.kernel_tables=off"])).summary
+    assert measured["overall"]["tpot_ms"] != roofline["overall"]["tpot_ms"]
+    assert {**auto, "run": None} == {**off, "run": None}
+
+
+def test_fp8_is_per_tensor_for_a_dense_checkpoint_and_block_scaled_for_a_mixture_of_experts():
+    """kernel_names.csv: DeepSeek's, Qwen3's and MiniMax's FP8 checkpoints scale 128 x 128 blocks in every layer."""
+    dense = Server(**{**H100_8B.__dict__, "quant": "fp8"})
+    moe = Server(step_model="roofline", gpu="H200", model="DeepSeek-V3", quant="fp8", engine="sglang",
+                 tensor_parallel=8)
+    assert (coverage(dense).key.gemm, coverage(dense).key.moe) == ("fp8", "fp8")
+    assert (coverage(moe).key.gemm, coverage(moe).key.moe) == ("fp8_block", "fp8_block")
+    assert coverage(moe).key.model_config == "deepseek-ai/DeepSeek-V3"  # bundled: the package's own config
+
+
+def test_the_versions_the_tables_have_are_kept_on_disk_so_a_process_need_not_load_the_package(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_tables, "_cache_dir", lambda: tmp_path)
+    kernel_tables.version_slots.cache_clear()
+    try:
+        assert kernel_tables.version_slots("h100_sxm", "vllm") == {"current": "0.24.0"}
+        kernel_tables.version_slots.cache_clear()
+        import aiconfigurator_core.sdk.perf_database as database
+        monkeypatch.setattr(database, "get_version_slots", lambda *_: pytest.fail("asked the package again"))
+        assert kernel_tables.version_slots("h100_sxm", "vllm") == {"current": "0.24.0"}
+    finally:
+        kernel_tables.version_slots.cache_clear()
