@@ -23,8 +23,8 @@ from engine.decide.cost import (CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER
 from engine.decide.sizing import fleet_shapes
 from engine.hardware import calibration_store
 from engine.hardware.hf_config import CONFIG_MAX_BYTES, parse_config, user_model_overrides
-from engine.hardware.roofline import (GIB, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens, model_text,
-                                      peak_profile, roofline_profile, sampler_bytes_per_logit)
+from engine.hardware.roofline import (GIB, STATIC_SHARE, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens,
+                                      model_text, peak_profile, roofline_profile, sampler_bytes_per_logit)
 from engine.hardware.steptime import decode_step_s_nb, prefill_s
 from engine.hardware.tables import engine_row, gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
@@ -60,6 +60,10 @@ def fleet_inputs(data: dict, v: int) -> None:
     with cols[len(choices) + 1]:
         fleet["replicas"] = field_input(Fleet, "replicas", fleet.get("replicas"), key=f"hw_replicas_{v}")
     with st.container(horizontal=True):
+        with st.container(width=220):  # the engine's release, below the engine
+            server["engine_version"] = field_input(Server, "engine_version", server.get("engine_version"),
+                                                   key=f"hw_engine_version_{v}",
+                                                   options=hardware_choices.options("engine_version", server))
         parallel_controls.expert_controls(server, f"hw_{{}}_{v}")
 
 
@@ -158,7 +162,8 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
     the card's total."""
     conventions = load_table("serving_memory")["source"]
     rules = engine_row(server.engine)["rules_source"]
-    total_share = engine_row(server.engine)["memory_budget"] == TOTAL_SHARE
+    budget = engine_row(server.engine)["memory_budget"]
+    total_share = budget == TOTAL_SHARE
     tp = server.tensor_parallel
     how = {
         "weights": (f"all weights of {server.model} in {server.quant} (embedding and LM head in 16 bits) / {tp} "
@@ -173,10 +178,15 @@ def memory_sources(server: Server, parts: dict[str, float], total_gib: float) ->
                             conventions["non_torch_gib_one_card" if tp == 1 else "non_torch_gib_tensor_parallel"]),
         "KV cache": ("what is left of the server's share", "vLLM's rule: utilisation x total - weights - "
                      "activation peak - memory outside PyTorch") if total_share else
+                    ("the server's share holds the weights and the KV cache only", f"{server.engine}: utilisation x "
+                     "(total - memory outside PyTorch) - weights") if budget == STATIC_SHARE else
                     ("a share of the memory left free", f"{server.engine}: utilisation x (total - weights - "
                      "activation peak - memory outside PyTorch)"),
         "held back": (f"(1 - gpu_memory_utilization {server.gpu_memory_utilization:g}) x the memory CUDA sees; "
                       "CUDA graphs are captured here", "vLLM gpu_worker.determine_available_memory") if total_share else
+                     (f"what the activation peak leaves of (1 - gpu_memory_utilization "
+                      f"{server.gpu_memory_utilization:g}) x the memory CUDA sees; CUDA graphs are captured here",
+                      rules) if budget == STATIC_SHARE else
                      (f"(1 - gpu_memory_utilization {server.gpu_memory_utilization:g}) x the memory left free",
                       rules),
         "hidden from CUDA": ("the card's total (nvidia-smi) that CUDA does not report", conventions["cuda_hidden_gib"]),
@@ -211,7 +221,7 @@ def step_section(server: Server, capacity: int) -> None:
                       yaxis=dict(title="prefill time (ms)", type="log", dtick=1))
     right.plotly_chart(fig, width="stretch")
     st.caption("Flat lines are memory-bound (weights read once per iteration, shared by the batch); rising lines "
-               "are compute-bound; a line ends where its batch no longer fits the KV cache. "
+               "are compute-bound; a line ends where its batch no longer fits the KV cache. Step times: "
                + step_badge(server) + ".")
 
 

@@ -66,8 +66,8 @@ def test_an_unchecked_moe_or_fp4_plan_is_an_estimate_that_cannot_win(keys, what)
 def test_an_unchecked_dense_plan_leans_on_its_gpu_familys_calibration_and_says_so():
     trust = confidence(server(gpu="H200", model="Llama-3.1-8B", engine="sglang"))  # no dense run checked there
     assert trust.trusted and trust.error_pct is None
-    assert trust.check.startswith("not yet checked on a held-out run of this model, GPU and engine (the GPU "
-                                  "family's calibration: calibrated (")
+    assert trust.check.startswith("not yet checked on a held-out run of this model, GPU and engine; its GPU "
+                                  "family's calibration is calibrated (")
 
 
 def test_a_slice_is_never_trusted_and_says_it_is_timed_as_its_share():

@@ -100,8 +100,8 @@ def confidence(server: Server) -> Confidence:
     family = status(server.gpu)
     if not risky and family.startswith("calibrated"):
         words = (f"GPU family {family}" if priced_by == ROOFLINE else
-                 f"not yet checked on a held-out run of this model, GPU and engine (the GPU family's calibration: "
-                 f"{family})")
+                 f"not yet checked on a held-out run of this model, GPU and engine; its GPU family's calibration is "
+                 f"{family}")
         return Confidence(priced_by, covered.words, words, None, whole_card, f"{covered.short}, family {family}")
     what = ", ".join(part for part, on in (("mixture of experts", kind != "dense"),
                                            ("FP4 weights", server.quant in FP4_FORMATS),

@@ -163,8 +163,9 @@ def calibration_frame(answer: dict) -> pd.DataFrame:
     rows = {}
     for plan in plans:
         name = f"{shape(plan)} {plan['gpu']} {format_label(plan['quant'])}"
-        rows.setdefault(name, {"fleet shape": name, "step times": plan.get("step_times_detail", plan["step_times"])
-                               + ("" if plan["calibrated"] else " (estimate)")})
+        words = plan.get("step_times_detail", plan["step_times"])
+        rows.setdefault(name, {"fleet shape": name, "step times": words + (
+            "" if plan["calibrated"] or "estimate" in words else " (estimate)")})
     return pd.DataFrame(list(rows.values()))
 
 

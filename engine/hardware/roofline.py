@@ -72,7 +72,9 @@ ACTIVATION_BYTES = 2  # FP16 activations
 SHORT_WINDOW_TOKENS = 512  # a windowed layer's cache at most this long is left out of KV per token (module docstring)
 EMBEDDING_BYTES = 2  # embedding and LM head stay 16-bit in quantised checkpoints (FP8, INT8, AWQ/GPTQ INT4)
 GIB = 1024 * MIB
-TOTAL_SHARE = "total-share"  # engines.csv memory_budget: gpu_memory_utilization of the card (else of free memory)
+# engines.csv memory_budget: gpu_memory_utilization of the card for weights, activations and KV (vLLM); of the card
+# for weights and KV only, activations and CUDA graphs in the rest (SGLang); else of the memory left free (TensorRT-LLM)
+TOTAL_SHARE, STATIC_SHARE = "total-share", "static-share"
 
 
 def efficiency_for(gpu: str, calibration: str = "", engine: str = Server.engine) -> Efficiency:
@@ -366,13 +368,16 @@ def memory_convention(name: str) -> float:
 class CardMemory:
     """One card's memory as the serving engine budgets it, in bytes (``engines.csv``'s ``memory_budget``).
 
-    ``total-share`` (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static): of the card's total
-    (nvidia-smi), CUDA sees all but ``hidden``; the server may use ``gpu_memory_utilization`` of that, the rest is
-    ``held_back`` (CUDA graphs live there); from its share it subtracts the weights, the activation peak of its
-    profile run and the memory outside PyTorch (``non_torch``); what is left is the KV cache (negative when the
-    model does not fit). ``free-share`` (TensorRT-LLM's free_gpu_memory_fraction): the KV cache takes
-    ``gpu_memory_utilization`` of what is free once the weights, activations and the rest are in place, and the
-    rest of that free memory is held back."""
+    ``total-share`` (vLLM's gpu_memory_utilization): of the card's total (nvidia-smi), CUDA sees all but
+    ``hidden``; the server may use ``gpu_memory_utilization`` of that, the rest is ``held_back`` (CUDA graphs live
+    there); from its share it subtracts the weights, the activation peak of its profile run and the memory outside
+    PyTorch (``non_torch``); what is left is the KV cache (negative when the model does not fit). ``static-share``
+    (SGLang's mem_fraction_static): the share of what is free once CUDA and the collectives are set up (visible -
+    non_torch) holds the weights and the KV cache only, so KV = share x (visible - non_torch) - weights, and the
+    activations and CUDA graphs live in the rest (``held_back`` is what the activation peak leaves of it).
+    ``free-share`` (TensorRT-LLM's free_gpu_memory_fraction): the KV cache takes ``gpu_memory_utilization`` of what
+    is free once the weights, activations and the rest are in place, and the rest of that free memory is held
+    back."""
 
     total: float
     hidden: float
@@ -425,10 +430,16 @@ def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) 
     weights = (profile.resident_weight_bytes - profile.replicated_weight_bytes + profile.draft_resident_weight_bytes) \
         / tensor_parallel + profile.replicated_weight_bytes
     activation = activation_bytes(server, profile)
-    free = visible if engine_row(server.engine)["memory_budget"] == TOTAL_SHARE else \
-        max(visible - weights - activation - non_torch, 0.0)
-    return CardMemory(total=profile.card_memory_bytes, hidden=hidden,
-                      held_back=free * (1.0 - server.gpu_memory_utilization), weights=weights,
+    budget = engine_row(server.engine)["memory_budget"]
+    share = server.gpu_memory_utilization
+    if budget == STATIC_SHARE:  # the rest of the card: activations (and CUDA graphs), or less when they outgrow it
+        rest = (visible - non_torch) * (1.0 - share)
+        held_back = max(rest - activation, 0.0)
+        activation = min(activation, rest)
+    else:
+        free = visible if budget == TOTAL_SHARE else max(visible - weights - activation - non_torch, 0.0)
+        held_back = free * (1.0 - share)
+    return CardMemory(total=profile.card_memory_bytes, hidden=hidden, held_back=held_back, weights=weights,
                       activation=activation, non_torch=non_torch)
 
 

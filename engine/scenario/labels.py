@@ -52,7 +52,7 @@ CHOICE_WORDS = {
     "engine": {"vllm": "vLLM V1", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM",
                "legacy": "Engines of 2023-24"},
     # server.engine_version: empty means the newest the measured kernels have
-    "engine_version": {"": "Newest with measured kernels"},
+    "engine_version": {"": "Newest measured"},
     "kernel_tables": {"auto": "Measured kernels where they cover it", "off": "Roofline only"},
     # the same engines before a version number ("vLLM 0.24.0")
     "engine_name": {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM", "legacy": "engine of 2023-24"},
