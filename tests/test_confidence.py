@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from engine.calibrate.confidence import closest_check, confidence, step_badge
-from engine.calibrate.held_out import CONFIGURATIONS_FILE, TABLES
+from engine.calibrate.held_out import CONFIGURATIONS_FILE, TABLES, model_kind
 from engine.hardware.tables import calibration_row
 from engine.scenario.config import Server
 
@@ -44,7 +44,7 @@ def test_expert_parallelism_is_checked_on_runs_that_split_the_experts():
 
 
 def test_a_model_without_its_own_check_takes_the_closest_of_its_kind_on_that_gpu_and_engine():
-    words, error, runs = closest_check("Kimi-K2", "H200", "sglang", TABLES)
+    words, error, runs = closest_check("Kimi-K2", model_kind("Kimi-K2"), "H200", "sglang", TABLES)
     alike = SHIPPED[(SHIPPED["gpu"] == "H200") & (SHIPPED["engine"] == "sglang") & (SHIPPED["priced_by"] == TABLES)
                     & (SHIPPED["kind"] == "MLA MoE") & ~SHIPPED["expert_parallel"] & (SHIPPED["runs"] >= 3)]
     assert runs == alike["runs"].sum()
@@ -67,7 +67,7 @@ def test_an_unchecked_dense_plan_leans_on_its_gpu_familys_calibration_and_says_s
     trust = confidence(server(gpu="H200", model="Llama-3.1-8B", engine="sglang"))  # no dense run checked there
     assert trust.trusted and trust.error_pct is None
     assert trust.check.startswith("not yet checked on a held-out run of this model, GPU and engine; its GPU "
-                                  "family's calibration is calibrated (")
+                                  "family is calibrated (")
 
 
 def test_a_slice_is_never_trusted_and_says_it_is_timed_as_its_share():

@@ -2,6 +2,8 @@
 the package's own iteration times at their grid points, interpolate linearly between them, are cached on disk
 without changing a bit, and every server they do not cover is timed by the roofline, said as such."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,8 @@ from engine.hardware.steptime import (CONTEXT_AXIS, PREFILL_AXIS, SEQUENCES_AXIS
                                       TABLE_FIELDS, TOKENS_AXIS, T_DECODE_ATTENTION, T_DENSE, T_LOGITS,
                                       T_PREFILL_ATTENTION, decode_step_s_nb, prefill_s, prefill_step_s_nb,
                                       step_terms_nb, table_1d_nb, table_2d_nb)
-from engine.scenario.config import Server
+from engine.hardware.tables import load_table
+from engine.scenario.config import ModelConfig, Server
 from engine.scenario.errors import ScenarioError
 from engine.sim.simulate import server_step
 
@@ -117,6 +120,12 @@ def test_a_users_copy_of_a_bundled_model_gets_the_bundled_tables():
     shape is timed by it too (else a copy would run differently from the row it copies)."""
     shipped = Server(step_model="roofline", gpu="H100-80G", model="gpt-oss-20b", quant="mxfp4-w4a16")
     assert coverage(shipped).key.model_config == "openai/gpt-oss-20b"
+    row = load_table("models").loc["gpt-oss-20b"]
+    shape = {f.name: type(f.default)(row[f.name]) if f.default is not dataclasses.MISSING else int(row[f.name])
+             for f in dataclasses.fields(ModelConfig) if f.name not in ("name", "source")}
+    copy = Server(step_model="roofline", gpu="H100-80G", model="mine", quant="mxfp4-w4a16",
+                  model_config=ModelConfig(name="mine", **shape))
+    assert coverage(copy).key == coverage(shipped).key
 
 
 def test_an_engine_version_that_is_not_one_is_one_line():

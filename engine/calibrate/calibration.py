@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..hardware.calibration_store import saved_for
-from ..hardware.kernel_tables import KERNEL_OVERHEAD_S, coverage, table_step
+from ..hardware.kernel_tables import coverage, table_step
 from ..hardware.roofline import (efficiency_for, kv_capacity_tokens, peak_profile, roofline_profile,
                                  roofline_step_params, with_efficiency)
 from ..hardware.steptime import decode_step_s_nb, prefill_s
@@ -143,7 +143,7 @@ class Case:
         """Every measured metric as the simulator gives it at ``efficiency``."""
         step = roofline_step_params(with_efficiency(self.peak, efficiency))
         if self.kernel_key is not None:
-            step = table_step(step, self.kernel_key, KERNEL_OVERHEAD_S)
+            step = table_step(step, self.kernel_key)
         if self.prepared is None:
             return {"decode_step_ms": decode_step_s_nb(step, self.batch, self.tokens) * 1e3,
                     "prefill_step_ms": prefill_s(step, self.tokens) * 1e3}

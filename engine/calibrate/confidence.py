@@ -15,16 +15,14 @@ estimate, said as such.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-import pandas as pd
-
 from ..hardware.kernel_tables import coverage
+from ..hardware.roofline import model_row
 from ..hardware.tables import is_slice
 from ..scenario.config import Server
 from .calibration import badge, slice_note, status
-from .held_out import ROOFLINE, TABLES, model_kind, shipped_configurations
+from .held_out import ROOFLINE, TABLES, kind_of, shipped_configurations
 
 FP4_FORMATS = ("nvfp4", "mxfp4", "mxfp4-w4a16")
 MIN_RUNS = 3  # a configuration checked on fewer held-out runs is no check
@@ -49,17 +47,12 @@ class Confidence:
         return f"{self.source}; {self.check}"
 
 
-@functools.lru_cache(maxsize=1)
-def _configurations() -> pd.DataFrame:
-    return shipped_configurations()
-
-
-def closest_check(model: str, gpu: str, engine: str, priced_by: str,
+def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str,
                   expert_parallel: bool = False) -> tuple[str, float | None, int]:
     """(words, median absolute error %, runs) of the validated configuration closest to (model, GPU, engine) priced
-    by ``priced_by``, with its experts split over the cards or not as ``expert_parallel`` says; ("", None, 0) when
-    there is none."""
-    table = _configurations()
+    by ``priced_by``, with its experts split over the cards or not as ``expert_parallel`` says: the model itself,
+    else models of its ``kind`` (``held_out.kind_of``); ("", None, 0) when there is none."""
+    table = shipped_configurations()
     table = table[(table["priced_by"] == priced_by) & (table["gpu"] == gpu) & (table["engine"] == engine)
                   & (table["expert_parallel"].astype(bool) == expert_parallel) & (table["runs"] >= MIN_RUNS)]
     layout = " with its experts split over the cards" if expert_parallel else ""
@@ -68,7 +61,6 @@ def closest_check(model: str, gpu: str, engine: str, priced_by: str,
         row = same.iloc[0]
         return (f"{row['median_abs_error_pct']:.0f}% off on {int(row['runs'])} held-out runs of {model} on "
                 f"{gpu}{layout}", float(row["median_abs_error_pct"]), int(row["runs"]))
-    kind = model_kind(model) if model in _model_names() else ""
     alike = table[table["kind"] == kind]
     if len(alike):
         runs = int(alike["runs"].sum())
@@ -78,20 +70,15 @@ def closest_check(model: str, gpu: str, engine: str, priced_by: str,
     return "", None, 0
 
 
-def _model_names() -> frozenset[str]:
-    from ..hardware.tables import load_table
-    return frozenset(load_table("models").index)
-
-
 def confidence(server: Server) -> Confidence:
     """The ``Confidence`` of ``server``'s step times."""
     covered = coverage(server)
     if server.step_model != "roofline":
         return Confidence("fixed", covered.words, "set by the scenario, not measured", None, False, "fixed")
     priced_by = TABLES if covered.key is not None else ROOFLINE
-    check, error, runs = closest_check(server.model, server.gpu, server.engine, priced_by, server.expert_parallel)
-    kind = model_kind(server.model) if server.own_model is None else (
-        "MoE" if server.own_model.experts else "dense")
+    kind = kind_of(model_row(server))
+    check, error, runs = closest_check(server.model, kind, server.gpu, server.engine, priced_by,
+                                       server.expert_parallel)
     risky = kind != "dense" or server.quant in FP4_FORMATS or server.expert_parallel
     whole_card = not is_slice(server.gpu)
     if check:
@@ -100,7 +87,7 @@ def confidence(server: Server) -> Confidence:
     family = status(server.gpu)
     if not risky and family.startswith("calibrated"):
         words = (f"GPU family {family}" if priced_by == ROOFLINE else
-                 f"not yet checked on a held-out run of this model, GPU and engine; its GPU family's calibration is "
+                 f"not yet checked on a held-out run of this model, GPU and engine; its GPU family is "
                  f"{family}")
         return Confidence(priced_by, covered.words, words, None, whole_card, f"{covered.short}, family {family}")
     what = ", ".join(part for part, on in (("mixture of experts", kind != "dense"),

@@ -13,6 +13,8 @@ did not replay (``fitted`` False in ``validation.csv``). ``configurations`` summ
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -29,12 +31,17 @@ TABLES, ROOFLINE = "operator tables", "roofline"
 EXPERT_LAYOUTS = ("ep", "dep")  # a measurement's ``parallel`` with the experts split over the cards
 
 
-def model_kind(model: str) -> str:
-    """dense, MoE (grouped-query attention with experts) or MLA MoE (DeepSeek-style)."""
-    row = load_table("models").loc[model]
+def kind_of(row: pd.Series) -> str:
+    """dense, MoE (grouped-query attention with experts) or MLA MoE (DeepSeek-style) of a ``models.csv`` row (or a
+    user's shape, ``roofline.model_row``)."""
     if row["attention"] == "mla":
         return KINDS["mla"]
     return "MoE" if int(row["experts"]) else KINDS["gqa"]
+
+
+def model_kind(model: str) -> str:
+    """``kind_of`` the ``models.csv`` row of ``model``."""
+    return kind_of(load_table("models").loc[model])
 
 
 def _predict_both(row: pd.Series) -> tuple[float, float, str]:
@@ -100,6 +107,7 @@ def configurations(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@functools.lru_cache(maxsize=1)
 def shipped_configurations() -> pd.DataFrame:
     """``validation_configurations.csv`` as ``bench/validate.py --write`` wrote it."""
     return pd.read_csv(CONFIGURATIONS_FILE)

@@ -59,13 +59,6 @@ def _quant(precision: str, model: str, gpu: str) -> str:
     return {"fp8": "fp8", "bf16": "bf16", "fp16": "fp16", "int4": "int4"}.get(precision, "")
 
 
-def layout(tp: int, dp: int, ep: int) -> str:
-    """The parallel layout in words: "TP8", "TP8 EP", "DEP8" (data-parallel attention with expert parallelism)."""
-    if dp > 1:
-        return f"DEP{tp * dp}"
-    return f"TP{tp}" + (" EP" if ep > 1 else "")
-
-
 @functools.lru_cache(maxsize=1)
 def raw() -> pd.DataFrame:
     return pd.read_csv(path())
@@ -73,7 +66,8 @@ def raw() -> pd.DataFrame:
 
 def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
     """(rows, skipped): the runs this project can replay, as ``measurements.csv`` rows (``parallel`` "dep" for
-    data-parallel attention; ``layout`` and ``run_version`` added), and how many runs were left out, by reason."""
+    data-parallel attention, "ep" for experts split over the tensor-parallel cards; ``run_version`` added), and how
+    many runs were left out, by reason."""
     table = raw()
     gpus = _gpus()
     rows, skipped = [], {}
@@ -110,7 +104,7 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
                 "input_tokens": int(run["isl"]), "output_tokens": int(run["osl"]), "engine": ENGINES[run["backend"]],
                 "engine_version": version, "document": SOURCE, "source": f"{SOURCE}: {run['id']}",
                 "as_of": str(run["silicon_data_source"]).split(";")[0],
-                "parallel": "dep" if dp > 1 else ("ep" if ep > 1 else ""), "layout": layout(tp, dp, ep),
+                "parallel": "dep" if dp > 1 else ("ep" if ep > 1 else ""),
                 "run_version": version or "unknown"}
         for metric, column in (("ttft_mean_ms", "silicon_ttft_ms"), ("tpot_mean_ms", "silicon_tpot_ms")):
             if pd.notna(run[column]) and run[column] > 0:

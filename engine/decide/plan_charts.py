@@ -35,7 +35,7 @@ def pareto_chart(answer: dict, target: Target) -> go.Figure:
     plans = [answer["recommendation"], *answer["alternatives"]]
     m = metric(target.key)
     data = []
-    for calibrated, name, symbol in ((True, "step times measured", "circle"), (False, "estimate only", "x")):
+    for calibrated, name, symbol in ((True, "step times checked", "circle"), (False, "step times an estimate", "x")):
         shown = [p for p in plans if p["calibrated"] == calibrated]
         if not shown:
             continue

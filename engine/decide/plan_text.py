@@ -72,6 +72,13 @@ def policy_text(plan: dict) -> str:
     return policy_label(plan["policy"]["name"]) + (f" (+{same} as good)" if same else "")
 
 
+def step_times_text(plan: dict, detail: bool = False) -> str:
+    """What priced a plan's step times and how far they can be trusted (``detail``: the whole line, else a table
+    cell's few words), marked "(estimate)" when they may not win a ranking and do not say so already."""
+    words = plan.get("step_times_detail", plan["step_times"]) if detail else plan["step_times"]
+    return words + ("" if plan["calibrated"] or "estimate" in words else " (estimate)")
+
+
 def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
     """One row per plan, each column one figure with its unit."""
     rows = []
@@ -86,8 +93,7 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
             "policy": policy_text(plan),
             "headroom (req/s)": f"{plan['headroom_rate_per_s']:,.2f}" if plan["headroom_rate_per_s"] else "—",
-            "step times": plan["step_times"] + (
-                "" if plan["calibrated"] or plan["step_times"].endswith("estimate") else " (estimate)"),
+            "step times": step_times_text(plan),
         })
     return pd.DataFrame(rows)
 
@@ -151,16 +157,17 @@ def no_plan_text(answer: dict) -> str:
 
 def caveat(answer: dict, how_to_measure: str) -> str | None:
     """What the reader must know about the recommendation's step times: it rests on an estimate (measure it,
-    ``how_to_measure`` says how), or a cheaper plan exists on paper whose step times are not measured."""
+    ``how_to_measure`` says how), or a cheaper plan exists on paper whose step times were never checked."""
     best = answer["recommendation"]
     if best is None:
         return None
     if not best["calibrated"]:
-        return ("No plan on a GPU with measured step times meets the targets: this one rests on an estimate. "
-                f"Measure that GPU ({how_to_measure}) before renting.")
+        return ("No plan whose step times were checked on held-out runs of a configuration like it meets the "
+                f"targets: this one rests on an estimate. Measure that set-up ({how_to_measure}) before renting.")
     cheaper = [p for p in answer["alternatives"] if not p["calibrated"]
                and p["monthly_cost"]["low"] < best["monthly_cost"]["low"]]
-    return f"Cheaper on paper, but its step times are not measured: {summary_line(cheaper[0])}" if cheaper else None
+    return (f"Cheaper on paper, but its step times were never checked on a configuration like it: "
+            f"{summary_line(cheaper[0])}") if cheaper else None
 
 
 NOT_SIZED = "not sized: "  # how a configuration or a growth the plan's time did not reach is noted

@@ -213,6 +213,7 @@ class Search:
     policies: dict = field(default_factory=dict)
     runs: dict = field(default_factory=dict)
     stages: dict = field(default_factory=dict)  # a disaggregated configuration's stage loads (``stage_loads_of_one``)
+    step_times: dict = field(default_factory=dict)  # a configuration's ``step_time_entry`` (one per config)
     count: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -428,7 +429,10 @@ def step_time_entry(search: Search, config: Config, replicas: int) -> dict:
     """What priced a configuration's step times and how far they can be trusted (``confidence``): ``calibrated``
     (it may be recommended), ``step_times`` (a few words, for tables) and ``step_times_detail`` (the whole line),
     ``priced_by`` and ``step_error_pct`` (the closest validated configuration's held-out error; None: none). A saved
-    calibration of the user's own runs is trusted as such."""
+    calibration of the user's own runs is trusted as such. Made once per configuration (of any size, through any
+    offer, its servers are the same)."""
+    if config in search.step_times:
+        return search.step_times[config]
     server = load_scenario(search.scenario(config, replicas), origin=search.origin).server
     trust = confidence(server)
     own = bool(server.calibration) and not is_slice(config.gpu)
@@ -437,8 +441,10 @@ def step_time_entry(search: Search, config: Config, replicas: int) -> dict:
     short = trust.short + (EXPERT_PARALLEL_SHORT if unchecked else "")
     if own:
         words = short = f"fitted on your own runs ({server.calibration})"
-    return {"calibrated": own or trust.trusted, "step_times": short, "step_times_detail": words,
-            "priced_by": trust.priced_by, "step_error_pct": trust.error_pct}
+    entry = {"calibrated": own or trust.trusted, "step_times": short, "step_times_detail": words,
+             "priced_by": trust.priced_by, "step_error_pct": trust.error_pct}
+    search.step_times[config] = entry
+    return entry
 
 
 def confidence_95(values: list[float | None]) -> tuple[float | None, float | None, float | None]:

@@ -37,8 +37,8 @@ from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_mo
 from .plan_charts import over_time_chart, pareto_chart, targets_chart
 from .recipe import engine_versions, recipe_files
 from .plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, no_plan_text, not_possible_frame,
-                        over_time_frame, over_time_heading, policy_label, sensitivity_text, shape, summary_line,
-                        target_text, traffic_text, tuned_text)
+                        over_time_frame, over_time_heading, policy_label, sensitivity_text, shape, step_times_text,
+                        summary_line, target_text, traffic_text, tuned_text)
 from .planner import Question, answer_key
 
 CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
@@ -163,9 +163,7 @@ def calibration_frame(answer: dict) -> pd.DataFrame:
     rows = {}
     for plan in plans:
         name = f"{shape(plan)} {plan['gpu']} {format_label(plan['quant'])}"
-        words = plan.get("step_times_detail", plan["step_times"])
-        rows.setdefault(name, {"fleet shape": name, "step times": words + (
-            "" if plan["calibrated"] or "estimate" in words else " (estimate)")})
+        rows.setdefault(name, {"fleet shape": name, "step times": step_times_text(plan, detail=True)})
     return pd.DataFrame(list(rows.values()))
 
 

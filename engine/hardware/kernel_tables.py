@@ -7,7 +7,7 @@ roofline's iteration time is replaced by tables built from those kernels (``step
 the iteration's tokens, the LM head over the sequences that emit, prefill attention over (prefill tokens, context)
 and decode attention over (sequences, context). Everything else (memory, KV capacity, the roofline terms for the
 utilisation) stays the roofline's. Where it does not, the calibrated roofline prices the server and
-``coverage`` says why, so every answer can name what priced it (``step_source``).
+``coverage`` says why, so every answer can name what priced it.
 
 The tables are built once per hardware key (``KernelKey``: a few hundred kernel look-ups, well under a second once
 the package has read that GPU's data) and kept on disk beside the compiled code, keyed on the package's version and
@@ -40,17 +40,16 @@ import pandas as pd
 
 from ..scenario.config import Server
 from ..scenario.labels import format_label, words
-from .steptime import (CONTEXT_AXIS, PREFILL_AXIS, SEQUENCES_AXIS, ST_MODEL, TABLE, TABLE_FIELDS, TOKENS_AXIS,
-                       T_DECODE_ATTENTION, T_DENSE, T_LOGITS, T_PREFILL_ATTENTION)
+from .roofline import SHORT_WINDOW_TOKENS, model_row
+from .steptime import (CONTEXT_AXIS, PREFILL_AXIS, SEQUENCES_AXIS, ST_FIELDS, ST_MODEL, TABLE, TABLE_FIELDS,
+                       TOKENS_AXIS, T_DECODE_ATTENTION, T_DENSE, T_LOGITS, T_PREFILL_ATTENTION)
 from .tables import load_table
 
 PACKAGE = "aiconfigurator-core"
-SHORT_WINDOW_TOKENS = 512  # as the roofline: a window this short is not full attention (roofline.SHORT_WINDOW_TOKENS)
 MAX_POSITIONS = 262_144  # the context the written config.json declares (the package only bounds by it)
 # Operator names (substrings) the package's op lists give attention kernels: timed per context, not per token.
 ATTENTION_OPS = ("attention", "mla_block", "mla_module", "dsa", "msa")
 LOGITS_OP = "logits"
-KERNEL_OVERHEAD_S = 0.0  # seconds an iteration spends outside the measured kernels (scheduling, sampling)
 
 
 @dataclass(frozen=True)
@@ -216,7 +215,6 @@ def engine_version_words(engine: str, version: str) -> str:
 @functools.lru_cache(maxsize=512)
 def coverage(server: Server) -> Coverage:
     """Whether measured operator tables price ``server`` (``Coverage``), with the words an answer shows."""
-    from .roofline import model_row  # the roofline imports this module
     if server.step_model != "roofline":
         return Coverage(None, "fixed iteration time", "fixed")
     if server.calibration:
@@ -264,14 +262,12 @@ def coverage(server: Server) -> Coverage:
                     f"measured kernels ({named})")
 
 
-def table_step(roofline_step: tuple, key: KernelKey, overhead_s: float) -> np.ndarray:
-    """The compiled loop's ``TABLE`` step row: the roofline tuple (for the utilisation and the diagnosis), its model
-    code set to ``TABLE`` and its overhead to ``overhead_s``, followed by the operator tables."""
-    from .steptime import ST_FIELDS, ST_OVERHEAD_S
+def table_step(roofline_step: np.ndarray, key: KernelKey) -> np.ndarray:
+    """The compiled loop's ``TABLE`` step row: the roofline's fields (for the utilisation and the diagnosis) with the
+    model code ``TABLE``, followed by the operator tables (which time the whole iteration)."""
     row = np.zeros(TABLE_FIELDS)
     row[:ST_FIELDS] = roofline_step
     row[ST_MODEL] = TABLE
-    row[ST_OVERHEAD_S] = overhead_s
     row[ST_FIELDS:] = operator_tables(key)
     return row
 
@@ -369,29 +365,25 @@ def build_tables(key: KernelKey) -> np.ndarray:
     def share(n: float) -> int:
         return max(1, int(np.ceil(n / ranks)))
 
-    cells = np.zeros(TABLE_FIELDS - T_DENSE)
-    at = -T_DENSE
+    row = np.zeros(TABLE_FIELDS)  # laid out as a step row, the roofline's fields left empty
     for i, tokens in enumerate(TOKENS_AXIS):
         n = share(tokens)
-        cells[at + T_DENSE + i] = _ms(handle.evaluate_context_ops(dense, batch_size=1, s=n, x=n))
+        row[T_DENSE + i] = _ms(handle.evaluate_context_ops(dense, batch_size=1, s=n, x=n))
     for i, sequences in enumerate(SEQUENCES_AXIS):
         n = share(sequences)
-        cells[at + T_LOGITS + i] = _ms(handle.evaluate_context_ops(logits, batch_size=1, s=n, x=n)) if logits else 0.0
+        row[T_LOGITS + i] = _ms(handle.evaluate_context_ops(logits, batch_size=1, s=n, x=n)) if logits else 0.0
     for i, sequences in enumerate(SEQUENCES_AXIS):
         for j, context in enumerate(CONTEXT_AXIS):
-            cells[at + T_DECODE_ATTENTION + i * len(CONTEXT_AXIS) + j] = _ms(handle.evaluate_generation_ops(
+            row[T_DECODE_ATTENTION + i * len(CONTEXT_AXIS) + j] = _ms(handle.evaluate_generation_ops(
                 decode_attention, batch_size=share(sequences), s=int(context)))
     for i, tokens in enumerate(PREFILL_AXIS):
         chunk = share(tokens)
         for j, context in enumerate(CONTEXT_AXIS):
             prefix = max(0, int(round(context - (chunk + 1) / 2.0)))  # mean context = prefix + (chunk + 1) / 2
-            cells[at + T_PREFILL_ATTENTION + i * len(CONTEXT_AXIS) + j] = _ms(handle.evaluate_context_ops(
+            row[T_PREFILL_ATTENTION + i * len(CONTEXT_AXIS) + j] = _ms(handle.evaluate_context_ops(
                 prefill_attention, batch_size=1, s=prefix + chunk, prefix=prefix))
+    cells = row[T_DENSE:]
     if not np.isfinite(cells).all() or (cells < 0).any():
         raise ValueError("the operator tables gave a time that is not a finite, non-negative number")
     return cells / 1000.0
 
-
-def step_source(server: Server) -> str:
-    """What prices ``server``'s iterations, in words (the answer's "step times" line)."""
-    return coverage(server).words

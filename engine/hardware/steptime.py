@@ -36,7 +36,6 @@ composes one mixed iteration::
              + logits(decode sequences + 1 if a prompt runs)  the LM head, once per sequence that emits
              + prefill_attention(prefill tokens, mean context a prefill token attends to)
              + decode_attention(decode sequences, mean context a decode attends to)
-             + overhead_s
 
 each read by linear interpolation between grid points (powers of two, ``*_AXIS``), extrapolated linearly past
 the last. The roofline's compute and memory terms are still computed (not timed) for the utilisation and the
@@ -142,7 +141,7 @@ def table_step_s_nb(step, tokens, prefill_tokens, prefill_pairs, decode_sequence
     if decode_sequences > 0:
         t += table_2d_nb(step, T_DECODE_ATTENTION, 0, len(SEQUENCES_AXIS), 4, len(CONTEXT_AXIS), decode_sequences,
                          decode_reads / decode_sequences + 1.0)
-    return t + step[ST_OVERHEAD_S]
+    return t
 
 
 @njit(cache=True)
@@ -212,9 +211,8 @@ def step_time_s_nb(step, tokens, context_pairs, context_reads):
 @njit(cache=True)
 def decode_step_s_nb(step, batch, context_tokens):
     """One decode iteration of ``batch`` sequences holding ``context_tokens`` each."""
-    if step[ST_MODEL] == TABLE:
-        return decode_terms_nb(step, batch, batch, batch * context_tokens)[0]
-    return step_time_s_nb(step, batch, batch * context_tokens, batch * context_tokens)
+    reads = batch * context_tokens
+    return mixed_step_terms_nb(step, batch, reads, reads, 0, 0.0, batch, reads)[0]
 
 
 @njit(cache=True)

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..hardware.roofline import (RooflineProfile, kv_capacity_tokens, peak_profile, roofline_profile,
                                  roofline_step_params)
-from ..hardware.kernel_tables import KERNEL_OVERHEAD_S, coverage, table_step
+from ..hardware.kernel_tables import coverage, table_step
 from ..hardware.steptime import (ALL_PHASES, DECODE_PHASE, FIXED, PREFILL_PHASE, request_work_s_nb, step_params,
                                  step_rows)
 from ..hardware.tables import Efficiency
@@ -71,7 +71,7 @@ def _step_params(server: Server, profile: RooflineProfile) -> tuple[np.ndarray, 
     step = roofline_step_params(profile)
     covered = coverage(server)
     if covered.key is not None:
-        step = table_step(step, covered.key, KERNEL_OVERHEAD_S)
+        step = table_step(step, covered.key)
     return step, kv_capacity_tokens(server, profile)
 
 
