@@ -8,9 +8,11 @@ results is saved under a new name only: a saved calibration may be named by anyo
 
 import copy
 import dataclasses
+import zlib
 
 import pandas as pd
 import plotly.graph_objects as go
+
 import streamlit as st
 
 import engine
@@ -22,7 +24,7 @@ from engine.decide.cost import (CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER
                                 convert, cost_columns, firm_offer, fleet_cards)
 from engine.decide.sizing import fleet_shapes
 from engine.hardware import calibration_store
-from engine.hardware.hf_config import CONFIG_MAX_BYTES, parse_config, user_model_overrides
+from engine.hardware.hf_config import CONFIG_MAX_BYTES, model_name, parse_config, user_model_overrides
 from engine.hardware.roofline import (GIB, STATIC_SHARE, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens,
                                       model_text, peak_profile, roofline_profile, sampler_bytes_per_logit)
 from engine.hardware.steptime import decode_step_s_nb, prefill_s
@@ -81,15 +83,32 @@ def own_model_section(data: dict) -> None:
             st.caption("Layers, widths, heads, experts and windowed attention are read from the file; the model is "
                        "then one of the choices above, and the link to this scenario carries it.")
             return
-        fallback = printable(upload.name.removesuffix(".json"), 60) if upload is not None else "my model"
+        fallback = printable(upload.name.removesuffix(".json"), 60) if upload is not None else ""
         try:
-            overrides = user_model_overrides(parse_config(raw), fallback, "your config.json")
+            config = parse_config(raw)
+            name = st.text_input("Model name", value=model_name(config, fallback), max_chars=60,
+                                 key=f"hw_model_config_name_{zlib.crc32(raw)}", help="What the plan, the report and the recipes call "
+                                                                  "it (a config.json rarely names its model).")
+            overrides = user_model_overrides(config, fallback, "your config.json", name=printable(name, 60))
+            served = apply_overrides(on_roofline(data), overrides)
+            if served["server"].get("expert_parallel") and not model_experts(served):
+                overrides += ["server.expert_parallel=false", "server.attention_data_parallel=false"]
+                st.caption("This model has no experts: using it turns expert parallelism off.")
             typed = state.validate(apply_overrides(on_roofline(data), overrides))
+            st.write(f"**{typed.server.model}**: {model_text(peak_profile(typed.server, 1))}.")
         except engine.ScenarioError as exc:
             text.error(exc)
             return
-        st.write(f"**{typed.server.model}**: {model_text(peak_profile(typed.server, 1))}.")
         st.button("Use this model", key="hw_model_config_use", on_click=use_own_model, args=(data, overrides))
+
+
+def model_experts(data: dict) -> int:
+    """Experts of the model ``data``'s server names (its own shape, else its row of models.csv)."""
+    server = data["server"]
+    own = server.get("model_config")
+    if own:
+        return int(own.get("experts", 0))
+    return int(load_table("models").loc[server["model"], "experts"])
 
 
 def use_own_model(data: dict, overrides: list[str]) -> None:

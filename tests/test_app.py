@@ -448,6 +448,28 @@ def test_a_pasted_config_json_becomes_a_model_of_the_scenario():
     assert not at.exception and not at.error
 
 
+def test_a_dense_config_json_while_expert_parallel_is_on_is_served_with_it_turned_off_and_named_by_the_user():
+    """Expert parallelism on (a mixture-of-experts preset), then a dense model's config.json: the page says one
+    line and stays up (it stopped on a ScenarioError before); the name typed is the model's name."""
+    data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
+    data["workload"]["num_requests"] = 300
+    data["server"].update({"step_model": "roofline", "gpu": "H100-80G", "model": "Qwen3-30B-A3B",
+                           "tensor_parallel": 2, "expert_parallel": True})
+    at = lab(data).run().switch_page("pages/hardware.py").run()
+    bare = json.loads((REPO / "tests" / "fixtures" / "model_configs" / "Llama-3.1-8B.json").read_text())
+    bare.pop("_name_or_path", None)
+    at.text_area(key="hw_model_config_text").set_value(json.dumps(bare)).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "This model has no experts: using it turns expert parallelism off." in shown(at.caption)
+    [name] = [t for t in at.text_input if t.label == "Model name"]
+    assert name.value == "llama model"
+    name.set_value("acme-8b").run()
+    at.button(key="hw_model_config_use").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    server = at.session_state["scenario"]["server"]
+    assert (server["model"], server["expert_parallel"]) == ("acme-8b", False)
+
+
 def test_a_day_shape_is_drawn_over_the_run_and_the_lab_sets_its_duration():
     at = workload_page()
     [mode] = [r for r in at.radio if r.label == "Rate over time"]

@@ -11,7 +11,7 @@ import pytest
 
 import engine
 from conftest import REPO
-from engine.hardware.hf_config import (CONFIG_MAX_BYTES, model_config_from_hf, parse_config, read_config_file,
+from engine.hardware.hf_config import (CONFIG_MAX_BYTES, model_config_from_hf, model_name, parse_config, read_config_file,
                                        user_model_overrides)
 from engine.hardware.roofline import model_shape, peak_profile
 from engine.hardware.tables import load_table
@@ -156,3 +156,14 @@ DENSE = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32
 def test_windowed_layers_are_read_from_the_keys_that_name_them(keys, window):
     row = model_config_from_hf({**DENSE, **keys}, "mine")
     assert (row["sliding_window"], row["sliding_layers"]) == window
+
+
+def test_a_config_json_without_its_repository_name_is_not_called_config():
+    """A file saved as config.json names nothing: the model type names it, and the user's own name wins."""
+    bare = {k: v for k, v in config("gpt-oss-20b").items() if k != "_name_or_path"}
+    assert model_name(bare, "config") == "gpt_oss model"
+    assert model_name(bare, "my-oss") == "my-oss"
+    named = apply_overrides(EXAMPLE, user_model_overrides(bare, "config", name="acme-chat-20b"))
+    assert engine.load_scenario(named).server.model == "acme-chat-20b"
+    shipped_name = apply_overrides(EXAMPLE, user_model_overrides(bare, "config", name="gpt-oss-20b"))
+    assert engine.load_scenario(shipped_name).server.model == "gpt-oss-20b (your config)"

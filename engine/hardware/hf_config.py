@@ -152,15 +152,23 @@ def model_config_from_hf(config: Mapping[str, Any], name: str, source: str = "")
 
 
 def model_name(config: Mapping[str, Any], fallback: str) -> str:
-    """A name for the model: its ``_name_or_path``'s last part, else ``fallback`` (the file's name); a shipped
-    model's name gains " (your config)", so the two stay apart."""
+    """A name for the model: its ``_name_or_path``'s last part, else ``fallback`` (the file's name) unless that is
+    only "config" (every Hugging Face repository's file: it names nothing), then the model type's ("llama model");
+    a shipped model's name gains " (your config)", so the two stay apart."""
+    if fallback.strip().lower().split(" ")[0] in ("config", "config.json", ""):
+        fallback = f"{config.get('model_type') or 'own'} model"
     named = (str(config.get("_name_or_path") or "").rstrip("/").rsplit("/", 1)[-1] or fallback)[:60]
     return f"{named} (your config)" if named in names("models") else named
 
 
-def user_model_overrides(config: Mapping[str, Any], fallback_name: str, source: str = "") -> list[str]:
-    """The ``--set``-style overrides that serve the model of Hugging Face ``config`` on the roofline step model."""
-    row = model_config_from_hf(config, model_name(config, fallback_name), source or fallback_name)
+def user_model_overrides(config: Mapping[str, Any], fallback_name: str, source: str = "",
+                         name: str = "") -> list[str]:
+    """The ``--set``-style overrides that serve the model of Hugging Face ``config`` on the roofline step model,
+    named ``name`` (else ``model_name``'s)."""
+    named = name.strip()[:60] or model_name(config, fallback_name)
+    if named in names("models"):
+        named += " (your config)"
+    row = model_config_from_hf(config, named, source or fallback_name)
     inline = "{" + ", ".join(f"{key} = {json.dumps(value)}" for key, value in row.items()) + "}"
     return ["server.step_model=roofline", f"server.model={json.dumps(row['name'])}", f"server.model_config={inline}"]
 
