@@ -28,11 +28,13 @@ from engine.decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, read_pri
 from engine.decide.recipe import recipe_files
 from engine.decide.report import chromium, report_html, write_pdf
 from engine.decide.targets import TARGET_METRICS, Target
-from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
+from engine.decide.traffic import describe as describe_traffic, describe_mean, peak_rate_per_s
 from engine.hardware.tables import load_table
-from engine.scenario.config import OVERALL, Arrival
+from engine.scenario.rate_curve import DEFAULT_SHAPE
+from engine.scenario.table_names import names
+from engine.scenario.config import OVERALL, Arrival, raw_curve
 from engine.scenario.caps import MIB
-from engine.scenario.errors import printable
+from engine.scenario.errors import ScenarioError, printable
 from engine.scenario.json_out import strict_json
 from engine.scenario.link import public_address
 from engine.scenario.labels import format_label, key_words, words
@@ -94,20 +96,69 @@ def workload_inputs(data: dict, typed: engine.Scenario) -> None:
             help="Every model of the table (your own from a config.json: Hardware & Cost). The plan tries every "
                  "tensor-parallel degree at which it fits.")
     if typed.workload.arrival is not None:
-        data["workload"]["arrival"]["rate_per_s"] = field_input(
-            Arrival, "rate_per_s", typed.workload.arrival.rate_per_s, key=f"plan_rate_{v}",
-            label="Arrival rate at the peak")
+        rate_inputs(data["workload"]["arrival"], typed.workload.arrival, v)
     else:
         st.caption("Arrivals replay the scenario's trace (the Workload page); its peak sets the load.")
     st.markdown("**Classes of requests** (each with its share of the arrivals and its prompt and output lengths)")
     class_rows(data, v, "plan")
 
 
-def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
-    """Users x requests per user per day x peak factor, turned into the scenario's (peak) arrival rate."""
-    if typed.workload.arrival is None:
+PLAN_RATE_MODES = ("One rate (the busiest hour's)", "A day's shape")
+CURVE_MODE = "The scenario's rate curve (its points on the Workload page)"
+
+
+def rate_inputs(arrival: dict, typed: Arrival, v: int) -> None:
+    """The traffic the plan is sized for: one rate, or a day's shape scaled to a mean rate (sized at its peak, billed
+    over the day three ways), or the scenario's own curve, kept as it is (its points are edited on the Workload
+    page). What the shape means is said beside it: its peak and its lowest rate."""
+    modes = PLAN_RATE_MODES + ((CURVE_MODE,) if typed.rate_curve is not None else ())
+    now = 2 if typed.rate_curve is not None else 1 if typed.shape else 0
+    cols = st.columns([2, 2, 2])
+    mode = cols[0].selectbox("Traffic over the day", modes, index=now, key=f"plan_rate_mode_{v}",
+                             help="A day's shape sizes the fleet at its busiest point and prices it over the "
+                                  "whole day three ways: fixed at the peak, autoscaled, reserved baseline + bursts.")
+    if mode == PLAN_RATE_MODES[0]:
+        for key in ("rate_curve", "shape", "curve_period_s", "curve_start_s"):
+            arrival.pop(key, None)
+        rate = typed.curve().rates_per_s.max() if typed.curve() is not None else typed.rate_per_s
+        with cols[1]:
+            arrival["rate_per_s"] = rate_input(rate, f"plan_rate_{v}", "Arrival rate at the peak")
         return
-    with st.expander(f"Traffic in business terms (now {typed.workload.arrival.rate_per_s:,g} req/s)"):
+    if mode == PLAN_RATE_MODES[1]:
+        arrival.pop("rate_curve", None)
+        arrival.pop("curve_period_s", None)
+        with cols[1]:
+            arrival["shape"] = field_input(Arrival, "shape", typed.shape or DEFAULT_SHAPE, key=f"plan_shape_{v}",
+                                           options=list(names("traffic_shapes")))
+    with cols[2]:
+        arrival["rate_per_s"] = rate_input(typed.rate_per_s, f"plan_mean_rate_{v}", "Mean arrival rate")
+    try:
+        curve = raw_curve(arrival)
+    except ScenarioError:  # points that do not make a curve: the scenario's check names them below
+        curve = None
+    if curve is not None:
+        st.caption(text.plain(f"{curve.rates_per_s.max():,.3g} req/s at the peak (the fleet is sized for it), "
+                              f"{curve.rates_per_s.min():,.3g} req/s at the lowest; the answer prices the day three "
+                              f"ways."))
+
+
+def rate_input(rate: float, key: str, label: str) -> float:
+    """A rate shown to three significant figures (10.8, not 10.791666666666666); the exact rate kept while the
+    shown one is not edited."""
+    shown = float(f"{rate:.3g}")
+    entered = field_input(Arrival, "rate_per_s", shown, key=key, label=label)
+    return rate if entered == shown else entered
+
+
+def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
+    """Users x requests per user per day, turned into the scenario's arrival rate: x a peak factor into the peak rate
+    for one rate; the mean rate under a day's shape (the shape gives the peak)."""
+    arrival = typed.workload.arrival
+    if arrival is None:
+        return
+    curve = arrival.curve()
+    now = f"{arrival.rate_per_s:,.3g} req/s" + (" on average" if curve is not None else "")
+    with st.expander(f"Traffic in business terms (now {now})"):
         view.number("plan_users", 1.0, 1e9, 10000.0)
         view.number("plan_requests_per_user", 0.001, 1e6, 20.0)
         view.number("plan_peak_factor", 1.0, 100.0, 3.0)
@@ -115,19 +166,25 @@ def traffic_inputs(data: dict, typed: engine.Scenario) -> None:
         users = cols[0].number_input("Users", 1.0, 1e9, step=1000.0, key="plan_users", format="%g")
         per_user = cols[1].number_input("Requests per user per day", 0.001, 1e6, key="plan_requests_per_user",
                                         format="%g")
-        peak = cols[2].number_input("Peak factor", 1.0, 100.0, key="plan_peak_factor", format="%g",
-                                    help="The busiest hour's rate over the day's mean; the fleet is sized for it.")
-        rate = peak_rate_per_s(users, per_user, peak)
-        st.caption(describe_traffic(users, per_user, peak) + ".")
-        st.button(f"Use {rate:,.3g} req/s as the arrival rate", on_click=state.replace_rate,
-                  args=(data, float(f"{rate:.4g}")),
-                  help="Sets the scenario's arrival rate (shared with the other pages) to this peak.")
+        if curve is not None:  # the shape's peak over its mean is the peak factor
+            rate = peak_rate_per_s(users, per_user, 1.0)
+            cols[2].caption(f"Peak factor: the shape's, {curve.rates_per_s.max() / curve.mean_per_s():.2g}.")
+            st.caption(describe_mean(users, per_user) + ".")
+            label, said = f"Use {rate:,.3g} req/s as the mean rate", "Sets the scenario's mean arrival rate"
+        else:
+            peak = cols[2].number_input("Peak factor", 1.0, 100.0, key="plan_peak_factor", format="%g",
+                                        help="The busiest hour's rate over the day's mean; the fleet is sized for it.")
+            rate = peak_rate_per_s(users, per_user, peak)
+            st.caption(describe_traffic(users, per_user, peak) + ".")
+            label, said = f"Use {rate:,.3g} req/s as the arrival rate", "Sets the scenario's arrival rate"
+        st.button(label, on_click=state.replace_rate, args=(data, float(f"{rate:.4g}")),
+                  help=f"{said} (shared with the other pages).")
 
 
 def question_inputs(typed: engine.Scenario) -> Question:
     """The question, from the page's controls; ``ScenarioError`` when it cannot be asked."""
-    st.markdown("**Targets** (each class's figure on every seed's run; latencies at most, SLA met and "
-                "throughputs at least)")
+    st.markdown("**Targets** (each class's figure on every seed's run and its 95% interval over the seeds; latencies "
+                "at most, SLA met and throughputs at least)")
     targets = target_inputs(typed)
     view.choice("plan_gpus", GPUS_WITH_OFFERS, GPUS_WITH_OFFERS)
     view.choice("plan_policies", list(POLICY_CODES), [typed.policy.name])
@@ -176,7 +233,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
     billing = cost_panel.billing_picker(cols[0])
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     seeds = cols[2].number_input("Seeds per decision", 2, max(T_95), step=1, key="plan_seeds",
-                                 help="A fleet meets the targets only if it does on every seed's run.")
+                                 help="A fleet meets a target only if it does on every seed's run and the 95% interval over "
+                                      "the seeds lies inside the limit.")
     requests = cols[3].number_input("Requests per run", *REQUESTS_RANGE, step=500, key="plan_requests")
     tune_first = cols[4].number_input("Tune first (candidates)", 0, TUNE_RANGE[1], step=50, key="plan_tune",
                                       help="0: the scenario's policy parameters. Otherwise each of strict priority, "
@@ -339,7 +397,7 @@ runner.warm_up()
 st.title("Planner")
 st.caption("Which rental is cheapest that meets your targets on this workload? Every GPU with an offer, every "
            "tensor-parallel degree that fits, each policy you choose, and the fewest replicas that meet every "
-           "target on every seed.")
+           "target on every seed, with its 95% interval inside the limit.")
 scenario_sidebar.summary(sidebar_summary)
 base = state.current_or_default()
 data = copy.deepcopy(base)

@@ -11,7 +11,7 @@ import streamlit as st
 import engine
 from engine.scenario.caps import DEFAULT_CAPS, MIB
 from engine.scenario.config import Arrival, Trace, Workload, field_bounds, field_label, field_meta
-from engine.scenario.rate_curve import shape_curve, shape_source
+from engine.scenario.rate_curve import DEFAULT_SHAPE, shape_curve, shape_source
 from engine.scenario.table_names import names
 from engine.scenario.errors import printable
 from engine.scenario.metric_table import significant
@@ -41,7 +41,6 @@ def drawn_workload(scenario_json: str) -> pd.DataFrame:
 
 
 RATE_MODES = ("Constant", "Shape of a day or week", "Points of a curve")
-DEFAULT_SHAPE = "servegen-language-small-day"  # a day of chat traffic: a night trough, an evening peak
 CURVE_KEYS = ("rate_curve", "shape", "curve_period_s", "curve_start_s")
 POINT_COLUMNS = ("time (s)", "rate (req/s)")
 

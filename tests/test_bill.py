@@ -62,6 +62,28 @@ def test_three_ways_to_buy_a_day_by_hand():
     assert not any(b.estimate for b in bills.values())
 
 
+def test_a_share_of_the_fleet_is_billed_as_the_whole_fleet():
+    """The same day simulated as a third of the fleet (``multiple`` 3): every replica and every second it counts
+    stands for three; the bills equal a run of the whole fleet that did three times what the share did."""
+    day_s = 86_400.0
+    share = summary_of([(0, day_s), (1, day_s), (2, 7230.0), (3, 20.0)], day_s, 4, [2.0, 3.5])
+    whole = summary_of([(j, s) for j, s in ((0, day_s), (1, day_s), (2, 7230.0), (3, 20.0)) for _ in range(3)],
+                       day_s, 12, [6.0, 10.5])
+    fixed = {"overall": {"sla_attainment": 0.99}}
+    scenario = h100_scenario()
+    tripled = {b.strategy: b for b in strategy_bills(scenario, share, fixed, "USD", 7.0, multiple=3)}
+    base = scenario.fleet.autoscale.min_replicas
+    whole_bills = {b.strategy: b for b in strategy_bills(
+        h100_scenario(replicas=3 * base, autoscale={"min_replicas": 3 * base, "max_replicas": 15}), {**whole, "system": {**whole["system"], "autoscale": {
+            **whole["system"]["autoscale"],
+            "billed_slots": [3 * j + k for j in (0, 1, 2, 3) for k in range(3)]}}}, fixed, "USD", 7.0)}
+    for strategy in STRATEGIES:
+        assert tripled[strategy].per_month == pytest.approx(whole_bills[strategy].per_month), strategy
+        assert tripled[strategy].replica_hours == pytest.approx(whole_bills[strategy].replica_hours), strategy
+        assert tripled[strategy].cost_per_hour == pytest.approx(whole_bills[strategy].cost_per_hour), strategy
+    assert tripled["fixed at the peak"].fleet == "12 replicas all month"
+
+
 def test_spot_bursts_are_billed_through_a_spot_offer_and_marked_an_estimate():
     scenario = h100_scenario(spot_interruptions_per_hour=1.0)
     autoscaled = summary_of([(0, 3600.0), (1, 3600.0), (2, 600.0)], 3600.0, 3, [2.2])

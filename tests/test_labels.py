@@ -164,4 +164,4 @@ def test_every_billing_mode_has_words():
 
 def test_the_report_cost_table_names_each_billing_in_words():
     frame = cost_frame({"offer": "ref-8x-h100-server", "cards": 8}, 7.0)
-    assert set(frame["billing"]) == {"Pay as you go", "Annual prepay"}
+    assert set(frame["bought"]) == {"reserved term", "annual prepay, 15% off the reserved term price"}

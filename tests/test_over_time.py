@@ -9,8 +9,8 @@ import pytest
 
 from conftest import AZURE_CONV, REPO
 from engine.decide.bill import STRATEGIES
-from engine.decide.over_time import (AUTOSCALE_TARGETS, _choose, baselines, busy_share, buy_over_time, periods,
-                                     starting, whole_span)
+from engine.decide.over_time import (AUTOSCALE_TARGETS, _choose, baselines, busy_share, buy_over_time, fleet_share,
+                                     periods, starting, whole_span)
 from engine.decide.plan_text import hours_frame, over_time_frame, plan_text
 from engine.decide.planner import Question, plan
 from engine.decide.report import report_html
@@ -38,17 +38,22 @@ def test_baselines_run_from_one_replica_to_one_under_the_peak():
 
 
 def test_the_whole_span_is_the_curve_its_trace_or_a_reason():
-    whole, share, start = whole_span(moving(), Origin())
-    assert whole["workload"]["duration_s"] == 600.0 and share == pytest.approx(25.0 / 40.0)
+    whole, share, start, multiple = whole_span(moving(), Origin())
+    assert whole["workload"]["duration_s"] == 600.0 and share == pytest.approx(25.0 / 40.0) and multiple == 1
     assert "num_requests" not in whole["workload"]  # bounded by time: its memory is its requests', not a cap's
     assert start == pytest.approx(10.0 / 40.0)
     assert whole_span(read_toml(ARTICLE), Origin()) == ""  # a constant rate does not move
     note = whole_span(apply_overrides(moving(), {"workload.num_requests": 5000}),
                       Origin(caps=Caps(requests_per_run=10_000)))
-    assert "about 15,000 requests, more than one run simulates (10,000" in note
+    assert "about 15,000 requests, more than one run simulates (10,000" in note  # one replica: no share of it
+    whole, _, _, multiple = whole_span(apply_overrides(moving(), {"workload.num_requests": 5000}),
+                                       Origin(caps=Caps(requests_per_run=10_000)), peak_replicas=6)
+    assert multiple == 2, "15,000 requests over 6 replicas: 3 of them at half the rate hold 7,500"
+    assert whole["fleet"]["replicas"] == 3
+    assert whole["workload"]["arrival"]["rate_per_s"] == pytest.approx(25.0 / 2)
     trace = apply_overrides(read_toml(ARTICLE), {"workload.trace": {"path": str(AZURE_CONV)},
                                                  "workload.num_requests": 100, "workload.arrival": None})
-    whole, share, start = whole_span(trace, Origin())
+    whole, share, start, _ = whole_span(trace, Origin())
     assert "num_requests" not in whole["workload"] and share != share and start != start  # a trace: from its run
 
 
@@ -179,3 +184,10 @@ def test_a_disaggregated_fleet_is_priced_fixed_only():
     over = buy_over_time(data, {}, {"replicas": 2}, Question(targets=TTFT_1S))
     assert over == {"note": "autoscaled pools are not billed by use yet: the prefill and decode pools are priced fixed "
                             "at the peak only"}
+
+
+def test_a_share_of_the_fleet_divides_it_and_leaves_two_replicas_to_scale():
+    assert fleet_share(12, 3_456_000, 1_000_000) == 4  # 3 replicas at a quarter of the rate: 864,000 requests
+    assert fleet_share(12, 900_000, 1_000_000) == 1
+    assert fleet_share(13, 3_456_000, 1_000_000) == 0  # a prime fleet: only one replica would be left
+    assert fleet_share(6, 5_000_000, 1_000_000) == 0  # 3 x 2 replicas still hold 1.7M: none keeps two under the cap

@@ -9,11 +9,12 @@ import pytest
 import engine
 from conftest import REPO
 from engine.decide.cost import offers_under
-from engine.decide.plan_text import no_plan_text, plan_text, summary_line
+from engine.decide.plan_text import billing_words, no_plan_text, plan_text, summary_line, target_text
 from engine.decide.planner import (UNFIRM_NOTE, Config, Evidence, Question, Search, answer_key, best_policies,
-                                   confidence_95, configurations, fleet_scenario, plan, rank, recommend, scaled_prompts)
+                                   confidence_95, configurations, fleet_scenario, interval_met, plan, rank, recommend,
+                                   scaled_prompts)
 from engine.decide.targets import Target, all_met, parse_target
-from engine.decide.traffic import describe as describe_traffic, peak_rate_per_s
+from engine.decide.traffic import describe as describe_traffic, describe_mean, peak_rate_per_s
 from engine.scenario.config import apply_overrides, load_scenario, read_toml
 from engine.scenario.errors import ScenarioError
 from engine.scenario.origin import Origin
@@ -51,9 +52,35 @@ def test_the_confidence_interval_is_students_t_over_the_seeds():
     mean, low, high = confidence_95([10.0, 11.0, 12.0])
     half = 4.303 * 1.0 / math.sqrt(3)  # t(0.975, 2) x sample sd 1 / sqrt(3)
     assert mean == 11.0 and low == pytest.approx(11.0 - half) and high == pytest.approx(11.0 + half)
-    assert confidence_95([1.0, 9.0])[1] == 0.0, "a latency's interval does not reach below zero"
+    assert confidence_95([1.0, 9.0])[1] is None, "an interval reaching zero has no low end, not a '0 ms'"
     assert confidence_95([5.0, None]) == (5.0, None, None)
     assert confidence_95([None, None]) == (None, None, None)
+
+
+def test_a_target_is_met_only_when_its_interval_over_the_seeds_is_inside_the_limit():
+    ttft = Target("interactive", "ttft_p99_ms", 60.0)
+    assert interval_met(ttft, [50.0, 51.0, 52.0])
+    assert not interval_met(ttft, [46.9, 53.8, 60.0]), "mean 53.6 ms inside 60 ms, interval across it"
+    share = Target("interactive", "sla_attainment", 0.9)
+    assert interval_met(share, [0.95, 0.96, 0.97])
+    assert not interval_met(share, [0.91, 0.99, 0.95]), "low end under 0.9"
+    assert not interval_met(share, [0.1, 0.99]), "an interval reaching zero bounds nothing from below"
+
+
+def test_a_fleet_whose_seeds_each_meet_but_whose_interval_crosses_the_limit_is_not_met(monkeypatch):
+    import engine.decide.planner as planner
+    values = iter([900.0, 990.0])  # both under 1 s; the interval over two seeds reaches well past it
+    monkeypatch.setattr(planner, "simulate_summary", lambda *_: {"ttft": next(values)})
+    monkeypatch.setattr(Target, "value", lambda self, summary: summary["ttft"])
+    monkeypatch.setattr(planner, "all_met", lambda targets, summary: True)
+    search = Search(article(), small(), Origin())
+    assert not search.runs_of(("fleet",), lambda k: {}).met
+
+
+def test_the_interval_text_says_up_to_where_it_reaches_zero():
+    entry = {"metric": "ttft_p99_ms", "value": 53.8, "ci95": [None, 120.0]}
+    assert target_text(entry) == "53.8 ms (up to 120 ms)"
+    assert target_text({**entry, "ci95": [46.9, 60.8]}) == "53.8 ms (46.9 ms–60.8 ms)"
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -269,6 +296,7 @@ def test_traffic_in_business_terms_is_the_peak_rate():
     assert peak_rate_per_s(20_000, 30, 3) == pytest.approx(20_000 * 30 / 86_400 * 3)
     said = describe_traffic(20_000, 30, 3)
     assert said == "20,000 users x 30 requests a day x peak factor 3 = 20.8 req/s at the peak"
+    assert describe_mean(20_000, 30) == "20,000 users x 30 requests a day = 6.94 req/s on average"
     with pytest.raises(ScenarioError, match="peak factor = 0.5 must be a number of at least 1"):
         peak_rate_per_s(10, 1, 0.5)
 
@@ -458,3 +486,18 @@ def test_a_rate_that_moves_is_sized_at_its_busiest_point_without_the_autoscaler(
     assert traffic_text(traffic).startswith("Sized for the traffic's busiest point, 80.00 req/s (its mean is 50.00")
     constant, none = at_peak(article(), load_scenario(article()))
     assert none is None and constant["workload"]["arrival"] == article()["workload"]["arrival"]
+
+
+@pytest.mark.parametrize("terms, billing, asked, discount, expected", [
+    ("on-demand", "pay as you go", "pay as you go", 0.0, "on demand, pay as you go"),
+    ("reserved", "pay as you go", "pay as you go", 0.0, "reserved term"),
+    ("reserved", "pay as you go", "annual prepay", 0.0, "reserved term, no annual discount offered"),
+    ("reserved", "annual prepay", "annual prepay", 0.2, "annual prepay, 20% off the reserved term price"),
+    ("spot", "pay as you go", "pay as you go", 0.0, "spot (interruptible)"),
+])
+def test_billing_words_are_one_phrase_per_offers_terms_and_say_why_annual_prepay_was_not_applied(
+        terms, billing, asked, discount, expected):
+    plan = {"monthly_cost": {"billing": billing, "billing_asked": asked},
+            "price": {"terms": terms, "firm": True, "as_of": "2026-04-13", "annual_discount": discount}}
+    assert billing_words(plan) == expected
+    assert "pay as you go" not in expected or terms == "on-demand", "never 'pay as you go' beside a reserved term"

@@ -64,3 +64,21 @@ def test_business_terms_set_the_scenarios_rate_and_a_budget_too_small_says_so():
     next(b for b in at.button if b.label == "Plan").click().run()
     assert any(w.startswith("No fleet that meets every target fits the budget of 100 USD per month")
                for w in shown(at.warning))
+
+
+def test_the_whole_day_is_asked_on_the_planner_a_shape_its_mean_and_peak_and_back_to_one_rate():
+    at = planner()
+    mode = next(s for s in at.selectbox if s.label == "Traffic over the day")
+    assert mode.value == "One rate (the busiest hour's)"
+    mode.set_value("A day's shape").run()
+    assert not at.exception and not at.error
+    arrival = at.session_state["scenario"]["workload"]["arrival"]
+    assert arrival["shape"] == "servegen-language-small-day"
+    rate = arrival["rate_per_s"]
+    assert any(c.endswith("req/s at the lowest; the answer prices the day three ways.") for c in shown(at.caption))
+    assert any(e.label == "Traffic in business terms (now " + f"{rate:,.3g}" + " req/s on average)"
+               for e in at.expander)
+    mode = next(s for s in at.selectbox if s.label == "Traffic over the day")
+    mode.set_value("One rate (the busiest hour's)").run()
+    arrival = at.session_state["scenario"]["workload"]["arrival"]
+    assert "shape" not in arrival and arrival["rate_per_s"] > rate, "one rate: the shape's peak, not its mean"

@@ -115,9 +115,10 @@ def test_the_report_names_policies_routers_arrivals_and_formats_in_words(page):
 
 def test_the_cost_table_lists_only_the_billing_terms_the_offer_is_sold_under():
     on_demand = cost_frame({"offer": "runpod-h100-sxm-secure", "cards": 4}, 7.0)
-    assert set(on_demand["billing"]) == {"Pay as you go"}, "no annual term quoted: no annual row repeating the price"
+    assert set(on_demand["bought"]) == {"on demand, pay as you go"}, \
+        "no annual term quoted: no annual row repeating the price"
     prepaid = cost_frame({"offer": "ref-a100-40g-single", "cards": 1}, 7.0)
-    assert set(prepaid["billing"]) == {"Pay as you go", "Annual prepay"}
+    assert set(prepaid["bought"]) == {"reserved term", "annual prepay, 20% off the reserved term price"}
     assert prepaid.iloc[0]["per month"] != prepaid.iloc[2]["per month"], "the annual row carries its discount"
 
 

@@ -84,10 +84,12 @@ def _by_use_offer(gpu: str, tensor_parallel: int, spot: bool, among: tuple[str, 
 
 
 def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: str,
-                   cny_per_usd: float, among: tuple[str, ...] = ()) -> list[StrategyBill]:
+                   cny_per_usd: float, among: tuple[str, ...] = (), multiple: int = 1) -> list[StrategyBill]:
     """The three ways to buy the service (``STRATEGIES``) of ``scenario`` (autoscaled, on a real GPU), from the
     summaries of its run (``autoscaled``) and of the fixed fleet at its peak (``fixed``, ``fixed_overrides``),
-    renting through ``among`` only when given (the offers a customer accepts)."""
+    renting through ``among`` only when given (the offers a customer accepts). ``multiple``: the runs simulated
+    1/``multiple`` of the fleet at 1/``multiple`` of the traffic (``over_time.whole_span``), so every replica they
+    count stands for ``multiple`` of the fleet billed."""
     server, scale = scenario.server, scenario.fleet.autoscale
     if scale is None or server.step_model != "roofline":
         raise ScenarioError("the bill over time needs an autoscaled fleet ([fleet.autoscale]) of a real GPU "
@@ -97,8 +99,8 @@ def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: 
     span_s = system["sim_time_s"]
     month = HOURS_PER_MONTH * 3600.0 / span_s
     spot = scenario.fleet.spot_interruptions_per_hour > 0
-    windows = autoscaled["windows"]
-    peak = report["peak_replicas"]
+    windows = [{**w, "replicas": w["replicas"] * multiple} for w in autoscaled["windows"]]
+    peak = report["peak_replicas"] * multiple
 
     def monthly(replicas: int) -> tuple[str, tuple[float, float], tuple[float, float], bool]:
         cards = fleet_cards(gpu, tp, replicas)
@@ -122,9 +124,11 @@ def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: 
                           fixed_estimate, peak * span_s / 3600.0, fixed["overall"]["sla_attainment"],
                           tuple(fixed_hour[0] for _ in windows))]
     attainment = autoscaled["overall"]["sla_attainment"]
-    base = scale.min_replicas
-    base_s = sum(billed_s(d) for d, j in zip(report["billed_s"], report["billed_slots"]) if j < base)
-    burst_s = sum(billed_s(d) for d, j in zip(report["billed_s"], report["billed_slots"]) if j >= base)
+    base = scale.min_replicas * multiple
+    base_s = multiple * sum(billed_s(d) for d, j in zip(report["billed_s"], report["billed_slots"])
+                            if j < scale.min_replicas)
+    burst_s = multiple * sum(billed_s(d) for d, j in zip(report["billed_s"], report["billed_slots"])
+                             if j >= scale.min_replicas)
     offer, rate, estimate = by_use(spot)
     base_by_use, base_rate, base_by_use_estimate = by_use(False) if spot else (offer, rate, estimate)
     bills.append(StrategyBill(
@@ -132,14 +136,14 @@ def strategy_bills(scenario: Scenario, autoscaled: dict, fixed: dict, currency: 
                                                                           f"run)") + ", billed by use",
         base_by_use if base_by_use == offer else f"{base_by_use} + {offer}",
         tuple((b * base_s + r * burst_s) / 3600.0 * month for b, r in zip(base_rate, rate)), currency,
-        estimate or base_by_use_estimate, system["replica_hours"], attainment,
+        estimate or base_by_use_estimate, system["replica_hours"] * multiple, attainment,
         tuple(base_rate[0] * min(w["replicas"], base) + rate[0] * max(w["replicas"] - base, 0.0) for w in windows)))
     base_offer, base_month, base_hour, base_estimate = monthly(base)
     bills.append(StrategyBill(
         STRATEGIES[2], f"{base} reserved all month" + (f" + up to {peak - base} {'spot' if spot else 'on demand'}"
                                                         if peak > base else " (no burst in this run)"),
         f"{base_offer} + {offer}", tuple(b + r * burst_s / 3600.0 * month for b, r in zip(base_month, rate)),
-        currency, base_estimate or estimate, system["replica_hours"], attainment,
+        currency, base_estimate or estimate, system["replica_hours"] * multiple, attainment,
         tuple(base_hour[0] + rate[0] * max(w["replicas"] - base, 0.0) for w in windows)))
     return bills
 

@@ -12,7 +12,8 @@ fleet at the peak. Over the whole span the planner then runs, each once (seed of
   baseline with bursts (``bill.strategy_bills``); per strategy the cheapest run meeting every target over the span
   is kept, else the one meeting most of the SLA, flagged.
 
-A day or a week is one run of up to ``requests_per_run`` requests; the runs go to the Dask cluster when one is
+A day or a week is one run of up to ``requests_per_run`` requests (a busier one runs a share of the fleet at the
+same share of the traffic: ``whole_span``); the runs go to the Dask cluster when one is
 configured (``parallel.summaries``), else to this machine's cores. The span's bill is scaled to a month as in
 ``bill`` (each span of the month taken as this one).
 """
@@ -46,10 +47,24 @@ def baselines(peak_replicas: int, mean_over_peak: float) -> list[int]:
     return sorted({m for m in (1, middle, peak_replicas - 1) if 1 <= m < peak_replicas})
 
 
-def whole_span(data: dict, origin: Origin) -> tuple[dict, float, float] | str:
+def fleet_share(peak_replicas: int, expected_requests: float, cap: int) -> int:
+    """The smallest ``multiple`` dividing the peak fleet whose share of the traffic (1/``multiple``) one run can
+    simulate under ``cap`` requests, with at least two replicas left to scale between; 0 when none does."""
+    for multiple in range(1, peak_replicas // 2 + 1):
+        if peak_replicas % multiple == 0 and expected_requests / multiple <= cap:
+            return multiple
+    return 0
+
+
+def whole_span(data: dict, origin: Origin, peak_replicas: int = 1) -> tuple[dict, float, float, int] | str:
     """Scenario ``data`` bounded to its whole curve (its period, else up to its last point) or its whole trace, with
-    the mean and the starting rate over the peak rate (NaN for a trace: read from its run); or why it cannot be run
-    whole ("" for a constant rate)."""
+    the mean and the starting rate over the peak rate (NaN for a trace: read from its run) and the fleet's
+    ``multiple``; or why it cannot be run whole ("" for a constant rate).
+
+    A curve holding more requests than one run simulates is run as 1/``multiple`` of the peak fleet of
+    ``peak_replicas`` (``fleet_share``) at 1/``multiple`` of the rate: every server sees the same load, a smaller
+    fleet pools its traffic less (so its latencies are if anything pessimistic), and the autoscaler moves in steps
+    of ``multiple`` replicas; the bills count each simulated replica ``multiple`` times."""
     scenario = load_scenario(data, origin=origin)
     workload = scenario.workload
     cap = origin.caps.requests_per_run
@@ -57,7 +72,7 @@ def whole_span(data: dict, origin: Origin) -> tuple[dict, float, float] | str:
         whole = apply_overrides(data, {})
         for key in ("num_requests", "duration_s"):
             whole["workload"].pop(key, None)
-        return whole, float("nan"), float("nan")
+        return whole, float("nan"), float("nan"), 1
     curve = workload.arrival.curve()
     if curve is None:
         return ""
@@ -65,15 +80,20 @@ def whole_span(data: dict, origin: Origin) -> tuple[dict, float, float] | str:
     if span_s <= 0:
         return "the rate curve has a single point: it does not move"
     expected = workload.arrival.rate_per_s * span_s
-    if expected > cap:
+    multiple = fleet_share(peak_replicas, expected, cap) if expected > cap else 1
+    if not multiple:
         return (f"its whole curve ({span_s / 3600:,.1f} h) holds about {expected:,.0f} requests, more than one run "
-                f"simulates ({cap:,}, the limit requests_per_run); lower the rate, or raise the limit")
+                f"simulates ({cap:,}, the limit requests_per_run) even for a share of the {peak_replicas} replicas "
+                f"that keeps two of them; lower the rate, or raise the limit")
     # the whole curve from its start (hours by the curve's clock), bounded by time alone: a request cap would
     # size the run's memory for the cap, not for the requests that arrive
-    bounded = apply_overrides(data, {"workload.duration_s": span_s, "workload.arrival.curve_start_s": 0.0})
+    bounded = apply_overrides(data, {"workload.duration_s": span_s, "workload.arrival.curve_start_s": 0.0,
+                                     **({"fleet.replicas": peak_replicas // multiple,
+                                         "workload.arrival.rate_per_s": workload.arrival.rate_per_s / multiple}
+                                        if multiple > 1 else {})})
     bounded["workload"].pop("num_requests", None)
     peak = float(curve.rates_per_s.max())
-    return bounded, workload.arrival.rate_per_s / peak, float(curve.rate_at(0.0)) / peak
+    return bounded, workload.arrival.rate_per_s / peak, float(curve.rate_at(0.0)) / peak, multiple
 
 
 def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origin = Origin(),
@@ -87,13 +107,13 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
     if data.get("fleet", {}).get("mode") == "disaggregated":
         return {"note": "autoscaled pools are not billed by use yet: the prefill and decode pools are priced fixed "
                         "at the peak only"}
-    found = whole_span(data, origin)
+    found = whole_span(data, origin, plan["replicas"])
     if found == "":
         return None
     if isinstance(found, str):
         return {"note": found}
-    whole, mean_over_peak, start_over_peak = found
-    peak = plan["replicas"]
+    whole, mean_over_peak, start_over_peak, multiple = found
+    peak = plan["replicas"] // multiple  # the simulated share of the peak fleet
     tell = progress or (lambda done, total: None)
     tell(0, 1)  # the candidates are known after this run (a trace's busiest window)
     fixed_run = summaries([whole], origin)[0]  # ``data`` is the fixed fleet at the peak
@@ -105,7 +125,7 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
     candidates = [{**own, "signal": "utilisation", "target": target, "min_replicas": base, "max_replicas": peak}
                   for base in bases for target in AUTOSCALE_TARGETS]
     if own:  # the scenario's own autoscaler, held to the peak fleet
-        mine = {**own, "max_replicas": peak, "min_replicas": min(own["min_replicas"], peak)}
+        mine = {**own, "max_replicas": peak, "min_replicas": min(max(1, own["min_replicas"] // multiple), peak)}
         candidates += [mine] if mine not in candidates else []
     datas = [apply_overrides(whole, {"fleet.autoscale": c, "fleet.replicas": starting(c, start_over_peak), **spot})
              for c in candidates]
@@ -113,11 +133,11 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
     scaled_runs = summaries(datas, origin, lambda done, _: tell(1 + done, 1 + len(datas)))
     span_s = fixed_run["system"]["sim_time_s"]
     cost = plan["monthly_cost"]
-    rows = [_strategy(STRATEGIES[0], f"{replicas_text(peak)} all month", plan["offer"], (cost["low"], cost["high"]),
-                      currency, cost["estimate"], peak * span_s / 3600.0, fixed_run, targets, None,
-                      tuple(cost["low"] / HOURS_PER_MONTH for _ in fixed_run["windows"]))]
+    rows = [_strategy(STRATEGIES[0], f"{replicas_text(plan['replicas'])} all month", plan["offer"],
+                      (cost["low"], cost["high"]), currency, cost["estimate"], plan["replicas"] * span_s / 3600.0,
+                      fixed_run, targets, None, tuple(cost["low"] / HOURS_PER_MONTH for _ in fixed_run["windows"]))]
     scenarios = [load_scenario(d, origin=origin) for d in datas]
-    billed = [strategy_bills(s, run, fixed_run, currency, cny_per_usd, question.offers)
+    billed = [strategy_bills(s, run, fixed_run, currency, cny_per_usd, question.offers, multiple)
               for s, run in zip(scenarios, scaled_runs)]
     for k, strategy in enumerate(STRATEGIES[1:], start=1):
         chosen = _choose([(bills[k], run) for bills, run in zip(billed, scaled_runs)], targets)
@@ -125,12 +145,20 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
             continue
         index, bill, run = chosen
         rows.append(_strategy(strategy, bill.fleet, bill.offers, bill.per_month, currency, bill.estimate,
-                              bill.replica_hours, run, targets, candidates[index], bill.cost_per_hour))
-    return {"span_s": span_s, "requests": fixed_run["run"]["requests"], "strategies": rows,
-            "periods": periods(rows, fixed_run["windows"]),
-            "searched": {"baselines": bases, "targets": list(AUTOSCALE_TARGETS),
+                              bill.replica_hours, run, targets, scaled(candidates[index], multiple),
+                              bill.cost_per_hour))
+    return {"span_s": span_s, "requests": fixed_run["run"]["requests"], "fleet_multiple": multiple,
+            "strategies": rows, "periods": periods(rows, fixed_run["windows"], multiple),
+            "searched": {"baselines": [b * multiple for b in bases], "targets": list(AUTOSCALE_TARGETS),
                          "signal": "utilisation", "own": bool(own)},
             "runs": 1 + len(datas), "wall_s": time.perf_counter() - started}
+
+
+def scaled(autoscale: dict, multiple: int) -> dict:
+    """An autoscaler of the simulated share of the fleet as it reads for the whole fleet (its bounds ``multiple``
+    times)."""
+    return {**autoscale, "min_replicas": autoscale["min_replicas"] * multiple,
+            "max_replicas": autoscale["max_replicas"] * multiple}
 
 
 def starting(autoscale: dict, start_over_peak: float) -> int:
@@ -179,9 +207,10 @@ def _strategy(strategy: str, fleet: str, offers: str, per_month: tuple, currency
             "_windows": run["windows"], "_cost_per_hour": cost_per_hour}
 
 
-def periods(rows: list[dict], windows: list[dict]) -> dict:
+def periods(rows: list[dict], windows: list[dict], multiple: int = 1) -> dict:
     """Each strategy's replicas, cost per hour (low end) and SLA attainment by hour (windows shorter than an hour
-    merged; longer ones kept as they are): ``{"length_s", "rows": [{"start_s", "end_s", "replicas": [...],
+    merged; longer ones kept as they are; each simulated replica counted ``multiple`` times, as the bills count
+    it): ``{"length_s", "rows": [{"start_s", "end_s", "replicas": [...],
     "cost_per_hour": [...], "sla_attainment": [...]}]}``, one entry per strategy in ``rows``' order. Pops the
     windows the rows carried."""
     length = windows[1]["end_s"] - windows[1]["start_s"] if len(windows) > 1 else PERIOD_S
@@ -193,7 +222,7 @@ def periods(rows: list[dict], windows: list[dict]) -> dict:
                  "cost_per_hour": [], "sla_attainment": []}
         for row in rows:
             own = row["_windows"][span]
-            entry["replicas"].append(sum(w["replicas"] for w in own) / len(own))
+            entry["replicas"].append(multiple * sum(w["replicas"] for w in own) / len(own))
             entry["cost_per_hour"].append(sum(row["_cost_per_hour"][span]) / len(own))
             judged = sum(sum(w["sla_judged"].values()) for w in own)
             missed = sum(sum(w["sla_missed"].values()) for w in own)

@@ -8,6 +8,7 @@ import html
 
 import plotly.graph_objects as go
 
+from ..scenario.labels import format_label
 from ..scenario.metric_table import metric
 from .bill import STRATEGY_COLORS, STRATEGY_DASHES
 from .figure_spec import axis_name, axis_ref, figure, grid_trace, subplot_layout, title
@@ -55,11 +56,23 @@ def pareto_chart(answer: dict, target: Target) -> go.Figure:
                          "yaxis": {"title": title(f"{target.cls} {m.title()}")}})
 
 
+def plan_labels(plans: list[dict]) -> list[str]:
+    """One x label per plan, none shared (a category axis stacks the bars of plans that share one): shape, GPU and
+    weights over the offer, numbered where two plans still read alike."""
+    labels = [f"{shape(p)} {p['gpu']} {format_label(p['quant'])}<br>{html.escape(p['offer'])}" for p in plans]
+    seen: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        unique.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
+    return unique
+
+
 def targets_chart(answer: dict, targets: tuple[Target, ...]) -> go.Figure:
     """Each target's mean over the seeds with its 95% interval, for the recommendation and the cheapest
     alternatives, beside its limit (one panel per target, plans across)."""
     plans = [answer["recommendation"], *answer["alternatives"]][:TARGET_PLANS]
-    names = [f"{shape(p)} {p['gpu']}<br>{html.escape(p['offer'])}" for p in plans]
+    names = plan_labels(plans)
     layout = subplot_layout(1, len(targets), titles=tuple(html.escape(t.describe()) for t in targets))
     layout["shapes"], data = [], []
     for col, target in enumerate(targets, start=1):

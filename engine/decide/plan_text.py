@@ -12,18 +12,21 @@ from ..scenario.labels import cards_text, count_text, format_label, key_words, p
 from ..scenario.metric_table import metric, money_range, money_text
 from ..sim.policies import POLICY_LABELS
 from .bill import STRATEGY_SHORT
-from .cost import INTERRUPTIBLE_TERMS
+from .cost import BILLING_MODES
 
 ALTERNATIVES_SHOWN = 12
 TEXT_WIDTH = 120  # columns of the terminal text's paragraphs
 
 
 def target_text(entry: dict) -> str:
-    """One target's mean over the seeds and its 95% confidence interval: "812 ms (790 ms–840 ms)"."""
+    """One target's mean over the seeds and its 95% confidence interval: "812 ms (790 ms–840 ms)", or "812 ms (up
+    to 840 ms)" where the interval reaches zero (``planner.confidence_95``)."""
     m = metric(entry["metric"])
     low, high = entry["ci95"]
-    interval = f" ({m.text(low)}–{m.text(high)})" if low is not None and high is not None else ""
-    return m.text(entry["value"]) + interval
+    if high is None:
+        return m.text(entry["value"])
+    return m.text(entry["value"]) + (f" ({m.text(low)}–{m.text(high)})" if low is not None else
+                                     f" (up to {m.text(high)})")
 
 
 def shape(plan: dict) -> str:
@@ -34,13 +37,38 @@ def shape(plan: dict) -> str:
     return f"{plan['replicas']} x {parallel_label(plan['tensor_parallel'], split, split)}{pools}"
 
 
+# An offer's terms as one phrase (offers.csv ``terms``); the billing mode is said with it (``billing_words``).
+TERMS_WORDS = {"on-demand": "on demand", "reserved": "reserved term", "spot": "spot (interruptible)",
+               "spot to on-demand": "spot to on-demand (interruptible)", "unstated": "terms not stated"}
+
+
+def billing_words(plan: dict) -> str:
+    """How the plan is bought, in one phrase that cannot contradict itself (``mode_words``); where annual prepay was
+    asked of an offer without an annual discount it says so ("reserved term, no annual discount offered")."""
+    cost, price = plan["monthly_cost"], plan.get("price")
+    if price is None:
+        return words("billing", cost["billing"]).lower()
+    phrase = mode_words(price["terms"], cost["billing"], price.get("annual_discount", 0.0))
+    if cost["billing"] != BILLING_MODES[1] and cost.get("billing_asked") == BILLING_MODES[1]:
+        return f"{TERMS_WORDS.get(price['terms'], price['terms'])}, no annual discount offered"
+    return phrase
+
+
+def mode_words(terms: str, billing: str, annual_discount: float) -> str:
+    """An offer's terms under one billing mode: "on demand, pay as you go", "reserved term", "spot
+    (interruptible)", "annual prepay, 20% off the reserved term price"."""
+    named = TERMS_WORDS.get(terms, terms)
+    if billing == BILLING_MODES[1]:
+        return f"annual prepay, {annual_discount:.0%} off the {named} price"
+    return f"{named}, pay as you go" if terms == "on-demand" else named
+
+
 def price_words(plan: dict) -> str:
-    """How firm the plan's price is, in words: "firm, on-demand", "estimate, spot (interruptible)"."""
+    """How firm the plan's price is and when it was quoted: "firm, quoted 2026-04-13", "estimate"."""
     price = plan.get("price")
     if price is None:  # a plan without its offer's terms
         return "estimate" if plan["monthly_cost"].get("estimate") else "firm"
-    terms = price["terms"] + (" (interruptible)" if price["terms"] in INTERRUPTIBLE_TERMS else "")
-    return f"{'firm' if price['firm'] else 'estimate'}, {terms}, quoted {price['as_of']}"
+    return f"{'firm' if price['firm'] else 'estimate'}, quoted {price['as_of']}"
 
 
 def summary_line(plan: dict) -> str:
@@ -56,7 +84,7 @@ def summary_line(plan: dict) -> str:
             f"{format_label(plan['quant'])} weights{decoding}), policy "
             f"{policy_label(plan['policy']['name'])}{same}, router {words('router', plan['router'])}: "
             f"{money_range((cost['low'], cost['high']), cost['currency'])}"
-            f" per month ({cost['billing']}; price {price_words(plan)}), "
+            f" per month ({billing_words(plan)}; price {price_words(plan)}), "
             f"{money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
 
@@ -88,7 +116,8 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             # what to rent and what it costs and achieves first; how it is run and how sure after
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": format_label(plan["quant"]),
             "decoding": words("decoding", plan["decoding"]), "cards": plan["cards"],
-            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])), "price": price_words(plan),
+            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])), "bought": billing_words(plan),
+            "price": price_words(plan),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
             "policy": policy_text(plan),
@@ -227,10 +256,15 @@ def over_time_heading(over: dict) -> str:
              f"utilisation targets {', '.join(f'{t:g}' for t in searched['targets'])}"
              + (", and the scenario's own" if searched["own"] else "") if searched["baselines"] else
              "one replica holds the peak: there is nothing to scale")
-    return (f"Over the whole traffic ({span_words(over['span_s'])}, {over['requests']:,} requests, each such span of "
-            f"the month taken as this one), three ways to buy the recommended fleet; {tried}; "
+    multiple = over.get("fleet_multiple", 1)
+    share = (f" Simulated as 1/{multiple} of the fleet at 1/{multiple} of the traffic ({over['requests']:,} requests "
+             f"a run): each server sees the same load, a smaller fleet pools its traffic less, so the latencies are "
+             f"if anything pessimistic, and the autoscaler moves {multiple} replicas at a time."
+             if multiple > 1 else "")
+    return (f"Over the whole traffic ({span_words(over['span_s'])}, {over['requests'] * multiple:,} requests, each "
+            f"such span of the month taken as this one), three ways to buy the recommended fleet; {tried}; "
             f"{over['runs']} runs in {over['wall_s']:.1f} s. A way that misses a target is marked: its price does "
-            f"not buy the service asked for.")
+            f"not buy the service asked for.{share}")
 
 
 def over_time_frame(over: dict, currency: str) -> pd.DataFrame:

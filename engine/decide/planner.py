@@ -9,7 +9,8 @@ For each configuration the replicas start at the analytic bound (the fewest whos
 under 1: fewer are unstable by definition) and grow by doubling, then bisection, to the fewest that meet every
 target on every one of ``seeds`` runs (same requests per run, seeds ``seed``, ``seed + 1``, ...): a p99 near
 its limit must hold on each draw, not on a lucky one, so that the same question always gets the same answer
-and fresh seeds confirm it. Each configuration is then priced through every offer that can host it.
+and fresh seeds confirm it; and each target's 95% confidence interval over the seeds must lie inside its limit
+too (a mean inside with an interval across the limit is not met: ``interval_met``). Each configuration is then priced through every offer that can host it.
 
 The recommendation is the cheapest plan whose step times are calibrated; cheaper plans on GPUs timed by an
 estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's
@@ -267,6 +268,8 @@ class Search:
             if not all_met(self.question.targets, summary):
                 met = False
                 break
+        if met:  # every seed met every target: so must each target's interval over the seeds
+            met = all(interval_met(t, [t.value(s) for s in summaries]) for t in self.question.targets)
         evidence = Evidence(summaries, met)
         self.runs[key] = evidence
         return evidence
@@ -448,14 +451,31 @@ def step_time_entry(search: Search, config: Config, replicas: int) -> dict:
 
 
 def confidence_95(values: list[float | None]) -> tuple[float | None, float | None, float | None]:
-    """(mean, low, high) of a 95% confidence interval on the mean over seeds (Student's t), its low end at 0 at
-    the least (every target metric is a latency, a share or a rate); Nones without values."""
+    """(mean, low, high) of a 95% confidence interval on the mean over seeds (Student's t); Nones without values.
+    Every target metric is a latency, a share or a rate, never below 0: where the interval reaches 0 or below (seeds
+    too few or too far apart to bound it from below) ``low`` is None rather than a "0 ms" no seed supports."""
     shown = [v for v in values if v is not None]
     if len(shown) < 2:
         return (shown[0], None, None) if shown else (None, None, None)
     mean = statistics.fmean(shown)
     half = T_95[len(shown)] * statistics.stdev(shown) / math.sqrt(len(shown))
-    return mean, max(0.0, mean - half), mean + half
+    return mean, (mean - half if mean - half > 0 else None), mean + half
+
+
+def interval_met(target: Target, values: list[float | None]) -> bool:
+    """Whether the 95% interval of ``target``'s values over the seeds lies inside its limit (its high end at most
+    the limit for a latency, its low end at least the limit otherwise): a mean inside the limit with an interval
+    across it is not met. With one value (no interval) the value decides."""
+    mean, low, high = confidence_95(values)
+    if mean is None:
+        return False
+    if high is None:
+        return meets_limit(mean, target)
+    return meets_limit(high, target) if target.at_most else low is not None and meets_limit(low, target)
+
+
+def meets_limit(value: float, target: Target) -> bool:
+    return value <= target.limit if target.at_most else value >= target.limit
 
 
 def best_policies(sized: dict[Config, tuple[int, Evidence]], targets: tuple[Target, ...]) -> list:
@@ -590,7 +610,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
         "policy": search.policies.get(config.policy, {"name": config.policy}),
         **step_time_entry(search, config, replicas),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
-                         "billing": billing, "estimate": bool(cost.estimate)},
+                         "billing": billing, "billing_asked": q.billing, "estimate": bool(cost.estimate)},
         "price": price_entry(offer),
         "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
         "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
@@ -603,7 +623,8 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
 def price_entry(offer: str) -> dict:
     """How far the offer's price can be trusted: its terms, whether it is firm, and when it was quoted."""
     row = offers_table().loc[offer]
-    return {"terms": str(row["terms"]), "firm": firm_offer(offer), "as_of": str(row["as_of"])}
+    return {"terms": str(row["terms"]), "firm": firm_offer(offer), "as_of": str(row["as_of"]),
+            "annual_discount": float(row["annual_discount"])}
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -1,12 +1,14 @@
 """The plan as a report to hand over: one self-contained HTML file (the interactive charts and Plotly itself
 embedded, so it opens offline) and a PDF printed from that file by Chromium.
 
-Contents: the answer in one sentence and its caveat; the recommendation's cost in every billing mode and
-currency; each target's value with its 95% interval; what limits the fleet and what growth would need; the
-evidence charts; the alternatives and what was not possible; the workload and the assumptions behind the
-numbers (classes, server limits, the step-time calibration of every GPU in the answer, the offers' sources and
-dates); a link that reopens the plan in the app. Every figure comes from the planner's answer (``planner.plan``),
-so the report, the page and ``plan --json`` agree.
+Contents: a summary of two or three printed pages (the question as the title; the answer in one sentence and its
+caveat; the recommendation's cost in every billing mode and currency, and over the whole traffic three ways where
+the rate moves; the risks; each target's value with its 95% interval and the step times' held-out error; what
+limits the fleet and what growth would need; the targets chart; the next cheapest plans; the recipe attached),
+then an appendix on a page of its own with the evidence in full: the cost-against-target chart, the hour-by-hour
+bill, every alternative and what was not possible, the workload and the assumptions behind the numbers (classes,
+server limits, the step times of every fleet shape, the offers' sources and dates) and the scenario attached.
+Every figure comes from the planner's answer (``planner.plan``), so the report, the page and ``plan --json`` agree.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from ..scenario.config import Scenario, TokenDist, field_label, load_scenario, to_toml
+from ..scenario.config import Arrival, Scenario, TokenDist, field_label, load_scenario, to_toml
 from ..scenario.errors import ScenarioError
 from ..hardware.kernel_tables import engine_version_words
 from ..scenario.labels import cards_text, format_label, parallel_label, words
@@ -36,7 +38,7 @@ from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_mo
                    offers_table, price_age_days, priced_by)
 from .plan_charts import over_time_chart, pareto_chart, targets_chart
 from .recipe import engine_versions, recipe_files
-from .plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, no_plan_text, not_possible_frame,
+from .plan_text import (alternatives_frame, mode_words, caveat, cut_text, hours_frame, mix_text, no_plan_text, not_possible_frame,
                         over_time_frame, over_time_heading, policy_label, sensitivity_text, shape, step_times_text,
                         summary_line, target_text, traffic_text, tuned_text)
 from .planner import Question, answer_key
@@ -45,6 +47,7 @@ CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 PRINT_TIMEOUT_S = 120
 PLANNER_PAGE = "planner"
+SUMMARY_ALTERNATIVES = 5  # alternatives in the summary's table; every one in the appendix
 STYLE = """
 body { font-family: 'Source Sans Pro', 'Helvetica Neue', Arial, sans-serif; max-width: 1100px; margin: 24px auto;
        padding: 0 16px; color: #1f2430; line-height: 1.45; }
@@ -53,11 +56,12 @@ h1 { font-size: 1.7rem; margin-bottom: 0.2rem; } h2 { font-size: 1.25rem; margin
 .answer { background: #e8f5e9; border-left: 5px solid #2e7d32; padding: 10px 14px; }
 .none { background: #fff3e0; border-left: 5px solid #ef6c00; padding: 10px 14px; }
 .caveat { background: #fff8e1; border-left: 5px solid #f9a825; padding: 10px 14px; margin-top: 8px; }
-.meta { color: #5f6673; font-size: 0.9rem; }
+.meta { color: #5f6673; font-size: 0.9em; }
 table { border-collapse: collapse; margin: 8px 0; font-size: 0.88rem; }
 th, td { border: 1px solid #d9dce1; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f3f4f6; }
 .chart { page-break-inside: avoid; break-inside: avoid; }
+.appendix { break-before: page; page-break-before: always; }
 @page { size: A4 landscape; margin: 12mm; }
 @media print { body { max-width: none; margin: 0; font-size: 11px; } table { font-size: 9px; }
   a { color: #1f2430; } .modebar-container { display: none !important; }
@@ -93,17 +97,19 @@ def planner_view(question: Question, data: dict) -> dict:
 def cost_frame(plan: dict, cny_per_usd: float) -> pd.DataFrame:
     """The recommended fleet's rent through its offer in every billing mode it is sold under and every currency."""
     rows = []
+    row = offers_table().loc[plan["offer"]]
     for billing in billing_modes(plan["offer"]):
         for currency in CURRENCIES:
             cost = deployment_cost(plan["offer"], plan["cards"], billing, currency, cny_per_usd)
-            rows.append({"billing": words("billing", billing), "currency": currency,
+            rows.append({"bought": mode_words(str(row["terms"]), billing, float(row["annual_discount"])),
+                         "currency": currency,
                          "per hour": money_range(cost.per_hour), "per month": money_range(cost.per_month)})
     return pd.DataFrame(rows)
 
 
 def targets_frame(plan: dict) -> pd.DataFrame:
     return pd.DataFrame([{"target": t["target"], "mean over the seeds (95% interval)": target_text(t),
-                          "met on every seed": "yes"} for t in plan["targets"]])
+                          "met (every seed and the interval)": "yes"} for t in plan["targets"]])
 
 
 def workload_frame(scenario: Scenario) -> pd.DataFrame:
@@ -129,9 +135,8 @@ def workload_frame(scenario: Scenario) -> pd.DataFrame:
 def assumptions(scenario: Scenario, question: Question) -> list[str]:
     """The facts the numbers rest on, one sentence each."""
     w, s = scenario.workload, scenario.server
-    arrival = (f"{words('arrival', w.arrival.process)} arrivals at {w.arrival.rate_per_s:,g} req/s"
-               if w.arrival is not None else
-               f"the trace {Path(w.trace.path).name}")
+    arrival = (f"the trace {Path(w.trace.path).name}" if w.arrival is None else
+               f"{words('arrival', w.arrival.process)} arrivals at {rate_text(w.arrival)}")
     lines = [f"Workload: {arrival}; every decision rests on {question.seeds} runs of {question.requests:,} requests "
              f"each (seeds {scenario.seed} to {scenario.seed + question.seeds - 1}); a fleet meets a target only if "
              f"it does on every run."]
@@ -210,13 +215,24 @@ def risks(answer: dict, today: date) -> list[str]:
     return lines
 
 
+def rate_text(arrival: Arrival) -> str:
+    """An arrival rate in words, three significant figures: "10.8 req/s", or for a rate that moves "10.8 req/s on
+    average over the day shape servegen-language-small-day (21.6 at the peak, 5.1 at the lowest)"."""
+    curve = arrival.curve()
+    if curve is None:
+        return f"{arrival.rate_per_s:,.3g} req/s"
+    over = f"the day shape {arrival.shape}" if arrival.shape else "the scenario's rate curve"
+    return (f"{arrival.rate_per_s:,.3g} req/s on average over {over} ({curve.rates_per_s.max():,.3g} at the peak, "
+            f"{curve.rates_per_s.min():,.3g} at the lowest)")
+
+
 def title(scenario: Scenario, question: Question, answer: dict) -> str:
     """The report's title, from the question and its answer: "Llama-3-70B at 40 req/s, interactive TTFT p99 <= 2.00
     s: rent 10 x TP4 H100-80G for 44,384 USD a month"."""
     moving = answer.get("traffic")
     traffic = (f"the trace {Path(scenario.workload.trace.path).name}" if scenario.workload.trace is not None else
                f"{moving['mean_rate_per_s']:,.3g} req/s on average ({moving['peak_rate_per_s']:,.3g} at the peak)"
-               if moving else f"{scenario.workload.arrival.rate_per_s:,g} req/s")
+               if moving else rate_text(scenario.workload.arrival))
     asked = f"{scenario.server.model} at {traffic}, {question.targets[0].describe()}"
     asked += f" (+{len(question.targets) - 1} more)" if len(question.targets) > 1 else ""
     best = answer["recommendation"]
@@ -247,7 +263,7 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     reopen = (f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.' if app_url else
               "The scenario is attached at the end, to reopen this plan.")
     parts = [f"<h1>{e(heading)}</h1>",
-             f'<p class="meta">Scheduler Lab, {e(created)}; scenario "{e(scenario.name)}"; hardware and price '
+             f'<p class="meta">Scheduler Lab, {e(created)}; hardware and price '
              f'tables version {e(str(answer.get("data_version", "unknown")))}. Targets: '
              f"{e('; '.join(t.describe() for t in question.targets))}. {reopen}</p>"]
     cut = cut_text(answer)
@@ -266,32 +282,23 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
         parts += ["<h2>What it costs</h2>", _table(cost_frame(best, question.cny_per_usd)),
                   f'<p class="meta">{cards_text(best["cards"])} through {e(best["offer"])}; per 1M output tokens '
                   f"at the simulated load: {e(per_million)}.</p>",
+                  *over_time_parts(answer),
                   *(["<h2>Risks</h2>", "<ul>" + "".join(f"<li>{e(s)}</li>" for s in hazards) + "</ul>"]
                     if hazards else []),
-                  "<h2>Targets</h2>", _table(targets_frame(best)),
+                  "<h2>Targets, and how sure each figure is</h2>", _table(targets_frame(best)),
+                  f'<p class="meta">Step times: {e(step_times_text(best, detail=True))}. The interval is over the '
+                  f"seeds' runs; the step times' error above is the held-out error of the closest validated "
+                  "configuration.</p>",
                   "<h2>What limits this fleet</h2>",
                   "<ul>" + "".join(f"<li>{e(s)}</li>" for s in answer["diagnosis"]) + "</ul>"]
         for sentence in (sensitivity_text(answer), tuned_text(answer), mix_text(answer)):
             if sentence:
                 parts.append(f"<p>{e(sentence)}</p>")
-        parts += over_time_parts(answer)
-        parts += ["<h2>Evidence</h2>",
-                  "<p>Cost against the first target for every priced plan (the recommendation starred; plans whose "
-                  "step times are an estimate marked apart):</p>",
-                  _chart(pareto_chart(answer, question.targets[0])),
-                  "<p>Each target's mean over the seeds with its 95% interval, for the recommendation (gold) and the "
-                  "cheapest alternatives (grey: step times an estimate only); dashed: the limit.</p>",
-                  _chart(targets_chart(answer, question.targets))]
-    if answer["alternatives"]:
-        parts += [f"<h2>Alternatives, cheapest first ({len(answer['alternatives'])})</h2>",
-                  _table(alternatives_frame(answer["alternatives"]))]
-    if answer["not_possible"]:
-        parts += ["<h2>Not possible</h2>", _table(not_possible_frame(answer["not_possible"]))]
-    parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
-              "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
-              "<h2>Step times of every fleet shape in this plan</h2>",
-              _table(calibration_frame(answer)),
-              "<h2>Offers priced</h2>", _table(offers_frame(answer, today))]
+    alternatives = answer["alternatives"]
+    if alternatives:
+        parts += [f"<h2>The next cheapest ({min(len(alternatives), SUMMARY_ALTERNATIVES)} of "
+                  f"{len(alternatives)}; all in the appendix)</h2>",
+                  _table(alternatives_frame(alternatives[:SUMMARY_ALTERNATIVES]))]
     if best is not None:
         files = recipe_files(best, scenario)
         parts += ["<h2>Deploy it</h2>",
@@ -299,6 +306,25 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
                   "fleet as a Kubernetes manifest: "
                   + ", ".join(_attachment(name, text) for name, text in files.items())
                   + ". The README says what the engines cannot take as a flag.</p>"]
+    parts += ['<h2 class="appendix">Appendix: the evidence in full</h2>']
+    if best is not None:
+        parts += ["<p>Each target's mean over the seeds with its 95% interval, for the recommendation (gold) and the "
+                  "cheapest alternatives (grey: step times an estimate only); dashed: the limit.</p>",
+                  _chart(targets_chart(answer, question.targets)),
+                  "<p>Cost against the first target for every priced plan (the recommendation starred; plans whose "
+                  "step times are an estimate marked apart):</p>",
+                  _chart(pareto_chart(answer, question.targets[0])),
+                  *hours_parts(answer)]
+    if alternatives:
+        parts += [f"<h2>Alternatives, cheapest first ({len(alternatives)})</h2>",
+                  _table(alternatives_frame(alternatives))]
+    if answer["not_possible"]:
+        parts += ["<h2>Not possible</h2>", _table(not_possible_frame(answer["not_possible"]))]
+    parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
+              "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
+              "<h2>Step times of every fleet shape in this plan</h2>",
+              _table(calibration_frame(answer)),
+              "<h2>Offers priced</h2>", _table(offers_frame(answer, today))]
     parts.append(f'<p class="meta">{_attachment("scenario.toml", to_toml(data), "The scenario, attached")}: '
                  "everything the plan simulated, as a file to open in Scheduler Lab or to plan again from the "
                  "command line.</p>")
@@ -312,8 +338,8 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
 
 
 def over_time_parts(answer: dict) -> list[str]:
-    """The report's section on a moving rate: the recommended fleet bought three ways over the whole traffic, its
-    fleet size, cost and SLA hour by hour."""
+    """The report's section on a moving rate: the recommended fleet bought three ways over the whole traffic (hour
+    by hour in the appendix: ``hours_parts``)."""
     over, e = answer.get("over_time"), html.escape
     if not over:
         return []
@@ -324,9 +350,18 @@ def over_time_parts(answer: dict) -> list[str]:
         return parts + [f'<p class="caveat">Not priced over time: {e(over["note"])}.</p>']
     currency = answer["recommendation"]["monthly_cost"]["currency"]
     return parts + [f"<p>{e(over_time_heading(over))}</p>", _table(over_time_frame(over, currency)),
-                    _chart(over_time_chart(over, currency)),
-                    "<p>Hour by hour (windows longer than an hour as they are):</p>",
-                    _table(hours_frame(over, currency))]
+                    '<p class="meta">Hour by hour in the appendix.</p>']
+
+
+def hours_parts(answer: dict) -> list[str]:
+    """The appendix's hour by hour of a moving rate's three ways to buy the fleet, chart and table ([] without
+    one)."""
+    over = answer.get("over_time")
+    if not over or "note" in over:
+        return []
+    currency = answer["recommendation"]["monthly_cost"]["currency"]
+    return ["<h2>Hour by hour</h2>", _chart(over_time_chart(over, currency)),
+            "<p>Windows longer than an hour as they are:</p>", _table(hours_frame(over, currency))]
 
 
 def _attachment(name: str, text: str, label: str = "") -> str:

@@ -183,13 +183,8 @@ class Arrival:
 
     def curve(self) -> RateCurve | None:
         """The rate over time at the scenario's mean (``rate_per_s``), or None for a constant rate."""
-        if self.shape:
-            base = shape_curve(self.shape)
-        elif self.rate_curve is not None:
-            base = RateCurve.from_points(self.rate_curve, self.curve_period_s)
-        else:
-            return None
-        return base.scaled(self.rate_per_s / base.mean_per_s())
+        return raw_curve({"shape": self.shape, "rate_curve": self.rate_curve, "curve_period_s": self.curve_period_s,
+                          "rate_per_s": self.rate_per_s})
 
 
 def raw_rate_per_s(arrival: Mapping[str, Any]) -> float:
@@ -200,6 +195,18 @@ def raw_rate_per_s(arrival: Mapping[str, Any]) -> float:
     if arrival.get("shape"):
         return shape_curve(arrival["shape"]).mean_per_s()
     return RateCurve.from_points(arrival["rate_curve"], arrival.get("curve_period_s")).mean_per_s()
+
+
+def raw_curve(arrival: Mapping[str, Any]) -> RateCurve | None:
+    """The rate over time of a raw ``workload.arrival`` table (its shape or its points, scaled to its mean rate),
+    or None for a constant rate; ``ScenarioError`` for points that do not make a curve."""
+    if arrival.get("shape"):
+        base = shape_curve(arrival["shape"])
+    elif arrival.get("rate_curve") is not None:
+        base = RateCurve.from_points(arrival["rate_curve"], arrival.get("curve_period_s"))
+    else:
+        return None
+    return base.scaled(raw_rate_per_s(arrival) / base.mean_per_s())
 
 
 @dataclass(frozen=True)

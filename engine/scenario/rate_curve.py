@@ -18,6 +18,8 @@ import numpy as np
 from .table_names import DATA_DIR
 
 SHAPES_FILE = "traffic_shapes.csv"  # named shapes of a day or a week (bench/traffic_shapes.py derives them)
+DEFAULT_SHAPE = "servegen-language-small-day"  # the shape offered first: a day of chat traffic, a night trough and an
+# evening peak
 
 
 @dataclass(frozen=True)
