@@ -5,14 +5,18 @@ replicas, its GPUs per pod, a Service over them."""
 
 import json
 import shlex
+import subprocess
 
+import kubernetes_validate
 import pytest
 import yaml
 
 import engine
 from conftest import REPO
 from engine.cli import main
-from engine.decide.recipe import ENGINE_VERSIONS, ROCM_IMAGE, commands, manifest, recipe_files
+from engine.decide.recipe import ENGINE_VERSIONS, ROCM_IMAGE, checkpoint, commands, manifest, recipe_files
+from engine.hardware.hf_config import user_model_overrides
+from engine.hardware.tables import load_table
 from engine.scenario.config import apply_overrides, read_toml
 
 FLAGS = REPO / "tests" / "fixtures" / "engine_flags"
@@ -88,7 +92,8 @@ def test_expert_parallel_attention_data_parallel_and_an_fp8_cache_are_spelled_pe
     assert (vllm["--tensor-parallel-size"], vllm["--data-parallel-size"]) == ("1", "8")
     assert "--enable-expert-parallel" in vllm and vllm["--kv-cache-dtype"] == "fp8"
     assert "--enable-prefix-caching" in vllm
-    assert (sglang["--tp-size"], sglang["--attn-dp-size"], sglang["--ep-size"]) == ("8", "8", "8")
+    assert (sglang["--tp-size"], sglang["--dp-size"], sglang["--ep-size"]) == ("8", "8", "8")
+    assert "--enable-dp-attention" in sglang
     assert "--disable-radix-cache" not in sglang and sglang["--kv-cache-dtype"] == "fp8_e4m3"
     assert (trt["--tp_size"], trt["--ep_size"]) == ("8", "8")
     options = yaml.safe_load(built["tensorrt-llm"].extra_yaml)
@@ -108,11 +113,13 @@ def test_speculative_decoding_names_the_draft_and_its_tokens():
 
 def test_the_manifest_is_the_plans_fleet():
     docs = [d for d in yaml.safe_load_all(manifest(plan_of(), scenario_of())) if d]
-    deployment, service = docs
+    claim, deployment, service = docs
+    assert claim["kind"] == "PersistentVolumeClaim"
     assert deployment["kind"] == "Deployment" and deployment["spec"]["replicas"] == 10
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 4}
-    assert container["command"][:3] == ["vllm", "serve", "meta-llama/Meta-Llama-3-70B-Instruct"]
+    assert container["command"][:3] == ["vllm", "serve", "$(MODEL)"]
+    assert {"name": "MODEL", "value": "meta-llama/Meta-Llama-3-70B-Instruct"} in container["env"]
     assert container["image"].endswith(ENGINE_VERSIONS["vllm"])
     assert service["kind"] == "Service" and service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
@@ -131,7 +138,7 @@ def test_a_disaggregated_plan_deploys_a_prefill_and_a_decode_pool():
 def test_an_amd_plan_has_no_tensorrt_llm_command_and_requests_amd_gpus():
     plan = plan_of(gpu="MI300X", tensor_parallel=2, cards=20)
     assert [c.engine for c in commands(plan, scenario_of())] == ["vllm", "sglang"]
-    deployment = next(yaml.safe_load_all(manifest(plan, scenario_of())))
+    deployment = next(d for d in yaml.safe_load_all(manifest(plan, scenario_of())) if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {"amd.com/gpu": 2} and container["image"] == ROCM_IMAGE
 
@@ -142,8 +149,9 @@ def test_the_launch_scripts_are_the_commands_as_shell_lines():
                           "extra-llm-api-options.yaml", "kubernetes.yaml", "README.txt"}
     for command in commands(plan_of(), scenario_of()):
         script = files[f"launch-{command.engine}.sh"]
-        body = script.split("\n", 2)[2].replace("\\\n", " ")
-        assert shlex.split(body) == command.argv()
+        assert f'MODEL="${{MODEL:-{command.model}}}"' in script
+        body = script.split("\n", 3)[3].replace("\\\n", " ")
+        assert shlex.split(body.replace('"$MODEL"', command.model)) == command.argv()
     assert "first come, first served" in files["README.txt"] or "request-level router" in files["README.txt"]
 
 
@@ -161,12 +169,12 @@ def test_plan_writes_the_recipe_of_its_recommendation(tmp_path, capsys):
 
 def test_a_tensorrt_llm_fleet_mounts_its_options_file_from_a_config_map():
     docs = [d for d in yaml.safe_load_all(manifest(plan_of(), scenario_of(**{"server.engine": "tensorrt-llm"}))) if d]
-    config_map, deployment = docs[0], docs[1]
+    config_map, deployment = (next(d for d in docs if d["kind"] == kind) for kind in ("ConfigMap", "Deployment"))
     assert config_map["kind"] == "ConfigMap"
     assert yaml.safe_load(config_map["data"]["extra-llm-api-options.yaml"])["kv_cache_config"]["dtype"] == "auto"
     pod = deployment["spec"]["template"]["spec"]
     assert {"name": "options", "configMap": {"name": "llm-options"}} in pod["volumes"]
-    assert pod["containers"][0]["command"][:2] == ["trtllm-serve", "meta-llama/Meta-Llama-3-70B-Instruct"]
+    assert pod["containers"][0]["command"][:2] == ["trtllm-serve", "$(MODEL)"]
 
 
 def test_a_policy_the_engines_lack_is_said_beside_the_commands():
@@ -174,3 +182,63 @@ def test_a_policy_the_engines_lack_is_said_beside_the_commands():
     assert "gateway" not in fcfs and "request-level router" in fcfs, "vLLM's own order needs nothing in front"
     wfq = recipe_files(plan_of(policy={"name": "wfq"}), scenario_of())["README.txt"]
     assert "put the policy in a gateway" in wfq and "wfq" not in wfq, "named in words, not by its code"
+
+
+@pytest.mark.parametrize("model, quant, repo, quantize, said", [
+    ("Llama-3.3-70B", "fp8", "nvidia/Llama-3.3-70B-Instruct-FP8", False, ""),
+    ("Llama-3.3-70B", "nvfp4", "nvidia/Llama-3.3-70B-Instruct-FP4", False, ""),
+    ("Llama-3-70B", "fp8", "meta-llama/Meta-Llama-3-70B-Instruct", True, ""),  # no FP8 release: quantized at load
+    ("Llama-3-70B", "int4", "meta-llama/Meta-Llama-3-70B-Instruct", False, "No published INT4 checkpoint"),
+    ("DeepSeek-R1", "fp8", "deepseek-ai/DeepSeek-R1", False, ""),  # R1's own weights, not V3's
+    ("DeepSeek-V3", "fp8", "deepseek-ai/DeepSeek-V3", False, ""),
+    ("DeepSeek-R1", "bf16", "deepseek-ai/DeepSeek-R1", False, "set MODEL to a BF16 copy"),
+])
+def test_model_defaults_to_a_published_checkpoint_of_the_plans_format(model, quant, repo, quantize, said):
+    weights = checkpoint(plan_of(quant=quant), scenario_of(**{"server.model": model}))
+    assert (weights.repo, weights.quantize_fp8) == (repo, quantize)
+    assert said in weights.note and (said or not weights.note)
+    vllm = dict(commands(plan_of(quant=quant), scenario_of(**{"server.model": model}))[0].flags)
+    assert ("--quantization" in vllm) == quantize, "a checkpoint of the format carries it: no flag"
+
+
+def test_every_listed_checkpoint_names_a_model_and_a_weight_format_of_the_tables():
+    table = load_table("checkpoints")
+    assert set(table.index) <= set(load_table("models").index)
+    assert set(table["quant"]) <= set(load_table("quant").index)
+    assert not table.reset_index().duplicated(["model", "quant"]).any()
+
+
+def test_your_own_models_recipe_reads_its_folder_and_says_so():
+    data = apply_overrides(ARTICLE, user_model_overrides(json.loads(
+        (REPO / "tests" / "fixtures" / "model_configs" / "Llama-3.1-8B.json").read_text()), "config", name="acme 8b"))
+    files = recipe_files(plan_of(tensor_parallel=1, cards=10), engine.load_scenario(data))
+    assert 'MODEL="${MODEL:-/models/acme-8b}"' in files["launch-vllm.sh"]
+    assert "your model acme 8b" in files["README.txt"] and "/models/config" not in "".join(files.values())
+
+
+@pytest.mark.parametrize("plan, overrides", [*SHAPES, (plan_of(replicas=6, prefill_replicas=2, decode_replicas=4), {}),
+                                             (plan_of(gpu="MI300X", tensor_parallel=2, cards=20), {}),
+                                             (plan_of(), {"server.engine": "tensorrt-llm"})])
+def test_the_manifest_validates_against_the_kubernetes_schemas_and_the_scripts_parse(plan, overrides, tmp_path):
+    """Each document against Kubernetes 1.31's OpenAPI schemas (kubernetes-validate, strict: no unknown field), and
+    each launch script through the shell's parser (sh -n)."""
+    files = recipe_files(plan, scenario_of(**overrides))
+    for doc in yaml.safe_load_all(files["kubernetes.yaml"]):
+        kubernetes_validate.validate(doc, "1.31.0", strict=True)
+    for name, text in files.items():
+        if name.endswith(".sh"):
+            script = tmp_path / name
+            script.write_text(text)
+            assert subprocess.run(["sh", "-n", str(script)], capture_output=True).returncode == 0, name
+
+
+def test_the_pods_are_placed_on_the_plans_gpu_and_share_a_model_cache():
+    docs = [d for d in yaml.safe_load_all(manifest(plan_of(quant="fp8"), scenario_of())) if d]
+    claim = next(d for d in docs if d["kind"] == "PersistentVolumeClaim")
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}} in pod["volumes"]
+    # Llama-3-70B: 72.7e9 FP8 weights with the embeddings = 67.7 GiB, x 1.25 = 84.6 -> 85 GiB
+    assert claim["spec"]["resources"]["requests"]["storage"] == "85Gi"
+    unknown = manifest(plan_of(gpu="MI300X", tensor_parallel=2, cards=20), scenario_of())
+    assert "No node label is known for MI300X" in unknown and "nodeSelector:" not in unknown

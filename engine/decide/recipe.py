@@ -2,11 +2,13 @@
 manifest for the fleet.
 
 For a priced plan (``planner.plan_entry``) on its scenario: the command that starts one server of the plan's shape
-under vLLM, SGLang and TensorRT-LLM (tensor, expert and attention data-parallel sizes, most sequences, token budget
+under vLLM, SGLang and TensorRT-LLM, reading the weights from ``$MODEL`` (by default a published checkpoint of the
+plan's own weight format, ``data/hardware/checkpoints.csv``, else the base model with what to do said beside it) (tensor, expert and attention data-parallel sizes, most sequences, token budget
 per iteration, KV-cache format, prefix caching, speculative decoding, the share of GPU memory), each flag as the
-engine's command line documents it at ``ENGINE_VERSIONS`` (the test suite checks every flag against the engine's own
-source at that release), and a Deployment and Service with the plan's replicas and GPU requests, on the scenario's
-engine (for a disaggregated plan a prefill and a decode Deployment, on SGLang, whose command line documents the
+engine's command line documents it at ``ENGINE_VERSIONS`` (the releases whose kernels price the plan's step times,
+where their flags could be read; the test suite checks every flag against the engine's own parser at that release),
+and a Deployment and Service with the plan's replicas and GPU requests, the GPU's node label where it is known
+(``data/hardware/node_labels.csv``), a model cache volume and a readiness probe, on the scenario's engine (for a disaggregated plan a prefill and a decode Deployment, on SGLang, whose command line documents the
 split). What the engines cannot take as a flag is said beside the command: the plan's scheduling policy and router
 are the simulator's; the engines order requests first come, first served (vLLM also by a priority the client sends),
 and a Kubernetes Service spreads connections, not requests.
@@ -14,65 +16,110 @@ and a Kubernetes Service spreads connections, not requests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import shlex
 from dataclasses import dataclass
 
+from ..hardware.roofline import GIB, peak_profile
 from ..hardware.tables import gpu_row, is_slice, load_table
 from ..scenario.config import Scenario
-from ..scenario.labels import parallel_label, words
+from ..scenario.labels import format_label, parallel_label, words
 from ..sim.policies import POLICY_LABELS
 
-ENGINE_VERSIONS = {"vllm": "v0.11.0", "sglang": "v0.5.23", "tensorrt-llm": "1.0.0"}  # the documented CLIs emitted
-IMAGES = {"vllm": "vllm/vllm-openai:v0.11.0", "sglang": "lmsysorg/sglang:v0.5.23",
+# The documented CLIs emitted: vLLM and SGLang at the releases whose kernels price the plans (the operator tables'
+# newest collections); TensorRT-LLM at the release its flags could be read near (its tables are 1.3.0rc20's).
+ENGINE_VERSIONS = {"vllm": "v0.24.0", "sglang": "v0.5.14", "tensorrt-llm": "1.0.0"}
+IMAGES = {"vllm": "vllm/vllm-openai:v0.24.0", "sglang": "lmsysorg/sglang:v0.5.14",
           "tensorrt-llm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0"}  # the engines' published images of them
-ROCM_IMAGE = "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"  # AMD's ROCm build of vLLM nearest v0.11.0 (a patch later)
+ROCM_IMAGE = "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"  # AMD's ROCm build of vLLM (0.11.2): every flag emitted exists
+# there too (the v0.11.0 parser had them all)
+MODEL_WORD = "$MODEL"  # where a command reads the weights: the launch scripts' MODEL variable
+CACHE_PATH = "/root/.cache/huggingface"  # where the engines keep downloaded weights (HF_HOME), on the cache volume
+CACHE_HEADROOM = 1.25  # the cache volume: the checkpoint's weights and this much more (tokenizer, a second copy while
+# a download is replaced)
 PORT = 8000
 RECIPE_ENGINES = ("vllm", "sglang", "tensorrt-llm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 TOKEN_SECRET = "hf-token"  # the Kubernetes secret holding a Hugging Face token (key "token"), for gated models
 AMD_VENDOR = "amd"
 KV_DTYPES = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8_e4m3"}, "tensorrt-llm": {"fp8": "fp8"}}  # else auto
-TRT_CAVEAT = ("TensorRT-LLM: its flags were checked against its source of August 2025 (main at 4c05a74, before 1.0.0, "
-              "whose source could not be read) and the options file's keys against its documentation's examples: "
-              "check both with `trtllm-serve --help` of the release you run.")
+TRT_CAVEAT = ("TensorRT-LLM: its flags were checked against its command line of August 2025, just before release "
+              "1.0.0, and the options file's keys against its documentation's examples; the plan's step times use "
+              "the kernels of 1.3.0rc20 (a later release may be faster than 1.0.0): check the flags with "
+              "`trtllm-serve --help` of the release you run.")
 FP8_WEIGHTS = ("fp8",)  # weight formats an engine quantizes a 16-bit checkpoint to at load time
+SIXTEEN_BIT = ("fp16", "bf16")
 FIRST_COME_POLICIES = ("fifo", "vllm-fcfs")  # the engines' own order: nothing to put in front of them
 
 
 @dataclass(frozen=True)
 class Command:
-    """One engine's launch command: the program, its (flag, value) pairs in order (value None: a switch), the
-    extra YAML file it reads (TensorRT-LLM), and what the reader must know."""
+    """One engine's launch command: the program, its (flag, value) pairs in order (value None: a switch), where the
+    weights come from (``model``, written ``MODEL_WORD`` in the program and flags), the extra YAML file it reads
+    (TensorRT-LLM), and what the reader must know."""
 
     engine: str
     program: tuple[str, ...]
     flags: tuple[tuple[str, str | None], ...]
+    model: str = ""
     extra_yaml: str = ""
     notes: tuple[str, ...] = ()
 
-    def argv(self) -> list[str]:
-        """The command as argument words."""
+    def argv(self, model: str | None = None) -> list[str]:
+        """The command as argument words, the weights read from ``model`` (default: the checkpoint named)."""
         words = list(self.program)
         for flag, value in self.flags:
             words += [flag] if value is None else [flag, value]
-        return words
+        return [self.model if model is None and w == MODEL_WORD else model if w == MODEL_WORD else w for w in words]
 
     def shell(self) -> str:
-        """The command as one shell line, each flag on its own continued line."""
-        lines = [" ".join(shlex.quote(w) for w in self.program)]
-        lines += [f"  {flag}" if value is None else f"  {flag} {shlex.quote(value)}" for flag, value in self.flags]
+        """The command as one shell line, each flag on its own continued line, the weights from ``$MODEL``."""
+        def quoted(word: str) -> str:
+            return f'"{MODEL_WORD}"' if word == MODEL_WORD else shlex.quote(word)
+        lines = [" ".join(quoted(w) for w in self.program)]
+        lines += [f"  {flag}" if value is None else f"  {flag} {quoted(value)}" for flag, value in self.flags]
         return " \\\n".join(lines)
 
 
-def model_repo(scenario: Scenario) -> str:
-    """Where the served model's weights come from: its Hugging Face repository, or (a model of the user's own
-    config.json) a path to fill in."""
-    server = scenario.server
-    models = load_table("models")
-    if server.own_model is None and server.model in models.index:
-        return str(models.loc[server.model, "hf_repo"])
-    return f"/models/{server.model}"
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a plan's weights come from: ``repo`` (a Hugging Face repository, or a path for the user's own model),
+    whether the engines must quantize it to FP8 as they load it, and what the reader must do ("" when nothing)."""
+
+    repo: str
+    quantize_fp8: bool = False
+    note: str = ""
+
+
+def checkpoint(plan: dict, scenario: Scenario) -> Checkpoint:
+    """The checkpoint a plan's servers load: a published one of the plan's weight format (checkpoints.csv), else the
+    base model (16-bit; FP8 quantized at load time by vLLM and SGLang), saying what to set MODEL to where neither
+    holds the plan's format."""
+    server, quant = scenario.server, plan["quant"]
+    named = format_label(quant)
+    if server.own_model is not None or server.model not in load_table("models").index:
+        slug = "-".join(server.model.replace("(your config)", "").split()) or "model"
+        return Checkpoint(f"/models/{slug}", False, f"MODEL: the folder (or Hugging Face repository) of your model "
+                                                   f"{server.model} with {named} weights.")
+    table = load_table("checkpoints")
+    rows = table[table.index == server.model]
+    exact = rows[rows["quant"] == quant]
+    if len(exact):
+        return Checkpoint(str(exact["hf_repo"].iloc[0]))
+    base = str(load_table("models").loc[server.model, "hf_repo"])
+    if quant in SIXTEEN_BIT:
+        native = rows[rows["hf_repo"] == base]
+        if len(native):
+            return Checkpoint(base, False, f"{server.model} is published with {format_label(native['quant'].iloc[0])} "
+                                           f"weights; this plan is sized for 16-bit ones: set MODEL to a BF16 copy.")
+        return Checkpoint(base)
+    if quant in FP8_WEIGHTS:
+        return Checkpoint(base, True)
+    return Checkpoint(base, False, f"No published {named} checkpoint of {server.model} is listed "
+                                   f"(data/hardware/checkpoints.csv): set MODEL to one; the engines read its format "
+                                   f"from the checkpoint.")
 
 
 def vendor(gpu: str) -> str:
@@ -99,18 +146,16 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
     server = scenario.server
     cards = plan["tensor_parallel"]
     split = bool(plan.get("expert_parallel"))
-    repo = model_repo(scenario)
+    weights = checkpoint(plan, scenario)
+    repo = MODEL_WORD
     kv = server.kv_quant
-    fp8_weights = plan["quant"] in FP8_WEIGHTS
+    fp8_weights = weights.quantize_fp8
     speculative = plan["decoding"] == "speculative" and server.speculative is not None
     draft = None
     if speculative and server.speculative.draft_model:
         draft = str(load_table("models").loc[server.speculative.draft_model, "hf_repo"])
     k = server.speculative.draft_tokens if speculative else 0
-    notes = [_policy_note(plan)]
-    if plan["quant"] not in ("fp16", "bf16", *FP8_WEIGHTS):
-        notes.append(f"Weights in {plan['quant']}: point MODEL at a checkpoint of {server.model} already quantized to "
-                     f"that format (the engines read its format from the checkpoint).")
+    notes = [_policy_note(plan)] + ([weights.note] if weights.note else [])
     out = []
 
     vllm = [("--host", "0.0.0.0"), ("--port", str(PORT))]
@@ -125,10 +170,11 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
     if speculative:
         spec = {"num_speculative_tokens": k, **({"model": draft} if draft else {})}
         vllm.append(("--speculative-config", json.dumps(spec, separators=(",", ":"))))
-    out.append(Command("vllm", ("vllm", "serve", repo), tuple(vllm), notes=tuple(notes)))
+    out.append(Command("vllm", ("vllm", "serve", repo), tuple(vllm), weights.repo, notes=tuple(notes)))
 
     sglang = [("--model-path", repo), ("--host", "0.0.0.0"), ("--port", str(PORT)), ("--tp-size", str(cards))]
-    sglang += [("--attn-dp-size", str(cards)), ("--ep-size", str(cards))] if split else []
+    sglang += ([("--dp-size", str(cards)), ("--enable-dp-attention", None), ("--ep-size", str(cards))]
+               if split else [])
     sglang += [("--max-running-requests", str(server.max_batch_size)),
                ("--chunked-prefill-size", str(server.max_batched_tokens)),
                ("--mem-fraction-static", f"{server.gpu_memory_utilization:g}"),
@@ -139,7 +185,8 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
         sglang += [("--speculative-algorithm", "STANDALONE"), ("--speculative-draft-model-path", draft),
                    ("--speculative-num-steps", str(k)), ("--speculative-eagle-topk", "1"),
                    ("--speculative-num-draft-tokens", str(k + 1))]
-    out.append(Command("sglang", ("python3", "-m", "sglang.launch_server"), tuple(sglang), notes=tuple(notes)))
+    out.append(Command("sglang", ("python3", "-m", "sglang.launch_server"), tuple(sglang), weights.repo,
+                       notes=tuple(notes)))
 
     if vendor(plan["gpu"]) != AMD_VENDOR:
         options = {"kv_cache_config": {"dtype": KV_DTYPES["tensorrt-llm"].get(kv, "auto"),
@@ -156,8 +203,8 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
                 ("--extra_llm_api_options", "extra-llm-api-options.yaml")]
         trt_notes = notes + [TRT_CAVEAT] + ([f"TensorRT-LLM does not quantize to FP8 at load time: point MODEL at an "
                                              f"FP8 checkpoint of {server.model}."] if fp8_weights else [])
-        out.append(Command("tensorrt-llm", ("trtllm-serve", repo), tuple(trt), extra_yaml=_yaml(options),
-                           notes=tuple(trt_notes)))
+        out.append(Command("tensorrt-llm", ("trtllm-serve", repo), tuple(trt), weights.repo,
+                           extra_yaml=_yaml(options), notes=tuple(trt_notes)))
     return out
 
 
@@ -188,18 +235,53 @@ def manifest(plan: dict, scenario: Scenario, name: str = "llm") -> str:
     command = next(c for c in commands(plan, scenario) if c.engine == engine)
     resource = f"{vendor(plan['gpu'])}.com/gpu"
     gpus = 1 if is_slice(plan["gpu"]) else plan["tensor_parallel"]
-    docs = []
+    cache = f"{name}-model-cache"
+    pod = Pod(resource, gpus, command.model, node_selector(plan["gpu"]), cache, command.extra_yaml)
+    docs = [_cache_claim(cache, cache_gib(plan, scenario))]
     for pool, replicas in pools:
         app = f"{name}-{pool}" if pool else name
-        argv = command.argv() + (["--disaggregation-mode", pool] if pool else [])
+        argv = command.argv("$(MODEL)") + (["--disaggregation-mode", pool] if pool else [])
         image = ROCM_IMAGE if amd and engine == "vllm" else IMAGES[engine]
-        docs.append(_deployment(app, replicas, image, argv, resource, gpus, command.extra_yaml))
+        docs.append(_deployment(app, replicas, image, argv, pod))
     docs.append(_service(name, f"{name}-{pools[0][0]}" if pools[0][0] else name))
+    label = ("" if pod.node_selector else
+             f"# No node label is known for {plan['gpu']}: add a nodeSelector on your cluster's GPU label "
+             f"(kubectl get nodes --show-labels).\n")
     header = (f"# {plan['replicas']} servers of {shape_text(plan)} {plan['gpu']} on {ENGINE_NAMES[engine]} "
               f"{ENGINE_VERSIONS[engine]}, generated by Scheduler Lab. Gated models (Llama) read a Hugging Face token "
               f"from the secret {TOKEN_SECRET}:\n#   kubectl create secret generic {TOKEN_SECRET} "
-              f"--from-literal=token=YOUR_TOKEN\n")
+              f"--from-literal=token=YOUR_TOKEN\n# The weights: the MODEL variable of each Deployment "
+              f"({command.model}), downloaded once into the volume {cache}.\n{label}")
     return header + "\n---\n".join(docs)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """What every server pod of a manifest holds: its GPUs, the checkpoint it loads, the node label it is placed
+    by ((key, value), or None), its model cache claim and the TensorRT-LLM options file ("" for none)."""
+
+    resource: str
+    gpus: int
+    model: str
+    node_selector: tuple[str, str] | None
+    cache: str
+    extra_yaml: str
+
+
+def node_selector(gpu: str) -> tuple[str, str] | None:
+    """(label, value) that places a pod on ``gpu``'s nodes (``node_labels.csv``), or None when none is known."""
+    table = load_table("node_labels")
+    if gpu not in table.index:
+        return None
+    return str(table.loc[gpu, "label"]), str(table.loc[gpu, "value"])
+
+
+def cache_gib(plan: dict, scenario: Scenario) -> int:
+    """The model cache volume's size (GiB): the plan's weights with ``CACHE_HEADROOM``, whole GiB."""
+    server = dataclasses.replace(scenario.server, step_model="roofline", gpu=plan["gpu"], quant=plan["quant"],
+                                 expert_parallel=False, attention_data_parallel=False)
+    weights = peak_profile(server, 1).resident_weight_bytes / GIB
+    return max(1, math.ceil(weights * CACHE_HEADROOM))
 
 
 def shape_text(plan: dict) -> str:
@@ -207,28 +289,38 @@ def shape_text(plan: dict) -> str:
     return parallel_label(plan["tensor_parallel"], split, split)
 
 
-def _deployment(app: str, replicas: int, image: str, argv: list[str], resource: str, gpus: int,
-                extra_yaml: str) -> str:
+def _deployment(app: str, replicas: int, image: str, argv: list[str], pod: Pod) -> str:
     args = "\n".join(f"            - {json.dumps(word)}" for word in argv)
-    config = ("\n          volumeMounts:\n            - {name: shm, mountPath: /dev/shm}"
-              "\n            - {name: options, mountPath: /workspace/extra-llm-api-options.yaml, "
-              "subPath: extra-llm-api-options.yaml}" if extra_yaml else
-              "\n          volumeMounts:\n            - {name: shm, mountPath: /dev/shm}")
+    mounts = (f"\n          volumeMounts:\n            - {{name: shm, mountPath: /dev/shm}}"
+              f"\n            - {{name: model-cache, mountPath: {CACHE_PATH}}}"
+              + ("\n            - {name: options, mountPath: /workspace/extra-llm-api-options.yaml, "
+                 "subPath: extra-llm-api-options.yaml}" if pod.extra_yaml else ""))
     volumes = ("\n        - {name: shm, emptyDir: {medium: Memory}}"
-               + (f"\n        - {{name: options, configMap: {{name: {app}-options}}}}" if extra_yaml else ""))
+               f"\n        - {{name: model-cache, persistentVolumeClaim: {{claimName: {pod.cache}}}}}"
+               + (f"\n        - {{name: options, configMap: {{name: {app}-options}}}}" if pod.extra_yaml else ""))
     options = (f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {app}-options\ndata:\n"
-               f"  extra-llm-api-options.yaml: |\n" + "\n".join(f"    {line}" for line in extra_yaml.splitlines())
-               + "\n---\n") if extra_yaml else ""
+               f"  extra-llm-api-options.yaml: |\n" + "\n".join(f"    {line}" for line in pod.extra_yaml.splitlines())
+               + "\n---\n") if pod.extra_yaml else ""
+    placed = (f"      nodeSelector: {{{json.dumps(pod.node_selector[0])}: {json.dumps(pod.node_selector[1])}}}\n"
+              if pod.node_selector else "")
     return (f"{options}apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {app}\nspec:\n  replicas: {replicas}\n"
             f"  selector:\n    matchLabels: {{app: {app}}}\n  template:\n    metadata:\n      labels: {{app: {app}}}\n"
-            f"    spec:\n      containers:\n        - name: server\n          image: {image}\n"
+            f"    spec:\n{placed}      containers:\n        - name: server\n          image: {image}\n"
             f"          workingDir: /workspace\n          command:\n{args}\n"
-            f"          env:\n            - name: HF_TOKEN\n              valueFrom: "
+            f"          env:\n            - {{name: MODEL, value: {json.dumps(pod.model)}}}\n"
+            f"            - {{name: HF_HOME, value: {CACHE_PATH}}}\n"
+            f"            - name: HF_TOKEN\n              valueFrom: "
             f"{{secretKeyRef: {{name: {TOKEN_SECRET}, key: token, optional: true}}}}\n"
             f"          ports:\n            - {{containerPort: {PORT}}}\n"
-            f"          resources:\n            limits: {{{resource}: {gpus}}}\n"
+            f"          resources:\n            limits: {{{pod.resource}: {pod.gpus}}}\n"
             f"          readinessProbe:\n            httpGet: {{path: /health, port: {PORT}}}\n"
-            f"            periodSeconds: 10\n            failureThreshold: 60{config}\n      volumes:{volumes}\n")
+            f"            periodSeconds: 10\n            failureThreshold: 60{mounts}\n      volumes:{volumes}\n")
+
+
+def _cache_claim(name: str, gib: int) -> str:
+    """The model cache every server pod mounts (ReadWriteMany: the weights downloaded once for all of them)."""
+    return (f"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: {name}\nspec:\n"
+            f"  accessModes: [ReadWriteMany]\n  resources:\n    requests: {{storage: {gib}Gi}}\n")
 
 
 def _service(name: str, app: str) -> str:
@@ -237,27 +329,36 @@ def _service(name: str, app: str) -> str:
 
 
 def engine_versions(files: dict[str, str]) -> list[str]:
-    """"vLLM v0.11.0", ... for each engine with a launch script among ``files``."""
+    """"vLLM v0.24.0", ... for each engine with a launch script among ``files``."""
     return [f"{ENGINE_NAMES[e]} {ENGINE_VERSIONS[e]}" for e in RECIPE_ENGINES if f"launch-{e}.sh" in files]
 
 
 def recipe_files(plan: dict, scenario: Scenario) -> dict[str, str]:
     """The recipe as files: one launch script per engine (and TensorRT-LLM's options file), the Kubernetes
-    manifest and a README saying what each is and what the engines cannot take as a flag."""
+    manifest and a README saying what each is, which checkpoint MODEL names, what priced the plan's step times and
+    what the engines cannot take as a flag."""
     files = {}
-    for command in commands(plan, scenario):
+    built = commands(plan, scenario)
+    weights = checkpoint(plan, scenario)
+    for command in built:
         script = f"launch-{command.engine}.sh"
         named = f"{ENGINE_NAMES[command.engine]} {ENGINE_VERSIONS[command.engine]}"
         files[script] = (f"#!/bin/sh\n# {named}: one server of {shape_text(plan)} {plan['gpu']}; run "
-                         f"{plan['replicas']} of them\n{command.shell()}\n")
+                         f"{plan['replicas']} of them. MODEL: the checkpoint it loads.\n"
+                         f"MODEL=\"${{MODEL:-{command.model}}}\"\n{command.shell()}\n")
         if command.extra_yaml:
             files["extra-llm-api-options.yaml"] = command.extra_yaml + "\n"
     files["kubernetes.yaml"] = manifest(plan, scenario)
+    priced = plan.get("step_times_detail") or plan.get("step_times")
     files["README.txt"] = (
         f"Deployment recipe: {plan['replicas']} x {shape_text(plan)} {plan['gpu']} ({plan['cards']} cards) serving "
-        f"{scenario.server.model} with {plan['quant']} weights.\n\n"
+        f"{scenario.server.model} with {format_label(plan['quant'])} weights.\n\n"
+        f"MODEL (each script's variable, and the Deployments' environment) names the checkpoint: {weights.repo} by "
+        f"default" + (", quantized to FP8 by vLLM and SGLang as they load it" if weights.quantize_fp8 else "")
+        + ". Set it to another copy of the same weights to use that.\n\n"
         + "".join(f"- launch-{e}.sh: one server under {ENGINE_NAMES[e]} {ENGINE_VERSIONS[e]}\n" for e in RECIPE_ENGINES
                   if f"launch-{e}.sh" in files)
-        + "- kubernetes.yaml: the fleet as Deployments and a Service\n\n"
-        + "\n".join(dict.fromkeys(n for c in commands(plan, scenario) for n in c.notes)) + "\n")
+        + "- kubernetes.yaml: the fleet as Deployments and a Service, with a model cache volume\n\n"
+        + (f"The plan's step times: {priced}.\n\n" if priced else "")
+        + "\n".join(dict.fromkeys(n for c in built for n in c.notes)) + "\n")
     return files
