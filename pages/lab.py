@@ -11,6 +11,7 @@ import engine
 from engine.calibrate.confidence import step_badge
 from engine.decide.cost import cost_columns
 from engine.decide.diagnosis import diagnose, window_words
+from engine.decide.targets import Target
 from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arrival, Autoscale, Fleet, FleetGroup,
                                     Policy, RequestClass, Server, Speculative, Workload, expected_tokens_per_decode,
                                     field_bounds, field_label, field_meta)
@@ -25,6 +26,7 @@ from engine.sim.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate
 from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests
 from ui import (charts, cost_panel, guard, hardware_choices, parallel_controls, runner, scenario_sidebar, state,
                 tables, text, tune_panel, view)
+from ui.state import PLAN_TARGETS
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_help, field_input
 
@@ -35,8 +37,8 @@ MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_cach
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens",
               "conversation_turns", "turn_gap_s")
 CONVERSATION_KEYS = ("conversation_turns", "turn_gap_s")  # synthetic arrivals only (a trace brings its own)
-KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms", "queue_p99_ms",
-            "sla_attainment", "timed_out", "output_tokens_per_s")
+KPI_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "tpot_mean_ms", "tpot_p99_ms",
+            "queue_p99_ms", "sla_attainment", "timed_out", "output_tokens_per_s")
 COMPARISON_KEYS = ("ttft_p99_ms", "ttft_p50_ms", "e2e_p99_ms", "e2e_p50_ms", "queue_p99_ms", "tpot_mean_ms",
                    "sla_attainment", "timed_out", "output_tokens_per_s", "output_tokens_per_s_run", "longest_wait_ms",
                    *(m.key for m in COSTS))
@@ -426,6 +428,27 @@ def kpi_cards(summary: Summary, previous: Summary | None, typed: engine.Scenario
                                 delta_color="inverse" if m.lower_is_better else "normal", help=text.sentence(m.help))
 
 
+def planner_targets(summary: Summary, scenario: dict) -> None:
+    """The Planner's targets judged on this run, when the Lab was opened on a plan's fleet (``PLAN_TARGETS``): each
+    target's value and whether this run meets it. The cards' "SLA met" stays the classes' own SLA."""
+    opened = st.session_state.get(PLAN_TARGETS)
+    if not opened:
+        return
+    box = st.container(border=True)
+    changed = opened["scenario"] != scenario
+    box.markdown("**The Planner's targets on this run**" + (" (the fleet or workload changed since it was opened)"
+                                                          if changed else ""))
+    lines = []
+    for entry in opened["targets"]:
+        target = Target(entry["cls"], entry["key"], entry["limit"])
+        met, value = target.met(summary)
+        shown = "—" if value is None else metric(target.key).text(value)
+        lines.append(f"- {text.plain(target.describe())}: {shown}, {'met' if met else '**missed**'}")
+    box.markdown("\n".join(lines))
+    box.caption(f"One run of {summary['run']['requests']:,} requests; the plan judged {opened['seeds']} seeds of "
+                f"{opened['requests']:,}. The cards' SLA met is each class's own SLA (the scenario's), not these.")
+
+
 def system_cards(system: SystemMetrics) -> None:
     """The fleet's load and how it spent its time, each defined where it is read."""
     values = {"offered_load": load_text(system["offered_load"]),
@@ -607,6 +630,7 @@ if typed.workload.trace is not None:
     st.caption(f"Replays {summary['run']['requests']:,} of the trace's {trace_requests(typed):,} requests.")
 
 st.subheader("Per-class results")
+planner_targets(summary, current)
 kpi_cards(summary, st.session_state.get("previous_summary"), typed)
 system_cards(system)
 scaling = describe_scaling(system)

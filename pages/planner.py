@@ -351,6 +351,9 @@ def open_in_lab(chosen: dict, question: Question) -> None:
         return
     if state.replace(data):
         st.session_state["cost_offer"] = chosen["offer"]  # the Lab's cost through the plan's own offer
+        st.session_state[state.PLAN_TARGETS] = {  # the Lab judges the plan's targets, not only the classes' SLA
+            "targets": [{"cls": t.cls, "key": t.key, "limit": t.limit} for t in question.targets],
+            "scenario": state.current(), "seeds": question.seeds, "requests": question.requests}
         st.switch_page("pages/lab.py")
 
 

@@ -82,3 +82,22 @@ def test_the_whole_day_is_asked_on_the_planner_a_shape_its_mean_and_peak_and_bac
     mode.set_value("One rate (the busiest hour's)").run()
     arrival = at.session_state["scenario"]["workload"]["arrival"]
     assert "shape" not in arrival and arrival["rate_per_s"] > rate, "one rate: the shape's peak, not its mean"
+
+
+def test_the_lab_opened_on_a_plan_judges_the_planners_targets_and_shows_tpot_p99():
+    """What "Open this fleet in the Lab" leaves for the Lab (its click is followed end to end in
+    tests/test_browser.py): the targets judged on the Lab's run, apart from the classes' own SLA."""
+    at = planner()
+    at.session_state[state.PLAN_TARGETS] = {
+        "targets": [{"cls": "interactive", "key": "ttft_p99_ms", "limit": 1000.0},
+                    {"cls": "interactive", "key": "tpot_p99_ms", "limit": 0.001}],
+        "scenario": at.session_state["scenario"], "seeds": 2, "requests": 500}
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    said = "\n".join(shown(at.markdown))
+    assert "The Planner's targets on this run" in said and "changed since" not in said
+    assert "interactive TTFT p99 <= 1.00 s: " in said and ", met" in said
+    assert "interactive TPOT p99 <= " in said
+    assert "**missed**" in said, "a TPOT p99 under a microsecond is missed"
+    assert any("The cards' SLA met is each class's own SLA" in c for c in shown(at.caption))
+    assert [m for m in at.metric if m.label == "TPOT p99"]
