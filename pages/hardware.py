@@ -87,8 +87,9 @@ def own_model_section(data: dict) -> None:
         try:
             config = parse_config(raw)
             name = st.text_input("Model name", value=model_name(config, fallback), max_chars=60,
-                                 key=f"hw_model_config_name_{zlib.crc32(raw)}", help="What the plan, the report and the recipes call "
-                                                                  "it (a config.json rarely names its model).")
+                                 key=f"hw_model_config_name_{zlib.crc32(raw)}",
+                                 help="What the plan, the report and the recipes call it (a config.json rarely names "
+                                      "its model).")
             overrides = user_model_overrides(config, fallback, "your config.json", name=printable(name, 60))
             served = apply_overrides(on_roofline(data), overrides)
             if served["server"].get("expert_parallel") and not model_experts(served):

@@ -8,6 +8,7 @@ this page only asks and shows.
 """
 
 import copy
+import hashlib
 import io
 import tempfile
 import time
@@ -233,8 +234,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
     billing = cost_panel.billing_picker(cols[0])
     currency = cols[1].selectbox("Currency", CURRENCIES, key="cost_currency")
     seeds = cols[2].number_input("Seeds per decision", 2, max(T_95), step=1, key="plan_seeds",
-                                 help="A fleet meets a target only if it does on every seed's run and the 95% interval over "
-                                      "the seeds lies inside the limit.")
+                                 help="A fleet meets a target only if it does on every seed's run and the 95% "
+                                      "interval over the seeds lies inside the limit.")
     requests = cols[3].number_input("Requests per run", *REQUESTS_RANGE, step=500, key="plan_requests")
     tune_first = cols[4].number_input("Tune first (candidates)", 0, TUNE_RANGE[1], step=50, key="plan_tune",
                                       help="0: the scenario's policy parameters. Otherwise each of strict priority, "
@@ -252,6 +253,9 @@ def question_inputs(typed: engine.Scenario) -> Question:
                     decodings=tuple(decodings), prices=prices, price_list=price_list)
 
 
+PRICE_LIST_KEY = "plan_price_list_named"  # the view key naming the visitor's price list (ui.view)
+
+
 def price_list_input() -> tuple:
     """The visitor's own price list (a CSV of offers.csv's columns), planned against in place of the built-in offers
     while it is uploaded; its one-line error when it cannot be read."""
@@ -259,12 +263,27 @@ def price_list_input() -> tuple:
                               max_upload_size=PRICE_LIST_MAX_BYTES // MIB or 1,
                               help="The columns of data/hardware/offers.csv (see the manual, Plan: the cheapest "
                                    "rental): the plan then rents through these offers only.")
+    named = view.current(PRICE_LIST_KEY, "")
     if upload is None:
+        if named:  # the link's plan was priced with a price list the link cannot carry
+            st.warning(text.plain(f"This link's plan was priced with your own price list ({named}), which a link "
+                                  f"cannot carry: upload it again to plan with it. Until then Plan prices with the "
+                                  f"built-in offers."))
+            st.button("Plan with the built-in offers instead", key="plan_price_list_drop",
+                      on_click=forget_price_list)
         return ()
-    rows = read_price_list(upload.getvalue(), f"price list {printable(upload.name)}")
+    content = upload.getvalue()
+    rows = read_price_list(content, f"price list {printable(upload.name)}")
+    st.session_state[PRICE_LIST_KEY] = (f"{printable(upload.name, 60)}, {len(rows):,} offers, sha256 "
+                                        f"{hashlib.sha256(content).hexdigest()[:12]}")
     st.caption(f"Planning against your {len(rows):,} offers ({printable(upload.name)}) instead of the built-in ones, "
-               "on every GPU they rent.")
+               "on every GPU they rent; the link names the file (it cannot carry it).")
     return rows
+
+
+def forget_price_list() -> None:
+    """Plan with the built-in offers: the link stops naming a price list (a button's callback)."""
+    st.session_state[PRICE_LIST_KEY] = ""  # remembered as such: the link names none
 
 
 def show_answer(answer: dict, question: Question) -> None:

@@ -74,9 +74,10 @@ def test_a_share_of_the_fleet_is_billed_as_the_whole_fleet():
     tripled = {b.strategy: b for b in strategy_bills(scenario, share, fixed, "USD", 7.0, multiple=3)}
     base = scenario.fleet.autoscale.min_replicas
     whole_bills = {b.strategy: b for b in strategy_bills(
-        h100_scenario(replicas=3 * base, autoscale={"min_replicas": 3 * base, "max_replicas": 15}), {**whole, "system": {**whole["system"], "autoscale": {
-            **whole["system"]["autoscale"],
-            "billed_slots": [3 * j + k for j in (0, 1, 2, 3) for k in range(3)]}}}, fixed, "USD", 7.0)}
+        h100_scenario(replicas=3 * base, autoscale={"min_replicas": 3 * base, "max_replicas": 15}),
+        {**whole, "system": {**whole["system"], "autoscale": {
+            **whole["system"]["autoscale"], "billed_slots": [3 * j + k for j in (0, 1, 2, 3) for k in range(3)]}}},
+        fixed, "USD", 7.0)}
     for strategy in STRATEGIES:
         assert tripled[strategy].per_month == pytest.approx(whole_bills[strategy].per_month), strategy
         assert tripled[strategy].replica_hours == pytest.approx(whole_bills[strategy].replica_hours), strategy

@@ -11,8 +11,8 @@ import pytest
 
 import engine
 from conftest import REPO
-from engine.hardware.hf_config import (CONFIG_MAX_BYTES, model_config_from_hf, model_name, parse_config, read_config_file,
-                                       user_model_overrides)
+from engine.hardware.hf_config import (CONFIG_MAX_BYTES, model_config_from_hf, model_name, parse_config,
+                                       read_config_file, user_model_overrides)
 from engine.hardware.roofline import model_shape, peak_profile
 from engine.hardware.tables import load_table
 from engine.scenario.config import Server, apply_overrides, read_toml

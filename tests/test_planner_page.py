@@ -101,3 +101,18 @@ def test_the_lab_opened_on_a_plan_judges_the_planners_targets_and_shows_tpot_p99
     assert "**missed**" in said, "a TPOT p99 under a microsecond is missed"
     assert any("The cards' SLA met is each class's own SLA" in c for c in shown(at.caption))
     assert [m for m in at.metric if m.label == "TPOT p99"]
+
+
+def test_a_link_whose_plan_used_your_price_list_says_it_is_missing_and_can_drop_it():
+    """A link cannot carry the uploaded file: it names it, and the page says it must be uploaded again before
+    planning with it, instead of pricing silently with the built-in offers."""
+    at = planner({"plan_price_list_named": "acme-prices.csv, 2 offers, sha256 0123456789ab"})
+    assert not at.exception
+    [warning] = shown(at.warning)
+    assert "priced with your own price list (acme-prices.csv, 2 offers, sha256 0123456789ab)" in warning
+    assert "upload it again" in warning
+    next(b for b in at.button if b.label == "Plan with the built-in offers instead").click().run()
+    assert not at.exception and not at.warning
+    linked = at.query_params[view.QUERY_KEY]
+    assert not state.decode(linked if isinstance(linked, str) else linked[0]).get("plan_price_list_named"), \
+        "the link names no price list any more"

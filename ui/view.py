@@ -40,6 +40,7 @@ VIEW_KEYS = (
     "plan_gpus", "plan_policies", "plan_quants", "plan_routers", "plan_budget", "plan_tune", "plan_seeds",
     "plan_requests", "plan_decodings", "plan_prices", "plan_answer", "plan_offers",
     "plan_users", "plan_requests_per_user", "plan_peak_factor",
+    "plan_price_list_named",  # the visitor's own price list by name, offers and digest (a link cannot carry it)
 )
 _MEMORY = "view"
 _KEPT_LINK = "kept_view_link"  # the visitor's invalid ?v=, kept in the address bar until a control changes

@@ -10,7 +10,8 @@ under 1: fewer are unstable by definition) and grow by doubling, then bisection,
 target on every one of ``seeds`` runs (same requests per run, seeds ``seed``, ``seed + 1``, ...): a p99 near
 its limit must hold on each draw, not on a lucky one, so that the same question always gets the same answer
 and fresh seeds confirm it; and each target's 95% confidence interval over the seeds must lie inside its limit
-too (a mean inside with an interval across the limit is not met: ``interval_met``). Each configuration is then priced through every offer that can host it.
+too (a mean inside with an interval across the limit is not met: ``interval_met``). Each configuration is then
+priced through every offer that can host it.
 
 The recommendation is the cheapest plan whose step times are calibrated; cheaper plans on GPUs timed by an
 estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's

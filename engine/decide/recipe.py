@@ -3,14 +3,15 @@ manifest for the fleet.
 
 For a priced plan (``planner.plan_entry``) on its scenario: the command that starts one server of the plan's shape
 under vLLM, SGLang and TensorRT-LLM, reading the weights from ``$MODEL`` (by default a published checkpoint of the
-plan's own weight format, ``data/hardware/checkpoints.csv``, else the base model with what to do said beside it) (tensor, expert and attention data-parallel sizes, most sequences, token budget
-per iteration, KV-cache format, prefix caching, speculative decoding, the share of GPU memory), each flag as the
-engine's command line documents it at ``ENGINE_VERSIONS`` (the releases whose kernels price the plan's step times,
-where their flags could be read; the test suite checks every flag against the engine's own parser at that release),
-and a Deployment and Service with the plan's replicas and GPU requests, the GPU's node label where it is known
-(``data/hardware/node_labels.csv``), a model cache volume and a readiness probe, on the scenario's engine (for a disaggregated plan a prefill and a decode Deployment, on SGLang, whose command line documents the
-split). What the engines cannot take as a flag is said beside the command: the plan's scheduling policy and router
-are the simulator's; the engines order requests first come, first served (vLLM also by a priority the client sends),
+plan's own weight format, ``data/hardware/checkpoints.csv``, else the base model with what to do said beside it):
+tensor, expert and attention data-parallel sizes, most sequences, token budget per iteration, KV-cache format, prefix
+caching, speculative decoding, the share of GPU memory, each flag as the engine's command line documents it at
+``ENGINE_VERSIONS`` (the releases whose kernels price the plan's step times, where their flags could be read; the test
+suite checks every flag against the engine's own parser at that release); and a Deployment and Service with the
+plan's replicas and GPU requests, the GPU's node label where it is known (``data/hardware/node_labels.csv``), a model
+cache volume and a readiness probe, on the scenario's engine (for a disaggregated plan a prefill and a decode
+Deployment, on SGLang, whose command line documents the split). What the engines cannot take as a flag is said
+beside the command: the plan's scheduling policy and router are the simulator's; the engines order requests first come, first served (vLLM also by a priority the client sends),
 and a Kubernetes Service spreads connections, not requests.
 """
 

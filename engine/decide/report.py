@@ -38,8 +38,9 @@ from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_mo
                    offers_table, price_age_days, priced_by)
 from .plan_charts import over_time_chart, pareto_chart, targets_chart
 from .recipe import engine_versions, recipe_files
-from .plan_text import (alternatives_frame, mode_words, caveat, cut_text, hours_frame, mix_text, no_plan_text, not_possible_frame,
-                        over_time_frame, over_time_heading, policy_label, sensitivity_text, shape, step_times_text,
+from .plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, mode_words, no_plan_text,
+                        not_possible_frame, over_time_frame, over_time_heading, policy_label, sensitivity_text, shape,
+                        step_times_text,
                         summary_line, target_text, traffic_text, tuned_text)
 from .planner import Question, answer_key
 
