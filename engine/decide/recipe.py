@@ -11,8 +11,9 @@ suite checks every flag against the engine's own parser at that release); and a 
 plan's replicas and GPU requests, the GPU's node label where it is known (``data/hardware/node_labels.csv``), a model
 cache volume and a readiness probe, on the scenario's engine (for a disaggregated plan a prefill and a decode
 Deployment, on SGLang, whose command line documents the split). What the engines cannot take as a flag is said
-beside the command: the plan's scheduling policy and router are the simulator's; the engines order requests first come, first served (vLLM also by a priority the client sends),
-and a Kubernetes Service spreads connections, not requests.
+beside the command: the plan's scheduling policy and router are the simulator's; the engines order requests first
+come, first served (vLLM also by a priority the client sends), and a Kubernetes Service spreads connections, not
+requests.
 """
 
 from __future__ import annotations
