@@ -43,7 +43,8 @@ from .scenario.caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
 from .scenario.config import (OVERALL, Scenario, apply_overrides, fleet_servers, keys_markdown, load_scenario,
                               scenario_to_dict, to_toml)
 from .scenario.errors import ScenarioError, printable
-from .scenario.files import os_reason, quoted, read_regular
+from .scenario.csv_out import csv_text
+from .scenario.files import os_reason, quoted, read_regular, write_named
 from .scenario.json_out import strict_json
 from .scenario.link import PUBLIC_URL_ENV, public_address
 from .scenario.metric_table import FRACTION, LATENCY_KEYS, metric, money_range
@@ -380,7 +381,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             _write(args.json, text + "\n", "--json")
     if args.requests_csv:
-        _write(args.requests_csv, result.requests.to_csv(index=False), "--requests-csv")
+        _write(args.requests_csv, csv_text(result.requests), "--requests-csv")
     if args.json != "-":
         print(format_table(result))
         if cost is not None:
@@ -546,7 +547,7 @@ def _write_recipe(folder: str | None, answer: dict, scenario: Scenario) -> None:
         raise ScenarioError(f"--recipe {quoted(folder)} could not be made ({os_reason(exc)})") from None
     files = recipe_files(best, scenario)
     for name, text in files.items():
-        _write(str(Path(folder) / name), text, "--recipe")
+        _write(str(Path(folder) / name), text, "--recipe", inside=folder)
     print(f"recipe: {', '.join(files)} in {folder}", file=sys.stderr)
 
 
@@ -653,12 +654,10 @@ def os_error_text(exc: OSError) -> str:
     return f"{what}: {quoted(exc.filename)}" if exc.filename else what
 
 
-def _write(path: str, text: str, option: str) -> None:
-    """Write ``text`` to ``path`` (UTF-8); ``ScenarioError`` naming ``option`` and why when it cannot be written."""
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{option} {quoted(path)} could not be written ({os_reason(exc)})") from None
+def _write(path: str, text: str, option: str, inside: str | None = None) -> None:
+    """Write ``text`` to ``path`` (UTF-8) whole and never through a link (``files.write_named``; ``inside``: the
+    folder it must be in); ``ScenarioError`` naming ``option`` and why when it cannot be written."""
+    write_named(path, text.encode("utf-8"), option, inside)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from engine.scenario.config import (FIXED_STEP_KEYS, OVERALL, WEIGHT_RANGE, Arri
                                     Policy, RequestClass, Server, Speculative, Workload, expected_tokens_per_decode,
                                     field_bounds, field_label, field_meta)
 from engine.scenario import labels
+from engine.scenario.csv_out import csv_text
 from engine.scenario.metric_table import COSTS, DURATION, STEADY_STATE, SYSTEM_METRICS, metric
 from engine.scenario.summary import Summary, SystemMetrics
 from engine.sim.autoscale import describe as describe_scaling
@@ -741,5 +742,5 @@ with timeline_tab:
             f"fleet can serve while it lasts) and the SLA attainment of the requests that arrived in it."))
 
 requests_frame = run.requests  # the CSV is written when the button is clicked, not on every rerun
-st.download_button("Download per-request results (CSV)", lambda: requests_frame.to_csv(index=False), "requests.csv",
+st.download_button("Download per-request results (CSV)", lambda: csv_text(requests_frame), "requests.csv",
                    mime="text/csv", on_click="ignore")

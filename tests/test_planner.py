@@ -500,4 +500,5 @@ def test_billing_words_are_one_phrase_per_offers_terms_and_say_why_annual_prepay
     plan = {"monthly_cost": {"billing": billing, "billing_asked": asked},
             "price": {"terms": terms, "firm": True, "as_of": "2026-04-13", "annual_discount": discount}}
     assert billing_words(plan) == expected
+    assert len(billing_words(plan, short=True)) <= 22, "a table cell's few words"
     assert "pay as you go" not in expected or terms == "on-demand", "never 'pay as you go' beside a reserved term"

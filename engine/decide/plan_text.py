@@ -42,12 +42,22 @@ TERMS_WORDS = {"on-demand": "on demand", "reserved": "reserved term", "spot": "s
                "spot to on-demand": "spot to on-demand (interruptible)", "unstated": "terms not stated"}
 
 
-def billing_words(plan: dict) -> str:
+TERMS_SHORT = {"on-demand": "on demand", "reserved": "reserved", "spot": "spot",
+               "spot to on-demand": "spot/on demand", "unstated": "unstated"}  # a table cell's terms
+
+
+def billing_words(plan: dict, short: bool = False) -> str:
     """How the plan is bought, in one phrase that cannot contradict itself (``mode_words``); where annual prepay was
-    asked of an offer without an annual discount it says so ("reserved term, no annual discount offered")."""
+    asked of an offer without an annual discount it says so ("reserved term, no annual discount offered").
+    ``short``: a table cell's few words ("reserved (no annual)", "on demand, annual -20%")."""
     cost, price = plan["monthly_cost"], plan.get("price")
     if price is None:
         return words("billing", cost["billing"]).lower()
+    if short:
+        terms = TERMS_SHORT.get(price["terms"], price["terms"])
+        if cost["billing"] == BILLING_MODES[1]:
+            return f"{terms}, annual {-price.get('annual_discount', 0.0):.0%}"
+        return terms + (" (no annual)" if cost.get("billing_asked") == BILLING_MODES[1] else "")
     phrase = mode_words(price["terms"], cost["billing"], price.get("annual_discount", 0.0))
     if cost["billing"] != BILLING_MODES[1] and cost.get("billing_asked") == BILLING_MODES[1]:
         return f"{TERMS_WORDS.get(price['terms'], price['terms'])}, no annual discount offered"
@@ -116,7 +126,7 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             # what to rent and what it costs and achieves first; how it is run and how sure after
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": format_label(plan["quant"]),
             "decoding": words("decoding", plan["decoding"]), "cards": plan["cards"],
-            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])), "bought": billing_words(plan),
+            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])), "bought": billing_words(plan, short=True),
             "price": price_words(plan),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",

@@ -28,6 +28,7 @@ from plotly.offline import get_plotlyjs
 
 from ..scenario.config import Arrival, Scenario, TokenDist, field_label, load_scenario, to_toml
 from ..scenario.errors import ScenarioError
+from ..scenario.files import write_named
 from ..hardware.kernel_tables import engine_version_words
 from ..scenario.labels import cards_text, format_label, parallel_label, words
 from ..scenario.link import page_link
@@ -404,4 +405,4 @@ def write_pdf(html_text: str, pdf_path: Path) -> None:
         if not out.exists() or out.stat().st_size == 0:
             reason = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
             raise ScenarioError(f"Chromium did not print the PDF ({reason})")
-        shutil.copyfile(out, pdf_path)
+        write_named(pdf_path, out.read_bytes(), "--pdf")

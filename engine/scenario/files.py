@@ -1,5 +1,6 @@
 """Opening the files a user names (a scenario, a trace, a benchmark result): regular files only, their size
-checked before a byte is read.
+checked before a byte is read; and writing the files a user names (``write_named``): never through a symbolic link,
+never half a file.
 
 A path on the command line may name anything: a FIFO (reading it waits for a writer forever), a device
 (``/dev/zero`` never ends), a socket or a folder. ``open_regular`` opens without blocking, asks the open file
@@ -12,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -96,3 +98,32 @@ def _read_up_to(fh: BinaryIO, count: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def write_named(path: str | Path, content: bytes, option: str, inside: str | Path | None = None) -> None:
+    """Write ``content`` to the file ``path`` a user named with ``option`` ("--json"): written whole to a partial
+    file beside it, then renamed into place (a reader never sees half of it, and a failure leaves the old file).
+    A symbolic link is refused, not followed (its target could be any file the process may write), as is a path
+    that is not a regular file, and with ``inside``, a file outside that folder; each refusal one line naming the
+    option and the path."""
+    target = Path(path)
+    name = f"{option} {quoted(path)}"
+    if target.is_symlink():
+        raise ScenarioError(f"{name} is a symbolic link; give the path of a plain file (a link's target is never "
+                            f"replaced)")
+    if target.exists() and not target.is_file():
+        raise ScenarioError(f"{name} is {kind_of(target.stat().st_mode)}, not a regular file; give a file path")
+    if inside is not None and target.parent.resolve() != Path(inside).resolve():
+        raise ScenarioError(f"{name} is outside the folder {quoted(inside)}; nothing there is written")
+    try:
+        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    except OSError as exc:
+        raise ScenarioError(f"{name} could not be written ({os_reason(exc)})") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        os.replace(partial, target)
+    except OSError as exc:
+        raise ScenarioError(f"{name} could not be written ({os_reason(exc)})") from None
+    finally:
+        Path(partial).unlink(missing_ok=True)
