@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, SCENARIOS
+from engine.cli import main
 
 METRIC_KEYS = {"arrived", "completed", "timed_out", "unfinished", "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms",
                "sla_attainment", "output_tokens_per_s"}
@@ -194,3 +195,11 @@ def test_size_lists_offers_cheapest_first():
     assert done.stdout.startswith("cheapest fleet per offer with interactive TTFT p99 <= 1.00 s")
     bad = cli("size", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target-class", "vip", "--max-ms", "10")
     assert bad.returncode == 2 and "target class 'vip' is not a class" in bad.stderr
+
+
+def test_a_number_far_out_of_range_is_echoed_short(capsys):
+    """A 400-digit seed: the error line shows an excerpt of it, not all 400 digits."""
+    status = main(["run", str(SCENARIOS / "example.toml"), "--set", f"seed={'9' * 400}"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and err.startswith("error: seed = 99999") and "... must be <= 9,223,372,036,854,775,807" in err
+    assert len(err) < 120

@@ -144,7 +144,7 @@ def test_share_bars_and_heatmap_match_the_validated_figures(specs):
 
 def plan_entry(k: int, calibrated: bool) -> dict:
     """A plan as the planner writes it (the keys the charts read)."""
-    return {"replicas": k + 1, "tensor_parallel": 2, "gpu": "A100-80G", "offer": f"cloud & co {k}",
+    return {"replicas": k + 1, "tensor_parallel": 2, "gpu": "A100-80G", "quant": "fp16", "offer": f"cloud & co {k}",
             "calibrated": calibrated, "monthly_cost": {"low": 1000.0 * (k + 1), "currency": "USD"},
             "targets": [{"metric": "ttft_p99_ms", "class": "chat", "value": 800.0 / (k + 1),
                          "ci95": [700.0 / (k + 1), 900.0 / (k + 1)]},

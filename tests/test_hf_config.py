@@ -11,6 +11,7 @@ import pytest
 
 import engine
 from conftest import REPO
+from engine.cli import main
 from engine.hardware.hf_config import (CONFIG_MAX_BYTES, model_config_from_hf, model_name, parse_config,
                                        read_config_file, user_model_overrides)
 from engine.hardware.roofline import model_shape, peak_profile
@@ -167,3 +168,20 @@ def test_a_config_json_without_its_repository_name_is_not_called_config():
     assert engine.load_scenario(named).server.model == "acme-chat-20b"
     shipped_name = apply_overrides(EXAMPLE, user_model_overrides(bare, "config", name="gpt-oss-20b"))
     assert engine.load_scenario(shipped_name).server.model == "gpt-oss-20b (your config)"
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("hidden_size", "NaN", "holds NaN, which is not a number a config.json gives; give finite numbers"),
+    ("vocab_size", "Infinity", "holds Infinity, which is not a number a config.json gives; give finite numbers"),
+    ("num_hidden_layers", "1e308", "config.json num_hidden_layers = 1e+308 must be a whole number from 0 to "
+                                   "2,147,483,647"),
+])
+def test_a_config_json_with_a_number_out_of_range_is_one_short_line_and_exit_2(field, value, said, tmp_path, capsys):
+    text = json.dumps(config("Llama-3.1-8B")).replace(f'"{field}": ', f'"{field}": {value}, "was_{field}": ', 1)
+    assert f'"{field}": {value},' in text
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    status = main(["run", str(REPO / "data/scenarios/example.toml"), "--model-config", str(path),
+                   "--set", "workload.num_requests=20"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and said in err and len(err) < 200 and "\n" not in err and "internal error" not in err

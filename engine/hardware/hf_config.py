@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -38,6 +39,7 @@ EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 UNMODELLED_KEYS = {"ssm_cfg": "state-space (Mamba) layers", "mamba_d_state": "state-space (Mamba) layers",
                    "layers_block_type": "state-space (Mamba) layers", "linear_attn_config": "linear-attention layers",
                    "full_attention_interval": "linear-attention layers"}
+MAX_CONFIG_INT = 2**31 - 1  # the largest count a config.json field may give (layers, widths, heads, experts)
 
 
 def read_config_file(path: str | Path) -> dict:
@@ -55,8 +57,14 @@ def parse_config(raw: bytes, where: str = "config.json") -> dict:
     if len(raw) > CONFIG_MAX_BYTES:
         raise ScenarioError(f"{where} is over {CONFIG_MAX_BYTES // MIB} MiB; a model's config.json is a few KiB: "
                             f"give that file")
+    def not_a_number(constant: str) -> None:
+        raise ScenarioError(f"{where} holds {constant}, which is not a number a config.json gives; give finite "
+                            f"numbers")
+
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=not_a_number)
+    except ScenarioError:  # a NaN or an Infinity (not_a_number)
+        raise
     except UnicodeDecodeError:
         raise ScenarioError(f"{where} is not UTF-8 text; give the model's config.json") from None
     except (ValueError, RecursionError) as exc:
@@ -75,8 +83,10 @@ def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int
         if default is None:
             raise ScenarioError(f"config.json has no {key}; it is required (give the model's own config.json)")
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
-        raise ScenarioError(f"config.json {key} = {excerpt(value)} must be a whole number >= 0")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            or value > MAX_CONFIG_INT or value != int(value)):
+        shown = f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else excerpt(value)
+        raise ScenarioError(f"config.json {key} = {shown} must be a whole number from 0 to {MAX_CONFIG_INT:,}")
     return int(value)
 
 

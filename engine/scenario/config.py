@@ -1089,11 +1089,11 @@ def _check_field(value: Any, meta: Mapping[str, Any], default: Any, path: str, c
     if "table" in meta and (value or default) and not defined:  # an empty name where the default is empty: "none"
         check_name(meta["table"], value, path)
     if "ge" in meta and value < meta["ge"]:
-        raise ScenarioError(f"{path} = {value!r} must be >= {number_text(meta['ge'])}{unit}")
+        raise ScenarioError(f"{path} = {excerpt(value)} must be >= {number_text(meta['ge'])}{unit}")
     if "gt" in meta and value <= meta["gt"]:
-        raise ScenarioError(f"{path} = {value!r} must be > {number_text(meta['gt'])}{unit}")
+        raise ScenarioError(f"{path} = {excerpt(value)} must be > {number_text(meta['gt'])}{unit}")
     if "le" in meta and value > meta["le"]:
-        raise ScenarioError(f"{path} = {value!r} must be <= {number_text(meta['le'])}{unit}")
+        raise ScenarioError(f"{path} = {excerpt(value)} must be <= {number_text(meta['le'])}{unit}")
 
 
 def _defined_here(data: Mapping[str, Any], meta: Mapping[str, Any], value: Any) -> bool:
