@@ -410,9 +410,11 @@ def test_the_recommended_fleet_opens_in_the_lab(server, page):
     described = page.inner_text("[data-testid=stSidebar]").replace("\n", " ").replace("\u2060", "")
     assert f"now: {replicas} servers of Llama-3-70B" in described and gpu in described, described[:400]
     offer = said.split(" through ")[1].split(" (")[0]
+    page.wait_for_selector("text=The Planner's targets on this run", timeout=TIMEOUT_MS)  # drawn with the full run
     body = page.inner_text("body")
     assert offer in body, "the Lab prices the fleet through the plan's own offer"
-    assert "The Planner's targets on this run" in body and "TPOT p99" in body, "its targets judged, TPOT p99 shown"
+    assert "Planner" in body and "targets on this run" in body, "its targets judged"
+    assert "TPOT p99" in body, "a TPOT p99 card"
 
 
 def set_length(page, popover: str, tokens: str) -> None:

@@ -67,3 +67,9 @@ def test_the_requests_csv_of_a_class_named_like_a_formula_is_safe(tmp_path):
     assert main(["run", str(path), "--set", "workload.num_requests=50", "--requests-csv", str(out)]) == 0
     text = out.read_text()
     assert "'=1+2" in text and ",=1+2" not in text and not text.startswith("=1+2")
+
+
+def test_a_device_is_written_to_as_it_is_and_a_folder_refused(tmp_path):
+    write_named("/dev/null", b"x", "--json")  # nothing to rename: written to
+    with pytest.raises(ScenarioError, match="--json .* is a folder; give a file path"):
+        write_named(tmp_path, b"x", "--json")

@@ -126,7 +126,8 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             # what to rent and what it costs and achieves first; how it is run and how sure after
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": format_label(plan["quant"]),
             "decoding": words("decoding", plan["decoding"]), "cards": plan["cards"],
-            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])), "bought": billing_words(plan, short=True),
+            f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
+            "bought": billing_words(plan, short=True),
             "price": price_words(plan),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",

@@ -103,18 +103,25 @@ def _read_up_to(fh: BinaryIO, count: int) -> bytes:
 def write_named(path: str | Path, content: bytes, option: str, inside: str | Path | None = None) -> None:
     """Write ``content`` to the file ``path`` a user named with ``option`` ("--json"): written whole to a partial
     file beside it, then renamed into place (a reader never sees half of it, and a failure leaves the old file).
-    A symbolic link is refused, not followed (its target could be any file the process may write), as is a path
-    that is not a regular file, and with ``inside``, a file outside that folder; each refusal one line naming the
-    option and the path."""
+    A symbolic link is refused, not followed (its target could be any file the process may write; "-" names standard
+    output), as is a folder, and with ``inside``, a file outside that folder; each refusal one line naming the option
+    and the path. A device or a pipe is written to as it is (nothing to rename)."""
     target = Path(path)
     name = f"{option} {quoted(path)}"
     if target.is_symlink():
-        raise ScenarioError(f"{name} is a symbolic link; give the path of a plain file (a link's target is never "
-                            f"replaced)")
-    if target.exists() and not target.is_file():
-        raise ScenarioError(f"{name} is {kind_of(target.stat().st_mode)}, not a regular file; give a file path")
+        raise ScenarioError(f"{name} is a symbolic link; give the path of a plain file, or - for standard output (a "
+                            f"link's target is never replaced)")
+    if target.is_dir():
+        raise ScenarioError(f"{name} is a folder; give a file path")
     if inside is not None and target.parent.resolve() != Path(inside).resolve():
         raise ScenarioError(f"{name} is outside the folder {quoted(inside)}; nothing there is written")
+    if target.exists() and not target.is_file():  # a device or a pipe (/dev/null): written to, nothing renamed
+        try:
+            with open(target, "wb") as fh:
+                fh.write(content)
+        except OSError as exc:
+            raise ScenarioError(f"{name} could not be written ({os_reason(exc)})") from None
+        return
     try:
         fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     except OSError as exc:
