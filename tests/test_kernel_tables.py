@@ -174,20 +174,6 @@ def test_fp8_is_per_tensor_for_a_dense_checkpoint_and_block_scaled_for_a_mixture
     assert coverage(moe).key.model_config == "deepseek-ai/DeepSeek-V3"  # bundled: the package's own config
 
 
-def test_vllm_times_a_block_fp8_checkpoints_dense_layers_on_its_per_tensor_fp8_table():
-    """kernel_names.csv (block_fp8_gemm): vLLM's block-scaled GEMM tables time a small GEMM at a fixed 0.06-0.47 ms;
-    its dense layers go on the per-tensor FP8 table, the experts stay block-scaled, other engines keep fp8_block."""
-    vllm = Server(step_model="roofline", gpu="B200", model="MiniMax-M2.5", quant="fp8", engine="vllm",
-                  tensor_parallel=2)
-    sglang = Server(**{**vllm.__dict__, "engine": "sglang"})
-    assert (coverage(vllm).key.gemm, coverage(vllm).key.moe) == ("fp8", "fp8_block")
-    assert (coverage(sglang).key.gemm, coverage(sglang).key.moe) == ("fp8_block", "fp8_block")
-    block = dataclasses.replace(coverage(vllm).key, gemm="fp8_block")
-    per_tensor_s, block_s = (decode_step_s_nb(kernel_tables.table_step(server_step(vllm)[:ST_FIELDS], key), 32, 1536)
-                             for key in (coverage(vllm).key, block))
-    assert per_tensor_s < 0.6 * block_s  # the table it leaves: a MiniMax decode over twice as slow
-
-
 def test_the_versions_the_tables_have_are_kept_on_disk_so_a_process_need_not_load_the_package(tmp_path, monkeypatch):
     monkeypatch.setattr(kernel_tables, "_cache_dir", lambda: tmp_path)
     kernel_tables.version_slots.cache_clear()

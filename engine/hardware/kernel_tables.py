@@ -242,8 +242,8 @@ def coverage(server: Server) -> Coverage:
     experts = int(row["experts"]) > 0
     gemm = _kernel_name("quant", server.quant)
     moe = _kernel_name("quant", server.quant, "moe_kernel") if experts else ""
-    if experts and gemm == "fp8":  # a mixture-of-experts FP8 checkpoint is block-scaled throughout: its dense
-        gemm = _kernel_name("block_fp8_gemm", server.engine) or moe  # layers on the engine's table (kernel_names.csv)
+    if experts and gemm == "fp8":
+        gemm = moe  # a mixture-of-experts FP8 checkpoint is block-scaled throughout (kernel_names.csv)
     kv = _kernel_name("kv_quant", server.kv_quant)
     if not gemm or (experts and not moe) or not kv or (server.quant.startswith("mxfp4") and not experts):
         return Coverage(None, f"Roofline estimate (weights {server.quant} with KV {server.kv_quant} have no operator "
