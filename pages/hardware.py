@@ -25,8 +25,9 @@ from engine.decide.cost import (CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER
 from engine.decide.sizing import fleet_shapes
 from engine.hardware import calibration_store
 from engine.hardware.hf_config import CONFIG_MAX_BYTES, model_name, parse_config, user_model_overrides
-from engine.hardware.roofline import (GIB, STATIC_SHARE, TOTAL_SHARE, RooflineProfile, card_memory, kv_capacity_tokens,
-                                      model_text, peak_profile, roofline_profile, sampler_bytes_per_logit)
+from engine.hardware.roofline import (GIB, STATIC_SHARE, TOTAL_SHARE, RooflineProfile, card_memory, has_experts,
+                                      kv_capacity_tokens, model_text, peak_profile, roofline_profile,
+                                      sampler_bytes_per_logit)
 from engine.hardware.steptime import decode_step_s_nb, prefill_s
 from engine.hardware.tables import engine_row, gpu_row, is_slice, load_table
 from engine.scenario.caps import DEFAULT_CAPS
@@ -91,25 +92,17 @@ def own_model_section(data: dict) -> None:
                                  help="What the plan, the report and the recipes call it (a config.json rarely names "
                                       "its model).")
             overrides = user_model_overrides(config, fallback, "your config.json", name=printable(name, 60))
-            served = apply_overrides(on_roofline(data), overrides)
-            if served["server"].get("expert_parallel") and not model_experts(served):
-                overrides += ["server.expert_parallel=false", "server.attention_data_parallel=false"]
-                st.caption("This model has no experts: using it turns expert parallelism off.")
+            if data.get("server", {}).get("expert_parallel"):
+                split_off = [*overrides, "server.expert_parallel=false", "server.attention_data_parallel=false"]
+                if not has_experts(state.validate(apply_overrides(on_roofline(data), split_off)).server):
+                    overrides = split_off
+                    st.caption("This model has no experts: using it turns expert parallelism off.")
             typed = state.validate(apply_overrides(on_roofline(data), overrides))
             st.write(f"**{typed.server.model}**: {model_text(peak_profile(typed.server, 1))}.")
         except engine.ScenarioError as exc:
             text.error(exc)
             return
         st.button("Use this model", key="hw_model_config_use", on_click=use_own_model, args=(data, overrides))
-
-
-def model_experts(data: dict) -> int:
-    """Experts of the model ``data``'s server names (its own shape, else its row of models.csv)."""
-    server = data["server"]
-    own = server.get("model_config")
-    if own:
-        return int(own.get("experts", 0))
-    return int(load_table("models").loc[server["model"], "experts"])
 
 
 def use_own_model(data: dict, overrides: list[str]) -> None:

@@ -121,7 +121,8 @@ def rate_inputs(arrival: dict, typed: Arrival, v: int) -> None:
     if mode == PLAN_RATE_MODES[0]:
         for key in ("rate_curve", "shape", "curve_period_s", "curve_start_s"):
             arrival.pop(key, None)
-        rate = typed.curve().rates_per_s.max() if typed.curve() is not None else typed.rate_per_s
+        curve = typed.curve()
+        rate = curve.rates_per_s.max() if curve is not None else typed.rate_per_s
         with cols[1]:
             arrival["rate_per_s"] = rate_input(rate, f"plan_rate_{v}", "Arrival rate at the peak")
         return

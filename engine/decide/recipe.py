@@ -74,7 +74,8 @@ class Command:
         words = list(self.program)
         for flag, value in self.flags:
             words += [flag] if value is None else [flag, value]
-        return [self.model if model is None and w == MODEL_WORD else model if w == MODEL_WORD else w for w in words]
+        weights = self.model if model is None else model
+        return [weights if w == MODEL_WORD else w for w in words]
 
     def shell(self) -> str:
         """The command as one shell line, each flag on its own continued line, the weights from ``$MODEL``."""

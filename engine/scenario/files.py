@@ -13,11 +13,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import ScenarioError, printable
+from .private_folder import write_atomically
 
 NAME_CHARS = 120  # of a path quoted in an error line
 
@@ -123,14 +123,6 @@ def write_named(path: str | Path, content: bytes, option: str, inside: str | Pat
             raise ScenarioError(f"{name} could not be written ({os_reason(exc)})") from None
         return
     try:
-        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+        write_atomically(target, content)
     except OSError as exc:
         raise ScenarioError(f"{name} could not be written ({os_reason(exc)})") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.replace(partial, target)
-    except OSError as exc:
-        raise ScenarioError(f"{name} could not be written ({os_reason(exc)})") from None
-    finally:
-        Path(partial).unlink(missing_ok=True)
