@@ -25,9 +25,9 @@ from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAUL
 from .decide.diagnosis import bursts
 from .decide.plan_text import no_plan_text, plan_text, summary_line
 from .decide.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
-from .decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, read_price_list
+from .decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, price_list_label, read_price_list
 from .decide.recipe import recipe_files
-from .decide.report import report_html, write_pdf
+from .decide.report import report_html, served_text, write_pdf
 from .decide.sizing import cheapest_fleets, fleet_shapes
 from .decide.targets import TARGET_METRICS, Target, parse_target
 from .decide.traffic import describe as describe_traffic, peak_rate_per_s
@@ -459,14 +459,16 @@ def _question(args: argparse.Namespace) -> Question:
     return Question(tuple(parse_target(t) for t in args.targets), _names(args.gpus), _names(args.offers),
                     _names(args.policies), _names(args.quants), _names(args.routers), PLAN_BILLING[args.billing],
                     args.currency, args.cny_per_usd, args.seeds, args.requests, args.max_replicas, args.budget,
-                    args.tune, _names(args.decodings), args.prices or "", _price_list(args.price_list))
+                    args.tune, _names(args.decodings), args.prices or "", *_price_list(args.price_list))
 
 
-def _price_list(path: str | None) -> tuple:
-    """The offers of ``--price-list FILE`` (none without it)."""
+def _price_list(path: str | None) -> tuple[tuple, str]:
+    """The offers of ``--price-list FILE`` and how the plan names it (none without it)."""
     if not path:
-        return ()
-    return read_price_list(read_regular(path, "--price-list", PRICE_LIST_MAX_BYTES), f"--price-list {quoted(path)}")
+        return (), ""
+    content = read_regular(path, "--price-list", PRICE_LIST_MAX_BYTES)
+    rows = read_price_list(content, f"--price-list {quoted(path)}")
+    return rows, price_list_label(Path(path).name, content, rows)
 
 
 def _plan_scenario(args: argparse.Namespace) -> Scenario:
@@ -520,7 +522,8 @@ def _plan(args: argparse.Namespace) -> int:
     if answer["run"]["cut"] and args.json != "-":
         print(file=sys.stderr)  # the sizing stopped short: end its progress line here
     if not _wrote_json_to_stdout(answer, args.json):
-        print(plan_text(answer, f"Plan for {scenario.name!r}: {_sized_requests(answer, question):,} requests x "
+        print(plan_text(answer, f"Plan for {served_text(scenario, answer)} (from {scenario.name!r}): "
+                                f"{_sized_requests(answer, question):,} requests x "
                                 f"{question.seeds} seeds per decision; targets: "
                                 f"{'; '.join(t.describe() for t in question.targets)}"))
     _write_recipe(args.recipe, answer, scenario)

@@ -8,7 +8,6 @@ this page only asks and shows.
 """
 
 import copy
-import hashlib
 import io
 import tempfile
 import time
@@ -25,7 +24,7 @@ from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, hours
                                      summary_line, traffic_text, tuned_text)
 from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, answer_key,
                                    fleet_scenario, plan)
-from engine.decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, read_price_list
+from engine.decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, price_list_label, read_price_list
 from engine.decide.recipe import recipe_files
 from engine.decide.report import chromium, report_html, write_pdf
 from engine.decide.targets import TARGET_METRICS, Target
@@ -251,7 +250,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
     return Question(targets, gpus, () if price_list else tuple(offers), tuple(policies), tuple(quants),
                     tuple(routers), billing, currency, float(fx), int(seeds), int(requests),
                     budget=float(budget) or None, tune=int(tune_first),
-                    decodings=tuple(decodings), prices=prices, price_list=price_list)
+                    decodings=tuple(decodings), prices=prices, price_list=price_list,
+                    price_list_named=view.current(PRICE_LIST_KEY, "") if price_list else "")
 
 
 PRICE_LIST_KEY = "plan_price_list_named"  # the view key naming the visitor's price list (ui.view)
@@ -275,8 +275,7 @@ def price_list_input() -> tuple:
         return ()
     content = upload.getvalue()
     rows = read_price_list(content, f"price list {printable(upload.name)}")
-    st.session_state[PRICE_LIST_KEY] = (f"{printable(upload.name, 60)}, {len(rows):,} offers, sha256 "
-                                        f"{hashlib.sha256(content).hexdigest()[:12]}")
+    st.session_state[PRICE_LIST_KEY] = price_list_label(upload.name, content, rows)
     st.caption(f"Planning against your {len(rows):,} offers ({printable(upload.name)}) instead of the built-in ones, "
                "on every GPU they rent; the link names the file (it cannot carry it).")
     return rows

@@ -7,6 +7,7 @@ measured update times to tests/artifacts/browser_timings.json.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -488,16 +489,100 @@ def test_hardware_and_costs_cheapest_rental_is_the_planners_answer(server, page)
     assert page.get_by_role("spinbutton", name="Target 1: limit (ms)").input_value() == "2500"
 
 
-def test_the_planner_plans_against_an_uploaded_price_list(server, page):
-    quick = {"plan_seeds": 2, "plan_requests": 600}
-    page.goto(f"{server}/planner?{state.QUERY_KEY}={state.encode(read_toml(SCENARIOS / 'article_mixed_8xa100.toml'))}"
-              f"&{view.QUERY_KEY}={state.encode(quick)}")
+def report_attachment(report: str, name: str) -> bytes:
+    """The file ``name`` a downloaded report carries (a data: link)."""
+    found = re.search(rf'download="{re.escape(name)}" href="data:text/plain;base64,([^"]+)"', report)
+    assert found, f"the report attaches {name}"
+    return base64.b64decode(found.group(1))
+
+
+def download(page, button: str) -> Path:
+    """The file a download button saves."""
+    with page.expect_download() as saved:
+        page.get_by_role("button", name=button).click()
+    return Path(saved.value.path())
+
+
+def test_own_model_and_own_price_list_leave_as_a_report_and_recipe_that_name_them(server, page):
+    """The third story: a customer's own model (a config.json, named on the Hardware page) planned against their own
+    price list on the Planner; the report and the recipe call the model by its name (never "config"), the report
+    names the price list and carries it, and the recipe serves the model's folder."""
+    page.goto(f"{server}/hardware?{state.QUERY_KEY}={state.encode(read_toml(SCENARIOS / 'article_mixed_8xa100.toml'))}")
+    page.wait_for_selector("text=Does it fit? Memory of one card")
+    wait_idle(page)
+    page.get_by_text("Your own model: a Hugging Face config.json").click()
+    page.get_by_test_id("stExpander").get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        {"name": "config.json", "mimeType": "application/json",
+         "buffer": (REPO / "tests" / "fixtures" / "model_configs" / "Llama-3.1-8B.json").read_bytes()})
+    name = page.get_by_role("textbox", name="Model name")
+    name.fill("Acme-Chat-8B")
+    name.press("Enter")
+    wait_idle(page)
+    expect(page.get_by_text("Acme-Chat-8B", exact=False).first).to_be_visible()
+    page.get_by_role("button", name="Use this model").click()
+    wait_idle(page)
+    page.get_by_role("link", name="Planner").click()
     page.wait_for_selector("text=Your own price list")
     wait_idle(page)
     page.get_by_test_id("stMainBlockContainer").get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
         str(REPO / "tests" / "fixtures" / "price_lists" / "two_offers.csv"))
     page.wait_for_selector("text=Planning against your 2 offers")
     wait_idle(page)
+    type_number(page, "Seeds per decision", "2")
+    wait_idle(page)
+    type_number(page, "Requests per run", "600")
+    wait_idle(page)
     page.get_by_role("button", name="Plan").click()
     said = page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS).inner_text()
+    wait_idle(page)
     assert "through our-h100-reserved" in said
+    report = download(page, "Download the report (HTML)").read_text()
+    assert "<h1>Acme-Chat-8B at 50 req/s" in report, "the title names the model as the customer named it"
+    assert re.search(r"Priced with your own price list \(two_offers\.csv, 2 offers, sha256 [0-9a-f]{12}\)", report)
+    assert report_attachment(report, "price_list.csv").decode().startswith("offer,vendor,gpu,")
+    with zipfile.ZipFile(download(page, "Download the recipe (ZIP)")) as archive:
+        scripts = {n: archive.read(n).decode() for n in archive.namelist()}
+    launch, manifest = scripts["recipe/launch-vllm.sh"], scripts["recipe/kubernetes.yaml"]
+    assert "/models/Acme-Chat-8B" in launch and "Acme-Chat-8B" in manifest
+    for text in (report, *scripts.values()):
+        assert "/models/config" not in text and "config (your" not in text, "never called after its file"
+    page.screenshot(path=str(ARTIFACTS / "own_model_and_price_list.png"), full_page=True)
+
+
+def test_deepseek_r1_by_day_and_night_leaves_with_a_report_and_recipe_for_r1(server, page):
+    """The second story: DeepSeek-R1 whose traffic moves over a day (a reasoning day's shape at 4 req/s on average),
+    asked on the Planner; the report prices the fleet over the day three ways and its title names R1 and the traffic,
+    and the recipe serves R1's own FP8 checkpoint (not V3's) on a pinned engine release."""
+    quick = {"plan_gpus": ["H200"], "plan_quants": ["fp8"], "plan_seeds": 2, "plan_requests": 600}
+    page.goto(f"{server}/planner?{view.QUERY_KEY}={state.encode(quick)}")
+    page.wait_for_selector("text=Your workload")
+    wait_idle(page)
+    choose(page, "Model", "DeepSeek-R1")
+    page.get_by_role("button", name="Remove", exact=True).nth(1).click()  # one class: chat
+    wait_idle(page)
+    choose(page, "Traffic over the day", "A day's shape")
+    choose(page, "Shape", "servegen-reasoning-day")
+    type_number(page, "Mean arrival rate (req/s)", "4")
+    wait_idle(page)
+    expect(page.locator("body")).to_contain_text("req/s at the peak (the fleet is sized for it)")
+    type_number(page, "Target 1: limit (ms)", "3000")
+    wait_idle(page)
+    page.get_by_role("button", name="Plan").click()
+    said = page.wait_for_selector("text=Recommended:", timeout=TIMEOUT_MS).inner_text().replace("\u2060", "")
+    wait_idle(page)
+    assert " H200 through " in said and "FP8 weights" in said
+    page.screenshot(path=str(ARTIFACTS / "deepseek_r1_day_and_night.png"), full_page=True)
+    report = download(page, "Download the report (HTML)").read_text()
+    (ARTIFACTS / "deepseek_r1_day_and_night.html").write_text(report)
+    assert re.search(r"<h1>DeepSeek-R1 at 4 req/s on average \([\d.]+ at the peak\), chat TTFT p99 &lt;= 3\.00 s: "
+                     r"rent ", report), "the title: R1, the day's mean and peak, the target"
+    assert "Over the whole traffic: fixed, autoscaled, or reserved + bursts" in report
+    for strategy in ("fixed at the peak", "autoscaled, on demand", "reserved baseline + bursts"):
+        assert strategy in report
+    with zipfile.ZipFile(download(page, "Download the recipe (ZIP)")) as archive:
+        scripts = {n: archive.read(n).decode() for n in archive.namelist()}
+    launch = next(text for name, text in scripts.items() if name.startswith("recipe/launch-"))
+    manifest = scripts["recipe/kubernetes.yaml"]
+    assert "deepseek-ai/DeepSeek-R1" in launch and "deepseek-ai/DeepSeek-R1" in manifest
+    assert "DeepSeek-V3" not in launch + manifest, "R1 served as R1 (V3 is named only as the closest checked model)"
+    assert re.search(r"v\d+\.\d+\.\d+", scripts["recipe/README.txt"]), "the engine release pinned"

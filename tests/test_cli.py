@@ -113,7 +113,8 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
                "--json", str(tmp_path / "p.json"))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("Plan for 'article") and "targets: interactive TTFT p99 <= 1.00 s" in lines[0]
+    assert lines[0].startswith("Plan for Llama-3-70B at 50 req/s (from 'article") and \
+        "targets: interactive TTFT p99 <= 1.00 s" in lines[0], "the model and rate asked, not only the preset's name"
     assert lines[1].startswith("Recommendation: ") and " CNY per month (" in " ".join(lines[1:4])
     assert "nan" not in done.stdout.lower() and max(len(line) for line in lines) < 300
     answer = json.loads((tmp_path / "p.json").read_text())

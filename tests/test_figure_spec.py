@@ -171,3 +171,15 @@ def test_a_subplot_layout_is_a_fresh_copy_of_plotlys():
     first = subplot_layout(2, 1, shared_xaxes=True, titles=("a", "b"))
     first["yaxis"]["title"] = {"text": "written"}
     assert "title" not in subplot_layout(2, 1, shared_xaxes=True, titles=("a", "b"))["yaxis"]
+
+
+def test_plans_at_one_price_are_drawn_on_a_readable_cost_axis():
+    """Plans that all cost the same (one rented node) sit mid-axis with whole-money ticks, not on a span of a few
+    units that Plotly would label 10.949k, 10.95k, 10.951k."""
+    same = [{**plan_entry(k, True), "monthly_cost": {"low": 10950.0, "currency": "USD"}} for k in range(3)]
+    target = Target("chat", "ttft_p99_ms", 1000.0)
+    axis = plan_charts.pareto_chart({"recommendation": same[0], "alternatives": same[1:]}, target).layout.xaxis
+    assert tuple(axis.range) == pytest.approx((9855.0, 12045.0)) and axis.tickformat == ",.0f"
+    spread = plan_charts.pareto_chart({"recommendation": plan_entry(0, True),
+                                       "alternatives": [plan_entry(k, True) for k in (1, 2)]}, target).layout.xaxis
+    assert spread.range is None, "costs that differ keep Plotly's own range"

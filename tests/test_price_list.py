@@ -1,16 +1,23 @@
 """A user's own price list (engine.decide.price_list): read within bounds, every bad cell one line naming its row
 and column, and a plan that rents through it instead of the built-in offers (CLI --price-list)."""
 
+import base64
+import re
+from urllib.parse import parse_qs, urlparse
+
 import pytest
 
 import engine
 from conftest import REPO
 from engine.cli import main
 from engine.decide.cost import offers_table, priced_by
+from engine.decide.plan_text import alternatives_frame, summary_line
 from engine.decide.planner import Question, plan
-from engine.decide.price_list import MAX_BYTES, read_price_list
+from engine.decide.price_list import MAX_BYTES, price_list_csv, price_list_label, read_price_list
+from engine.decide.report import PRICE_LIST_FILE, report_html
 from engine.decide.targets import Target
 from engine.scenario.config import read_toml
+from engine.scenario.link import decode
 
 LIST = REPO / "tests" / "fixtures" / "price_lists" / "two_offers.csv"
 HEADER = LIST.read_text().splitlines()[0]
@@ -70,6 +77,46 @@ def test_a_plan_rents_through_the_price_list_only():
         "a latency target: the spot offer of the list is not rented"
     with pytest.raises(engine.ScenarioError, match="offer 'runpod-h100-sxm-secure' is not in"):
         Question(question.targets, offers=("runpod-h100-sxm-secure",), price_list=rows)
+
+
+def test_the_report_names_and_attaches_the_price_list_its_link_cannot_carry():
+    content = LIST.read_bytes()
+    rows = read_price_list(content)
+    named = price_list_label("acme prices.csv", content, rows)
+    assert re.fullmatch(r"acme prices\.csv, 2 offers, sha256 [0-9a-f]{12}", named)
+    question = Question((Target("interactive", "ttft_p99_ms", 1000.0),), seeds=2, requests=400, price_list=rows,
+                        price_list_named=named)
+    page = report_html(ARTICLE, question, plan(ARTICLE, question), "http://lab.example:8501", "2026-12-06 08:00 UTC")
+    assert f"Priced with your own price list ({named}), attached at the end: upload it again" in page
+    link = next(u for u in re.findall(r'href="([^"]+)"', page) if u.startswith("http://lab.example"))
+    view = decode(parse_qs(urlparse(link.replace("&amp;", "&")).query)["v"][0])
+    assert view["plan_price_list_named"] == named, "the link names the list, so the page asks for it again"
+    attached = re.search(rf'download="{PRICE_LIST_FILE}" href="data:text/plain;base64,([^"]+)"', page)
+    assert attached and read_price_list(base64.b64decode(attached.group(1))) == rows, "the list, whole, read back"
+    built_in = Question(question.targets, seeds=2, requests=400)
+    assert PRICE_LIST_FILE not in report_html(ARTICLE, built_in, plan(ARTICLE, built_in), None, "2026-12-06 08:00 UTC")
+
+
+def test_a_price_list_written_back_reads_as_the_same_offers_with_formulas_defused():
+    rows = read_price_list(LIST.read_bytes())
+    assert read_price_list(price_list_csv(rows).encode()) == rows
+    hostile = read_price_list(with_row(GOOD_ROW.replace("our-h100-reserved", "=HYPERLINK(1)")))
+    assert "\n'=HYPERLINK(1)," in price_list_csv(hostile)
+
+
+def test_at_one_price_the_plan_that_uses_the_rented_node_comes_first_and_idle_cards_are_said():
+    """The list's H100 offer rents an 8-card node: every shape of an 8B model costs the same, so the one that leaves
+    none of the paid cards idle is recommended and the others say how many they rent."""
+    rows = read_price_list(LIST.read_bytes())
+    small = {**ARTICLE, "server": {**ARTICLE["server"], "model": "Llama-3-8B"}}
+    answer = plan(small, Question((Target("interactive", "ttft_p99_ms", 1000.0),), seeds=2, requests=400,
+                                  price_list=rows))
+    best, others = answer["recommendation"], answer["alternatives"]
+    assert best["idle_cards"] == 0 and best["cards"] == 8
+    one_card = next(p for p in others if p["cards"] == 1)
+    assert one_card["monthly_cost"] == best["monthly_cost"] and one_card["idle_cards"] == 7
+    assert "(1 card of the 8 rented, " in summary_line(one_card)
+    assert "1 of the 8 rented" in alternatives_frame(others)["cards"].tolist()
 
 
 def test_plan_takes_a_price_list_file(capsys):

@@ -47,12 +47,17 @@ def pareto_chart(answer: dict, target: Target) -> go.Figure:
                                                                       for p in shown],
                      "hovertemplate": "%{text}<br>%{x:,.0f} per month<br>%{y}<extra></extra>"})
     best = answer["recommendation"]
+    costs = [p["monthly_cost"]["low"] for p in plans]
+    # Whole money on the axis; plans that all cost the same (one rented node) centred on a span of +-10%, not on
+    # Plotly's default of a few units around it.
+    xaxis = {"title": title(f"per month, low end ({best['monthly_cost']['currency']})"), "tickformat": ",.0f",
+             **({"range": [min(costs) * 0.9, max(costs) * 1.1]} if max(costs) - min(costs) < 0.02 * max(costs) else {})}
     data.append({"type": "scatter", "x": [best["monthly_cost"]["low"]],
                  "y": [m.table_value(_target_entry(best, target)["value"])], "mode": "markers", "name": "recommended",
                  "marker": {"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}}})
     return figure(data, {"shapes": [_hline(m.table_value(target.limit))], "height": 380,
                          "margin": {"t": 30, "b": 60},  # the x title and its tick labels below the plot
-                         "xaxis": {"title": title(f"per month, low end ({best['monthly_cost']['currency']})")},
+                         "xaxis": xaxis,
                          "yaxis": {"title": title(f"{target.cls} {m.title()}")}})
 
 

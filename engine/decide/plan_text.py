@@ -90,13 +90,25 @@ def summary_line(plan: dict) -> str:
     same = f" (as good: {', '.join(map(policy_label, plan['same_fleet_policies']))})" \
         if plan["same_fleet_policies"] else ""
     decoding = ", speculative decoding" if plan["decoding"] == "speculative" else ""
-    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({cards_text(plan['cards'])}, "
+    return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({cards_text(plan['cards'])}"
+            f"{rented_text(plan)}, "
             f"{format_label(plan['quant'])} weights{decoding}), policy "
             f"{policy_label(plan['policy']['name'])}{same}, router {words('router', plan['router'])}: "
             f"{money_range((cost['low'], cost['high']), cost['currency'])}"
             f" per month ({billing_words(plan)}; price {price_words(plan)}), "
             f"{money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
+
+
+def rented_text(plan: dict) -> str:
+    """ " of the 8 rented" when the offer rents whole units of more cards than the plan uses, else nothing."""
+    idle = plan.get("idle_cards", 0)
+    return f" of the {plan['cards'] + idle} rented" if idle else ""
+
+
+def cards_rented_text(plan: dict) -> str:
+    """The cards a plan uses, and those it rents when more ("1 of the 8 rented")."""
+    return f"{plan['cards']:,}{rented_text(plan)}"
 
 
 def policy_label(name: str) -> str:
@@ -125,7 +137,7 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
         rows.append({
             # what to rent and what it costs and achieves first; how it is run and how sure after
             "offer": plan["offer"], "GPU": plan["gpu"], "shape": shape(plan), "weights": format_label(plan["quant"]),
-            "decoding": words("decoding", plan["decoding"]), "cards": plan["cards"],
+            "decoding": words("decoding", plan["decoding"]), "cards": cards_rented_text(plan),
             f"per month ({cost['currency']})": money_range((cost["low"], cost["high"])),
             "bought": billing_words(plan, short=True),
             "price": price_words(plan),

@@ -53,7 +53,8 @@ from ..sim.parallel import run_all, simulate_summary, workers
 from ..sim.simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
 from ..sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, PRICE_RULES, billing_for, deployment_cost,
-                   firm_offer, fleet_cards, offer_hosting_problem, offers_table, offers_under, priced_by, unit_costs)
+                   firm_offer, fleet_cards, idle_cards, offer_hosting_problem, offers_table, offers_under, priced_by,
+                   unit_costs)
 from .diagnosis import diagnose
 from .mixes import cheaper_mix
 from .over_time import buy_over_time
@@ -91,6 +92,7 @@ class Question:
     decodings: tuple[str, ...] = ()  # DECODINGS to try; empty: the scenario's
     prices: str = ""  # PRICE_RULES entry; empty: firm prices when a target is a latency, every offer otherwise
     price_list: tuple = ()  # the user's own offers (``price_list.read_price_list``) in place of offers.csv; empty: it
+    price_list_named: str = ""  # how the price list is named (``price_list.price_list_label``); empty: no price list
 
     @property
     def price_rule(self) -> str:
@@ -607,7 +609,8 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
         "offer": offer, "gpu": config.gpu, "quant": config.quant or data.get("server", {}).get("quant", Server().quant),
         "tensor_parallel": config.tensor_parallel, "expert_parallel": config.expert_parallel, "replicas": replicas,
         **pool_split_entry(search, config, replicas),
-        "cards": cards, "router": config.router or router, "decoding": config.decoding or decoding_of(data),
+        "cards": cards, "idle_cards": idle_cards(offer, cards),
+        "router": config.router or router, "decoding": config.decoding or decoding_of(data),
         "policy": search.policies.get(config.policy, {"name": config.policy}),
         **step_time_entry(search, config, replicas),
         "monthly_cost": {"low": cost.per_month[0], "high": cost.per_month[1], "currency": q.currency,
@@ -634,8 +637,11 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def rank(plans: list[dict]) -> list[dict]:
-    """Cheapest first (low end of the monthly cost, then its high end, then fewer cards); ties keep their order."""
-    return sorted(plans, key=lambda p: (p["monthly_cost"]["low"], p["monthly_cost"]["high"], p["cards"]))
+    """Cheapest first (low end of the monthly cost, then its high end); at the same cost the plan that leaves fewer
+    of its rented cards idle (an offer rents whole units: a plan on one card of an 8-card node pays for 8), then
+    fewer cards; ties keep their order."""
+    return sorted(plans, key=lambda p: (p["monthly_cost"]["low"], p["monthly_cost"]["high"], p.get("idle_cards", 0),
+                                        p["cards"]))
 
 
 def recommend(ranked: list[dict], budget: float | None = None) -> tuple[Optional[dict], list[dict]]:

@@ -12,12 +12,16 @@ the file is read within ``MAX_BYTES`` and ``MAX_ROWS``.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 from datetime import date
 
+import pandas as pd
+
 from ..hardware.tables import gpu_names
-from ..scenario.errors import ScenarioError, excerpt
+from ..scenario.csv_out import csv_text
+from ..scenario.errors import ScenarioError, excerpt, printable
 from .cost import CURRENCIES, OFFER_COLUMNS as COLUMNS, TERMS
 
 OPTIONAL = ("notes",)
@@ -54,6 +58,20 @@ def read_price_list(content: bytes, name: str = "price list") -> tuple[tuple, ..
     if not rows:
         raise ScenarioError(f"{name} holds no offer")
     return tuple(rows)
+
+
+def price_list_label(file_name: str, content: bytes, rows: tuple) -> str:
+    """How a plan names the price list it was priced with (file, offers, digest of the bytes): on the page, in its
+    link and in the report, which cannot carry the file itself."""
+    return f"{printable(file_name, 60)}, {len(rows):,} offers, sha256 {hashlib.sha256(content).hexdigest()[:12]}"
+
+
+def price_list_csv(rows: tuple) -> str:
+    """A price list's offers as a CSV file of ``COLUMNS`` that ``read_price_list`` reads back (the report attaches
+    it), its text cells made safe for a spreadsheet."""
+    frame = pd.DataFrame(list(rows), columns=list(COLUMNS))
+    frame["estimate"] = frame["estimate"].map({True: "true", False: "false"})
+    return csv_text(frame)
 
 
 def _row(row: dict, number: int, name: str) -> tuple:

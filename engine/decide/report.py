@@ -38,6 +38,7 @@ from ..sim.simulate import estimated_offered_load, load_text
 from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_modes, deployment_cost, firm_offer,
                    offers_table, price_age_days, priced_by)
 from .plan_charts import over_time_chart, pareto_chart, targets_chart
+from .price_list import price_list_csv
 from .recipe import engine_versions, recipe_files
 from .plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, mode_words, no_plan_text,
                         not_possible_frame, over_time_frame, over_time_heading, policy_label, sensitivity_text, shape,
@@ -49,6 +50,7 @@ CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 PRINT_TIMEOUT_S = 120
 PLANNER_PAGE = "planner"
+PRICE_LIST_FILE = "price_list.csv"  # the attached price list a plan was priced with
 SUMMARY_ALTERNATIVES = 5  # alternatives in the summary's table; every one in the appendix
 STYLE = """
 body { font-family: 'Source Sans Pro', 'Helvetica Neue', Arial, sans-serif; max-width: 1100px; margin: 24px auto;
@@ -90,7 +92,7 @@ def planner_view(question: Question, data: dict) -> dict:
             "plan_budget": question.budget, "plan_tune": question.tune, "plan_seeds": question.seeds,
             "plan_requests": question.requests, "plan_prices": question.prices, "cost_billing": question.billing,
             "cost_currency": question.currency, "plan_answer": answer_key(data, question),
-            "cost_fx": question.cny_per_usd}
+            "cost_fx": question.cny_per_usd, "plan_price_list_named": question.price_list_named}
     for i, target in enumerate(question.targets):
         view.update({f"plan_class_{i}": target.cls, f"plan_metric_{i}": target.key, f"plan_limit_{i}": target.limit})
     return {k: v for k, v in view.items() if v not in ([], (), None)}
@@ -228,14 +230,20 @@ def rate_text(arrival: Arrival) -> str:
             f"{curve.rates_per_s.min():,.3g} at the lowest)")
 
 
-def title(scenario: Scenario, question: Question, answer: dict) -> str:
-    """The report's title, from the question and its answer: "Llama-3-70B at 40 req/s, interactive TTFT p99 <= 2.00
-    s: rent 10 x TP4 H100-80G for 44,384 USD a month"."""
+def served_text(scenario: Scenario, answer: dict) -> str:
+    """What a plan serves, from the scenario as asked (never its preset's name, which a change leaves behind):
+    "DeepSeek-R1 at 4 req/s on average (10 at the peak)"."""
     moving = answer.get("traffic")
     traffic = (f"the trace {Path(scenario.workload.trace.path).name}" if scenario.workload.trace is not None else
                f"{moving['mean_rate_per_s']:,.3g} req/s on average ({moving['peak_rate_per_s']:,.3g} at the peak)"
                if moving else rate_text(scenario.workload.arrival))
-    asked = f"{scenario.server.model} at {traffic}, {question.targets[0].describe()}"
+    return f"{scenario.server.model} at {traffic}"
+
+
+def title(scenario: Scenario, question: Question, answer: dict) -> str:
+    """The report's title, from the question and its answer: "Llama-3-70B at 40 req/s, interactive TTFT p99 <= 2.00
+    s: rent 10 x TP4 H100-80G for 44,384 USD a month"."""
+    asked = f"{served_text(scenario, answer)}, {question.targets[0].describe()}"
     asked += f" (+{len(question.targets) - 1} more)" if len(question.targets) > 1 else ""
     best = answer["recommendation"]
     if best is None:
@@ -264,6 +272,9 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     link = page_link(app_url, PLANNER_PAGE, data, planner_view(question, data)) if app_url else ""
     reopen = (f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.' if app_url else
               "The scenario is attached at the end, to reopen this plan.")
+    if question.price_list:  # a link cannot carry a file: the report does, and says to upload it again
+        reopen += (f" Priced with your own price list ({e(question.price_list_named or PRICE_LIST_FILE)}), attached "
+                   "at the end: upload it again on the Planner page to plan with it.")
     parts = [f"<h1>{e(heading)}</h1>",
              f'<p class="meta">Scheduler Lab, {e(created)}; hardware and price '
              f'tables version {e(str(answer.get("data_version", "unknown")))}. Targets: '
@@ -327,6 +338,11 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
               "<h2>Step times of every fleet shape in this plan</h2>",
               _table(calibration_frame(answer)),
               "<h2>Offers priced</h2>", _table(offers_frame(answer, today))]
+    if question.price_list:
+        attached = _attachment(PRICE_LIST_FILE, price_list_csv(question.price_list), "Your price list, attached")
+        parts.append(f'<p class="meta">{attached}: the offers this plan rented through '
+                     f"({e(question.price_list_named or PRICE_LIST_FILE)}), as a CSV to upload on the Planner page or "
+                     "to pass to plan --price-list.</p>")
     parts.append(f'<p class="meta">{_attachment("scenario.toml", to_toml(data), "The scenario, attached")}: '
                  "everything the plan simulated, as a file to open in Scheduler Lab or to plan again from the "
                  "command line.</p>")
