@@ -45,9 +45,33 @@ CURVE_KEYS = ("rate_curve", "shape", "curve_period_s", "curve_start_s")
 POINT_COLUMNS = ("time (s)", "rate (req/s)")
 
 
+POINTS_EDITOR = "w_points_editor"  # session key of the points editor's base (``points_editor``)
+
+
 def flash_crowd(rate: float) -> list[list[float]]:
-    """The first curve offered: the rate, three times it from 10:00 to 15:00, then the rate again."""
-    return [[0.0, rate], [600.0, rate], [600.0, 3 * rate], [900.0, 3 * rate], [900.0, rate]]
+    """The first curve offered: the rate, three times it from 10:00 to 15:00, then the rate again (to four
+    significant figures: 14.1, not 14.100000000000001)."""
+    low, high = float(f"{rate:.4g}"), float(f"{3 * rate:.4g}")
+    return [[0.0, low], [600.0, low], [600.0, high], [900.0, high], [900.0, low]]
+
+
+def points_editor(points: list[list[float]], v: int) -> list[list[float]]:
+    """The grid of a curve's points and what it holds now (rows with both a time and a rate).
+
+    The grid keeps the rows it was first given as its base while the visitor edits: its edits are kept as changes
+    to that base, and a grid given other rows is a new grid that forgets them (the second edit of a row would be
+    lost, a half-typed row dropped). It is given new rows only when the scenario's points changed elsewhere (another
+    page, a link, a preset), never by its own edits or by an edit the scenario refused."""
+    memo = st.session_state.get(POINTS_EDITOR)
+    if memo is None or memo["v"] != v or points not in (memo["seen"], memo["out"]):
+        memo = {"v": v, "base": points, "generation": memo["generation"] + 1 if memo else 0}
+    edited = st.data_editor(pd.DataFrame(memo["base"], columns=list(POINT_COLUMNS)), num_rows="dynamic",
+                            key=f"w_points_{v}_{memo['generation']}", width="stretch",
+                            column_config={c: st.column_config.NumberColumn(c, min_value=0.0)
+                                           for c in POINT_COLUMNS})
+    out = [[float(t), float(r)] for t, r in edited.dropna().to_numpy()]
+    st.session_state[POINTS_EDITOR] = {**memo, "seen": points, "out": out}
+    return out
 
 
 def rate_controls(arrival: dict, mean_rate: float, v: int) -> None:
@@ -81,12 +105,7 @@ def rate_controls(arrival: dict, mean_rate: float, v: int) -> None:
         return
     arrival.pop("shape", None)
     arrival.pop("rate_per_s", None)  # the points say the rate
-    points = arrival.get("rate_curve") or flash_crowd(mean_rate)
-    edited = st.data_editor(pd.DataFrame(points, columns=list(POINT_COLUMNS)), num_rows="dynamic",
-                            key=f"w_points_{v}", width="stretch",
-                            column_config={c: st.column_config.NumberColumn(c, min_value=0.0, format="%g")
-                                           for c in POINT_COLUMNS})
-    arrival["rate_curve"] = [[float(t), float(r)] for t, r in edited.dropna().to_numpy()]
+    arrival["rate_curve"] = points_editor(arrival.get("rate_curve") or flash_crowd(mean_rate), v)
     arrival["curve_period_s"] = field_input(Arrival, "curve_period_s", arrival.get("curve_period_s"),
                                             key=f"w_period_{v}", placeholder="no repeat: the last rate holds")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect, sync_playwright
 
 from conftest import REPO, SCENARIOS, app_server
 from engine.scenario.config import read_toml
@@ -586,3 +586,31 @@ def test_deepseek_r1_by_day_and_night_leaves_with_a_report_and_recipe_for_r1(ser
     assert "deepseek-ai/DeepSeek-R1" in launch and "deepseek-ai/DeepSeek-R1" in manifest
     assert "DeepSeek-V3" not in launch + manifest, "R1 served as R1 (V3 is named only as the closest checked model)"
     assert re.search(r"v\d+\.\d+\.\d+", scripts["recipe/README.txt"]), "the engine release pinned"
+
+
+def test_the_curve_grid_keeps_every_edit_across_reruns(server, page):
+    """The Workload page's grid of a curve's points: a second edit is kept and reaches the scenario (its peak, read
+    under the chart of the rate), where a grid redrawn from its own output forgot it."""
+    open_lab(page, server + "/")
+    page.get_by_role("link", name="Workload").click()
+    page.wait_for_selector("text=Rate over time")
+    wait_idle(page)
+    page.get_by_text("Points of a curve").click()
+    expect(page.locator("body")).to_contain_text("peak 14.1 req/s in this run")  # rates to four figures
+    canvas = page.get_by_test_id("stDataFrame").first.locator("[data-testid=data-grid-canvas]")
+    for row, typed in ((2, "20"), (3, "21")):
+        for _ in range(3):  # a double click while a run redraws the grid opens nothing; a user would click again
+            wait_idle(page)
+            box = canvas.bounding_box()  # the page reflows after a run: measured each time
+            page.mouse.dblclick(box["x"] + box["width"] - 100, box["y"] + 36 + 35 * row + 17)
+            cell = page.locator(".gdg-input").first  # the cell's editor, once open
+            try:
+                cell.wait_for(timeout=5000)
+                break
+            except PlaywrightTimeout:
+                pass
+        cell.fill(typed)
+        cell.press("Enter")
+        expect(page.locator("body")).to_contain_text(f"peak {typed} req/s in this run")
+    page.screenshot(path=str(ARTIFACTS / "curve_grid.png"), full_page=True)
+    expect(page.locator("body")).not_to_contain_text("The last valid scenario stays in use")
