@@ -70,9 +70,10 @@ def free_port() -> int:
 
 
 def streamlit_command(port: int) -> list[str]:
-    """``streamlit run app.py`` on ``port`` of 127.0.0.1, headless, without usage statistics or a file watcher: how
-    every app server of the project starts (this launcher's processes, the tests' and the benchmarks')."""
-    return [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
+    """``streamlit run app.py`` (through ``ui.start``: no address lookups) on ``port`` of 127.0.0.1, headless,
+    without usage statistics or a file watcher: how every app server of the project starts (this launcher's
+    processes, the tests' and the benchmarks')."""
+    return [sys.executable, "-m", "ui.start", "--server.headless=true", f"--server.port={port}",
             "--server.address=127.0.0.1", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
 
 
