@@ -374,6 +374,8 @@ def _run(args: argparse.Namespace) -> int:
     cost = _cost_block(args, scenario, result.summary)
     if cost is not None:
         result.summary["cost"] = cost
+    if scenario.workload.trace is not None:  # the JSON says what part of the trace ran, as the table does
+        result.summary["run"]["trace_requests"] = trace_requests(scenario)
     if args.json:
         text = strict_json(result.summary)
         if args.json == "-":

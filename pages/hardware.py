@@ -20,8 +20,7 @@ from engine.calibrate import user_calibration
 from engine.calibrate.bench_results import BenchResult, read_result
 from engine.calibrate.calibration import METRICS
 from engine.calibrate.confidence import step_badge
-from engine.decide.cost import (CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, HOURS_PER_MONTH,
-                                convert, cost_columns, firm_offer, fleet_cards)
+from engine.decide.cost import HOURS_PER_MONTH, convert, cost_columns, firm_offer, fleet_cards
 from engine.decide.sizing import fleet_shapes
 from engine.hardware import calibration_store
 from engine.hardware.hf_config import CONFIG_MAX_BYTES, model_name, parse_config, user_model_overrides
@@ -241,7 +240,7 @@ def step_section(server: Server, capacity: int) -> None:
 def offers_section() -> None:
     """Every rental offer per card-hour, in the currency and at the exchange rate of "Cost of this fleet"."""
     offers = load_table("offers").reset_index()
-    currency, fx = view.current("cost_currency", DEFAULT_CURRENCY), view.current("cost_fx", CNY_PER_USD_DEFAULT)
+    currency, fx = cost_panel.chosen_currency(), cost_panel.exchange_rate()
     cols = st.columns([3, 1])
     view.choice("hw_offer_gpus", sorted(offers["gpu"].unique()), [])
     view.flag("hw_offer_firm")

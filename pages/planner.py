@@ -17,7 +17,7 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from engine.decide.cost import BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES
+from engine.decide.cost import BILLING_MODES, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES
 from engine.decide.plan_charts import over_time_chart, pareto_chart
 from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, no_plan_text,
                                      not_possible_frame, over_time_frame, over_time_heading, sensitivity_text, shape,
@@ -245,7 +245,7 @@ def question_inputs(typed: engine.Scenario) -> Question:
     if not gpus:
         raise engine.ScenarioError("choose at least one GPU to consider")
     price_list = price_list_input()
-    fx = view.current("cost_fx", CNY_PER_USD_DEFAULT)
+    fx = cost_panel.exchange_rate()
     gpus = () if price_list else tuple(gpus)  # a price list: every GPU it rents
     return Question(targets, gpus, () if price_list else tuple(offers), tuple(policies), tuple(quants),
                     tuple(routers), billing, currency, float(fx), int(seeds), int(requests),

@@ -50,6 +50,14 @@ def test_trace_option_replays_a_file(tmp_path):
     done = cli("run", str(SCENARIOS / "example.toml"), "--trace", str(trace), "--json", "-")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["overall"]["completed"] == 2
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i / 10},10,5\n" for i in range(30)))
+    cut = cli("run", str(SCENARIOS / "example.toml"), "--trace", str(trace), "--set", "workload.num_requests=12",
+              "--json", "-")
+    assert cut.returncode == 0, cut.stderr
+    run = json.loads(cut.stdout)["run"]
+    assert (run["requests"], run["trace_requests"]) == (12, 30), "the JSON says the trace was cut, as the table does"
+    assert "trace_requests" not in json.loads(cli("run", str(SCENARIOS / "example.toml"), "--set",
+                                                  "workload.num_requests=50", "--json", "-").stdout)["run"]
 
 
 @pytest.mark.parametrize("args, words", [

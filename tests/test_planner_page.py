@@ -116,3 +116,16 @@ def test_a_link_whose_plan_used_your_price_list_says_it_is_missing_and_can_drop_
     linked = at.query_params[view.QUERY_KEY]
     assert not state.decode(linked if isinstance(linked, str) else linked[0]).get("plan_price_list_named"), \
         "the link names no price list any more"
+
+
+def test_a_link_with_an_exchange_rate_out_of_range_prices_at_the_default_on_every_page():
+    """``cost_fx`` 1e308 (and a currency that is none) in a link opened straight on the Planner or on Hardware &
+    Cost: the default rate and currency, no error, where the Planner refused to plan."""
+    for page in ("pages/planner.py", "pages/hardware.py"):
+        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+        at.query_params[state.QUERY_KEY] = encode(ARTICLE)
+        at.query_params[view.QUERY_KEY] = encode({**QUICK, "cost_fx": 1e308, "cost_currency": "XYZ"})
+        at.switch_page(page).run()
+        assert not at.exception and not at.error, (page, shown(at.error))
+    next(b for b in at.switch_page("pages/planner.py").run().button if b.label == "Plan").click().run()
+    assert not at.error and shown(at.success)[0].startswith("Recommended: ")
