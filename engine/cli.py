@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -41,7 +40,7 @@ from .hardware.steptime import decode_step_s_nb, prefill_s
 from .hardware.tables import load_table
 from .scenario.caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
 from .scenario.config import (OVERALL, Scenario, apply_overrides, fleet_servers, keys_markdown, load_scenario,
-                              scenario_to_dict, to_toml)
+                              scenario_to_dict, to_toml, toml_string)
 from .scenario.errors import ScenarioError, printable
 from .scenario.csv_out import csv_text
 from .scenario.files import os_reason, quoted, read_regular, write_named
@@ -243,7 +242,7 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     if getattr(args, "trace", None):
         path = Path(os.path.realpath(args.trace))  # never raises (resolve does on a loop of links)
         fmt = args.trace_format or guess_trace_format(path)
-        overrides.append(f'workload.trace={{path = {json.dumps(str(path))}, format = "{fmt}"}}')
+        overrides.append(f'workload.trace={{path = {toml_string(str(path))}, format = "{fmt}"}}')
     return overrides
 
 

@@ -16,7 +16,7 @@ from engine.hardware.hf_config import (CONFIG_MAX_BYTES, model_config_from_hf, m
                                        read_config_file, user_model_overrides)
 from engine.hardware.roofline import model_shape, peak_profile
 from engine.hardware.tables import load_table
-from engine.scenario.config import Server, apply_overrides, read_toml
+from engine.scenario.config import Server, apply_overrides, read_toml, toml_string
 from engine.scenario.link import decode, encode
 
 CONFIGS = REPO / "tests" / "fixtures" / "model_configs"
@@ -185,3 +185,21 @@ def test_a_config_json_with_a_number_out_of_range_is_one_short_line_and_exit_2(f
                    "--set", "workload.num_requests=20"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and said in err and len(err) < 200 and "\n" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("name", ["Llama🦙-8B", "通义-千问", 'say "hi" \\ back', "tab\there", "del\x7fname"])
+def test_a_model_named_beyond_ascii_is_served_under_its_own_name(name):
+    """A name with an emoji read back as '"Llama\\ud83e\\udd99-8B"' (JSON's escapes are not TOML) and was refused
+    as no model of the table; every name reads back as written."""
+    assert engine.scenario.config._parse_value(toml_string(name)) == name
+    served = apply_overrides(EXAMPLE, user_model_overrides(config("Llama-3.1-8B"), "config", name=name))
+    assert engine.load_scenario(served).server.model == name.strip()
+
+
+def test_the_command_line_serves_a_config_whose_repository_name_has_an_emoji(tmp_path):
+    emoji = tmp_path / "config.json"
+    emoji.write_text(json.dumps({**config("Llama-3.1-8B"), "_name_or_path": "acme/Llama🦙-8B"}, ensure_ascii=False))
+    done = subprocess.run([sys.executable, "-m", "engine", "hardware", "data/scenarios/example.toml",
+                           "--model-config", str(emoji)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Llama🦙-8B" in done.stdout

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..scenario.caps import MIB
-from ..scenario.config import build_model_config
+from ..scenario.config import build_model_config, toml_string
 from ..scenario.errors import ScenarioError, excerpt
 from ..scenario.files import os_reason
 from ..scenario.table_names import names
@@ -179,6 +179,7 @@ def user_model_overrides(config: Mapping[str, Any], fallback_name: str, source: 
     if named in names("models"):
         named += " (your config)"
     row = model_config_from_hf(config, named, source or fallback_name)
-    inline = "{" + ", ".join(f"{key} = {json.dumps(value)}" for key, value in row.items()) + "}"
-    return ["server.step_model=roofline", f"server.model={json.dumps(row['name'])}", f"server.model_config={inline}"]
+    inline = "{" + ", ".join(f"{key} = {toml_string(value) if isinstance(value, str) else json.dumps(value)}"
+                             for key, value in row.items()) + "}"
+    return ["server.step_model=roofline", f"server.model={toml_string(row['name'])}", f"server.model_config={inline}"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import math
 import re
 import tomllib
@@ -1134,6 +1135,13 @@ def _build(cls: type, data: Mapping[str, Any], path: str, caps: Caps) -> Any:
 
 
 # --------------------------------------------------------------------------- public API
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (a ``--set`` value that reads back as exactly ``text``): characters outside
+    ASCII as they are (JSON's \\uD83E\\uDD99 escapes of an emoji are not TOML and read back as garbage), the
+    quotation mark, the backslash and control characters escaped."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _parse_value(text: str) -> Any:
