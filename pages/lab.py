@@ -19,6 +19,7 @@ from engine.scenario import labels
 from engine.scenario.csv_out import csv_text
 from engine.scenario.metric_table import COSTS, DURATION, STEADY_STATE, SYSTEM_METRICS, metric
 from engine.scenario.summary import Summary, SystemMetrics
+from engine.teach.knob_notes import DYNAMIC_WEIGHTS, dynamic_as_priority_note, scale_only_note
 from engine.sim.autoscale import describe as describe_scaling
 from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
@@ -145,6 +146,8 @@ def policy_controls(data: dict, typed: engine.Scenario, v: int) -> None:
                                           help=field_help(Policy, param.key))
         else:
             policy[param.key] = field_input(Policy, param.key, policy.get(param.key), key=key)
+        if param.key == "gamma":  # the last of the cost's weights
+            no_effect(scale_only_note(*(float(policy.get(k, field_meta(Policy, k)[2])) for k in DYNAMIC_WEIGHTS)))
         mode = policy.get("preempt_mode") or field_meta(Policy, "preempt_mode")[2]
         if param.key == "preempt_overhead_ms" and mode != "keep":
             no_effect(f"{field_label(Policy, 'preempt_overhead_ms')} is paid when a kept request resumes; with "
@@ -665,6 +668,9 @@ st.caption(f"Every policy with the parameters above, {compared_requests(typed, s
            + (f"; costs at the low end of {rental.offer}, in {rental.currency}, for the whole fleet."
               if rental is not None else "."))
 comparison_view(comparison, currency)
+same_as_priority = dynamic_as_priority_note(typed, comparison)
+if same_as_priority:
+    st.caption(text.plain(same_as_priority))
 low_load_note(scenario, typed, comparison, system)
 partial = partial_run_note(comparison, typed, summary)
 if partial:

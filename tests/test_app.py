@@ -40,6 +40,19 @@ def test_lab_shows_every_section_for_the_default_preset():
                                                "Policy comparison (same arrivals)", "Curves against load"}
     assert len([m for m in at.metric if m.label == "TTFT p99"]) == 3  # interactive, offline, overall
     assert len(at.get("plotly_chart")) == 5  # comparison, curves, CDF, timeline, load and SLA per window
+    assert any(c.startswith("Dynamic cost gave exactly strict priority's figures on these arrivals: a batch request")
+               for c in shown(at.caption)), "the comparison says why its dynamic row is strict priority's"
+
+
+def test_a_dynamic_weight_alone_above_zero_says_its_size_changes_nothing():
+    data = apply_overrides(read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml"),
+                           {"policy.name": "dynamic", "policy.alpha": 0.0, "policy.beta": 0.0, "policy.gamma": 2.0,
+                            "workload.num_requests": 2000})
+    at = lab(data).run()
+    assert not at.exception and not at.error
+    assert any("is the only weight above 0, so its size changes nothing" in c for c in shown(at.caption))
+    at.slider(key="policy_alpha_1").set_value(1.0).run()
+    assert not any("is the only weight above 0" in c for c in shown(at.caption))
 
 
 def test_priority_policy_cuts_interactive_latency_and_shows_the_change():

@@ -1,0 +1,57 @@
+"""Knobs of the dynamic cost policy that change nothing say why (engine.teach.knob_notes): only one weight above 0,
+and a dynamic row that repeats strict priority's on the same arrivals, with the wait at which a lower tier would
+overtake, checked against runs of the simulator."""
+
+import pandas as pd
+import pytest
+
+from conftest import SCENARIOS
+from engine.scenario.config import apply_overrides, load_scenario, read_toml
+from engine.sim.metrics import flat_metrics
+from engine.sim.simulate import run_summary
+from engine.teach.knob_notes import dynamic_as_priority_note, scale_only_note
+
+DEFAULT = apply_overrides(read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml"), {"workload.num_requests": 2000})
+
+
+def comparison(data: dict) -> pd.DataFrame:
+    """The policy comparison's rows of strict priority and dynamic cost on ``data``'s arrivals."""
+    frames = []
+    for name in ("priority", "dynamic"):
+        frame = flat_metrics(run_summary(apply_overrides(data, {"policy.name": name})))
+        frame.insert(0, "policy", name)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.parametrize("weights, said", [((0.0, 0.0, 2.0), "tier alone"), ((3.0, 0.0, 0.0), "waited / SLA alone"),
+                                           ((0.0, 0.5, 0.0), "progress alone")])
+def test_one_weight_above_zero_says_its_size_changes_nothing(weights, said):
+    note = scale_only_note(*weights)
+    assert note and said in note and "only the ratios" in note
+
+
+@pytest.mark.parametrize("weights", [(1.0, 1.0, 1.0), (0.0, 1.0, 1.0), (0.0, 0.0, 0.0)])
+def test_two_weights_or_none_say_nothing(weights):
+    assert scale_only_note(*weights) is None
+
+
+def test_the_default_scenario_runs_dynamic_as_strict_priority_and_says_at_what_wait_batch_would_overtake():
+    """Chat (tier 3, TTFT target 1 s) against batch (tier 1, end-to-end 120 s): at alpha = gamma = 1 a batch request
+    overtakes a fresh chat one after 1 x 2 x 120 s / 1 = 240 s, far beyond any wait at this load."""
+    rows = comparison(DEFAULT)
+    note = dynamic_as_priority_note(load_scenario(DEFAULT), rows)
+    assert note is not None, "the two rows are the same figure for figure"
+    assert "only after waiting gamma x 2 x its end-to-end target of 120 s / alpha = 240 s" in note
+    longest_ms = rows[(rows["policy"] == "dynamic") & (rows["class"] == "batch")]["longest_wait_ms"].iloc[0]
+    assert longest_ms < 240_000 and "no batch request waited longer than" in note
+    zero_alpha = apply_overrides(DEFAULT, {"policy.alpha": 0.0})
+    assert "with alpha 0 waiting adds nothing" in dynamic_as_priority_note(load_scenario(zero_alpha),
+                                                                          comparison(zero_alpha))
+
+
+def test_waiting_that_outweighs_the_tiers_reorders_the_queue_and_the_note_goes():
+    """alpha 10, gamma 0.01 at a load where queues form: batch overtakes after 0.01 x 2 x 120 s / 10 = 0.24 s, and
+    the dynamic row is no longer strict priority's."""
+    busy = apply_overrides(DEFAULT, {"workload.arrival.rate_per_s": 6.0, "policy.alpha": 10.0, "policy.gamma": 0.01})
+    assert dynamic_as_priority_note(load_scenario(busy), comparison(busy)) is None
