@@ -19,7 +19,7 @@ from engine.scenario import labels
 from engine.scenario.csv_out import csv_text
 from engine.scenario.metric_table import COSTS, DURATION, STEADY_STATE, SYSTEM_METRICS, metric
 from engine.scenario.summary import Summary, SystemMetrics
-from engine.teach.knob_notes import DYNAMIC_WEIGHTS, dynamic_as_priority_note, scale_only_note
+from engine.teach.knob_notes import DYNAMIC_WEIGHTS, dynamic_as_priority_note, scale_only_note, wfq_share_note
 from engine.sim.autoscale import describe as describe_scaling
 from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
@@ -636,6 +636,9 @@ if typed.workload.trace is not None:
 st.subheader("Per-class results")
 planner_targets(summary, current)
 kpi_cards(summary, st.session_state.get("previous_summary"), typed)
+shares = wfq_share_note(typed, summary)
+if shares:
+    st.caption(text.plain(shares))
 system_cards(system)
 scaling = describe_scaling(system)
 if scaling:

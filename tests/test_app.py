@@ -55,6 +55,16 @@ def test_a_dynamic_weight_alone_above_zero_says_its_size_changes_nothing():
     assert not any("is the only weight above 0" in c for c in shown(at.caption))
 
 
+def test_fair_queuing_weights_far_from_the_shares_achieved_say_why_beside_the_cards():
+    data = apply_overrides(read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml"),
+                           {"policy.name": "wfq", "policy.weights": {"chat": 9.0, "batch": 1.0},
+                            "workload.num_requests": 2000})
+    at = lab(data).run()
+    assert not at.exception and not at.error
+    assert any(c.startswith("GPU service shares achieved") and "against 90% / 10% from the weights" in c
+               for c in shown(at.caption))
+
+
 def test_priority_policy_cuts_interactive_latency_and_shows_the_change():
     at = lab().run()
     fifo = metric(at, 0, "TTFT p99")

@@ -9,7 +9,7 @@ from conftest import SCENARIOS
 from engine.scenario.config import apply_overrides, load_scenario, read_toml
 from engine.sim.metrics import flat_metrics
 from engine.sim.simulate import run_summary
-from engine.teach.knob_notes import dynamic_as_priority_note, scale_only_note
+from engine.teach.knob_notes import dynamic_as_priority_note, scale_only_note, wfq_share_note
 
 DEFAULT = apply_overrides(read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml"), {"workload.num_requests": 2000})
 
@@ -55,3 +55,22 @@ def test_waiting_that_outweighs_the_tiers_reorders_the_queue_and_the_note_goes()
     the dynamic row is no longer strict priority's."""
     busy = apply_overrides(DEFAULT, {"workload.arrival.rate_per_s": 6.0, "policy.alpha": 10.0, "policy.gamma": 0.01})
     assert dynamic_as_priority_note(load_scenario(busy), comparison(busy)) is None
+
+
+def test_fair_queuing_weights_act_on_waiting_not_on_the_whole_runs_shares_and_the_note_says_so():
+    """Weights 9:1 and 1:9 at a load where classes queue: each favoured class waits less, yet every request is
+    served in the end, so the run's service shares are the demand's (52% / 48%) either way: said beside the cards."""
+    base = apply_overrides(DEFAULT, {"policy.name": "wfq", "workload.arrival.rate_per_s": 6.0})
+    runs = {}
+    for favoured, weights in (("chat", {"chat": 9.0, "batch": 1.0}), ("batch", {"chat": 1.0, "batch": 9.0})):
+        data = apply_overrides(base, {"policy.weights": weights})
+        summary = run_summary(data)
+        runs[favoured] = summary
+        note = wfq_share_note(load_scenario(data), summary)
+        assert note and "count the whole run, its drain included" in note
+    for cls in ("chat", "batch"):
+        assert runs[cls]["classes"][cls]["queue_ms"]["p99"] < runs[next(c for c in runs if c != cls)]["classes"][cls][
+            "queue_ms"]["p99"], f"weighting {cls} up shortens its queueing"
+        assert runs["chat"]["classes"][cls]["service_share"] == runs["batch"]["classes"][cls]["service_share"]
+    even = apply_overrides(base, {"policy.weights": {"chat": 5.5, "batch": 4.5}})  # about the demand's shares
+    assert wfq_share_note(load_scenario(even), run_summary(even)) is None, "shares near the weights: nothing to say"

@@ -1,5 +1,9 @@
 """Why a knob of the dynamic cost policy changes nothing, in words a workshop reads beside it.
 
+Fair queuing's weights decide who is served first while classes wait together; the GPU service share of a run
+counts all its service, drain included, so when every request is served in the end the shares equal each class's
+demand whatever the weights (``wfq_share_note``).
+
 The dynamic policy runs first the request of highest cost ``alpha * waited / SLA + beta * consumed / expected +
 gamma * tier`` (``engine.sim.policies.policy_key_nb``). Two facts follow from the formula alone:
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..scenario.config import Policy, RequestClass, Scenario, field_label
+from ..scenario.summary import Summary
 from ..scenario.metric_table import metric
 
 SAME_AS = "priority"  # the policy whose results the dynamic one repeats when tiers decide every comparison
@@ -86,3 +91,27 @@ def dynamic_as_priority_note(scenario: Scenario, comparison: pd.DataFrame) -> st
                f"levels do ({threshold})")
     return (f"Dynamic cost gave exactly strict priority's figures on these arrivals: {why}. Raise alpha or lower "
             f"gamma (or raise the load) to let waiting reorder the queue.")
+
+
+SHARE_GAP = 0.10  # achieved shares this far (or further) from the weights' are said
+
+
+def wfq_share_note(scenario: Scenario, summary: Summary) -> str | None:
+    """Under fair queuing with weights: when the GPU service shares achieved differ from the weights' shares by
+    ``SHARE_GAP`` or more, the two side by side and why (None otherwise, or for another policy)."""
+    policy = scenario.policy
+    if policy.name != "wfq" or not policy.weights:
+        return None
+    names = [c.name for c in scenario.workload.classes]
+    total = sum(policy.weights[n] for n in names)
+    wished = {n: policy.weights[n] / total for n in names}
+    got = {n: summary["classes"][n].get("service_share") for n in names}
+    if any(v is None for v in got.values()) or max(abs(got[n] - wished[n]) for n in names) < SHARE_GAP:
+        return None
+    shares = " / ".join(f"{got[n]:.0%}" for n in names)
+    weights = " / ".join(f"{wished[n]:.0%}" for n in names)
+    return (f"GPU service shares achieved {shares} ({', '.join(names)}) against {weights} from the weights: the "
+            f"weights decide who is served first only while classes wait together, and the shares count the whole "
+            f"run, its drain included, so once every request is served they equal what each class asked for, "
+            f"whatever the weights. Read the weights' effect in each class's TTFT and queueing time (try other "
+            f"weights, or the policy comparison).")
