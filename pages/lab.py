@@ -453,8 +453,9 @@ def planner_targets(summary: Summary, scenario: dict) -> None:
                 f"{opened['requests']:,}. The cards' SLA met is each class's own SLA (the scenario's), not these.")
 
 
-def system_cards(system: SystemMetrics) -> None:
-    """The fleet's load and how it spent its time, each defined where it is read."""
+def system_cards(system: SystemMetrics, step_model: str) -> None:
+    """The fleet's load and how it spent its time, each defined where it is read (``step_model``: the server's, for
+    what compute and bandwidth can say)."""
     values = {"offered_load": load_text(system["offered_load"]),
               "mean_batch_size": f"{system['mean_batch_size']:.1f}"}
     shown = [m for m in SYSTEM_METRICS if m.key != "prefix_hit_frac" or system.get("prefix_hit_frac") is not None]
@@ -468,7 +469,9 @@ def system_cards(system: SystemMetrics) -> None:
     st.caption(f"Offered load: arriving work per second over the most the fleet can serve (an estimate; above 1 "
                f"the queue grows). GPU busy: share of the steady state ({STEADY_STATE}, shaded on the timeline) "
                f"during which an iteration was running, however full it was; compute and bandwidth while busy say "
-               f"how full (of the datasheet peaks; \u2014 under the fixed step model). Throughputs are of the "
+               f"how full (of the datasheet peaks"
+               f"{'; not known under the fixed step model, which times no hardware' if step_model == 'fixed' else ''}"
+               f"). Throughputs are of the "
                f"steady state too (the whole run's are in the policy comparison). Arrows on the cards: the change "
                f"against the previous run of this scenario.")
     if system["kv_peak_frac"] is not None and system["kv_peak_frac"] >= 0.99 and system["offered_load"] < 1.0:
@@ -603,6 +606,9 @@ def cdf_view(requests) -> None:
 sidebar_summary = scenario_sidebar.render()
 runner.warm_up()
 st.title("Scheduler Lab")
+trace_notice = st.session_state.pop(state.TRACE_NOTICE, None)
+if trace_notice:
+    st.success(text.plain(trace_notice))
 base = state.current_or_default()
 data = edited_scenario(base)
 current = state.current() if state.edited(data, base) and state.update(data) else base
@@ -639,7 +645,7 @@ kpi_cards(summary, st.session_state.get("previous_summary"), typed)
 shares = wfq_share_note(typed, summary)
 if shares:
     st.caption(text.plain(shares))
-system_cards(system)
+system_cards(system, typed.server.step_model)
 scaling = describe_scaling(system)
 if scaling:
     st.caption(text.plain(scaling[0].upper() + scaling[1:] + "."))

@@ -241,9 +241,8 @@ def trace_section(data: dict) -> None:
     st.button("Use this trace in the Lab", type="primary", key="use_trace", on_click=use_trace,
               args=(data, content, {"format": fmt, "jitter_ms": jitter}, name,
                     f"The Lab now replays {name} ({stats['requests']:,} requests)."))
-    notice = st.session_state.pop("trace_notice", None)
-    if notice:
-        st.success(text.plain(notice))
+    if st.session_state.get(state.TRACE_NOTICE):  # the trace was just put in use: the Lab replays it, and says so
+        st.switch_page("pages/lab.py")
 
 
 def use_trace(data: dict, content: bytes, trace: dict, display: str, notice: str) -> None:
@@ -256,7 +255,7 @@ def use_trace(data: dict, content: bytes, trace: dict, display: str, notice: str
     edited["workload"].pop("duration_s", None)
     edited["workload"]["num_requests"] = None
     if state.replace(edited):
-        st.session_state["trace_notice"] = notice
+        st.session_state[state.TRACE_NOTICE] = notice
 
 
 def back_to_synthetic(data: dict) -> None:

@@ -176,10 +176,9 @@ def test_trace_upload_shows_statistics_and_moves_into_the_lab():
     rate_per_s = (len(rows) - 1) / (rows[-1][0] - rows[0][0])
     assert [m for m in at.metric if m.label == "Rate (req/s)"][-1].value == f"{rate_per_s:.2f}"
     at.button(key="use_trace").click().run()
-    assert not at.exception
-    assert any(f"now replays conv.csv ({len(rows):,} requests)" in s for s in shown(at.success))
-    at.switch_page("pages/lab.py").run()
     assert not at.exception and not at.error
+    assert at.title[0].value == "Scheduler Lab", "the button opens the Lab"
+    assert any(f"now replays conv.csv ({len(rows):,} requests)" in s for s in shown(at.success))
     assert [m for m in at.metric if m.label == "TTFT p99"]
     # the comparison and the curves replay the whole trace; the curves at its speed-ups
     captions = [c.value for c in at.caption]
@@ -579,3 +578,10 @@ def test_the_first_requests_cards_show_while_a_new_run_computes_then_give_way():
     assert len([m for m in at.metric if m.label == "TTFT p99"]) == 3
     assert not [c for c in at.caption if c.value.startswith("Refining")]
     assert runner.preview(data) is None  # its full run is cached now
+
+
+def test_the_system_footnote_speaks_of_the_fixed_step_model_only_on_a_fixed_run():
+    def footnote(at: AppTest) -> str:
+        return next(c for c in shown(at.caption) if c.startswith("Offered load: arriving work per second"))
+    assert "fixed step model" not in footnote(lab().run()), "a roofline run: compute and bandwidth are known"
+    assert "not known under the fixed step model" in footnote(fixed_lab())

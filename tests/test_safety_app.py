@@ -186,8 +186,7 @@ def test_a_trace_upload_is_stored_only_once_used_and_then_under_its_hash():
     link = at.query_params[state.QUERY_KEY]
     linked = state.decode(link if isinstance(link, str) else link[0])
     assert linked["workload"]["trace"]["path"] == name, "the link names the stored trace, not a server path"
-    at.switch_page("pages/lab.py").run()
-    assert not at.exception and not at.error
+    assert not at.exception and not at.error and at.title[0].value == "Scheduler Lab"
     assert [m for m in at.metric if m.label == "TTFT p99"]
 
 

@@ -26,6 +26,7 @@ DEFAULT_PRESET = "chat_and_batch_a100_8b.toml"  # a real GPU, so the first scree
 QUERY_KEY = SCENARIO_KEY
 TYPED_SCENARIOS = 256  # typed scenarios kept (``validate``): a few KiB each
 PLAN_TARGETS = "plan_targets"  # the Planner's targets (and the fleet scenario) the Lab judges after "Open this fleet"
+TRACE_NOTICE = "trace_notice"  # session key: what the Lab says once the Workload page put a trace in use
 KEPT_LINK = "kept_link"  # the visitor's invalid ?s=, kept in the address bar until the visitor changes something
 
 
