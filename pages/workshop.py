@@ -27,7 +27,7 @@ from ui.widgets import field_input
 CHAPTER_PARAM, PRESENTER_PARAM = "chapter", "presenter"
 SYSTEM_COLOR = "#444444"  # the fleet's series (a fleet metric has no class)
 RENTAL_COLORS = dict(zip(workshop.RENTAL_MODES, ("#d62728", "#1f77b4", "#2ca02c")))
-CHART_HEIGHT_PX, PRESENTER_CHART_HEIGHT_PX = 420, 540  # the presenter's fits under the answer at 1440 x 900
+CHART_HEIGHT_PX, PRESENTER_CHART_HEIGHT_PX = 420, 480  # the presenter's fits under the answer at 1440 x 900
 PRESENTER_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
 [data-testid="stHeader"] {display: none !important;}
@@ -36,7 +36,9 @@ PRESENTER_CSS = """<style>
 .stMarkdown p, .stMarkdown li {font-size: 1.7rem; line-height: 1.45;}
 [data-testid="stCaptionContainer"] p {font-size: 1.5rem;}
 h1 {font-size: 2.6rem !important; padding-top: 0.5rem !important;}
+.st-key-presenter_see p {font-size: 1.35rem;}
 </style>"""
+PRESENTER_SEE = "presenter_see"  # the container of what to see beside the chart (its type a little smaller)
 
 
 def chapter_link(chapter: workshop.Chapter, presenter: bool = False) -> str:
@@ -96,7 +98,9 @@ def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = Fa
     classes = [] if chapter.kind == workshop.RENTAL else [c["name"] for c in chapter.scenario["workload"]["classes"]]
     unstable = {label for label, s in runs.items() if s["system"]["unstable"]}
     ticks = [text.chart_text(f"{o.label} (unstable)" if o.label in unstable else o.label) for o in chapter.options]
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.12 if len(panels) > 1 else 0.0)
+    # room between panels for the next panel's axis title (large type needs more); a third panel takes it from each
+    gap = (0.2 if large else 0.12) * (2 / len(panels)) ** 0.5 if len(panels) > 1 else 0.0
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=gap)
     in_legend: set[str] = set()  # a series drawn in two panels has one legend entry
     for col, (key, series) in enumerate(panels.items(), start=1):
         if chapter.kind == workshop.RENTAL:
@@ -125,7 +129,8 @@ def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = Fa
                       margin=dict(t=30, b=10), legend_title_text="")
     if large:
         big = dict(size=20)
-        fig.update_layout(margin=dict(t=20, l=90, b=20), legend_font=big)
+        fig.update_layout(margin=dict(t=50, l=90, b=20), legend_font=big,  # the legend over the panels: their width
+                          legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
         fig.update_xaxes(tickfont=big, title_font=big)
         fig.update_yaxes(tickfont=big, title_font=big)
     return fig
@@ -225,32 +230,35 @@ def exercise(chapter: workshop.Chapter) -> None:
 
 
 def presenter_view(chapters: tuple[workshop.Chapter, ...], chapter: workshop.Chapter) -> None:
-    """The chapter for a projector: large type, the question and the choices; once the answer is shown, the
-    prediction completed by its answer, then the chart (it fits under them at 1440 x 900), then what to see."""
+    """The chapter for a projector: large type, the navigation on top, the question and the choices; once the answer
+    is shown, the prediction completed by its answer, then the chart with what to see beside it, all on one screen
+    of 1440 x 900 (nothing to scroll while presenting)."""
     st.html(PRESENTER_CSS)
     revealed = f"ws_{chapter.id}_revealed"
     shown = st.session_state.setdefault(revealed, False)
-    st.caption(counter(chapters, chapter))
+    ids = [c.id for c in chapters]
+    at = ids.index(chapter.id)
+    cols = st.columns([2.2, 1.4, 1.4, 1.4, 1.6], vertical_alignment="center")
+    cols[0].caption(counter(chapters, chapter))
+    cols[1].button("Hide the answer" if shown else "Show the answer", key=f"ws_{chapter.id}_reveal",
+                   on_click=lambda: st.session_state.update({revealed: not shown}), width="stretch",
+                   type="secondary" if shown else "primary")
+    cols[2].button("Previous chapter", on_click=open_chapter, args=(ids[max(at - 1, 0)], True), disabled=at == 0,
+                   width="stretch")
+    cols[3].button("Next chapter", on_click=open_chapter, args=(ids[min(at + 1, len(ids) - 1)], True),
+                   disabled=at + 1 == len(ids), width="stretch")
+    cols[4].button("Leave presenter view", on_click=open_chapter, args=(chapter.id, False), width="stretch")
     st.title(chapter.title)
     if shown:
         st.markdown(f"{chapter.prompt} **{chapter.answer}**")
-        chart(chapter, run_experiment(chapter), large=True)
-        st.markdown(chapter.see)
+        left, right = st.columns([1.2, 1], gap="large")
+        with left:
+            chart(chapter, run_experiment(chapter), large=True)
+        right.container(key=PRESENTER_SEE).markdown(chapter.see)
     else:
         st.markdown(chapter.question)
         st.markdown(f"**Predict:** {chapter.prompt}\n\n" +
                     "\n".join(f"{i}. {choice}" for i, choice in enumerate(chapter.choices, start=1)))
-    ids = [c.id for c in chapters]
-    at = ids.index(chapter.id)
-    cols = st.columns(4)
-    cols[0].button("Hide the answer" if shown else "Show the answer", key=f"ws_{chapter.id}_reveal",
-                   on_click=lambda: st.session_state.update({revealed: not shown}), width="stretch",
-                   type="secondary" if shown else "primary")
-    cols[1].button("Previous chapter", on_click=open_chapter, args=(ids[max(at - 1, 0)], True), disabled=at == 0,
-                   width="stretch")
-    cols[2].button("Next chapter", on_click=open_chapter, args=(ids[min(at + 1, len(ids) - 1)], True),
-                   disabled=at + 1 == len(ids), width="stretch")
-    cols[3].button("Leave presenter view", on_click=open_chapter, args=(chapter.id, False), width="stretch")
 
 
 def open_chapter(chapter_id: str, presenter: bool) -> None:

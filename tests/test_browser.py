@@ -372,9 +372,22 @@ PLOT_AXES_JS = """(() => {
 })()"""
 
 
-def test_presenter_view_walks_two_chapters(server, page):
-    """A projector: large type, no sidebar, the question first, one chart with its axis titles on demand, and
-    the next chapter one click away."""
+@pytest.fixture
+def projector(browser, request):
+    """A page the size of a projector's screen, 1440 x 900."""
+    yield from browser_page(browser, request, {"width": 1440, "height": 900})
+
+
+def in_view(page, locator) -> bool:
+    """Whether ``locator`` lies whole inside the window, without scrolling."""
+    box = locator.bounding_box()
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= page.viewport_size["height"]
+
+
+def test_presenter_view_walks_two_chapters(server, projector):
+    """A projector at 1440 x 900: large type, no sidebar, the question first, one chart with its axis titles on
+    demand, what to see beside it and the next chapter one click away, all without scrolling."""
+    page = projector
     chapters = {c.id: c for c in workshop.load_chapters()}
     first, second = chapters["04-strict-priority"], chapters["05-aging-and-max-wait"]
     page.goto(f"{server}/workshop?chapter={first.id}&presenter=1")
@@ -390,7 +403,13 @@ def test_presenter_view_walks_two_chapters(server, page):
         page.wait_for_function(PLOT_AXES_JS + " !== null", timeout=TIMEOUT_MS)
         wait_idle(page)
         x_title, y_title, traces = page.evaluate(PLOT_AXES_JS)
-        assert x_title == chapter.knob_label and y_title == "Longest wait (ms)" and traces == 2
+        # two panels (longest wait, then TTFT p99: every figure the answer cites), a line per class in each
+        assert x_title == chapter.knob_label and y_title == "Longest wait (ms)" and traces == 4
+        see = page.locator(".st-key-presenter_see")
+        expect(see).to_contain_text(chapter.see.split(".")[0].replace("**", "")[:40])
+        for what, where in (("what to see", see), ("the chart", page.locator(".js-plotly-plot").first),
+                            ("Next chapter", page.get_by_role("button", name="Next chapter"))):
+            assert in_view(page, where), f"{chapter.id}: {what} is off screen at 1440 x 900"
         page.screenshot(path=str(ARTIFACTS / f"presenter_{chapter.id}.png"), full_page=True)
         if chapter is first:
             page.get_by_role("button", name="Next chapter").click()

@@ -120,7 +120,7 @@ def broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ('metric = "longest_wait_ms"\nclasses', 'metric = "longest_waits"\nclasses',
+    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses', 'metrics = ["longest_waits", "ttft_p99_ms"]\nclasses',
      "chart 'longest_waits' is not a class metric"),
     ('classes = ["interactive", "offline"]', 'classes = ["interactive", "vip"]', "class 'vip' is not a class"),
     ('at = "strict priority"', 'at = "edf"', "knob's settings are FIFO, strict priority"),
@@ -139,19 +139,21 @@ def broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
     ('[[prediction.claims]]\nmetric = "longest_wait_ms"\nclass = "offline"\nat = "strict priority"\nthan = "FIFO"\n'
      'above = 3.0', 'claims = []', "prediction.claims must hold at least one claim: the answer, as a test"),
     ('metric = "longest_wait_ms"\nclass = "offline"\nat = "strict priority"\nthan = "FIFO"\nabove = 3.0\n\n[knob]',
-     'metric = "ttft_p99_ms"\nclass = "offline"\nat = "strict priority"\nthan = "FIFO"\nabove = 3.0\n\n[knob]',
-     "prediction.claims[0].metric = 'ttft_p99_ms' is not drawn: the chart shows longest_wait_ms"),
+     'metric = "e2e_p99_ms"\nclass = "offline"\nat = "strict priority"\nthan = "FIFO"\nabove = 3.0\n\n[knob]',
+     "prediction.claims[0].metric = 'e2e_p99_ms' is not drawn: the chart shows longest_wait_ms, ttft_p99_ms"),
+    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]', 'metrics = ["longest_wait_ms"]',
+     "see.checks[1].metric = 'ttft_p99_ms' is not drawn: the chart shows longest_wait_ms"),
     ('classes = ["interactive", "offline"]', 'classes = ["interactive"]',
      "prediction.claims[0].class = 'offline' is not drawn for longest_wait_ms: the chart shows interactive"),
     ('than = "FIFO"\nabove = 3.0\n\n[knob]', 'than = "FIFO"\nabove = 3.0\nwithin = 2.0\n\n[knob]',
      "prediction.claims[0] needs exactly one of above = FACTOR, below = FACTOR or within = FACTOR"),
     ('than = "FIFO"\nabove = 3.0\n\n[knob]', 'than = "FIFO"\nabove = 0.5\n\n[knob]',
      "prediction.claims[0].above = 0.5 must be at least 1"),
-    ('metric = "longest_wait_ms"\nclasses', 'metric = "longest_wait_ms"\nmetrics = ["ttft_p99_ms"]\nclasses',
-     "chart gives both metric and metrics"),
-    ('metric = "longest_wait_ms"\nclasses', 'metrics = ["longest_wait_ms", "longest_wait_ms"]\nclasses',
-     "chart.metrics must name one or two different metrics"),
-    ('metric = "longest_wait_ms"\nclasses', 'metric = "compute_util_frac"\nclasses',
+    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses',
+     'metric = "longest_wait_ms"\nmetrics = ["ttft_p99_ms"]\nclasses', "chart gives both metric and metrics"),
+    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses', 'metrics = ["longest_wait_ms", "longest_wait_ms"]\nclasses',
+     "chart.metrics must name one to 3 different metrics"),
+    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses', 'metric = "compute_util_frac"\nclasses',
      "chart.classes are not drawn: every metric of the chart is a fleet metric"),
 ])
 def test_a_broken_chapter_is_one_line_naming_file_and_field(tmp_path, old, new, message):

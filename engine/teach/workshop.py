@@ -15,7 +15,7 @@ It holds the text and the experiment together::
                              when they span ``LOG_AXIS_SPAN`` times or more), or options = [{label,
                              set = {path = value}, unset = [path]}] (``unset``: the field goes back to its default,
                              e.g. none), drawn as named settings in their order
-    [chart]                  metric (a key of engine.scenario.metric_table), or metrics = [two keys] for two panels
+    [chart]                  metric (a key of engine.scenario.metric_table), or metrics = [up to three keys], one panel each
                              side by side (an answer about two things draws both), and the classes to draw; a fleet
                              metric of the summary's system block draws the fleet
     [see]                    text ("what you should see", with the reason) and checks that must hold on the
@@ -65,6 +65,7 @@ from ..sim.simulate import PRESET_DIR
 
 WORKSHOP_DIR = DATA_ROOT / "workshop"
 SYSTEM = "system"  # the goal and chart "class" of a fleet metric
+MAX_PANELS = 3  # metrics one chapter's chart draws, one panel each
 SYSTEM_KEYS = tuple(m.key for m in SYSTEM_METRICS)
 RENTAL = "rental"
 DAYS_PER_MONTH = HOURS_PER_MONTH / 24.0
@@ -405,10 +406,9 @@ def _checks(reader: _Reader, specs: list, where: str, kind: str, classes: list[s
 
 
 def _drawn(reader: _Reader, chapter: Chapter) -> None:
-    """Every claim of the answer is about what the chart draws: one of its metrics, for classes it shows; and a
-    rental chapter's checks compare the billings it draws."""
-    for where, checks in (("prediction.claims", chapter.claims),
-                          ("see.checks", chapter.checks if chapter.kind == RENTAL else ())):
+    """Every claim of the answer and every figure "what you should see" cites is about what the chart draws: one of
+    its metrics, for classes it shows (a rental chapter's checks: the billings it draws)."""
+    for where, checks in (("prediction.claims", chapter.claims), ("see.checks", chapter.checks)):
         for i, check in enumerate(checks):
             if check.metric not in chapter.chart_metrics:
                 raise reader.fail(f"{where}[{i}].metric", f"= {check.metric!r} is not drawn: the chart shows "
@@ -466,8 +466,8 @@ def load_chapter(path: Path) -> Chapter:
         raise r.fail("chart", "gives both metric and metrics; give one")
     chart_metrics = tuple(r.get(chart, "metrics", list, "chart.")) if "metrics" in chart else \
         (r.get(chart, "metric", str, "chart."),)
-    if not 1 <= len(chart_metrics) <= 2 or len(set(chart_metrics)) != len(chart_metrics):
-        raise r.fail("chart.metrics", "must name one or two different metrics (one panel each)")
+    if not 1 <= len(chart_metrics) <= MAX_PANELS or len(set(chart_metrics)) != len(chart_metrics):
+        raise r.fail("chart.metrics", f"must name one to {MAX_PANELS} different metrics (one panel each)")
     chart_classes = tuple(r.get(chart, "classes", list, "chart.", []))
     if kind != RENTAL:
         for key in chart_metrics:
