@@ -151,8 +151,8 @@ def broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
      "prediction.claims[0].above = 0.5 must be at least 1"),
     ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses',
      'metric = "longest_wait_ms"\nmetrics = ["ttft_p99_ms"]\nclasses', "chart gives both metric and metrics"),
-    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses', 'metrics = ["longest_wait_ms", "longest_wait_ms"]\nclasses',
-     "chart.metrics must name one to 3 different metrics"),
+    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses',
+     'metrics = ["longest_wait_ms", "longest_wait_ms"]\nclasses', "chart.metrics must name one to 3 different metrics"),
     ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses', 'metric = "compute_util_frac"\nclasses',
      "chart.classes are not drawn: every metric of the chart is a fleet metric"),
 ])

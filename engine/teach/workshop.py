@@ -15,9 +15,9 @@ It holds the text and the experiment together::
                              when they span ``LOG_AXIS_SPAN`` times or more), or options = [{label,
                              set = {path = value}, unset = [path]}] (``unset``: the field goes back to its default,
                              e.g. none), drawn as named settings in their order
-    [chart]                  metric (a key of engine.scenario.metric_table), or metrics = [up to three keys], one panel each
-                             side by side (an answer about two things draws both), and the classes to draw; a fleet
-                             metric of the summary's system block draws the fleet
+    [chart]                  metric (a key of engine.scenario.metric_table), or metrics = [up to three keys], one
+                             panel each side by side (every figure the answer and [see] cite is drawn), and the
+                             classes to draw; a fleet metric of the summary's system block draws the fleet
     [see]                    text ("what you should see", with the reason) and checks that must hold on the
                              chart's runs: {metric, class, at, than, above = F, below = F or within = F}: the value
                              at knob option ``at`` is at least F times (above), at most 1/F times (below), or
