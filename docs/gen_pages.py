@@ -2,7 +2,8 @@
 
 - ``reference/keys.md``: every scenario key and the safety limits (``engine.scenario.config.keys_markdown``);
 - ``reference/cli.md``: every command and option of ``python -m engine``, read from its argparse parser;
-- ``app/workshop.md``: the chapter list, from ``data/workshop/*.toml`` through the workshop's own loader;
+- ``app/workshop.md``: the chapter list, from ``data/workshop/*.toml`` through the workshop's own loader, and each
+  chapter's effect from its own runs (``workshop.effect_text``);
 - ``safety.md``: the limits table (``engine.scenario.caps.caps_markdown``).
 
 A hand-written page holds a marker (``<!-- generated: NAME -->``) where its generated part goes, so that its
@@ -100,6 +101,16 @@ def chapters_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def effects_markdown() -> str:
+    """Each chapter's effect, from its own runs at its preset's load (one seed): the figures its "what you should
+    see" cites (``workshop.effect_text``), so the table is never stale."""
+    lines = ["| chapter | what it shows |", "|---|---|"]
+    for i, chapter in enumerate(workshop.load_chapters(), start=1):
+        runs = {} if chapter.kind == workshop.RENTAL else workshop.run_options(chapter)
+        lines.append(f"| {i} {cell(chapter.title)} | {cell(workshop.effect_text(chapter, runs))} |")
+    return "\n".join(lines) + "\n"
+
+
 def fill(page: str, name: str, text: str) -> None:
     """Put ``text`` where ``page`` has its ``<!-- generated: NAME -->`` marker (tests/test_docs.py checks that the
     built page holds it)."""
@@ -114,4 +125,5 @@ with mkdocs_gen_files.open("reference/keys.md", "w") as keys_file:
 with mkdocs_gen_files.open("reference/cli.md", "w") as cli_file:
     cli_file.write(cli_markdown(cli.command_parser()))
 fill("app/workshop.md", "workshop chapters", chapters_markdown())
+fill("app/workshop.md", "workshop effects", effects_markdown())
 fill("safety.md", "safety limits", caps_markdown())

@@ -79,6 +79,9 @@ def test_the_workshop_page_lists_every_chapter(site):
     for chapter in workshop.load_chapters():
         assert chapter.id in text and " ".join(chapter.title.split()) in text, chapter.id
         assert " ".join(chapter.question.split()) in text, chapter.id
+    for i, chapter in enumerate(workshop.load_chapters(), start=1):  # each chapter's effect, from its runs
+        runs = {} if chapter.kind == workshop.RENTAL else workshop.run_options(chapter)
+        assert f"{i} {' '.join(chapter.title.split())} {workshop.effect_text(chapter, runs)}" in text, chapter.id
 
 
 def test_readme_is_a_short_front_door():

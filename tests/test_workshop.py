@@ -12,6 +12,7 @@ import pytest
 from engine.decide.cost import CNY_PER_USD_DEFAULT, HOURS_PER_MONTH
 from engine.hardware.tables import load_table
 from engine.scenario.errors import ScenarioError
+from engine.scenario.metric_table import metric
 from engine.teach import workshop
 
 CHAPTERS = {c.id: c for c in workshop.load_chapters()}
@@ -188,3 +189,16 @@ def test_a_teacher_adds_a_chapter_without_code(tmp_path):
     (folder / "99-my-own.toml").write_text(source.replace("Strict priority and starvation", "My own chapter"))
     chapters = workshop.load_chapters(folder)
     assert chapters[-1].id == "99-my-own" and chapters[-1].title == "My own chapter"
+
+
+def test_a_chapters_effect_reads_the_figures_its_explanation_cites_from_its_runs():
+    """The manual's table of chapters is built from these lines: each [see] check's two values, in units."""
+    chapter = CHAPTERS["04-strict-priority"]
+    runs = workshop.run_options(chapter)
+    said = workshop.effect_text(chapter, runs)
+    wait = {label: runs[label]["classes"]["offline"]["longest_wait_ms"] for label in ("FIFO", "strict priority")}
+    assert said.startswith(f"offline longest wait {metric('longest_wait_ms').unit_text(wait['FIFO'])} at FIFO, "
+                           f"{metric('longest_wait_ms').unit_text(wait['strict priority'])} at strict priority; "
+                           f"interactive TTFT p99 ")
+    rental = CHAPTERS["14-rental-terms"]
+    assert " USD at 24" in workshop.effect_text(rental, {})

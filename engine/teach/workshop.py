@@ -56,7 +56,7 @@ from ..scenario.config import (OVERALL, Arrival, Autoscale, Fleet, Policy, Scena
                                apply_overrides,
                                field_bounds, field_label, field_meta, fleet_servers, load_scenario, read_toml)
 from ..scenario.errors import ScenarioError, excerpt
-from ..scenario.metric_table import METRICS, SYSTEM_METRICS, metric
+from ..scenario.metric_table import METRICS, SYSTEM_METRICS, metric, money_range
 from ..scenario.origin import Origin
 from ..scenario.summary import Summary
 from ..scenario.table_names import DATA_ROOT
@@ -579,6 +579,28 @@ def check_values(chapter: Chapter, check: Check, runs: Mapping[str, Summary], cn
         return values[check.cls][check.at], values[check.than_cls][check.than]
     return tuple(Goal(cls, check.metric, 0.0).value(runs[label]) if label in runs else None
                  for cls, label in ((check.cls, check.at), (check.than_cls, check.than)))
+
+
+def effect_text(chapter: Chapter, runs: Mapping[str, Summary], cny_per_usd: float = CNY_PER_USD_DEFAULT) -> str:
+    """What the chapter shows, from its runs: each figure "what you should see" cites, at the setting it is compared
+    with and at the one it is about ("offline Longest wait 1.88 s at FIFO, 6.33 s at strict priority"); the
+    manual's table of chapters is these lines, so it never goes stale."""
+    def who(cls: str) -> str:
+        return "" if cls == SYSTEM else f"{cls} "
+
+    parts = []
+    for check in chapter.checks:
+        at, than = check_values(chapter, check, runs, cny_per_usd)
+        if chapter.kind == RENTAL:
+            label = ""
+            def shown(v): return "—" if v is None else money_range((v, v), chapter.rental.currency)
+        else:
+            m = metric(check.metric)
+            label = (m.label if m.label[:2].isupper() else m.label[0].lower() + m.label[1:]) + " "  # TTFT, output
+            shown = m.unit_text
+        again = "" if check.cls == check.than_cls else f"{who(check.cls)}{label}"
+        parts.append(f"{who(check.than_cls)}{label}{shown(than)} at {check.than}, {again}{shown(at)} at {check.at}")
+    return "; ".join(parts)
 
 
 def checks_hold(chapter: Chapter, runs: Mapping[str, Summary],
