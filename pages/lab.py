@@ -453,6 +453,22 @@ def planner_targets(summary: Summary, scenario: dict) -> None:
                 f"{opened['requests']:,}. The cards' SLA met is each class's own SLA (the scenario's), not these.")
 
 
+BUSY_OVER_LOAD = 0.3  # GPU busy this far above the offered load is explained beside the cards
+
+
+def busy_note(system: SystemMetrics, step_model: str) -> str:
+    """Why the GPU is busy far more of the time than the offered load says it is loaded: an iteration runs while any
+    request is decoding, however few; how full they were is the compute and bandwidth use while busy."""
+    shares = (system.get("bandwidth_util_frac"), system.get("compute_util_frac"))
+    full = "" if step_model == "fixed" or None in shares else (
+        f" (bandwidth {system['bandwidth_util_frac']:.0%} and compute {system['compute_util_frac']:.0%} of the "
+        f"peaks while busy)")
+    return (f"GPU busy {system['gpu_busy_frac']:.0%} at an offered load of {load_text(system['offered_load'])}: with "
+            f"continuous batching an iteration runs whenever any request is decoding, so the GPU is busy most of the "
+            f"time even at a light load; the iterations are small, {system['mean_batch_size']:.1f} sequences on "
+            f"average{full}. The offered load says how much of the fleet's most the arrivals ask for.")
+
+
 def system_cards(system: SystemMetrics, step_model: str) -> None:
     """The fleet's load and how it spent its time, each defined where it is read (``step_model``: the server's, for
     what compute and bandwidth can say)."""
@@ -474,6 +490,9 @@ def system_cards(system: SystemMetrics, step_model: str) -> None:
                f"). Throughputs are of the "
                f"steady state too (the whole run's are in the policy comparison). Arrows on the cards: the change "
                f"against the previous run of this scenario.")
+    busy, load = system["gpu_busy_frac"], system["offered_load"]
+    if busy is not None and busy - load >= BUSY_OVER_LOAD:
+        st.caption(busy_note(system, step_model))
     if system["kv_peak_frac"] is not None and system["kv_peak_frac"] >= 0.99 and system["offered_load"] < 1.0:
         advice = (" Lower the load, add memory (replicas, tensor parallelism, a larger GPU) or shorten the requests."
                   if system["preemption_waste_frac"] >= 0.01 else "")

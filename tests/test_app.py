@@ -585,3 +585,13 @@ def test_the_system_footnote_speaks_of_the_fixed_step_model_only_on_a_fixed_run(
         return next(c for c in shown(at.caption) if c.startswith("Offered load: arriving work per second"))
     assert "fixed step model" not in footnote(lab().run()), "a roofline run: compute and bandwidth are known"
     assert "not known under the fixed step model" in footnote(fixed_lab())
+
+
+def test_a_gpu_busy_far_above_the_offered_load_is_explained():
+    data = apply_overrides(read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml"),
+                           {"workload.arrival.rate_per_s": 2.0, "workload.num_requests": 2000})
+    at = lab(data).run()
+    assert not at.exception and not at.error
+    note = next(c for c in shown(at.caption) if c.startswith("GPU busy "))
+    assert "at an offered load of 0.3" in note and "an iteration runs whenever any request is decoding" in note
+    assert not any(c.startswith("GPU busy ") for c in shown(lab().run().caption)), "busy near the load: nothing"
