@@ -25,7 +25,7 @@ from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
 from engine.sim.simulate import load_text, stop_explanation
 from engine.sim.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
-from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests
+from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests, unclassed_requests
 from ui import (charts, cost_panel, guard, hardware_choices, parallel_controls, runner, scenario_sidebar, state,
                 tables, text, tune_panel, view)
 from ui.state import PLAN_TARGETS
@@ -469,6 +469,18 @@ def busy_note(system: SystemMetrics, step_model: str) -> str:
             f"average{full}. The offered load says how much of the fleet's most the arrivals ask for.")
 
 
+def class_split_text(typed: engine.Scenario) -> str:
+    """How a replayed trace's requests that name no class get one (said when the scenario has several classes)."""
+    classes = typed.workload.classes
+    unnamed = unclassed_requests(typed) if len(classes) > 1 else 0
+    if not unnamed:
+        return ""
+    total = sum(c.share for c in classes)
+    shares = ", ".join(f"{text.plain(c.name)} {c.share / total:.0%}" for c in classes)
+    return (f" The trace names no class for {unnamed:,} of them: each is given one at random in the classes' shares "
+            f"({shares}), keeping its lengths from the trace; the classes' own length distributions are not used.")
+
+
 def system_cards(system: SystemMetrics, step_model: str) -> None:
     """The fleet's load and how it spent its time, each defined where it is read (``step_model``: the server's, for
     what compute and bandwidth can say)."""
@@ -656,7 +668,8 @@ summary, system = run.summary, run.summary["system"]
 if system["unstable"]:
     st.warning(text.plain(labels.key_words(stop_explanation(system, APP_ORIGIN.caps)) + "."))
 if typed.workload.trace is not None:
-    st.caption(f"Replays {summary['run']['requests']:,} of the trace's {trace_requests(typed):,} requests.")
+    st.caption(f"Replays {summary['run']['requests']:,} of the trace's {trace_requests(typed):,} requests."
+               + class_split_text(typed))
 
 st.subheader("Per-class results")
 planner_targets(summary, current)

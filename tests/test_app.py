@@ -180,6 +180,8 @@ def test_trace_upload_shows_statistics_and_moves_into_the_lab():
     assert at.title[0].value == "Scheduler Lab", "the button opens the Lab"
     assert any(f"now replays conv.csv ({len(rows):,} requests)" in s for s in shown(at.success))
     assert [m for m in at.metric if m.label == "TTFT p99"]
+    assert any(f"The trace names no class for {len(rows):,} of them: each is given one at random in the classes' "
+               f"shares (chat 70%, batch 30%)" in c for c in shown(at.caption)), "how the class-less trace is split"
     # the comparison and the curves replay the whole trace; the curves at its speed-ups
     captions = [c.value for c in at.caption]
     assert any(f"on the whole trace ({len(rows):,} requests)" in c for c in captions)

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import engine
-from conftest import AZURE_CODE, AZURE_CONV, MOONCAKE_CONVERSATION, MOONCAKE_SYNTHETIC
+from conftest import AZURE_CODE, AZURE_CONV, MOONCAKE_CONVERSATION, MOONCAKE_SYNTHETIC, SCENARIOS
 from engine.scenario.errors import TraceError
 from engine.sim.traces import guess_trace_format, read_trace
+from engine.sim.workload import unclassed_requests
 
 CLASSES = [{"name": "chat", "share": 0.6}, {"name": "batch", "share": 0.4}]
 
@@ -87,6 +88,10 @@ def test_own_csv_with_classes_and_rate_scale(tmp_path):
     frame = engine.simulate(engine.load_scenario(data)).requests
     assert list(frame["arrival_s"]) == [0.0, 1.0, 2.0]
     assert list(frame["class"])[1:] == ["batch", "chat"]
+    assert unclassed_requests(engine.load_scenario(data)) == 1, "the row without a class gets one by the shares"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,4,2\n1,5,3\n")
+    assert unclassed_requests(engine.load_scenario(data)) == 2, "no class column: every request"
+    assert unclassed_requests(engine.load_scenario(SCENARIOS / "example.toml")) == 0, "no trace"
 
 
 @pytest.mark.parametrize("text, message", [

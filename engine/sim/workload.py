@@ -176,6 +176,20 @@ def trace_requests(scenario: Scenario) -> int:
     return len(read_trace(origin.trace_file(trace.path), trace.format, None, origin.caps, name=trace.path).arrival_s)
 
 
+def unclassed_requests(scenario: Scenario) -> int:
+    """Requests of the replayed part of the scenario's trace that name no class (all of them when the file has no
+    class column): each is given a class at random in the classes' shares (``_replayed``), its lengths the trace's.
+    0 without a trace."""
+    workload, origin = scenario.workload, scenario.origin
+    if workload.trace is None:
+        return 0
+    rows = read_trace(origin.trace_file(workload.trace.path), workload.trace.format, workload.num_requests,
+                      origin.caps, name=workload.trace.path)
+    if rows.class_names is None:
+        return len(rows.arrival_s)
+    return int(sum(name is None for name in rows.class_names))
+
+
 def _replayed(workload: Workload, origin: Origin, rng: np.random.Generator) -> tuple:
     """The trace's first ``num_requests`` rows (file order), scaled, jittered, sorted, cut at ``duration_s``."""
     trace = workload.trace
