@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 import engine
 from engine.decide.cost import CNY_PER_USD_DEFAULT
@@ -90,19 +89,19 @@ def run_experiment(chapter: workshop.Chapter) -> dict[str, Summary]:
     return {o.label: s for o, s in zip(chapter.options, results) if s is not None}
 
 
-def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> go.Figure:
-    """The chart that answers the chapter's question: one panel per metric of the chapter, one line (a numeric
-    knob, on a numeric axis: the settings where their values put them, read in the knob's direction) or one set
-    of bars (named settings, in their order) per series; settings whose run was unstable are marked on the axis."""
+def figures(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> list[go.Figure]:
+    """The charts that answer the chapter's question, one per metric of the chapter (side by side on a wide screen,
+    one under the other on a phone): one line (a numeric knob, on a numeric axis: the settings where their values
+    put them, read in the knob's direction) or one set of bars (named settings, in their order) per series;
+    settings whose run was unstable are marked on the axis. Each series is in the legend of the first chart that
+    draws it."""
     panels = workshop.chart_values(chapter, runs, CNY_PER_USD_DEFAULT)
     classes = [] if chapter.kind == workshop.RENTAL else [c["name"] for c in chapter.scenario["workload"]["classes"]]
     unstable = {label for label, s in runs.items() if s["system"]["unstable"]}
     ticks = [text.chart_text(f"{o.label} (unstable)" if o.label in unstable else o.label) for o in chapter.options]
-    # room between panels for the next panel's axis title (large type needs more); a third panel takes it from each
-    gap = (0.2 if large else 0.12) * (2 / len(panels)) ** 0.5 if len(panels) > 1 else 0.0
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=gap)
-    in_legend: set[str] = set()  # a series drawn in two panels has one legend entry
-    for col, (key, series) in enumerate(panels.items(), start=1):
+    drawn, in_legend = [], set()  # a series already in a legend is not listed again
+    for key, series in panels.items():
+        fig = go.Figure()
         if chapter.kind == workshop.RENTAL:
             y_title, scale = f"Cost per month ({chapter.rental.currency})", 1.0
         else:
@@ -113,33 +112,36 @@ def figure(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = Fa
             shown = text.chart_text("fleet" if name == workshop.SYSTEM else name)
             color = RENTAL_COLORS.get(name) or (SYSTEM_COLOR if name in (workshop.SYSTEM, OVERALL) else
                                                 charts.class_color(classes.index(name)))
-            legend = dict(name=shown, legendgroup=shown, showlegend=shown not in in_legend)
+            listed = dict(name=shown, showlegend=shown not in in_legend)
             in_legend.add(shown)
             if chapter.numeric:
                 fig.add_trace(go.Scatter(x=[o.x for o in chapter.options], y=y, mode="lines+markers",
-                                         line=dict(color=color), **legend), row=1, col=col)
+                                         line=dict(color=color), **listed))
             else:
-                fig.add_trace(go.Bar(x=ticks, y=y, marker_color=color, **legend), row=1, col=col)
-        fig.update_yaxes(title_text=y_title, rangemode="tozero", row=1, col=col)
+                fig.add_trace(go.Bar(x=ticks, y=y, marker_color=color, **listed))
+        fig.update_yaxes(title_text=y_title, rangemode="tozero")
         xs = [o.x for o in chapter.options]
         axis = dict(type="log" if chapter.log_axis else "linear", tickvals=xs, ticktext=ticks,
                     autorange="reversed" if xs[0] > xs[-1] else True) if chapter.numeric else dict(type="category")
-        fig.update_xaxes(title_text=text.chart_text(chapter.knob_label), row=1, col=col, **axis)
-    fig.update_layout(barmode="group", height=PRESENTER_CHART_HEIGHT_PX if large else CHART_HEIGHT_PX,
-                      margin=dict(t=30, b=10), legend_title_text="")
-    if large:
-        big = dict(size=20)
-        fig.update_layout(margin=dict(t=50, l=90, b=20), legend_font=big,  # the legend over the panels: their width
-                          legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-        fig.update_xaxes(tickfont=big, title_font=big)
-        fig.update_yaxes(tickfont=big, title_font=big)
-    return fig
+        fig.update_xaxes(title_text=text.chart_text(chapter.knob_label), **axis)
+        fig.update_layout(barmode="group", height=PRESENTER_CHART_HEIGHT_PX if large else CHART_HEIGHT_PX,
+                          margin=dict(t=50, b=10), legend_title_text="", showlegend=True,
+                          legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))  # above: the width is the plot's
+        if large:
+            big = dict(size=20 if len(panels) < 3 else 16)  # three charts share the projector's width
+            fig.update_layout(margin=dict(t=50, l=90, b=20), legend_font=big)
+            fig.update_xaxes(tickfont=big, title_font=big)
+            fig.update_yaxes(tickfont=big, title_font=big)
+        drawn.append(fig)
+    return drawn
 
 
 def chart(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = False) -> None:
-    """The chapter's chart (``large``: type a projector shows across a room), then which runs were unstable and
+    """The chapter's charts (``large``: type a projector shows across a room), then which runs were unstable and
     each run's offered load, in the knob's order."""
-    st.plotly_chart(figure(chapter, runs, large), width="stretch")
+    drawn = figures(chapter, runs, large)
+    for column, fig in zip(st.columns(len(drawn)), drawn):
+        column.plotly_chart(fig, width="stretch")
     ordered = [o.label for o in chapter.options if o.label in runs]
     unstable = [label for label in ordered if runs[label]["system"]["unstable"]]
     if unstable:
@@ -251,7 +253,7 @@ def presenter_view(chapters: tuple[workshop.Chapter, ...], chapter: workshop.Cha
     st.title(chapter.title)
     if shown:
         st.markdown(f"{chapter.prompt} **{chapter.answer}**")
-        left, right = st.columns([1.2, 1], gap="large")
+        left, right = st.columns([1.2 if len(chapter.chart_metrics) < 3 else 1.7, 1], gap="large")
         with left:
             chart(chapter, run_experiment(chapter), large=True)
         right.container(key=PRESENTER_SEE).markdown(chapter.see)

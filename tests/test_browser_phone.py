@@ -61,3 +61,20 @@ def test_planner_target_rows_keep_their_labels_on_a_phone(server, phone):  # noq
         for what in ("class", "metric", "limit"):
             label = phone.locator('[data-testid="stWidgetLabel"]', has_text=f"Target {row}: {what}")
             assert label.count() == 1 and label.first.is_visible(), (row, what)
+
+
+def test_a_chapters_charts_stand_one_under_the_other_on_a_phone(server, phone):  # noqa: F811
+    """Chapter 9 draws three metrics: on a 390 px screen each is a chart of the screen's width, one under the
+    other (side by side they were a third of it each)."""
+    phone.goto(f"{server}/workshop?chapter=09-min-batch-and-wait&presenter=1")
+    phone.get_by_role("button", name="Show the answer").click()
+    plots = phone.locator(".js-plotly-plot")
+    plots.nth(2).wait_for(timeout=TIMEOUT_MS)
+    wait_idle(phone)
+    phone.screenshot(path=str(ARTIFACTS / "phone_workshop.png"), full_page=True)
+    boxes = [plots.nth(i).bounding_box() for i in range(plots.count())]
+    assert len(boxes) == 3
+    for box in boxes:
+        assert box["width"] >= 0.8 * PHONE["width"] - 40, boxes
+    assert boxes[0]["y"] + boxes[0]["height"] <= boxes[1]["y"] + 1 and \
+        boxes[1]["y"] + boxes[1]["height"] <= boxes[2]["y"] + 1, "one under the other"

@@ -56,7 +56,7 @@ def test_a_chapter_opens_from_its_link_and_checks_its_exercise(cid):
     assert any(w.startswith("Not quite") for w in shown(at.warning))
     at.radio(key=f"ws_{cid}_guess").set_value(chapter.answer).run()
     assert "Right. The experiment below shows it." in shown(at.success)
-    assert len(at.get("plotly_chart")) == 1
+    assert len(at.get("plotly_chart")) == len(chapter.chart_metrics), "a chart per metric"
     assert "✗ does not hold" not in " ".join(shown(at.markdown)), "what the learner should see holds"
     set_answer(at, chapter, chapter.start_values())
     assert any(m.startswith("Not yet") for m in check(at, chapter)), "the exercise starts wrong"
@@ -98,12 +98,17 @@ def test_a_numeric_knob_sits_on_a_numeric_axis(cid, axis, direction):
             (" (unstable)" if cid.startswith("01") else "")
 
 
-def test_an_answer_about_two_metrics_draws_two_panels_with_one_legend():
-    _, fig = revealed("02-prefill-and-decode")
-    layout = fig["layout"]
-    assert (layout["yaxis"]["title"]["text"], layout["yaxis2"]["title"]["text"]) == ("TPOT p99 (ms)", "TTFT p99 (ms)")
-    assert [(t["name"], t.get("showlegend", True)) for t in fig["data"]] == \
-        [("chat", True), ("batch", True), ("chat", False), ("batch", False)]
+def test_an_answer_about_two_metrics_draws_two_charts_and_one_legend():
+    """One chart per metric, side by side in columns (stacked on a phone); each series in one legend."""
+    at, _ = revealed("02-prefill-and-decode")
+    figs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    assert [f["layout"]["yaxis"]["title"]["text"] for f in figs] == ["TPOT p99 (ms)", "TTFT p99 (ms)"]
+    assert [[t["name"] for t in f["data"]] for f in figs] == [["chat", "batch"], ["chat", "batch"]]
+    assert [[t.get("showlegend", True) for t in f["data"]] for f in figs] == [[True, True], [False, False]]
+    at, _ = revealed("09-min-batch-and-wait")  # the fleet's two charts, then the classes': each series listed once
+    figs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    assert [[(t["name"], t.get("showlegend", True)) for t in f["data"]] for f in figs] == \
+        [[("fleet", True)], [("fleet", False)], [("interactive", True), ("offline", True)]]
 
 
 def test_exercise_choices_that_are_codes_show_their_words():
@@ -139,7 +144,7 @@ def test_the_presenter_view_shows_the_question_then_one_chart_on_demand():
     assert at.title[0].value == chapter.title and not at.get("plotly_chart") and not at.radio
     assert shown(at.caption)[0] == f"Chapter 7 of {len(CHAPTERS)}"
     next(b for b in at.button if b.label == "Show the answer").click().run()
-    assert len(at.get("plotly_chart")) == 1
+    assert len(at.get("plotly_chart")) == len(chapter.chart_metrics) == 2
     assert f"{chapter.prompt} **{chapter.answer}**" in [m.value for m in at.markdown], "the prediction, completed"
     next(b for b in at.button if b.label == "Hide the answer").click().run()
     assert not at.get("plotly_chart") and chapter.question in [m.value for m in at.markdown]
