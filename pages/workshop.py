@@ -119,7 +119,8 @@ def figures(chapter: workshop.Chapter, runs: dict[str, Summary], large: bool = F
                                          line=dict(color=color), **listed))
             else:
                 fig.add_trace(go.Bar(x=ticks, y=y, marker_color=color, **listed))
-        fig.update_yaxes(title_text=y_title, rangemode="tozero")
+        scale_axis = {"type": "log"} if key in chapter.chart_log else {"rangemode": "tozero"}
+        fig.update_yaxes(title_text=y_title, **scale_axis)
         xs = [o.x for o in chapter.options]
         axis = dict(type="log" if chapter.log_axis else "linear", tickvals=xs, ticktext=ticks,
                     autorange="reversed" if xs[0] > xs[-1] else True) if chapter.numeric else dict(type="category")

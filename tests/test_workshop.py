@@ -156,6 +156,8 @@ def broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
      'metrics = ["longest_wait_ms", "longest_wait_ms"]\nclasses', "chart.metrics must name one to 3 different metrics"),
     ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses', 'metric = "compute_util_frac"\nclasses',
      "chart.classes are not drawn: every metric of the chart is a fleet metric"),
+    ('metrics = ["longest_wait_ms", "ttft_p99_ms"]\nclasses', 'metrics = ["longest_wait_ms", "ttft_p99_ms"]\n'
+     'log = ["e2e_p99_ms"]\nclasses', "chart.log must name metrics the chart draws"),
 ])
 def test_a_broken_chapter_is_one_line_naming_file_and_field(tmp_path, old, new, message):
     folder = broken(tmp_path, "04-strict-priority", old, new)

@@ -183,3 +183,10 @@ def test_every_policy_preempting_is_a_choice():
     table = at.dataframe[1].value  # the first contended load
     preemptions = table.loc[table["figure"] == "preemptions", "WFQ 70/30"].item()
     assert int(preemptions.replace(",", "")) > 0
+
+
+def test_a_chart_that_spans_orders_of_magnitude_is_drawn_on_a_log_axis():
+    """Chapter 20's TTFT p99 runs from 40 ms to 24 s: its chart is logarithmic; its SLA chart stays linear."""
+    at, _ = revealed("20-bursts-and-autoscaling")
+    ttft, sla = [json.loads(chart.proto.spec)["layout"]["yaxis"] for chart in at.get("plotly_chart")]
+    assert ttft.get("type") == "log" and sla.get("type") != "log" and sla["title"]["text"] == "SLA met (%)"

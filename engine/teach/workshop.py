@@ -17,7 +17,8 @@ It holds the text and the experiment together::
                              e.g. none), drawn as named settings in their order
     [chart]                  metric (a key of engine.scenario.metric_table), or metrics = [up to three keys], one
                              panel each side by side (every figure the answer and [see] cite is drawn), and the
-                             classes to draw; a fleet metric of the summary's system block draws the fleet
+                             classes to draw; a fleet metric of the summary's system block draws the fleet;
+                             log = [keys] draws those metrics on a log axis
     [see]                    text ("what you should see", with the reason) and checks that must hold on the
                              chart's runs: {metric, class, at, than, above = F, below = F or within = F}: the value
                              at knob option ``at`` is at least F times (above), at most 1/F times (below), or
@@ -207,6 +208,7 @@ class Chapter:
     start: Mapping[str, Any]
     cards: int | None              # the exercise's fleet must fit on this many whole cards
     rental: Rental | None
+    chart_log: tuple[str, ...] = ()  # metrics drawn on a log axis (values spanning orders of magnitude)
 
     def option(self, label: str) -> Option:
         return next(o for o in self.options if o.label == label)
@@ -469,6 +471,9 @@ def load_chapter(path: Path) -> Chapter:
     if not 1 <= len(chart_metrics) <= MAX_PANELS or len(set(chart_metrics)) != len(chart_metrics):
         raise r.fail("chart.metrics", f"must name one to {MAX_PANELS} different metrics (one panel each)")
     chart_classes = tuple(r.get(chart, "classes", list, "chart.", []))
+    chart_log = tuple(r.get(chart, "log", list, "chart.", []))
+    if not set(chart_log) <= set(chart_metrics):
+        raise r.fail("chart.log", f"must name metrics the chart draws ({', '.join(chart_metrics)})")
     if kind != RENTAL:
         for key in chart_metrics:
             for cls in chart_classes if key not in SYSTEM_KEYS else (SYSTEM,):
@@ -498,7 +503,8 @@ def load_chapter(path: Path) -> Chapter:
                       r.get(prediction, "prompt", str, "prediction."), choices, answer, tuple(claims),
                       r.get(knob, "label", str, "knob."), options, chart_metrics, chart_classes,
                       r.get(see, "text", str, "see."), tuple(checks), r.get(exercise, "task", str, "exercise."),
-                      fields, goals, solution, start, r.get(exercise, "cards", int, "exercise.", None), rental)
+                      fields, goals, solution, start, r.get(exercise, "cards", int, "exercise.", None), rental,
+                      chart_log)
     _drawn(r, chapter)
     _among_choices(r, chapter)
     return chapter
