@@ -10,6 +10,8 @@ import streamlit as st
 
 from ui import guard, jobs, turns
 
+PHONE_MAX_WIDTH_PX = 640  # below this width Streamlit shows the sidebar as a drawer over the page
+
 st.set_page_config(page_title="Scheduler Lab", page_icon=":material/schedule:", layout="wide")
 jobs.watch_server()  # every run stops at once when the server is asked to stop
 # One look for every page (the rest is .streamlit/config.toml's theme): card values a little smaller than
@@ -24,4 +26,14 @@ page = st.navigation([
     st.Page("pages/article.py", title="The article, re-run", icon=":material/article:"),
     st.Page("pages/method.py", title="Method", icon=":material/menu_book:"),
 ])
+# On a phone the sidebar is a drawer over the page: once a page is chosen in it, close it, as a phone's menu does.
+# The script runs when the page changes (its text names the page), not on the page's own reruns, so a visitor
+# editing the sidebar's scenario on a phone keeps the drawer open.
+st.html(f"""<script data-page="{page.url_path or 'lab'}">
+if (window.innerWidth < {PHONE_MAX_WIDTH_PX}) {{
+  const open = document.querySelector('[data-testid="stSidebar"][data-collapsed="false"]');
+  const close = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+  if (open && close) close.click();
+}}
+</script>""", unsafe_allow_javascript=True)
 guard.run_page(lambda: turns.in_turn(page.run))

@@ -5,6 +5,7 @@ tests/artifacts/ (phone_lab.png, phone_planner.png, and each chart of the Lab: p
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from test_browser import (ARTIFACTS, CDF_JS, TIMEOUT_MS, browser, browser_page, server,  # noqa: F401 - fixtures
                           wait_idle)
@@ -78,3 +79,21 @@ def test_a_chapters_charts_stand_one_under_the_other_on_a_phone(server, phone): 
         assert box["width"] >= 0.8 * PHONE["width"] - 40, boxes
     assert boxes[0]["y"] + boxes[0]["height"] <= boxes[1]["y"] + 1 and \
         boxes[1]["y"] + boxes[1]["height"] <= boxes[2]["y"] + 1, "one under the other"
+
+
+def test_the_drawer_closes_once_a_page_is_chosen_and_stays_open_while_the_scenario_is_edited(server, phone):  # noqa
+    phone.goto(server + "/workload")
+    phone.wait_for_selector("text=Classes and distributions")
+    wait_idle(phone)
+    drawer = phone.locator('[data-testid="stSidebar"]')
+    phone.get_by_test_id("stExpandSidebarButton").first.click()
+    expect(drawer).to_have_attribute("data-collapsed", "false")
+    preset = phone.get_by_role("combobox", name="Load a preset")
+    preset.click()
+    preset.press_sequentially("priority")
+    preset.press("Enter")
+    wait_idle(phone)
+    expect(drawer).to_have_attribute("data-collapsed", "false")  # a rerun of the same page leaves it open
+    phone.get_by_role("link", name="Planner").click()
+    phone.wait_for_selector("text=Your workload")
+    expect(drawer).to_have_attribute("data-collapsed", "true", timeout=TIMEOUT_MS)
