@@ -1,5 +1,6 @@
-"""The Lab and the Planner on a phone (390 px wide) in a real browser: no chart's legend covers its plot, no two axis
-titles meet, and every target row of the Planner keeps its labels. Screenshots of both pages are saved in
+"""The Lab, the Planner and the Workshop on a phone (390 px wide) in a real browser: no chart's legend covers its plot,
+no two axis titles meet, every target row of the Planner keeps its labels, a chapter's charts stand one under the
+other, and the sidebar drawer closes once a page is chosen in it. Screenshots of both pages are saved in
 tests/artifacts/ (phone_lab.png, phone_planner.png, and each chart of the Lab: phone_lab_chart_N.png)."""
 
 from __future__ import annotations
