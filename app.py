@@ -26,14 +26,15 @@ page = st.navigation([
     st.Page("pages/article.py", title="The article, re-run", icon=":material/article:"),
     st.Page("pages/method.py", title="Method", icon=":material/menu_book:"),
 ])
-# On a phone the sidebar is a drawer over the page: once a page is chosen in it, close it, as a phone's menu does.
-# The script runs when the page changes (its text names the page), not on the page's own reruns, so a visitor
-# editing the sidebar's scenario on a phone keeps the drawer open.
-st.html(f"""<script data-page="{page.url_path or 'lab'}">
-if (window.innerWidth < {PHONE_MAX_WIDTH_PX}) {{
-  const open = document.querySelector('[data-testid="stSidebar"][data-collapsed="false"]');
-  const close = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
-  if (open && close) close.click();
+# On a phone the sidebar is a drawer over the page: choosing a page in it closes it, as a phone's menu does. One
+# listener per window, on the navigation's links only, so editing the scenario in the drawer leaves it open.
+st.html(f"""<script>
+if (!window.schedulerLabDrawer) {{
+  window.schedulerLabDrawer = true;
+  document.addEventListener("click", (event) => {{
+    if (window.innerWidth >= {PHONE_MAX_WIDTH_PX} || !event.target.closest('[data-testid="stSidebarNav"] a')) return;
+    setTimeout(() => document.querySelector('[data-testid="stSidebarCollapseButton"] button')?.click(), 0);
+  }}, true);
 }}
 </script>""", unsafe_allow_javascript=True)
 guard.run_page(lambda: turns.in_turn(page.run))
