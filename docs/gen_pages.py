@@ -4,7 +4,8 @@
 - ``reference/cli.md``: every command and option of ``python -m engine``, read from its argparse parser;
 - ``app/workshop.md``: the chapter list, from ``data/workshop/*.toml`` through the workshop's own loader, and each
   chapter's effect from its own runs (``workshop.effect_text``);
-- ``safety.md``: the limits table (``engine.scenario.caps.caps_markdown``).
+- ``safety.md``: the limits table (``engine.scenario.caps.caps_markdown``);
+- ``app/lab.md``: which ``[policy]`` keys each policy reads (``engine.sim.policies.params_of``).
 
 A hand-written page holds a marker (``<!-- generated: NAME -->``) where its generated part goes, so that its
 prose stays in docs/ and the figures come from the code. Nothing here is copied by hand, so nothing can go stale.
@@ -24,6 +25,7 @@ sys.path.insert(0, str(REPO))
 from engine import cli  # noqa: E402
 from engine.scenario.caps import caps_markdown  # noqa: E402
 from engine.scenario.config import keys_markdown  # noqa: E402
+from engine.sim.policies import POLICIES, params_of  # noqa: E402
 from engine.teach import workshop  # noqa: E402
 
 WIDE_PAGE = "---\nhide:\n  - toc\n---\n"  # front matter: no table of contents, its width to the keys table
@@ -111,6 +113,17 @@ def effects_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def policy_params_markdown() -> str:
+    """Which ``[policy]`` keys each policy reads (``policies.params_of``: the Lab draws those controls only); a key
+    a policy does not read stays in the scenario and its link when the policy changes, so switching back restores
+    it."""
+    lines = ["| policy | orders by | keys it reads |", "|---|---|---|"]
+    for name, spec in POLICIES.items():
+        keys = ", ".join(f"`{p.key}`" for p in params_of(name)) or "none"
+        lines.append(f"| {cell(spec.label)} (`{name}`) | {cell(spec.key)} | {keys} |")
+    return "\n".join(lines) + "\n"
+
+
 def fill(page: str, name: str, text: str) -> None:
     """Put ``text`` where ``page`` has its ``<!-- generated: NAME -->`` marker (tests/test_docs.py checks that the
     built page holds it)."""
@@ -127,3 +140,4 @@ with mkdocs_gen_files.open("reference/cli.md", "w") as cli_file:
 fill("app/workshop.md", "workshop chapters", chapters_markdown())
 fill("app/workshop.md", "workshop effects", effects_markdown())
 fill("safety.md", "safety limits", caps_markdown())
+fill("app/lab.md", "policy parameters", policy_params_markdown())

@@ -16,6 +16,7 @@ from conftest import REPO
 from engine import cli
 from engine.scenario.caps import limits_fields
 from engine.scenario.config import keys_reference
+from engine.sim.policies import POLICIES, params_of
 from engine.teach import workshop
 
 README_MAX_LINES = 200
@@ -95,3 +96,11 @@ def test_every_relative_link_in_the_readme_points_at_a_file():
     assert relative, "the README links into the manual"
     missing = [t for t in relative if not (REPO / t).is_file()]
     assert not missing, f"README links to missing files: {missing}"
+
+
+def test_the_lab_page_says_which_keys_each_policy_reads(site):
+    text = page_text(site, "app/lab")
+    assert "<!-- generated" not in (site / "app" / "lab" / "index.html").read_text()
+    for name, spec in POLICIES.items():
+        keys = ", ".join(p.key for p in params_of(name)) or "none"
+        assert f"{' '.join(spec.label.split())} ({name}) {' '.join(spec.key.split())} {keys}" in text, name
