@@ -459,11 +459,14 @@ BUSY_OVER_LOAD = 0.3  # GPU busy this far above the offered load is explained be
 def busy_note(system: SystemMetrics, step_model: str) -> str:
     """Why the GPU is busy far more of the time than the offered load says it is loaded: an iteration runs while any
     request is decoding, however few; how full they were is the compute and bandwidth use while busy."""
+    def shown(key: str) -> str:  # as its card shows it
+        m = metric(key)
+        return m.text(m.value(system))
+
     shares = (system.get("bandwidth_util_frac"), system.get("compute_util_frac"))
     full = "" if step_model == "fixed" or None in shares else (
-        f" (bandwidth {system['bandwidth_util_frac']:.0%} and compute {system['compute_util_frac']:.0%} of the "
-        f"peaks while busy)")
-    return (f"GPU busy {system['gpu_busy_frac']:.0%} at an offered load of {load_text(system['offered_load'])}: with "
+        f" (bandwidth {shown('bandwidth_util_frac')} and compute {shown('compute_util_frac')} of the peaks while busy)")
+    return (f"GPU busy {shown('gpu_busy_frac')} at an offered load of {load_text(system['offered_load'])}: with "
             f"continuous batching an iteration runs whenever any request is decoding, so the GPU is busy most of the "
             f"time even at a light load; the iterations are small, {system['mean_batch_size']:.1f} sequences on "
             f"average{full}. The offered load says how much of the fleet's most the arrivals ask for.")

@@ -27,6 +27,7 @@ CHAPTER_PARAM, PRESENTER_PARAM = "chapter", "presenter"
 SYSTEM_COLOR = "#444444"  # the fleet's series (a fleet metric has no class)
 RENTAL_COLORS = dict(zip(workshop.RENTAL_MODES, ("#d62728", "#1f77b4", "#2ca02c")))
 CHART_HEIGHT_PX, PRESENTER_CHART_HEIGHT_PX = 420, 480  # the presenter's fits under the answer at 1440 x 900
+PRESENTER_SEE = "presenter_see"  # the container of what to see beside the chart (its type a little smaller)
 PRESENTER_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
 [data-testid="stHeader"] {display: none !important;}
@@ -35,9 +36,7 @@ PRESENTER_CSS = """<style>
 .stMarkdown p, .stMarkdown li {font-size: 1.7rem; line-height: 1.45;}
 [data-testid="stCaptionContainer"] p {font-size: 1.5rem;}
 h1 {font-size: 2.6rem !important; padding-top: 0.5rem !important;}
-.st-key-presenter_see p {font-size: 1.35rem;}
-</style>"""
-PRESENTER_SEE = "presenter_see"  # the container of what to see beside the chart (its type a little smaller)
+""" + f".st-key-{PRESENTER_SEE} p {{font-size: 1.35rem;}}\n</style>"
 
 
 def chapter_link(chapter: workshop.Chapter, presenter: bool = False) -> str:

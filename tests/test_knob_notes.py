@@ -9,7 +9,8 @@ from conftest import SCENARIOS
 from engine.scenario.config import apply_overrides, load_scenario, read_toml
 from engine.sim.metrics import flat_metrics
 from engine.sim.simulate import run_summary
-from engine.teach.knob_notes import dynamic_as_priority_note, scale_only_note, wfq_share_note
+from engine.sim.policies import P_DEFAULT_SLA_S, _sla_s_nb, policy_inputs
+from engine.teach.knob_notes import class_sla_s, dynamic_as_priority_note, scale_only_note, wfq_share_note
 
 DEFAULT = apply_overrides(read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml"), {"workload.num_requests": 2000})
 
@@ -74,3 +75,13 @@ def test_fair_queuing_weights_act_on_waiting_not_on_the_whole_runs_shares_and_th
         assert runs["chat"]["classes"][cls]["service_share"] == runs["batch"]["classes"][cls]["service_share"]
     even = apply_overrides(base, {"policy.weights": {"chat": 5.5, "batch": 4.5}})  # about the demand's shares
     assert wfq_share_note(load_scenario(even), run_summary(even)) is None, "shares near the weights: nothing to say"
+
+
+def test_the_sla_a_note_names_is_the_one_the_compiled_policy_scores_a_waiting_request_against():
+    no_target = {"name": "bulk", "share": 0.2, "prompt_tokens": {"dist": "constant", "value": 8},
+                 "output_tokens": {"dist": "constant", "value": 8}}
+    data = apply_overrides(DEFAULT, {"workload.classes": [*DEFAULT["workload"]["classes"], no_target]})
+    scenario = load_scenario(data)
+    packed, table = policy_inputs(scenario)
+    for k, cls in enumerate(scenario.workload.classes):
+        assert class_sla_s(cls, scenario.policy)[1] == _sla_s_nb(table, k, True, packed[P_DEFAULT_SLA_S]), cls.name

@@ -57,16 +57,12 @@ def pick_offer(gpu: str, cards: int, tensor_parallel: int) -> DeploymentCost | N
 def exchange_rate() -> float:
     """The CNY per USD every page prices with: the visitor's (this page's control or another's, or the link's) when it
     is one ``CNY_PER_USD_RANGE`` allows, else ``CNY_PER_USD_DEFAULT`` (a link's 1e308 is not an error to show)."""
-    value = view.current("cost_fx", CNY_PER_USD_DEFAULT)
-    fits = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        CNY_PER_USD_RANGE[0] <= value <= CNY_PER_USD_RANGE[1]
-    return float(value) if fits else CNY_PER_USD_DEFAULT
+    return view.current_number("cost_fx", *CNY_PER_USD_RANGE, CNY_PER_USD_DEFAULT)
 
 
 def chosen_currency() -> str:
     """The currency every page prices in: the visitor's when it is one of ``CURRENCIES``, else ``DEFAULT_CURRENCY``."""
-    value = view.current("cost_currency", DEFAULT_CURRENCY)
-    return value if value in CURRENCIES else DEFAULT_CURRENCY
+    return view.current_choice("cost_currency", CURRENCIES, DEFAULT_CURRENCY)
 
 
 def pricing_inputs(cols: list) -> tuple[str, str, float]:

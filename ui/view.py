@@ -105,18 +105,36 @@ def hand_over(values: dict) -> None:
 def choice(key: str, options: Sequence, default: Any) -> None:
     """Before a select box (or radio, multiselect with a list) keyed ``key`` is drawn: its value is one of
     ``options`` (each of them, for a list), else ``default``."""
-    value = st.session_state.get(key, default)
+    st.session_state[key] = _choice_or(st.session_state.get(key, default), options, default)
+
+
+def current_choice(key: str, options: Sequence, default: Any) -> Any:
+    """The value of choice ``key`` (``current``) when it is one of ``options``, else ``default``; writes nothing (a
+    page that reads a control another page draws)."""
+    return _choice_or(current(key, default), options, default)
+
+
+def _choice_or(value: Any, options: Sequence, default: Any) -> Any:
     fits = all(v in options for v in value) if isinstance(value, list) else value in options
-    st.session_state[key] = value if fits else default
+    return value if fits else default
 
 
 def number(key: str, low: float, high: float, default: float, integer: bool = False) -> None:
     """Before a number input keyed ``key`` is drawn: its value lies in [low, high], else ``default``."""
-    value = st.session_state.get(key, default)
+    st.session_state[key] = _number_or(st.session_state.get(key, default), low, high, default, integer)
+
+
+def current_number(key: str, low: float, high: float, default: float) -> float:
+    """The value of number ``key`` (``current``) when it lies in [low, high], else ``default``; writes nothing (a
+    page that reads a control another page draws, or a link's)."""
+    return _number_or(current(key, default), low, high, default)
+
+
+def _number_or(value: Any, low: float, high: float, default: float, integer: bool = False) -> float:
     fits = isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
     if fits and integer:
         fits = float(value).is_integer()
-    st.session_state[key] = (int(value) if integer else float(value)) if fits else default
+    return (int(value) if integer else float(value)) if fits else default
 
 
 def flag(key: str, default: bool = False) -> None:

@@ -48,7 +48,8 @@ def duration_text(seconds: float) -> str:
 
 def class_sla_s(cls: RequestClass, policy: Policy) -> tuple[str, float]:
     """The SLA a waiting request of ``cls`` is scored against (its TTFT target, else end-to-end, else the
-    policy's default), with its words."""
+    policy's default), with its words: the rule of the compiled ``policies._sla_s_nb`` for a request before its
+    first token (a test keeps the two the same)."""
     if cls.sla_ttft_ms:
         return "TTFT target", cls.sla_ttft_ms / 1000.0
     if cls.sla_e2e_ms:
