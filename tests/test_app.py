@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 import engine
 from conftest import AZURE_CONV, REPO, SCENARIOS, shown
 from test_traces import azure_rows
-from engine.scenario.config import apply_overrides, read_toml
+from engine.scenario.config import Policy, apply_overrides, field_label, read_toml
 from ui import state
 from ui.scenario_sidebar import scenario_from_upload
 
@@ -597,3 +597,27 @@ def test_a_gpu_busy_far_above_the_offered_load_is_explained():
     note = next(c for c in shown(at.caption) if c.startswith("GPU busy "))
     assert "at an offered load of 0.3" in note and "an iteration runs whenever any request is decoding" in note
     assert not any(c.startswith("GPU busy ") for c in shown(lab().run().caption)), "busy near the load: nothing"
+
+
+def test_a_change_runs_again_only_what_it_changes(monkeypatch):
+    """Results are cached under the scenario in one spelling (``runner.normal_json``): the first change after a
+    link opens a scenario, which the sidebar writes back with its defaults filled in, runs no curve again (their
+    rates are fractions of the capacity, which the rate does not move); and a move of alpha runs only the dynamic
+    policy again (the other policies' runs do not read it)."""
+    from ui import runner
+    at = lab(apply_overrides(state.default_data(), {"seed": 515151})).run()
+    assert not at.exception and not at.error
+    ran = []
+    run_summary = runner.run_summary
+    monkeypatch.setattr(runner, "run_summary", lambda data, origin: ran.append(data) or run_summary(data, origin))
+    rate = next(s for s in at.slider if s.label.startswith("Arrival rate"))
+    new_rate = round(rate.value + rate.step, 6)
+    rate.set_value(new_rate).run()
+    assert not at.exception and ran
+    assert {r["workload"]["arrival"]["rate_per_s"] for r in ran} == {new_rate}, "the curves ran again"
+    at.selectbox(key="policy_1").set_value("dynamic").run()
+    ran.clear()
+    alpha = next(s for s in at.slider if s.label == field_label(Policy, "alpha"))
+    alpha.set_value(round(alpha.value + alpha.step, 6)).run()
+    assert not at.exception and ran
+    assert {r["policy"]["name"] for r in ran} == {"dynamic"}

@@ -1,12 +1,15 @@
 """Each policy behaves as its definition says (properties and hand-computed schedules, not seeded numbers)."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import engine
+from engine.scenario.config import apply_overrides, read_toml
 from conftest import synthetic, trace_scenario
-from engine.sim.policies import POLICIES, predicted_tokens
+from engine.sim.policies import POLICIES, POLICY_PARAMS, predicted_tokens, unread_params
 from test_schedule import PRIORITY_CLASSES, PRIORITY_ROWS, assert_events
 
 SWAP_S = 131072 / 25e9  # one KV token of Llama-3-8B over a 25 GB/s host link
@@ -199,3 +202,40 @@ def test_weights_must_name_every_class():
         engine.load_scenario(base, overrides=["policy.weights={a = 1, b = 1, c = 1}"])
     with pytest.raises(engine.ScenarioError, match="policy.weights.a = 0 must be a number from 1e-06 to 1,000,000"):
         engine.load_scenario(base, overrides=["policy.weights={a = 0, b = 1}"])
+
+
+# Every run below keeps a preempted request's KV, so that the pause's overhead counts.
+KEEPING = {"preempt_mode": "keep"}
+# A value other than that of the runs below for every [policy] key (weights name the preset's classes).
+CHANGED_PARAMS = {"preemptive": True, "aging_per_s": 2.0, "max_wait_ms": 300.0, "weights": {"interactive": 9, "offline": 1},
+                  "alpha": 4.0, "beta": 0.2, "gamma": 0.0, "margin": 1.5, "default_sla_ms": 800.0,
+                  "prefill_token_weight": 0.3, "predictor_error": 0.8, "preempt_mode": "swap",
+                  "preempt_overhead_ms": 40.0}
+
+
+def busy_summary(policy: dict) -> str:
+    """The whole summary, as text, of the example preset overloaded on a small KV cache (queues and preemptions:
+    every policy key has something to act on)."""
+    data = apply_overrides(read_toml("data/scenarios/example.toml"), {"workload.num_requests": 600, "workload.arrival.rate_per_s": 9.0,
+                                         "server.kv_capacity_tokens": 20000})
+    data["policy"] = policy
+    summary = engine.simulate(engine.load_scenario(data)).summary
+    del summary["run"]["wall_s"]  # the one figure of a run that is not its result
+    return json.dumps(summary, sort_keys=True, default=str)
+
+
+def test_a_policy_key_read_by_other_policies_only_changes_nothing_in_a_run():
+    """What lets a cached result serve every value of another policy's keys (``unread_params``): each such key
+    changed leaves the summary the same bit for bit, under every policy; and each key changes it under some
+    policy that reads it (so this scenario would show a key read by mistake)."""
+    assert set(CHANGED_PARAMS) == {p.key for p in POLICY_PARAMS}
+    unchanged = {name: busy_summary({"name": name, **KEEPING}) for name in POLICIES}
+    for key, value in CHANGED_PARAMS.items():
+        moved = False
+        for name in POLICIES:
+            same = unchanged[name] == busy_summary({"name": name, **KEEPING, key: value})
+            if key in unread_params(name):
+                assert same, f"{key} changes a {name} run"
+            moved = moved or not same
+        assert moved, f"no policy's run moves with {key}: this scenario cannot tell whether it is read"
+    assert "prefill_token_weight" not in unread_params("fifo")  # the service share reads it under every policy

@@ -1,4 +1,5 @@
-"""Cached engine calls for the pages. Every cache key is the whole scenario as canonical JSON.
+"""Cached engine calls for the pages. Every cache key is the whole scenario as canonical JSON, in one spelling
+(``normal_json``: a preset as written and the same preset as the sidebar writes it back share their results).
 
 Full runs are kept in one cache shared by all sessions and bounded in bytes and age
 (``result_cache.ResultCache``, limits ``result_cache_mib`` and ``result_cache_s``); summaries of the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import functools
 import json
 import math
 import threading
@@ -26,9 +28,10 @@ import streamlit as st
 import engine
 from engine.hardware import calibration_store
 from engine.scenario.caps import DEFAULT_CAPS, MIB
-from engine.scenario.config import apply_overrides
+from engine.scenario.config import apply_overrides, scenario_to_dict
 from engine.scenario.summary import Summary
 from engine.sim import parallel, stopping
+from engine.sim.policies import unread_params
 from engine.sim.memory import check_run_memory
 from engine.sim.simulate import warm_up as engine_warm_up
 from engine.sim.simulate import run_summary
@@ -49,11 +52,29 @@ def canonical(data: dict) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+@functools.lru_cache(maxsize=1024)
+def normal_json(scenario_json: str) -> str:
+    """The scenario in one spelling: every default written out and every number in its field's type (the typed
+    scenario as plain data, ``scenario_to_dict``), without the ``[policy]`` keys its policy does not read
+    (``policies.unread_params``). The sidebar writes a preset back with its defaults filled in (``1000`` as
+    ``1000.0``, an absent engine as ``"vllm"``), and a comparison's FIFO run carries the dynamic policy's alpha:
+    without this, the first change on a page missed every cached run of the preset, and a move of alpha ran every
+    policy's curves again. A scenario that does not validate keeps its own text (its run says why)."""
+    try:
+        data = scenario_to_dict(validate(json.loads(scenario_json)))
+    except engine.ScenarioError:
+        return scenario_json
+    for key in unread_params(data["policy"]["name"]):
+        data["policy"].pop(key, None)
+    return canonical(data)
+
+
 def _cache_key(scenario_json: str) -> tuple[str, str]:
-    """What a result is cached under: the scenario and, when it names a saved calibration, the version of that
-    file (replacing a calibration keeps its name; the results must not stay those of the old one)."""
+    """What a result is cached under: the scenario in one spelling (``normal_json``) and, when it names a saved
+    calibration, the version of that file (replacing a calibration keeps its name; the results must not stay those
+    of the old one)."""
     name = json.loads(scenario_json).get("server", {}).get("calibration")
-    return scenario_json, calibration_store.version(name) if name else ""
+    return normal_json(scenario_json), calibration_store.version(name) if name else ""
 
 
 @dataclass(frozen=True)

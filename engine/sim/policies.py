@@ -130,6 +130,17 @@ def params_of(policy: str) -> list[PolicyParam]:
     return [p for p in POLICY_PARAMS if policy in p.policies]
 
 
+# Keys a run's figures read under every policy: the GPU service share counts a prefill token at this weight.
+READ_BY_EVERY_POLICY = ("prefill_token_weight",)
+
+
+def unread_params(policy: str) -> list[str]:
+    """The ``[policy]`` keys that cannot change a run under ``policy``: other policies' parameters that no figure
+    reads either (a test runs every policy with each of them changed and gets the same summary, bit for bit).
+    A result cached for one value of them is the result for every value."""
+    return [p.key for p in POLICY_PARAMS if policy not in p.policies and p.key not in READ_BY_EVERY_POLICY]
+
+
 # The policy tuple of the compiled loop, indexed by P_* (a plain tuple: see kernel.server_params).
 (P_CODE, P_PREEMPTIVE, P_AGING_PER_S, P_MAX_WAIT_S, P_PREFILL_WEIGHT, P_ALPHA, P_BETA, P_GAMMA, P_MARGIN,
  P_DEFAULT_SLA_S, P_MODE, P_OVERHEAD_S) = range(12)
