@@ -37,4 +37,12 @@ if (!window.schedulerLabDrawer) {{
   }}, true);
 }}
 </script>""", unsafe_allow_javascript=True)
-guard.run_page(lambda: turns.in_turn(page.run))
+
+
+def run_page() -> None:
+    """The page in its turn, as one job: what it started and did not wait for stops when it ends."""
+    with jobs.page_run():
+        turns.in_turn(page.run)
+
+
+guard.run_page(run_page)

@@ -23,7 +23,7 @@ from engine.teach.knob_notes import DYNAMIC_WEIGHTS, dynamic_as_priority_note, s
 from engine.sim.autoscale import describe as describe_scaling
 from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
-from engine.sim.simulate import load_text, stop_explanation
+from engine.sim.simulate import estimated_offered_load, load_text, stop_explanation
 from engine.sim.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
 from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests, unclassed_requests
 from ui import (charts, cost_panel, guard, hardware_choices, parallel_controls, runner, scenario_sidebar, state,
@@ -612,6 +612,31 @@ def compared_requests(typed: engine.Scenario, summary: Summary) -> str:
     return f"on the first {shown:,} of the trace's {whole:,} requests"
 
 
+def curve_policies(typed: engine.Scenario) -> list[str]:
+    """The policies on the load curves: the current one, then those chosen for the curves (the defaults before the
+    choice is drawn)."""
+    return list(dict.fromkeys([typed.policy.name, *st.session_state.get("curve_policies", CURVE_DEFAULTS)]))
+
+
+def runs_ahead(data: dict) -> list[dict]:
+    """The runs of the policy comparison and, for synthetic arrivals at a constant rate on a fleet without an
+    autoscaler, of the load curves (their rates from the estimated offered load, the run's own there), to start
+    before the page's own run (``runner.run_ahead``); none for a scenario that does not validate (its run says
+    why)."""
+    try:
+        typed = state.validate(data)
+        arrival = typed.workload.arrival
+        constant = typed.workload.trace is None and arrival.curve() is None and not typed.fleet.scaled()
+        load = estimated_offered_load(typed) if constant else None  # draws the requests: a cache too small says so
+    except engine.ScenarioError:
+        return []
+    datas = runner.variant_datas(*runner.comparison_runs(data, list(POLICIES)))
+    if load is not None:
+        datas += runner.variant_datas(*runner.sweep_runs(data, sweep_rates(arrival.rate_per_s, load),
+                                                         curve_policies(typed)))
+    return datas
+
+
 @guard.fragment
 def comparison_view(frame, currency: str) -> None:
     keys = [k for k in COMPARISON_KEYS if k in frame.columns and frame[k].notna().any()]
@@ -652,6 +677,7 @@ if state.first_visit():
     st.info(text.plain(f"Start here: the sidebar holds the scenario. Raise the arrival rate until the TTFT p99 of "
                        f"{first} climbs, then change the policy and compare the cards, the policy comparison and the "
                        f"curves below."))
+runner.run_ahead(runs_ahead(current))  # on the other cores while this page's own run computes
 refining = st.empty()  # while a run not yet cached computes: the cards of its first requests
 quick = runner.preview(current)
 if quick is not None:
@@ -738,11 +764,10 @@ if typed.workload.trace is not None:
 rate = typed.workload.arrival.rate_per_s if trace_rate is None else trace_rate * typed.workload.trace.rate_scale
 rates = sweep_rates(rate, system["offered_load"])
 view.choice("curve_policies", list(POLICIES), list(CURVE_DEFAULTS))
-chosen = st.multiselect("Other policies on the curves", list(POLICIES), format_func=POLICY_LABELS.get,
-                        key="curve_policies",
-                        help="Each policy adds one run per arrival rate; the current policy is always drawn.")
-curve_policies = list(dict.fromkeys([typed.policy.name, *chosen]))
-sweep, note = runner.load_sweep(scenario, rates, curve_policies, trace_rate)
+st.multiselect("Other policies on the curves", list(POLICIES), format_func=POLICY_LABELS.get,
+               key="curve_policies",
+               help="Each policy adds one run per arrival rate; the current policy is always drawn.")
+sweep, note = runner.load_sweep(scenario, rates, curve_policies(typed), trace_rate)
 if note:
     st.warning(text.plain(note))
 if trace_rate is None:

@@ -9,6 +9,7 @@ import engine
 from conftest import AZURE_CONV, REPO, SCENARIOS, shown
 from test_traces import azure_rows
 from engine.scenario.config import Policy, apply_overrides, field_label, read_toml
+from engine.sim.policies import POLICIES
 from ui import state
 from ui.scenario_sidebar import scenario_from_upload
 
@@ -621,3 +622,21 @@ def test_a_change_runs_again_only_what_it_changes(monkeypatch):
     alpha.set_value(round(alpha.value + alpha.step, 6)).run()
     assert not at.exception and ran
     assert {r["policy"]["name"] for r in ran} == {"dynamic"}
+
+
+def test_the_lab_starts_its_comparison_and_curves_ahead_and_uses_every_run_it_started(monkeypatch):
+    """Before its own run, the Lab starts the policy comparison's and the load curves' runs on the pool
+    (``runner.run_ahead``): after a change, the runs its sections ask for are exactly those started ahead (every
+    policy, and each curve's rates: their rates from the estimated offered load are the run's)."""
+    from ui import runner
+    at = lab(apply_overrides(state.default_data(), {"seed": 525252})).run()
+    ahead, asked = [], []
+    run_ahead, summary = runner.run_ahead, runner.summary
+    monkeypatch.setattr(runner, "run_ahead", lambda datas: ahead.extend(
+        runner.normal_json(runner.canonical(d)) for d in datas) or run_ahead(datas))
+    monkeypatch.setattr(runner, "summary", lambda key: asked.append(runner.normal_json(key)) or summary(key))
+    at.selectbox(key="policy_1").set_value("priority").run()
+    assert not at.exception and not at.error
+    assert len(ahead) == len(POLICIES) + 7 * 2, "every policy; fifo's and priority's curves at 7 rates"
+    previews = {key for key in asked if json.loads(key)["workload"]["num_requests"] == runner.PREVIEW_REQUESTS}
+    assert len(previews) == 1 and set(asked) - previews == set(ahead)

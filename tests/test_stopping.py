@@ -298,3 +298,29 @@ def test_a_sections_first_run_goes_on_past_the_sections_time_and_is_not_run_twic
     results, note = runner.SectionBudget(0.6 * alone_s).summaries(datas)
     assert results[0] is not None and results[1:] == [None, None] and note.startswith("Only 1 of 3 runs are shown")
     assert time.monotonic() - started < 1.3 * alone_s + 0.5, (alone_s, time.monotonic() - started)  # not 1.6x
+
+
+def test_runs_a_page_started_ahead_stop_when_the_page_run_ends():
+    """``runner.run_ahead`` returns at once; the runs it started belong to the page run (``jobs.page_run``): when
+    the run ends before they are done (the visitor changed something), they stop within a slice, are not kept, and
+    free the pool; a run that is not stopped is kept for the section that asks for it."""
+    from ui import jobs, runner
+
+    stale = [dict(slow_data(), seed=s) for s in (301, 302)]
+    started = time.monotonic()
+    with jobs.page_run() as page:
+        runner.run_ahead(stale)
+        assert time.monotonic() - started < 0.5, "started, not waited for"
+        time.sleep(0.5)
+        assert all(runner._SUMMARIES.known(runner._cache_key(runner.canonical(d))) for d in stale), "under way"
+    ended = time.monotonic()
+    assert page.reason() == "the page changed before it was done"
+    while any(runner._SUMMARIES.known(runner._cache_key(runner.canonical(d))) for d in stale):
+        assert time.monotonic() - ended < PROMPT_S, "the runs started ahead go on after the page run ended"
+        time.sleep(0.01)
+    assert pool_is_free() < PROMPT_S
+    quick = dict(slow_data(300), seed=303)
+    with jobs.page_run():
+        runner.run_ahead([quick])
+        assert runner.summary(runner.canonical(quick))["run"]["requests"] == 300
+    assert runner._SUMMARIES.get(runner._cache_key(runner.canonical(quick))) is not None

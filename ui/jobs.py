@@ -56,6 +56,18 @@ def page_job(what: str) -> Iterator[stopping.Job]:
         yield job
 
 
+@contextlib.contextmanager
+def page_run() -> Iterator[stopping.Job]:
+    """One run of a page's script as a job (stopping with its visitor's session), cancelled when the run ends: the
+    work it started and did not wait for (``runner.run_ahead``) stops then, at its next check, also when the
+    visitor's next change ends the run early. Every job the page makes is its child."""
+    with stopping.job("this page", alive=session_alive()) as job:
+        try:
+            yield job
+        finally:
+            job.cancel("the page changed before it was done")
+
+
 def _exit_now() -> None:
     """End the process at once, before the exit handlers registered earlier and Python's teardown (the one that
     matters, logging's, runs here)."""

@@ -43,6 +43,11 @@ class ResultCache(Generic[V]):
             self._entries.move_to_end(key)
             return entry[2]
 
+    def known(self, key: Hashable) -> bool:
+        """True when ``key``'s value is kept or being computed."""
+        with self._lock:
+            return key in self._entries or key in self._computing
+
     def get_or_compute(self, key: Hashable, compute: Callable[[], V]) -> V:
         """The value kept for ``key``, else the one another thread is computing for it, else ``compute()``
         (outside the lock), kept if it fits the budget."""

@@ -36,7 +36,8 @@ from engine.sim.memory import check_run_memory
 from engine.sim.simulate import warm_up as engine_warm_up
 from engine.sim.simulate import run_summary
 from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS
-from engine.sim.sweep import alpha_gamma_variants, policy_variants, rate_variants, tagged_frame, trace_rate_variants
+from engine.sim.sweep import (Variant, alpha_gamma_variants, policy_variants, rate_variants, tagged_frame,
+                              trace_rate_variants)
 from ui import jobs, shared_summaries, trace_store, turns
 from ui.result_cache import ResultCache
 from ui.state import validate
@@ -161,8 +162,28 @@ _SHARED = shared_summaries.from_environment()  # the other processes' summaries,
 def summary(scenario_json: str) -> Summary:
     """The summary of a scenario's run (a copy the caller may change): cached for every session; safe to call
     from pooled threads."""
+    return copy.deepcopy(_kept_summary(scenario_json))
+
+
+def _kept_summary(scenario_json: str) -> Summary:
+    """The cached summary itself (shared: not to be changed), computed when missing."""
     key = _cache_key(scenario_json)
-    return copy.deepcopy(_SUMMARIES.get_or_compute(key, lambda: _shared_or_run(key, scenario_json)))
+    return _SUMMARIES.get_or_compute(key, lambda: _shared_or_run(key, scenario_json))
+
+
+def run_ahead(datas: list[dict]) -> None:
+    """Start now, on the pool, the runs of ``datas`` that are neither cached nor under way, in their order, and
+    return at once: a page's later sections (the policy comparison, the load curves) then find them done or under
+    way, having used the cores while the page's own run computed and its first sections were drawn. They form a
+    job of the current page run (``jobs.page_run``) with one section's time (``caps.section_s``): when the visitor
+    changes something before they are done, the run ends and they stop at their next check; a section that waits
+    for one that stopped runs it itself."""
+    job = stopping.Job("the runs started ahead", DEFAULT_CAPS.section_s, "section_s", parent=stopping.current())
+    for data in datas:
+        scenario_json = canonical(data)
+        if not _SUMMARIES.known(_cache_key(scenario_json)):
+            parallel.pool().submit(contextvars.copy_context().run, stopping.in_job, job, _kept_summary,
+                                   scenario_json)
 
 
 def _shared_or_run(key, scenario_json: str) -> Summary:
@@ -237,13 +258,17 @@ class SectionBudget:
         return results, note
 
 
-def _variants(base: dict, variants: list[tuple[dict, dict]], text: str) -> tuple[pd.DataFrame, str | None]:
+def variant_datas(base: dict, variants: list[Variant]) -> list[dict]:
+    """The scenario of each (overrides, tags) variant of ``base``."""
+    return [apply_overrides(base, overrides) for overrides, _ in variants]
+
+
+def _variants(base: dict, variants: list[Variant], text: str) -> tuple[pd.DataFrame, str | None]:
     """Flat metrics of each (overrides, tags) variant of ``base``: cached per run, run on all cores with a
     progress bar, within one ``SectionBudget``. Returns the frame and, when the budget cut the list short, why."""
     bar = st.progress(0.0, text=text)
     summaries, note = SectionBudget().summaries(
-        [apply_overrides(base, overrides) for overrides, _ in variants],
-        lambda done, total: bar.progress(done / total, text=f"{text} {done}/{total}"))
+        variant_datas(base, variants), lambda done, total: bar.progress(done / total, text=f"{text} {done}/{total}"))
     bar.empty()
     return tagged_frame([(s, tags) for s, (_, tags) in zip(summaries, variants) if s is not None]), note
 
@@ -276,9 +301,24 @@ def busiest_start_s(scenario: engine.Scenario) -> float | None:
     return round(curve.busiest_start_s(SWEEP_MAX_REQUESTS), 1)
 
 
+def comparison_runs(data: dict, policies: list[str]) -> tuple[dict, list[Variant]]:
+    """What ``policy_comparison`` runs: its base scenario and variants."""
+    return compared(data), policy_variants(policies)
+
+
 def policy_comparison(data: dict, policies: list[str]) -> tuple[pd.DataFrame, str | None]:
     """Every policy on the same arrivals (``compared``); and a note when the section's time ran out first."""
-    return _variants(compared(data), policy_variants(policies), "Running every policy...")
+    return _variants(*comparison_runs(data, policies), "Running every policy...")
+
+
+def sweep_runs(data: dict, rates: list[float], policies: list[str],
+               trace_rate_per_s: float | None = None) -> tuple[dict, list[Variant]]:
+    """What ``load_sweep`` runs: its base scenario and variants."""
+    if trace_rate_per_s is None:
+        return (apply_overrides(compared(data), {"workload.arrival.rate_per_s": 1.0}),
+                rate_variants(rates, policies))
+    return (compared(apply_overrides(data, {"workload.trace.rate_scale": 1.0})),
+            trace_rate_variants(rates, policies, trace_rate_per_s))
 
 
 def load_sweep(data: dict, rates: list[float], policies: list[str],
@@ -291,12 +331,7 @@ def load_sweep(data: dict, rates: list[float], policies: list[str],
     only moves the marker; each point is also cached on its own (``summary``), so an incomplete sweep
     goes on where it stopped at the next rerun.
     """
-    if trace_rate_per_s is None:
-        base = apply_overrides(compared(data), {"workload.arrival.rate_per_s": 1.0})
-        variants = rate_variants(rates, policies)
-    else:
-        base = compared(apply_overrides(data, {"workload.trace.rate_scale": 1.0}))
-        variants = trace_rate_variants(rates, policies, trace_rate_per_s)
+    base, variants = sweep_runs(data, rates, policies, trace_rate_per_s)
     key = ("sweep", _cache_key(canonical(base)), tuple(rates), tuple(policies))
     if st.session_state.get("sweep_key") == key:
         return st.session_state["sweep_frame"], None
