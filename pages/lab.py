@@ -19,7 +19,8 @@ from engine.scenario import labels
 from engine.scenario.csv_out import csv_text
 from engine.scenario.metric_table import COSTS, DURATION, STEADY_STATE, SYSTEM_METRICS, metric
 from engine.scenario.summary import Summary, SystemMetrics
-from engine.teach.knob_notes import DYNAMIC_WEIGHTS, dynamic_as_priority_note, scale_only_note, wfq_share_note
+from engine.teach.knob_notes import (DYNAMIC_WEIGHTS, batch_hold_note, dynamic_as_priority_note, scale_only_note,
+                                     wfq_share_note)
 from engine.sim.autoscale import describe as describe_scaling
 from engine.sim.metrics import flat_metrics
 from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
@@ -164,7 +165,9 @@ def weight_inputs(data: dict, weights: dict | None, key: str) -> dict:
             for name in names}
 
 
-def server_controls(data: dict, v: int) -> None:
+def server_controls(data: dict, v: int):
+    """The server's controls; returns the place beside the minimum batch and its wait for what the run says of them
+    (``batch_hold_note``)."""
     server = data.setdefault("server", {})
     server["step_model"] = field_input(Server, "step_model", server.get("step_model"), key=f"step_model_{v}")
     model_keys = FIXED_STEP_KEYS if server["step_model"] == "fixed" else ROOFLINE_KEYS
@@ -176,6 +179,7 @@ def server_controls(data: dict, v: int) -> None:
                 parallel_controls.expert_controls(server, f"server_{{}}_{v}")
         if keys is not MEMORY_KEYS:
             no_effect(batch_wait_note(server))
+            held = st.empty()
     speculative_controls(server, v)
     notice = state.drop_foreign_calibration(data)
     if notice:
@@ -185,6 +189,7 @@ def server_controls(data: dict, v: int) -> None:
             st.caption(f"Step times: {step_badge(state.validate(data).server)}.")
         except engine.ScenarioError:
             pass  # the run below says what is wrong with the scenario
+    return held
 
 
 def no_effect(note: str | None) -> None:
@@ -359,8 +364,9 @@ def fleet_controls(data: dict, v: int) -> None:
         no_effect("one replica: the router sends every request to it.")
 
 
-def edited_scenario(base: dict) -> dict:
-    """The sidebar controls applied to a copy of ``base``."""
+def edited_scenario(base: dict):
+    """The sidebar controls applied to a copy of ``base``; and the place beside the minimum batch for the run's
+    note (``server_controls``)."""
     data = copy.deepcopy(base)
     typed = state.validate(data)
     v = state.version()
@@ -371,10 +377,10 @@ def edited_scenario(base: dict) -> dict:
         with st.expander("Policy", expanded=True):
             policy_controls(data, typed, v)
         with st.expander("Server: batching, memory, step time"):
-            server_controls(data, v)
+            held = server_controls(data, v)
         with st.expander("Fleet: replicas, autoscaler, GPU groups, prefill and decode pools, router"):
             fleet_controls(data, v)
-    return data
+    return data, held
 
 
 def run_current(data: dict) -> tuple[dict, runner.Run] | None:
@@ -627,7 +633,10 @@ def runs_ahead(data: dict) -> list[dict]:
         typed = state.validate(data)
         arrival = typed.workload.arrival
         constant = typed.workload.trace is None and arrival.curve() is None and not typed.fleet.scaled()
-        load = estimated_offered_load(typed) if constant else None  # draws the requests: a cache too small says so
+        kept = runner.kept_run(data)
+        # the estimate draws the requests (a KV cache too small for one says so): the run's own when it is cached
+        load = None if not constant else kept.summary["system"]["offered_load"] if kept else \
+            estimated_offered_load(typed)
     except engine.ScenarioError:
         return []
     datas = runner.variant_datas(*runner.comparison_runs(data, list(POLICIES)))
@@ -669,7 +678,7 @@ trace_notice = st.session_state.pop(state.TRACE_NOTICE, None)
 if trace_notice:
     st.success(text.plain(trace_notice))
 base = state.current_or_default()
-data = edited_scenario(base)
+data, batch_place = edited_scenario(base)
 current = state.current() if state.edited(data, base) and state.update(data) else base
 scenario_sidebar.summary(sidebar_summary)
 if state.first_visit():
@@ -707,6 +716,8 @@ shares = wfq_share_note(typed, summary)
 if shares:
     st.caption(text.plain(shares))
 system_cards(system, typed.server.step_model)
+with batch_place.container():  # beside the minimum batch and its wait, in the sidebar
+    no_effect(batch_hold_note(typed, summary))
 scaling = describe_scaling(system)
 if scaling:
     st.caption(text.plain(scaling[0].upper() + scaling[1:] + "."))

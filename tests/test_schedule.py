@@ -113,6 +113,18 @@ def test_min_batch_waits_for_the_timeout_when_alone(tmp_path):
     """min_batch_size 2, wait 50 ms: a lone request starts at 0.05."""
     result = engine.simulate(trace_scenario(tmp_path, [(0.0, 1, 1)], {"min_batch_size": 2, "wait_timeout_ms": 50}))
     assert_events(result, {0: (0.05, 0.06, 0.06)})
+    assert result.summary["system"]["batch_hold_s"] == pytest.approx(0.05)
+
+
+def test_the_time_held_back_for_a_minimum_batch_is_counted_hold_by_hold(tmp_path):
+    """Held from 0 to 0.02 (the second arrival releases both), then from 1.0 to its wait's end at 1.05: 0.07 s;
+    without a minimum batch, nothing."""
+    arrivals = [(0.0, 1, 1), (0.02, 1, 1), (1.0, 1, 1)]
+    result = engine.simulate(trace_scenario(tmp_path, arrivals, {"min_batch_size": 2, "wait_timeout_ms": 50}))
+    assert_events(result, {0: (0.02, 0.03, 0.03), 1: (0.02, 0.03, 0.03), 2: (1.05, 1.06, 1.06)})
+    assert result.summary["system"]["batch_hold_s"] == pytest.approx(0.07)
+    assert engine.simulate(trace_scenario(tmp_path, arrivals, {"wait_timeout_ms": 50})).summary["system"][
+        "batch_hold_s"] == 0.0
 
 
 def test_min_batch_starts_as_soon_as_enough_requests_are_ready(tmp_path):

@@ -114,12 +114,17 @@ def simulate(scenario_json: str) -> Run:
     return _results().get_or_compute(_cache_key(scenario_json), lambda: _simulate(scenario_json))
 
 
+def kept_run(data: dict) -> Run | None:
+    """The full run of ``data`` when the cache holds it (nothing is simulated)."""
+    return _results().get(_cache_key(canonical(data)))
+
+
 def preview(data: dict) -> Summary | None:
     """The summary of ``data``'s first ``PREVIEW_REQUESTS`` requests, to show while its full run computes; None when
     there is nothing to preview: the full run is cached, or it is not much longer than the preview, or the
     scenario cannot run (its full run says why)."""
     if (data["workload"].get("num_requests") or math.inf) <= 2 * PREVIEW_REQUESTS or \
-            _results().get(_cache_key(canonical(data))) is not None:
+            kept_run(data) is not None:
         return None
     try:
         return summary(canonical(capped(data, PREVIEW_REQUESTS)))

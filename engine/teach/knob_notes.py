@@ -1,4 +1,8 @@
-"""Why a knob of the dynamic cost policy changes nothing, in words a workshop reads beside it.
+"""Why a knob changes nothing, in words a workshop reads beside it.
+
+A minimum batch with a wait above 0 holds a replica's next iteration back while fewer requests are waiting or
+running (``engine/sim/kernel``, the min-batch gate); at a load where a replica almost always has that many, it
+holds nothing back, and the run's held time (``batch_hold_s``) says so (``batch_hold_note``).
 
 Fair queuing's weights decide who is served first while classes wait together; the GPU service share of a run
 counts all its service, drain included, so when every request is served in the end the shares equal each class's
@@ -19,10 +23,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..scenario.config import Policy, RequestClass, Scenario, field_label
+from ..scenario.config import Policy, RequestClass, Scenario, Server, field_label
 from ..scenario.summary import Summary
 from ..scenario.metric_table import metric
 
+HOLD_SHARE_MAX = 0.001  # held back for less than this share of the servers' time: the gate changed nothing to show
 SAME_AS = "priority"  # the policy whose results the dynamic one repeats when tiers decide every comparison
 DYNAMIC = "dynamic"
 DYNAMIC_WEIGHTS = ("alpha", "beta", "gamma")  # the cost's weights, in the order of its formula
@@ -116,3 +121,23 @@ def wfq_share_note(scenario: Scenario, summary: Summary) -> str | None:
             f"run, its drain included, so once every request is served they equal what each class asked for, "
             f"whatever the weights. Read the weights' effect in each class's TTFT and queueing time (try other "
             f"weights, or the policy comparison).")
+
+
+def batch_hold_note(scenario: Scenario, summary: Summary) -> str | None:
+    """Beside the minimum batch and its wait: why they changed nothing in this run, when the gate held the servers
+    back for less than ``HOLD_SHARE_MAX`` of their time (None otherwise, and when they cannot hold anything back:
+    a minimum of 1 or no wait, which the page says before any run)."""
+    server, system = scenario.server, summary["system"]
+    server_s = system["replica_hours"] * 3600.0
+    if server.min_batch_size <= 1 or server.wait_timeout_ms <= 0 or server_s <= 0:
+        return None
+    share = system["batch_hold_s"] / server_s
+    if share >= HOLD_SHARE_MAX:
+        return None
+    low, wait = field_label(Server, "min_batch_size"), field_label(Server, "wait_timeout_ms").lower()
+    share_text = f"{share:.2%}" if share >= 0.0001 else "under 0.01%"
+    return (f"{low} {server.min_batch_size} with a {wait} of {server.wait_timeout_ms:g} ms held iterations back for "
+            f"{system['batch_hold_s']:,.2f} s in all, {share_text} of the servers' time: a replica nearly always had "
+            f"{server.min_batch_size} or more requests waiting or running when it could start one (the mean batch "
+            f"is {system['mean_batch_size']:,.1f}), so at this load they change almost nothing. Lower the arrival rate to "
+            f"see them batch.")

@@ -14,11 +14,11 @@ from .batch import schedule_running_nb
 from .kv import update_new_token_ratio_nb
 from .record import account_nb
 from .skip import skip_decodes_nb
-from .state import (A_EXTRA_S, A_WASTE_S, BUSY, CK_MODE, CK_NEXT_S, CK_WAIT_START_S, C_BATCH, C_MAX_BATCHED_TOKENS,
-                    C_MAX_BATCH_SIZE, C_NEW_TOKEN_RATIO_PPM, C_PREEMPTIONS, C_ROLE, C_RUNNING, C_USED_BLOCKS, C_WAITING,
+from .state import (A_EXTRA_S, A_WASTE_S, BUSY, CK_BATCH_HOLD, CK_MODE, CK_NEXT_S, CK_WAIT_START_S, C_BATCH,
+                    C_MAX_BATCHED_TOKENS, C_MAX_BATCH_SIZE, C_NEW_TOKEN_RATIO_PPM, C_PREEMPTIONS, C_ROLE, C_RUNNING, C_USED_BLOCKS, C_WAITING,
                     DRAINED, HORIZON, IDLE, NEW_TOKEN_RATIO_INIT_PPM, PREFILL_FIRST, PREFILL_ROLE, QUEUE_BOUND,
                     SV_BATCHING, SV_DRAFT_TOKENS, SV_EVENT_SKIPPING, SV_HORIZON_S, SV_MAX_WAITING_REQUESTS,
-                    S_ITERATIONS, S_KV_BLOCK_SECONDS, S_WASTE_S, WAITING_FOR_GATE)
+                    S_BATCH_HOLD_S, S_ITERATIONS, S_KV_BLOCK_SECONDS, S_WASTE_S, WAITING_FOR_GATE)
 from .step import advance_nb, step_s_nb
 
 
@@ -35,6 +35,9 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
         advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, clock, handoff, t)
     else:  # waiting or idle since CK_WAIT_START_S, its blocks held (cached prefixes, KV on the link)
         stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
+        if clock[CK_BATCH_HOLD] > 0:  # the min-batch gate held it back since then
+            stats[S_BATCH_HOLD_S] += t - clock[CK_WAIT_START_S]
+            clock[CK_BATCH_HOLD] = 0.0
     cnt[C_WAITING] = drop_timeouts_nb(ints, fl, classes, ids, pc, waiting, cnt[C_WAITING], cnt, t)
     cnt[C_RUNNING] = drop_timeouts_nb(ints, fl, classes, ids, pc, running, cnt[C_RUNNING], cnt, t)
     if cnt[C_WAITING] + cnt[C_RUNNING] == 0:
@@ -49,6 +52,7 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
         return HORIZON
     t_release = gate_release_s_nb(srv, fl, waiting, running, cnt, t)
     if t_release > t:
+        clock[CK_BATCH_HOLD] = 1.0
         clock[CK_MODE] = WAITING_FOR_GATE
         clock[CK_WAIT_START_S] = t
         clock[CK_NEXT_S] = next_event_s_nb(ints, fl, waiting, cnt, t_release)

@@ -38,20 +38,23 @@ PC_REF, PC_CACHED, PC_PREV, PC_NEXT = range(4)
 N_PC_ROWS = 4
 
 # Clock columns (one row per replica): time of its next decision (inf while idle), its mode, when its current wait
-# began, and (a prefill replica) when its link to the decode pool is free again.
-CK_NEXT_S, CK_MODE, CK_WAIT_START_S, CK_LINK_FREE_S = range(4)
-N_CLOCK = 4
+# began, (a prefill replica) when its link to the decode pool is free again, and 1 while the wait is the min-batch
+# gate's (``WAITING_FOR_GATE`` also covers a prefill replica waiting for its link).
+CK_NEXT_S, CK_MODE, CK_WAIT_START_S, CK_LINK_FREE_S, CK_BATCH_HOLD = range(5)
+N_CLOCK = 5
 IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 
 # Statistics columns (one row per replica, filled during the run). The roofline terms (compute and memory
 # seconds of every iteration, at the effective rates) and the iteration seconds they came with are summed
 # apart from the busy time, which a limit's stop trims (``settle_in_flight``): utilisation while busy is the
 # ratio of the two. ``S_WINDOW_*``: the same over the part of each iteration inside the steady-state window.
+# ``S_BATCH_HOLD_S``: seconds the min-batch gate held the replica's next iteration back (``gate_release_s_nb``), each
+# hold counted when the replica decides again.
 (S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_PREEMPTIONS,
  S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED, S_SKIPPED, S_COMPUTE_S, S_MEMORY_S, S_TERMS_S,
  S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S, S_PREFIX_QUERY_TOKENS,
- S_PREFIX_HIT_TOKENS) = range(20)
-N_STATS = 20
+ S_PREFIX_HIT_TOKENS, S_BATCH_HOLD_S) = range(21)
+N_STATS = 21
 # The KV transfers under way (``handoff``, int64, one more entry than requests): how many, then their requests.
 HO_COUNT = 0
 # Outcome of the whole run, and where a paused run goes on: the next arrival to route; and the simulated time at
