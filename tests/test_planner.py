@@ -81,6 +81,8 @@ def test_the_interval_text_says_up_to_where_it_reaches_zero():
     entry = {"metric": "ttft_p99_ms", "value": 53.8, "ci95": [None, 120.0]}
     assert target_text(entry) == "53.8 ms (up to 120 ms)"
     assert target_text({**entry, "ci95": [46.9, 60.8]}) == "53.8 ms (46.9 ms–60.8 ms)"
+    assert target_text({"metric": "tpot_p99_ms", "value": 13.11, "ci95": [13.08, 13.14]}) == \
+        "13.1 ms (95% interval narrower than the last digit)"
 
 
 @pytest.mark.parametrize("changes, message", [

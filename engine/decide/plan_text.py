@@ -19,14 +19,18 @@ TEXT_WIDTH = 120  # columns of the terminal text's paragraphs
 
 
 def target_text(entry: dict) -> str:
-    """One target's mean over the seeds and its 95% confidence interval: "812 ms (790 ms–840 ms)", or "812 ms (up
-    to 840 ms)" where the interval reaches zero (``planner.confidence_95``)."""
+    """One target's mean over the seeds and its 95% confidence interval: "812 ms (790 ms–840 ms)", "812 ms (up to
+    840 ms)" where the interval reaches zero (``planner.confidence_95``), or "13.1 ms (95% interval narrower than the
+    last digit)" where both its ends print as the mean does."""
     m = metric(entry["metric"])
     low, high = entry["ci95"]
     if high is None:
         return m.text(entry["value"])
-    return m.text(entry["value"]) + (f" ({m.text(low)}–{m.text(high)})" if low is not None else
-                                     f" (up to {m.text(high)})")
+    if low is None:
+        return f"{m.text(entry['value'])} (up to {m.text(high)})"
+    if m.text(low) == m.text(high) == m.text(entry["value"]):
+        return f"{m.text(entry['value'])} (95% interval narrower than the last digit)"
+    return f"{m.text(entry['value'])} ({m.text(low)}–{m.text(high)})"
 
 
 def shape(plan: dict) -> str:
