@@ -646,7 +646,7 @@ def test_a_minimum_batch_that_full_batches_cover_says_so_beside_it():
     at = lab(apply_overrides(state.default_data(), {"server.min_batch_size": 4, "server.wait_timeout_ms": 50.0})).run()
     assert not at.exception and not at.error
     notes = [c for c in shown(at.sidebar.caption) if "No effect:" in c and "held iterations back" in c]
-    assert len(notes) == 1 and "under 0.01% of the servers' time" in notes[0] and "almost nothing" in notes[0]
+    assert len(notes) == 1 and "(under 0.01% of the servers' time)" in notes[0] and "almost nothing" in notes[0]
     quiet = lab(apply_overrides(state.default_data(), {"server.min_batch_size": 4, "server.wait_timeout_ms": 50.0,
                                                        "workload.arrival.rate_per_s": 0.3})).run()
     assert not any("held iterations back" in c for c in shown(quiet.sidebar.caption))

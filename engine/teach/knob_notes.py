@@ -134,10 +134,9 @@ def batch_hold_note(scenario: Scenario, summary: Summary) -> str | None:
     share = system["batch_hold_s"] / server_s
     if share >= HOLD_SHARE_MAX:
         return None
-    low, wait = field_label(Server, "min_batch_size"), field_label(Server, "wait_timeout_ms").lower()
     share_text = f"{share:.2%}" if share >= 0.0001 else "under 0.01%"
-    return (f"{low} {server.min_batch_size} with a {wait} of {server.wait_timeout_ms:g} ms held iterations back for "
-            f"{system['batch_hold_s']:,.2f} s in all, {share_text} of the servers' time: a replica nearly always had "
-            f"{server.min_batch_size} or more requests waiting or running when it could start one (the mean batch "
-            f"is {system['mean_batch_size']:,.1f}), so at this load they change almost nothing. Lower the arrival rate to "
-            f"see them batch.")
+    low = server.min_batch_size
+    return (f"{field_label(Server, 'min_batch_size')} {low} with a wait of {server.wait_timeout_ms:g} ms held "
+            f"iterations back for {system['batch_hold_s']:,.2f} s in all ({share_text} of the servers' time): a "
+            f"replica nearly always had {low} or more requests (mean batch {system['mean_batch_size']:,.1f}), so at "
+            f"this load they change almost nothing. Lower the rate to see them batch.")
