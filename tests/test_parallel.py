@@ -1,6 +1,7 @@
 """Runs on all cores give the results of running them one after another; a cache key asked for by many
 threads at once is computed once."""
 
+import os
 import threading
 import time
 
@@ -105,3 +106,10 @@ def test_when_the_computing_thread_fails_each_waiter_computes_itself():
     assert cache.get_or_compute("k", lambda: 7) == 7
     thread.join()
     assert errors == ["stopped by its session"] and cache.get("k") == 7
+
+
+def test_pool_threads_run_at_a_lower_cpu_priority_than_the_threads_that_start_their_runs():
+    """With more runs than cores, the page's own run and its drawing go first (``parallel._yield_cpu``)."""
+    caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = parallel.run_all(lambda _: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), [0, 1, 2])
+    assert seen == [min(19, caller + parallel.POOL_NICENESS)] * 3

@@ -207,17 +207,17 @@ def test_weights_must_name_every_class():
 # Every run below keeps a preempted request's KV, so that the pause's overhead counts.
 KEEPING = {"preempt_mode": "keep"}
 # A value other than that of the runs below for every [policy] key (weights name the preset's classes).
-CHANGED_PARAMS = {"preemptive": True, "aging_per_s": 2.0, "max_wait_ms": 300.0, "weights": {"interactive": 9, "offline": 1},
-                  "alpha": 4.0, "beta": 0.2, "gamma": 0.0, "margin": 1.5, "default_sla_ms": 800.0,
-                  "prefill_token_weight": 0.3, "predictor_error": 0.8, "preempt_mode": "swap",
+CHANGED_PARAMS = {"preemptive": True, "aging_per_s": 2.0, "max_wait_ms": 300.0,
+                  "weights": {"interactive": 9, "offline": 1}, "alpha": 4.0, "beta": 0.2, "gamma": 0.0, "margin": 1.5,
+                  "default_sla_ms": 800.0, "prefill_token_weight": 0.3, "predictor_error": 0.8, "preempt_mode": "swap",
                   "preempt_overhead_ms": 40.0}
 
 
 def busy_summary(policy: dict) -> str:
     """The whole summary, as text, of the example preset overloaded on a small KV cache (queues and preemptions:
     every policy key has something to act on)."""
-    data = apply_overrides(read_toml("data/scenarios/example.toml"), {"workload.num_requests": 600, "workload.arrival.rate_per_s": 9.0,
-                                         "server.kv_capacity_tokens": 20000})
+    data = apply_overrides(read_toml("data/scenarios/example.toml"), {
+        "workload.num_requests": 600, "workload.arrival.rate_per_s": 9.0, "server.kv_capacity_tokens": 20000})
     data["policy"] = policy
     summary = engine.simulate(engine.load_scenario(data)).summary
     del summary["run"]["wall_s"]  # the one figure of a run that is not its result

@@ -4,7 +4,8 @@
 Local: threads, not processes. The compiled loop releases the interpreter (``kernel.run_nb`` is ``nogil``), so
 runs overlap there, and the Python around each run (drawing the requests, summarising them) takes turns. One
 pool per process, as many threads as the cores this process may use, shared by every caller (each session of
-the app queues its runs on the same cores, none oversubscribes them).
+the app queues its runs on the same cores, none oversubscribes them). Its threads run at a lower CPU priority than the
+threads that start their runs, so a page's own run and its drawing go first.
 
 Dask: inside ``dask_cluster(...)`` (an embedded ``LocalCluster`` of worker processes, or an existing scheduler's
 workers) every simulation goes to a worker as ``simulate.run_summary(data, origin)``: plain data in, plain data
@@ -39,6 +40,7 @@ from .simulate import run_summary
 T = TypeVar("T")
 R = TypeVar("R")
 
+POOL_NICENESS = 5  # how much lower a pool thread's CPU priority is than its process's (``_yield_cpu``)
 HEARTBEAT_S = 0.25  # how often ``run_all`` tells its caller how far it is while it waits
 
 _lock = threading.Lock()
@@ -86,9 +88,16 @@ def pool() -> ThreadPoolExecutor:
     background = stopping.in_background()
     with _lock:
         if background not in _pools:
-            _pools[background] = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix=(
+            _pools[background] = ThreadPoolExecutor(max_workers=cores(), initializer=_yield_cpu, thread_name_prefix=(
                 "background" if background else "simulate"))
         return _pools[background]
+
+
+def _yield_cpu() -> None:
+    """A pool thread runs at a lower CPU priority (nice +``POOL_NICENESS``) than the threads that start its runs:
+    with more runs than cores, a page's own run and its drawing go first, and the pool takes the cores they leave."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + POOL_NICENESS)
 
 
 def run_all(fn: Callable[[T], R], items: Sequence[T],
