@@ -146,7 +146,9 @@ def test_a_minimum_batch_without_a_wait_says_why_it_does_nothing():
     assert any("Minimum batch 8" in n and "always has" in n for n in notes), notes
     data["server"]["wait_timeout_ms"] = 50.0
     at = lab(data).run()
-    assert not any("Minimum batch" in c.value for c in at.caption if "No effect" in c.value)
+    notes = [c.value for c in at.caption if "No effect" in c.value and "Minimum batch" in c.value]
+    # at a load of 0.75 the run holds batches back for 1.6 s of 8,070 (TTFT p50 35.5 ms either way): said after it
+    assert len(notes) == 1 and "always has" not in notes[0] and "(0.02% of the servers' time)" in notes[0], notes
     data["server"].update(min_batch_size=1)
     at = lab(data).run()
     assert any("any ready request makes a batch" in c.value for c in at.caption)
