@@ -165,11 +165,13 @@ def test_the_measured_kernels_change_the_run_and_switching_them_off_gives_the_ro
 
 
 def test_fp8_is_per_tensor_for_a_dense_checkpoint_and_block_scaled_for_a_mixture_of_experts():
-    """kernel_names.csv: DeepSeek's, Qwen3's and MiniMax's FP8 checkpoints scale 128 x 128 blocks in every layer."""
+    """kernel_names.csv: a dense FP8 checkpoint is per-tensor scaled with static activation scales, as the package
+    resolves one (``fp8_static``); DeepSeek's, Qwen3's and MiniMax's FP8 checkpoints scale 128 x 128 blocks in every
+    layer."""
     dense = Server(**{**H100_8B.__dict__, "quant": "fp8"})
     moe = Server(step_model="roofline", gpu="H200", model="DeepSeek-V3", quant="fp8", engine="sglang",
                  tensor_parallel=8)
-    assert (coverage(dense).key.gemm, coverage(dense).key.moe) == ("fp8", "fp8")
+    assert (coverage(dense).key.gemm, coverage(dense).key.moe) == ("fp8_static", "fp8")
     assert (coverage(moe).key.gemm, coverage(moe).key.moe) == ("fp8_block", "fp8_block")
     assert coverage(moe).key.model_config == "deepseek-ai/DeepSeek-V3"  # bundled: the package's own config
 
@@ -185,3 +187,22 @@ def test_the_versions_the_tables_have_are_kept_on_disk_so_a_process_need_not_loa
         assert kernel_tables.version_slots("h100_sxm", "vllm") == {"current": "0.24.0"}
     finally:
         kernel_tables.version_slots.cache_clear()
+
+
+def test_a_dense_fp8_checkpoint_takes_the_dynamic_table_where_the_package_cannot_derive_the_static_one(monkeypatch):
+    """The package derives static FP8 GEMMs from its dynamic ones and their scale kernels; where it lacks those for a
+    backend and GPU it refuses the static mode, and the dynamic table prices the server (not the roofline)."""
+    built = kernel_tables.operator_tables
+
+    def without_static(key):
+        if key.gemm == kernel_tables.STATIC_FP8:
+            raise ValueError("no compute_scale data")
+        return built(key)
+
+    monkeypatch.setattr(kernel_tables, "operator_tables", without_static)
+    server = Server(**{**H100_8B.__dict__, "quant": "fp8", "engine": "sglang"})  # not in coverage's cache yet
+    kernel_tables.coverage.cache_clear()
+    try:
+        assert (coverage(server).key.gemm, coverage(server).key.moe) == ("fp8", "fp8")
+    finally:
+        kernel_tables.coverage.cache_clear()

@@ -31,7 +31,7 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -48,6 +48,12 @@ from .tables import load_table
 PACKAGE = "aiconfigurator-core"
 MAX_POSITIONS = 262_144  # the context the written config.json declares (the package only bounds by it)
 # Operator names (substrings) the package's op lists give attention kernels: timed per context, not per token.
+# FP8 with one scale per tensor, as the package resolves a checkpoint (its model helpers): static activation scales
+# unless the checkpoint marks them dynamic, and none of the dense FP8 checkpoints served here does (ModelOpt and
+# vLLM/llm-compressor per-tensor checkpoints ship their input scales). The package derives the static GEMM from its
+# measured dynamic one and its scale kernels (``fp8_static``) where it has those for a backend and GPU; elsewhere
+# the dynamic table prices it.
+STATIC_FP8, DYNAMIC_FP8 = "fp8_static", "fp8"
 ATTENTION_OPS = ("attention", "mla_block", "mla_module", "dsa", "msa")
 LOGITS_OP = "logits"
 
@@ -242,7 +248,7 @@ def coverage(server: Server) -> Coverage:
     experts = int(row["experts"]) > 0
     gemm = _kernel_name("quant", server.quant)
     moe = _kernel_name("quant", server.quant, "moe_kernel") if experts else ""
-    if experts and gemm == "fp8":
+    if experts and gemm == STATIC_FP8:
         gemm = moe  # a mixture-of-experts FP8 checkpoint is block-scaled throughout (kernel_names.csv)
     kv = _kernel_name("kv_quant", server.kv_quant)
     if not gemm or (experts and not moe) or not kv or (server.quant.startswith("mxfp4") and not experts):
@@ -250,10 +256,17 @@ def coverage(server: Server) -> Coverage:
                               f"tables for {server.model})")
     tp, dp, moe_tp, moe_ep = _parallel(server, experts)
     model = config if isinstance(config, str) else json.dumps(config, sort_keys=True)
-    key = KernelKey(system, backend, version, model, tp, dp, moe_tp, moe_ep, gemm, moe or gemm, kv)
-    try:
-        operator_tables(key)
-    except Exception:  # the package refuses this combination (a kernel it never measured): the roofline prices it
+    # a dense model's expert mode is unused: the package's own for its weights (FP8: the dynamic one's name)
+    key = KernelKey(system, backend, version, model, tp, dp, moe_tp, moe_ep, gemm,
+                    moe or (DYNAMIC_FP8 if gemm == STATIC_FP8 else gemm), kv)
+    for tried in (key, replace(key, gemm=DYNAMIC_FP8)) if gemm == STATIC_FP8 else (key,):
+        try:
+            operator_tables(tried)
+            key = tried
+            break
+        except Exception:  # the package refuses this combination (a kernel it never measured): the next, else
+            continue       # the roofline prices it
+    else:
         named = engine_version_words(server.engine, version)
         return Coverage(None, f"Roofline estimate ({named} on {server.gpu} has no measured kernel for "
                               f"{format_label(server.quant)} weights in this model and layout)")
