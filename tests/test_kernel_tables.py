@@ -3,8 +3,10 @@ the package's own iteration times at their grid points, interpolate linearly bet
 without changing a bit, and every server they do not cover is timed by the roofline, said as such."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import engine
@@ -174,6 +176,28 @@ def test_fp8_is_per_tensor_for_a_dense_checkpoint_and_block_scaled_for_a_mixture
     assert (coverage(dense).key.gemm, coverage(dense).key.moe) == ("fp8_static", "fp8")
     assert (coverage(moe).key.gemm, coverage(moe).key.moe) == ("fp8_block", "fp8_block")
     assert coverage(moe).key.model_config == "deepseek-ai/DeepSeek-V3"  # bundled: the package's own config
+
+
+def test_vllm_block_scaled_gemms_are_timed_on_its_per_tensor_fp8_table_and_the_reason_still_holds():
+    """kernel_names.csv ``gemm_stand_in``: vLLM 0.24.0's fp8_block GEMM table is mostly host time, so a mixture-of-
+    experts FP8 checkpoint on vLLM times its non-expert GEMMs on vLLM's fp8 table (its experts keep fp8_block) and
+    says so; SGLang keeps its own. The reason is read from the package's tables: should a new package fix them, this
+    turns red and the row goes."""
+    vllm = Server(step_model="roofline", gpu="B200", model="MiniMax-M2.5", quant="fp8", engine="vllm",
+                  tensor_parallel=4)
+    sglang = dataclasses.replace(vllm, engine="sglang")
+    assert (coverage(vllm).key.gemm, coverage(vllm).key.moe) == ("fp8", "fp8_block")
+    assert "fp8_block GEMMs timed on its fp8 table" in coverage(vllm).words
+    assert (coverage(sglang).key.gemm, coverage(sglang).key.moe) == ("fp8_block", "fp8_block")
+    import aiconfigurator_core
+    data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
+    stand_ins = load_table("kernel_names").loc[["gemm_stand_in"]]
+    for name in stand_ins["name"]:
+        backend, version, measured = name.split()
+        for system in ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm"):
+            table = pd.read_parquet(data / system / "gemm" / backend / version / "gemm_perf.parquet")
+            one_row = table[(table.m == 1) & (table.n == 6144) & (table.k == 3072)].set_index("gemm_dtype").latency
+            assert one_row[measured] > 3 * one_row["fp8"] and one_row[measured] > 3 * one_row["bfloat16"], system
 
 
 def test_the_versions_the_tables_have_are_kept_on_disk_so_a_process_need_not_load_the_package(tmp_path, monkeypatch):
