@@ -187,7 +187,7 @@ def test_vllm_block_scaled_gemms_are_timed_on_its_per_tensor_fp8_table_and_the_r
                   tensor_parallel=4)
     sglang = dataclasses.replace(vllm, engine="sglang")
     assert (coverage(vllm).key.gemm, coverage(vllm).key.moe) == ("fp8", "fp8_block")
-    assert "fp8_block GEMMs timed on its fp8 table" in coverage(vllm).words
+    assert "block-scaled FP8 GEMMs timed on its per-tensor FP8 table" in coverage(vllm).words
     assert (coverage(sglang).key.gemm, coverage(sglang).key.moe) == ("fp8_block", "fp8_block")
     import aiconfigurator_core
     data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"

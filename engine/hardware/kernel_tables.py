@@ -54,6 +54,8 @@ MAX_POSITIONS = 262_144  # the context the written config.json declares (the pac
 # measured dynamic one and its scale kernels (``fp8_static``) where it has those for a backend and GPU; elsewhere
 # the dynamic table prices it.
 STATIC_FP8, DYNAMIC_FP8 = "fp8_static", "fp8"
+# The package's GEMM modes a stand-in names (kernel_names.csv ``gemm_stand_in``), in the answer's words
+MODE_WORDS = {"fp8_block": "block-scaled FP8", "fp8": "per-tensor FP8"}
 ATTENTION_OPS = ("attention", "mla_block", "mla_module", "dsa", "msa")
 LOGITS_OP = "logits"
 
@@ -274,8 +276,8 @@ def coverage(server: Server) -> Coverage:
         return Coverage(None, f"Roofline estimate ({named} on {server.gpu} has no measured kernel for "
                               f"{format_label(server.quant)} weights in this model and layout)")
     named = engine_version_words(server.engine, version)
-    instead = f"; its {stood_in} GEMMs timed on its {gemm} table (the {stood_in} one measured mostly host time)" \
-        if stood_in else ""
+    instead = (f"; its {MODE_WORDS[stood_in]} GEMMs timed on its {MODE_WORDS[gemm]} table (the "
+               f"{MODE_WORDS[stood_in]} one measured mostly host time)") if stood_in else ""
     return Coverage(key, f"measured kernels: {named} on {server.gpu} ({PACKAGE} {package_version()}){instead}",
                     f"measured kernels ({named})")
 
