@@ -4,6 +4,7 @@ give what they found before their time ran out, and say so."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import subprocess
 import sys
@@ -324,3 +325,26 @@ def test_runs_a_page_started_ahead_stop_when_the_page_run_ends():
         runner.run_ahead([quick])
         assert runner.summary(runner.canonical(quick))["run"]["requests"] == 300
     assert runner._SUMMARIES.get(runner._cache_key(runner.canonical(quick))) is not None
+
+
+def test_a_run_started_ahead_does_not_hold_a_pool_thread_waiting_for_the_same_run_under_way():
+    """Sessions making the same change at once start the same runs ahead: a pool thread given one that another
+    thread is computing returns at once instead of waiting for it (a core held idle)."""
+    from ui import jobs, runner
+
+    scenario_json = runner.canonical(dict(slow_data(), seed=311))
+
+    def compute(page):
+        with contextlib.suppress(stopping.Stopped):
+            stopping.in_job(page, runner.summary, scenario_json)
+
+    with jobs.page_run() as page:
+        computing = threading.Thread(target=compute, args=(page,))
+        computing.start()
+        while not runner._SUMMARIES.known(runner._cache_key(scenario_json)):
+            time.sleep(0.01)
+        for _ in range(parallel.cores()):
+            parallel.pool().submit(runner._start_ahead, scenario_json)
+        assert pool_is_free() < PROMPT_S, "pool threads wait for a run another thread computes"
+    computing.join(timeout=PROMPT_S)
+    assert not computing.is_alive()

@@ -187,8 +187,16 @@ def run_ahead(datas: list[dict]) -> None:
     for data in datas:
         scenario_json = canonical(data)
         if not _SUMMARIES.known(_cache_key(scenario_json)):
-            parallel.pool().submit(contextvars.copy_context().run, stopping.in_job, job, _kept_summary,
+            parallel.pool().submit(contextvars.copy_context().run, stopping.in_job, job, _start_ahead,
                                    scenario_json)
+
+
+def _start_ahead(scenario_json: str) -> None:
+    """One run started ahead, on a pool thread, unless another thread has started or kept it meanwhile: it does not
+    wait for that one, which would hold a core idle (many sessions making the same change at once each start the
+    same runs ahead; the sections that need them wait for them)."""
+    if not _SUMMARIES.known(_cache_key(scenario_json)):
+        _kept_summary(scenario_json)
 
 
 def _shared_or_run(key, scenario_json: str) -> Summary:
