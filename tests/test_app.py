@@ -622,6 +622,9 @@ def test_a_change_runs_again_only_what_it_changes(monkeypatch):
     alpha.set_value(round(alpha.value + alpha.step, 6)).run()
     assert not at.exception and ran
     assert {r["policy"]["name"] for r in ran} == {"dynamic"}
+    ran.clear()
+    at.number_input(key="server_wait_timeout_ms_1").set_value(50.0).run()  # under a minimum batch of 1 it changes nothing
+    assert not at.exception and not ran
 
 
 def test_the_lab_starts_its_comparison_and_curves_ahead_and_uses_every_run_it_started(monkeypatch):

@@ -156,6 +156,14 @@ def test_invariants_hold(data):
     pd.testing.assert_frame_equal(series, again.timeseries, check_exact=True)
     assert {k: v for k, v in summary.items() if k != "run"} == {k: v for k, v in again.summary.items() if k != "run"}
 
+    # A minimum batch and wait that cannot hold an iteration back change nothing, bit for bit: the app caches the
+    # run under the defaults (``Server.holds_batches``, ``ui.runner.normal_json``).
+    if not server.holds_batches and (server.min_batch_size, server.wait_timeout_ms) != (1, 0.0):
+        plain = dict(data, server={**data["server"], "min_batch_size": 1, "wait_timeout_ms": 0.0})
+        gateless = engine.simulate(engine.load_scenario(plain))
+        pd.testing.assert_frame_equal(frame, gateless.requests, check_exact=True)
+        pd.testing.assert_frame_equal(series, gateless.timeseries, check_exact=True)
+
 
 def test_different_seeds_give_different_arrivals():
     data = {"seed": 1, "workload": {"num_requests": 50, "arrival": {"process": "poisson", "rate_per_s": 5.0},

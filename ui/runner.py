@@ -28,7 +28,7 @@ import streamlit as st
 import engine
 from engine.hardware import calibration_store
 from engine.scenario.caps import DEFAULT_CAPS, MIB
-from engine.scenario.config import apply_overrides, scenario_to_dict
+from engine.scenario.config import Server, apply_overrides, scenario_to_dict
 from engine.scenario.summary import Summary
 from engine.sim import parallel, stopping
 from engine.sim.policies import unread_params
@@ -60,14 +60,22 @@ def normal_json(scenario_json: str) -> str:
     (``policies.unread_params``). The sidebar writes a preset back with its defaults filled in (``1000`` as
     ``1000.0``, an absent engine as ``"vllm"``), and a comparison's FIFO run carries the dynamic policy's alpha:
     without this, the first change on a page missed every cached run of the preset, and a move of alpha ran every
-    policy's curves again. A scenario that does not validate keeps its own text (its run says why)."""
+    policy's curves again. A minimum batch and its wait that cannot hold an iteration back (``holds_batches``) are
+    written as the defaults, so moving the wait under a minimum of 1 finds the runs cached. A scenario that does not
+    validate keeps its own text (its run says why)."""
     try:
-        data = scenario_to_dict(validate(json.loads(scenario_json)))
+        scenario = validate(json.loads(scenario_json))
     except engine.ScenarioError:
         return scenario_json
+    data = scenario_to_dict(scenario)
     for key in unread_params(data["policy"]["name"]):
         data["policy"].pop(key, None)
+    if not scenario.server.holds_batches:  # the two change nothing: a wait moved under a minimum of 1 is cached
+        data["server"].update(min_batch_size=_NO_GATE.min_batch_size, wait_timeout_ms=_NO_GATE.wait_timeout_ms)
     return canonical(data)
+
+
+_NO_GATE = Server()  # the defaults: a minimum batch of 1, no wait
 
 
 def _cache_key(scenario_json: str) -> tuple[str, str]:

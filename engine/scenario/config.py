@@ -534,6 +534,13 @@ class Server:
         """Tokens one decoding sequence takes of an iteration's budget: 1, or k + 1 with speculative decoding."""
         return 1 if self.speculative is None else self.speculative.draft_tokens + 1
 
+    @property
+    def holds_batches(self) -> bool:
+        """Whether the minimum batch can hold an iteration back: a minimum of one is met by any ready request, and
+        with no wait the oldest ready request has always waited long enough (``kernel.admit.gate_release_s_nb``);
+        otherwise the two change nothing, bit for bit."""
+        return self.min_batch_size > 1 and self.wait_timeout_ms > 0
+
     def _check(self, path: str) -> None:
         need = self.max_batch_size * self.tokens_per_decode_step
         if self.max_batched_tokens < need and self.speculative is None:

@@ -129,7 +129,7 @@ def batch_hold_note(scenario: Scenario, summary: Summary) -> str | None:
     a minimum of 1 or no wait, which the page says before any run)."""
     server, system = scenario.server, summary["system"]
     server_s = system["replica_hours"] * 3600.0
-    if server.min_batch_size <= 1 or server.wait_timeout_ms <= 0 or server_s <= 0:
+    if not server.holds_batches or server_s <= 0:
         return None
     share = system["batch_hold_s"] / server_s
     if share >= HOLD_SHARE_MAX:
