@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from engine.calibrate.held_out import (CONFIGURATIONS_FILE, configurations, layo
 from engine.calibrate.silicon_sample import validation_rows  # noqa: E402
 from engine.calibrate.sources import by_source  # noqa: E402
 from engine.hardware.kernel_tables import package_version  # noqa: E402
+from speed_figures import commit  # noqa: E402  (bench/, this script's folder)
 
 DOC = REPO / "docs" / "validation_by_source.md"
 GROUPS = (["gpu"], ["engine", "run_version"], ["model"], ["kind"], ["layout"], ["kind", "layout"])
@@ -131,10 +131,8 @@ def main() -> None:
     if args.write:
         held = table[table["held_out_source"]]
         configurations(held).to_csv(CONFIGURATIONS_FILE, index=False)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                text=True).stdout.strip()
         DOC.write_text(f"# Validation by source\n\nWritten by `python bench/validate.py --write` on "
-                       f"{datetime.date.today()} at commit {commit} (aiconfigurator-core {package_version()}); errors "
+                       f"{datetime.date.today()} at commit {commit()} (aiconfigurator-core {package_version()}); errors "
                        f"are median absolute errors of held-out runs.\n\n{text}")
 
 
