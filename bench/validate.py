@@ -132,8 +132,8 @@ def main() -> None:
         held = table[table["held_out_source"]]
         configurations(held).to_csv(CONFIGURATIONS_FILE, index=False)
         DOC.write_text(f"# Validation by source\n\nWritten by `python bench/validate.py --write` on "
-                       f"{datetime.date.today()} at commit {commit()} (aiconfigurator-core {package_version()}); errors "
-                       f"are median absolute errors of held-out runs.\n\n{text}")
+                       f"{datetime.date.today()} at commit {commit()} (aiconfigurator-core {package_version()}); "
+                       f"errors are median absolute errors of held-out runs.\n\n{text}")
 
 
 if __name__ == "__main__":
