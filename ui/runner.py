@@ -53,6 +53,9 @@ def canonical(data: dict) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+_NO_GATE = Server()  # the defaults: a minimum batch of 1, no wait
+
+
 @functools.lru_cache(maxsize=1024)
 def normal_json(scenario_json: str) -> str:
     """The scenario in one spelling: every default written out and every number in its field's type (the typed
@@ -73,9 +76,6 @@ def normal_json(scenario_json: str) -> str:
     if not scenario.server.holds_batches:  # the two change nothing: a wait moved under a minimum of 1 is cached
         data["server"].update(min_batch_size=_NO_GATE.min_batch_size, wait_timeout_ms=_NO_GATE.wait_timeout_ms)
     return canonical(data)
-
-
-_NO_GATE = Server()  # the defaults: a minimum batch of 1, no wait
 
 
 def _cache_key(scenario_json: str) -> tuple[str, str]:
