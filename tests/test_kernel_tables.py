@@ -3,7 +3,6 @@ the package's own iteration times at their grid points, interpolate linearly bet
 without changing a bit, and every server they do not cover is timed by the roofline, said as such."""
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -189,11 +188,11 @@ def test_vllm_block_scaled_gemms_are_timed_on_its_per_tensor_fp8_table_and_the_r
     assert (coverage(vllm).key.gemm, coverage(vllm).key.moe) == ("fp8", "fp8_block")
     assert "block-scaled FP8 GEMMs timed on its per-tensor FP8 table" in coverage(vllm).words
     assert (coverage(sglang).key.gemm, coverage(sglang).key.moe) == ("fp8_block", "fp8_block")
-    import aiconfigurator_core
-    data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
+    data = kernel_tables.systems_dir() / "data"
     stand_ins = load_table("kernel_names").loc[["gemm_stand_in"]]
-    for name in stand_ins["name"]:
+    for name, kernel in zip(stand_ins["name"], stand_ins["kernel"]):
         backend, version, measured = name.split()
+        assert {measured, kernel} <= set(kernel_tables.MODE_WORDS), "the answer names both tables in words"
         for system in ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm"):
             table = pd.read_parquet(data / system / "gemm" / backend / version / "gemm_perf.parquet")
             one_row = table[(table.m == 1) & (table.n == 6144) & (table.k == 3072)].set_index("gemm_dtype").latency

@@ -15,11 +15,11 @@ profile.
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import pandas as pd
 
+from ..hardware.kernel_tables import systems_dir
 from ..hardware.tables import load_table
 
 SOURCE = "aiconfigurator-core systems/silicon_sample.csv"
@@ -41,8 +41,7 @@ ROUNDS, MIN_REQUESTS = 10, 64
 
 def path() -> Path:
     """Where the installed package keeps the file."""
-    import aiconfigurator_core
-    return Path(os.path.dirname(aiconfigurator_core.__file__)) / "systems" / "silicon_sample.csv"
+    return systems_dir() / "silicon_sample.csv"
 
 
 def _gpus() -> dict[str, str]:

@@ -92,6 +92,13 @@ class Coverage:
     short: str = "roofline"
 
 
+def systems_dir() -> Path:
+    """The installed package's ``systems`` folder: its GPU systems, their measured tables (``data``) and its
+    end-to-end measurements (``silicon_sample.csv``)."""
+    import aiconfigurator_core
+    return Path(aiconfigurator_core.__file__).parent / "systems"
+
+
 def package_version() -> str:
     """The installed ``aiconfigurator-core`` version, or "" when it is not installed."""
     try:
