@@ -92,6 +92,22 @@ def test_a_replay_runs_on_its_engine_with_its_admission_and_caps_its_requests():
     assert scenario.limits.max_waiting_requests >= scenario.workload.num_requests
 
 
+def test_a_replay_runs_with_the_token_budget_its_engine_starts_with_on_that_card():
+    """SGLang's chunk on a B200 (180 GiB) is 16,384 tokens, split over its data-parallel attention ranks; vLLM keeps
+    8,192 on each rank; the budget is never below the batch."""
+    row = measurements().iloc[0].copy()
+    row[["gpu", "model", "quant", "kv_quant", "tensor_parallel", "batch", "requests", "rate_per_s"]] = \
+        ["B200", "DeepSeek-R1", "fp8", "fp8", 8, 16, 64, 0.0]
+
+    def budget(engine: str, parallel: str = "", batch: int = 16) -> int:
+        row[["engine", "parallel", "batch"]] = [engine, parallel, batch]
+        return load_scenario(measurement_scenario(row)).server.max_batched_tokens
+
+    assert budget("sglang") == 16384 and budget("sglang", "dep") == 2048 and budget("sglang", "ep") == 16384
+    assert budget("vllm") == 8192 and budget("vllm", "dep") == 8192 and budget("tensorrt-llm") == 8192
+    assert budget("sglang", "dep", batch=4096) == 4096
+
+
 def test_batch_one_decode_prediction_by_hand():
     """One request, prompt 128, 128 outputs: TPOT = mean of the decode steps at contexts 128..254, each
     (weights + KV x (context + 1)) / bandwidth + overhead (memory-bound at batch 1)."""

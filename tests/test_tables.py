@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from engine.hardware.roofline import roofline_profile
+from engine.hardware.tables import default_batched_tokens, load_table
 from engine.scenario.config import Server
 from engine.scenario.table_names import DATA_DIR
 
@@ -18,6 +19,7 @@ REQUIRED = {
     "gpu_slices": ["sm_fraction", "memory_fraction", "max_per_card"],
     "pricing_conventions": ["value"],
     "serving_memory": ["value"],
+    "engine_budgets": ["tokens"],
 }
 
 
@@ -78,3 +80,23 @@ def test_parameter_counts_match_the_published_sizes(model, params_b):
                                              ("Qwen2.5-7B", 57344), ("Llama-3.1-405B", 516096)])
 def test_kv_bytes_per_token(model, kv_bytes):
     assert roofline_profile(Server(step_model="roofline", model=model)).kv_bytes_per_token == kv_bytes
+
+
+@pytest.mark.parametrize("engine, gpu, ranks, tokens", [
+    ("vllm", "H100-80G", 1, 8192), ("vllm", "A100-80G", 1, 2048), ("vllm", "L40S", 1, 2048),
+    ("vllm", "B200", 8, 8192), ("sglang", "A10", 1, 2048), ("sglang", "L40S", 1, 4096), ("sglang", "H200", 1, 8192),
+    ("sglang", "B200", 1, 16384), ("sglang", "B200", 4, 4096), ("sglang", "H100-80G-MIG-1g.10gb", 1, 2048),
+    ("tensorrt-llm", "L40S", 1, 8192), ("legacy", "A100-80G", 1, 8192)])
+def test_each_engine_starts_with_its_own_token_budget_on_a_card(engine, gpu, ranks, tokens):
+    """vLLM: 8,192 from 70 GiB except on an A100, else 2,048; SGLang's chunk by the card's memory, split over its
+    data-parallel attention ranks; TensorRT-LLM 8,192 everywhere."""
+    assert default_batched_tokens(engine, gpu, ranks) == tokens
+
+
+def test_every_engine_has_a_budget_for_every_card():
+    rules = load_table("engine_budgets")
+    for engine in load_table("engines").index:
+        own = rules[rules["engine"] == engine]
+        assert ((own["from_card_mib"] == 0) & own["except_gpu_prefix"].isna()).any(), engine
+    assert set(rules["per_attention_dp_rank"]) <= {"yes", "no"}
+    assert set(rules["engine"]) <= set(load_table("engines").index)

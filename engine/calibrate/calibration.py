@@ -32,7 +32,8 @@ from ..hardware.kernel_tables import coverage, table_step
 from ..hardware.roofline import (efficiency_for, kv_capacity_tokens, peak_profile, roofline_profile,
                                  roofline_step_params, with_efficiency)
 from ..hardware.steptime import decode_step_s_nb, prefill_s
-from ..hardware.tables import Efficiency, calibration_row, engine_row, gpu_row, is_slice, load_table
+from ..hardware.tables import (Efficiency, calibration_row, default_batched_tokens, engine_row, gpu_row, is_slice,
+                               load_table)
 from ..scenario.caps import Caps
 from ..scenario.config import Limits, Server, load_scenario
 from ..scenario.errors import ScenarioError
@@ -82,20 +83,23 @@ def replayed_requests(row: pd.Series) -> int:
 def measurement_scenario(row: pd.Series, kernel_tables: str = "off") -> dict:
     """The scenario that reproduces one measurement's load on the roofline model (``kernel_tables`` "auto": timed by
     measured operator tables where they cover it), on its serving engine with the engine's admission and batching
-    rules
+    rules and the token budget it starts with on that card (``default_batched_tokens``; at least the batch)
     (``parallel`` "dep": attention data-parallel and experts split over the GPUs, each rank holding ``batch``; "ep":
     experts split over the tensor-parallel GPUs). The replay may queue all its requests and drain for as long as
     they take (a benchmark sends them all)."""
     batch, requests = int(row["batch"]), replayed_requests(row)
+    layout = PARALLEL_KEYS.get(row.get("parallel"), {})
+    ranks = int(row["tensor_parallel"]) if layout.get("attention_data_parallel") else 1  # ``Server.ranks``
     scenario = one_class_scenario(
         f"measurement {row.name}"[:Caps.name_chars], requests, float(row["rate_per_s"]) or SIMULTANEOUS_RATE_PER_S,
         int(row["input_tokens"]), int(row["output_tokens"]),
         {"gpu": row["gpu"], "model": row["model"], "quant": row["quant"], "kv_quant": row["kv_quant"],
          "tensor_parallel": int(row["tensor_parallel"]), "max_batch_size": batch,
-         "max_batched_tokens": max(8192, batch), "engine": row["engine"],
+         "max_batched_tokens": max(default_batched_tokens(row["engine"], row["gpu"], ranks), batch),
+         "engine": row["engine"],
          "admission": engine_row(row["engine"])["admission"], "batching": engine_row(row["engine"])["batching"],
          "kernel_tables": kernel_tables,
-         **PARALLEL_KEYS.get(row.get("parallel"), {})})
+         **layout})
     scenario["limits"] = {"max_waiting_requests": max(requests, Limits.max_waiting_requests),
                           "max_drain_s": Caps.drain_s}
     return scenario

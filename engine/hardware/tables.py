@@ -133,6 +133,23 @@ def engine_row(engine: str) -> pd.Series:
     return table_row("engines", engine, "engine")
 
 
+def default_batched_tokens(engine: str, gpu: str, attention_dp: int = 1) -> int:
+    """The token budget of one iteration that ``engine`` starts with on ``gpu`` when none is given
+    (``engine_budgets.csv``: vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size, TensorRT-LLM's
+    max_num_tokens), for each of ``attention_dp`` data-parallel attention ranks: the rule of the largest card
+    memory the card reaches (in MiB, as nvidia-smi reports it), skipping a rule the card's name is excepted from;
+    an engine that splits its budget over those ranks (SGLang) gives each its share."""
+    rules = load_table("engine_budgets")
+    card = gpu_row(gpu)
+    name = str(card.get("parent", gpu))  # a slice reports its card's name
+    applies = [rule for _, rule in rules[rules["engine"] == engine_row(engine).name].iterrows()
+               if rule["from_card_mib"] <= card["memory_mib"]
+               and not (isinstance(rule["except_gpu_prefix"], str) and name.startswith(rule["except_gpu_prefix"]))]
+    rule = max(applies, key=lambda r: r["from_card_mib"])
+    tokens = int(rule["tokens"])
+    return tokens if rule["per_attention_dp_rank"] == "yes" else max(1, tokens // max(1, attention_dp))
+
+
 def shipped_efficiency(gpu: str, engine: str) -> Efficiency:
     """The efficiency of ``gpu``'s family in the shipped ``calibration.csv`` (slices use their card's) with the
     overhead and all-reduce factor of ``engine`` in ``engines.csv``."""
