@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
+from engine.calibrate import silicon_sample
 from engine.calibrate.calibration import (METRICS, Case, badge, closed_loop_sent_s, measurement_scenario, measurements,
                                           predict, replay_problem, replayed_requests, status)
 from engine.calibrate.calibration_report import expressed, markdown_table, validation
@@ -106,6 +107,26 @@ def test_a_replay_runs_with_the_token_budget_its_engine_starts_with_on_that_card
     assert budget("sglang") == 16384 and budget("sglang", "dep") == 2048 and budget("sglang", "ep") == 16384
     assert budget("vllm") == 8192 and budget("vllm", "dep") == 8192 and budget("tensorrt-llm") == 8192
     assert budget("sglang", "dep", batch=4096) == 4096
+
+
+@pytest.mark.parametrize("sizes, experts, parallel", [
+    ((4, 1, 4, 1), True, ""), ((4, 1, 1, 4), True, "ep"), ((1, 4, 1, 4), True, "dep"), ((8, 1, 1, 1), False, ""),
+    ((2, 2, 1, 4), True, None), ((1, 4, 2, 2), True, None), ((4, 1, 2, 2), True, None), ((1, 4, 4, 1), True, None),
+    ((2, 2, 1, 1), False, None)])
+def test_a_silicon_run_is_replayed_in_its_own_layout_or_left_out(sizes, experts, parallel):
+    """(tensor, attention data, expert tensor, expert parallel sizes) -> the replay's layout; a hybrid (attention
+    tensor-parallel inside data-parallel ranks, experts split both ways) is left out, never replayed as another."""
+    assert silicon_sample.layout(*sizes, experts=experts) == parallel
+
+
+def test_the_silicon_sample_counts_the_runs_it_leaves_out_by_reason():
+    rows, skipped = silicon_sample.validation_rows()
+    raw = silicon_sample.raw()
+    assert sum(skipped.values()) + rows["source"].nunique() == len(raw)
+    assert skipped["parallel layout a scenario cannot state (attention tensor-parallel inside data-parallel ranks, "
+                   "or experts split both ways)"] > 0
+    hybrid = raw[(raw["mode"] == "agg") & (raw["tp_size"] > 1) & (raw["attention_dp_size"] > 1)]
+    assert not rows["source"].str.split(": ").str[-1].isin(hybrid["id"]).any()
 
 
 def test_batch_one_decode_prediction_by_hand():

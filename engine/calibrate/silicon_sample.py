@@ -8,8 +8,8 @@ turns the aggregated (one server) runs of models this project expresses into row
 ``batch`` clients) by ``calibration.Case``.
 
 Runs left out, with the reason counted (``skipped``): disaggregated runs (a prefill and a decode pool with their own
-parallelism), models without a row in ``models.csv``, pipeline parallelism, and a GPU system the project does not
-profile.
+parallelism), models without a row in ``models.csv``, pipeline parallelism, a GPU system the project does not
+profile, and a parallel layout a scenario cannot state (``layout``), which would otherwise be replayed as another.
 """
 
 from __future__ import annotations
@@ -58,6 +58,23 @@ def _quant(precision: str, model: str, gpu: str) -> str:
     return {"fp8": "fp8", "bf16": "bf16", "fp16": "fp16", "int4": "int4"}.get(precision, "")
 
 
+def layout(tp: int, dp: int, moe_tp: int, moe_ep: int, experts: bool) -> str | None:
+    """The ``measurements.csv`` ``parallel`` of a run's layout (package sizes, each at least 1): "" for tensor
+    parallelism alone (a mixture of experts' experts split by tensor parallelism too), "ep" for experts split whole
+    over the tensor-parallel cards, "dep" for data-parallel attention with experts split whole over its ranks; None
+    for what a scenario cannot state: attention tensor-parallel inside data-parallel ranks, experts split both ways,
+    or a mixture of experts split otherwise than its attention."""
+    if not experts:
+        return "" if dp == 1 else None
+    if dp == 1 and moe_tp == tp and moe_ep == 1:
+        return ""
+    if dp == 1 and moe_tp == 1 and moe_ep == tp:
+        return "ep"
+    if tp == 1 and moe_tp == 1 and moe_ep == dp:
+        return "dep"
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def raw() -> pd.DataFrame:
     return pd.read_csv(path())
@@ -68,7 +85,7 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
     data-parallel attention, "ep" for experts split over the tensor-parallel cards; ``run_version`` added), and how
     many runs were left out, by reason."""
     table = raw()
-    gpus = _gpus()
+    gpus, models = _gpus(), load_table("models")
     rows, skipped = [], {}
 
     def skip(reason: str) -> None:
@@ -86,14 +103,20 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
         if gpu is None:
             skip(f"GPU system {run['system']} not profiled")
             continue
-        if run[["tp_size", "pp_size", "attention_dp_size", "moe_ep_size", "batch_size"]].isna().any():
+        if run[["tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "batch_size"]].isna().any():
             skip("parallel layout or concurrency not given")
             continue
         if int(run["pp_size"]) != 1:
             skip("pipeline parallelism")
             continue
+        tp, dp, moe_tp, ep = (max(1, int(run[c])) for c in ("tp_size", "attention_dp_size", "moe_tp_size",
+                                                             "moe_ep_size"))  # 0: none
+        parallel = layout(tp, dp, moe_tp, ep, experts=int(models.loc[model, "experts"]) > 0)
+        if parallel is None:
+            skip("parallel layout a scenario cannot state (attention tensor-parallel inside data-parallel ranks, "
+                 "or experts split both ways)")
+            continue
         quant = _quant(run["precision"], model, gpu)
-        tp, dp, ep = (max(1, int(run[c])) for c in ("tp_size", "attention_dp_size", "moe_ep_size"))  # 0: none
         version = "" if pd.isna(run["backend_version"]) else str(run["backend_version"])
         clients = int(run["batch_size"])
         base = {"gpu": gpu, "tensor_parallel": tp * dp, "model": model, "quant": quant,
@@ -103,7 +126,7 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
                 "input_tokens": int(run["isl"]), "output_tokens": int(run["osl"]), "engine": ENGINES[run["backend"]],
                 "engine_version": version, "document": SOURCE, "source": f"{SOURCE}: {run['id']}",
                 "as_of": str(run["silicon_data_source"]).split(";")[0],
-                "parallel": "dep" if dp > 1 else ("ep" if ep > 1 else ""),
+                "parallel": parallel,
                 "run_version": version or "unknown"}
         for metric, column in (("ttft_mean_ms", "silicon_ttft_ms"), ("tpot_mean_ms", "silicon_tpot_ms")):
             if pd.notna(run[column]) and run[column] > 0:
