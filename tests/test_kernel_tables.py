@@ -199,6 +199,24 @@ def test_vllm_block_scaled_gemms_are_timed_on_its_per_tensor_fp8_table_and_the_r
             assert one_row[measured] > 3 * one_row["fp8"] and one_row[measured] > 3 * one_row["bfloat16"], system
 
 
+def test_vllm_times_mxfp4_experts_with_16_bit_activations_as_its_kernel_for_gpt_oss_on_blackwell_is_measured():
+    """kernel_names.csv ``moe_for_engine``: vLLM runs gpt-oss's MXFP4 experts on Blackwell with BF16 activations by
+    default, and the package files that kernel under w4a16_mxfp4; SGLang and TensorRT-LLM keep w4a8_mxfp4_mxfp8. The
+    package's own vLLM table names the kernel: a package that moves it turns this red."""
+    vllm = Server(step_model="roofline", gpu="B200", model="gpt-oss-120b", quant="mxfp4", engine="vllm",
+                  tensor_parallel=2)
+    assert coverage(vllm).key.moe == "w4a16_mxfp4"
+    assert coverage(dataclasses.replace(vllm, engine="sglang")).key.moe == "w4a8_mxfp4_mxfp8"
+    assert coverage(dataclasses.replace(vllm, engine="tensorrt-llm", tensor_parallel=1)).key.moe == "w4a8_mxfp4_mxfp8"
+    version = coverage(vllm).key.version
+    for system in ("b200_sxm", "b300_sxm"):
+        table = pd.read_parquet(kernel_tables.systems_dir() / "data" / system / "moe" / "vllm" / version
+                                / "moe_perf.parquet")
+        gpt_oss = table[(table.hidden_size == 2880) & (table.num_experts == 128) & (table.topk == 4)]
+        assert set(gpt_oss.moe_dtype) == {"w4a16_mxfp4"}, system
+        assert gpt_oss.kernel_source.str.contains("mxfp4_bf16").any(), system
+
+
 def test_the_versions_the_tables_have_are_kept_on_disk_so_a_process_need_not_load_the_package(tmp_path, monkeypatch):
     monkeypatch.setattr(kernel_tables, "_cache_dir", lambda: tmp_path)
     kernel_tables.version_slots.cache_clear()

@@ -256,7 +256,9 @@ def coverage(server: Server) -> Coverage:
         return Coverage(None, f"Roofline estimate ({server.model}: {config})")
     experts = int(row["experts"]) > 0
     gemm = _kernel_name("quant", server.quant)
-    moe = _kernel_name("quant", server.quant, "moe_kernel") if experts else ""
+    # an engine that runs a format's experts its own way (vLLM: MXFP4 experts with 16-bit activations)
+    moe = (_kernel_name("moe_for_engine", f"{backend} {server.quant}", "moe_kernel")
+           or _kernel_name("quant", server.quant, "moe_kernel")) if experts else ""
     if experts and gemm == STATIC_FP8:
         gemm = moe  # a mixture-of-experts FP8 checkpoint is block-scaled throughout (kernel_names.csv)
     # a GEMM table whose measurement is mostly host time: another of the same engine's tables prices those GEMMs
