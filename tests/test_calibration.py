@@ -123,8 +123,7 @@ def test_the_silicon_sample_counts_the_runs_it_leaves_out_by_reason():
     rows, skipped = silicon_sample.validation_rows()
     raw = silicon_sample.raw()
     assert sum(skipped.values()) + rows["source"].nunique() == len(raw)
-    assert skipped["parallel layout a scenario cannot state (attention tensor-parallel inside data-parallel ranks, "
-                   "or experts split both ways)"] > 0
+    assert skipped[silicon_sample.HYBRID] > 0
     hybrid = raw[(raw["mode"] == "agg") & (raw["tp_size"] > 1) & (raw["attention_dp_size"] > 1)]
     assert not rows["source"].str.split(": ").str[-1].isin(hybrid["id"]).any()
 

@@ -37,6 +37,8 @@ HOPPER_FP4 = "mxfp4-w4a16"  # gpt-oss's MXFP4 experts on a card without FP4 tens
 # num_prompts = 10 x concurrency), so that the clients' first requests, which all start together, do not dominate;
 # at least MIN_REQUESTS (and at most ``calibration.replayed_requests``' cap).
 ROUNDS, MIN_REQUESTS = 10, 64
+HYBRID = ("parallel layout a scenario cannot state (attention tensor-parallel inside data-parallel ranks, or experts "
+          "split both ways)")  # the reason ``validation_rows`` counts a run ``layout`` cannot state under
 
 
 def path() -> Path:
@@ -113,8 +115,7 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
                                                              "moe_ep_size"))  # 0: none
         parallel = layout(tp, dp, moe_tp, ep, experts=int(models.loc[model, "experts"]) > 0)
         if parallel is None:
-            skip("parallel layout a scenario cannot state (attention tensor-parallel inside data-parallel ranks, "
-                 "or experts split both ways)")
+            skip(HYBRID)
             continue
         quant = _quant(run["precision"], model, gpu)
         version = "" if pd.isna(run["backend_version"]) else str(run["backend_version"])
