@@ -128,6 +128,39 @@ def test_the_silicon_sample_counts_the_runs_it_leaves_out_by_reason():
     assert not rows["source"].str.split(": ").str[-1].isin(hybrid["id"]).any()
 
 
+def test_a_silicon_run_listed_twice_counts_once():
+    """The file repeats runs (one DeepSeek run as DeepSeek-V3 and as DeepSeek-R1): each is validated once."""
+    rows, skipped = silicon_sample.validation_rows()
+    raw = silicon_sample.raw().set_index("id")
+    assert skipped[silicon_sample.REPEAT] > 0
+    kept = rows["source"].str.split(": ").str[-1]
+    same_run = ["2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_8192x1024_c128_tp8_0_ep1_0_280",
+                "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_8192x1024_c128_tp8_ep1_1744"]
+    assert raw.loc[same_run, ["silicon_ttft_ms", "silicon_tpot_ms"]].nunique().eq(1).all()
+    assert kept.isin(same_run).sum() == 2  # one run, its two metrics
+    settings = ["gpu", "engine", "engine_version", "quant", "tensor_parallel", "parallel", "batch", "input_tokens",
+                "output_tokens", "metric", "measured"]
+    assert not rows.duplicated(settings).any()
+
+
+@pytest.mark.parametrize("dp, clients, batch, ranks", [
+    (4.0, "224", 56.0, 4), (0.0, "16", 16.0, 1), (float("nan"), "16", 16.0, 1), (float("nan"), "224", 56.0, None),
+    (float("nan"), None, 16.0, None)])
+def test_a_silicon_run_without_its_attention_ranks_has_one_where_its_clients_are_its_batch(dp, clients, batch, ranks):
+    source = "source_file=x.csv" + (f"; silicon_concurrency={clients}" if clients else "")
+    run = pd.Series({"attention_dp_size": dp, "silicon_data_source": source, "batch_size": batch})
+    assert silicon_sample.attention_ranks(run) == ranks
+
+
+def test_a_silicon_run_that_gives_no_precision_runs_its_checkpoints_own_weights():
+    rows = silicon_sample.validation_rows()[0]
+    raw = silicon_sample.raw()
+    unnamed = raw[raw["precision"].isna() & (raw["mode"] == "agg")]
+    assert set(unnamed["model_path"]) == set(silicon_sample.CHECKPOINT_PRECISION)
+    kept = rows[rows["source"].str.split(": ").str[-1].isin(unnamed["id"])]
+    assert set(kept["quant"]) == {"bf16"} and set(kept["model"]) == {"Qwen3-32B", "Llama-3.1-8B"}
+
+
 def test_batch_one_decode_prediction_by_hand():
     """One request, prompt 128, 128 outputs: TPOT = mean of the decode steps at contexts 128..254, each
     (weights + KV x (context + 1)) / bandwidth + overhead (memory-bound at batch 1)."""

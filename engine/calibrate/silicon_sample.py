@@ -7,14 +7,16 @@ turns the aggregated (one server) runs of models this project expresses into row
 ``measurements.csv`` (two metrics a run), replayed as their benchmark client runs them (a closed loop of
 ``batch`` clients) by ``calibration.Case``.
 
-Runs left out, with the reason counted (``skipped``): disaggregated runs (a prefill and a decode pool with their own
-parallelism), models without a row in ``models.csv``, pipeline parallelism, a GPU system the project does not
-profile, and a parallel layout a scenario cannot state (``layout``), which would otherwise be replayed as another.
+Runs left out, with the reason counted (``skipped``): a run the file lists again (``REPEAT``), disaggregated runs (a
+prefill and a decode pool with their own parallelism), models without a row in ``models.csv``, pipeline parallelism, a
+GPU system the project does not profile, a run whose attention ranks are not given (``attention_ranks``), and a
+parallel layout a scenario cannot state (``layout``), which would otherwise be replayed as another.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -32,11 +34,21 @@ MODELS = {"deepseek-ai/DeepSeek-R1": "DeepSeek-R1", "nvidia/DeepSeek-R1-NVFP4": 
           "openai/gpt-oss-120b": "gpt-oss-120b", "MiniMaxAI/MiniMax-M2.5": "MiniMax-M2.5",
           "moonshotai/Kimi-K2.5": "Kimi-K2.5", "zai-org/GLM-5": "GLM-5", "zhipuai/GLM-5": "GLM-5"}
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
+# A run that gives no precision ran its checkpoint's own weights: the 16-bit checkpoints the file names without one
+# (their config.json's torch_dtype, as the package bundles it in model_configs/).
+CHECKPOINT_PRECISION = {"Qwen/Qwen3-32B": "bf16", "meta-llama/Llama-3.1-8B-Instruct": "bf16"}
 HOPPER_FP4 = "mxfp4-w4a16"  # gpt-oss's MXFP4 experts on a card without FP4 tensor cores
 # Requests a replay sends: ten per client, as serving benchmarks of a set concurrency send (InferenceMAX's
 # num_prompts = 10 x concurrency), so that the clients' first requests, which all start together, do not dominate;
 # at least MIN_REQUESTS (and at most ``calibration.replayed_requests``' cap).
 ROUNDS, MIN_REQUESTS = 10, 64
+# A run's settings and measured times: two rows that agree on all of them are one run listed twice (the file repeats
+# runs of its earlier source files, and gives some DeepSeek runs once as DeepSeek-V3 and once as DeepSeek-R1, whose
+# shapes are the same; the times agree to 0.1 us, the copies' last digits differ), which would count twice in every
+# median.
+RUN_KEY = ("system", "backend", "backend_version", "precision", "mode", "isl", "osl", "batch_size", "tp_size",
+           "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms")
+REPEAT = "the same run listed again (its settings and measured times repeat an earlier row's)"
 HYBRID = ("parallel layout a scenario cannot state (attention tensor-parallel inside data-parallel ranks, or experts "
           "split both ways)")  # the reason ``validation_rows`` counts a run ``layout`` cannot state under
 
@@ -77,6 +89,18 @@ def layout(tp: int, dp: int, moe_tp: int, moe_ep: int, experts: bool) -> str | N
     return None
 
 
+def attention_ranks(run: pd.Series) -> int | None:
+    """A run's data-parallel attention ranks (at least 1): its ``attention_dp_size``, else 1 where the clients its
+    source names (``silicon_concurrency`` in ``silicon_data_source``) are its ``batch_size`` (the clients are
+    ``batch_size`` on each rank: so in 99% of the rows that give both), else None (not given)."""
+    if pd.notna(run["attention_dp_size"]):
+        return max(1, int(run["attention_dp_size"]))
+    clients = re.search(r"silicon_concurrency=(\d+)", str(run["silicon_data_source"]))
+    if clients and pd.notna(run["batch_size"]) and int(clients.group(1)) == int(run["batch_size"]):
+        return 1
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def raw() -> pd.DataFrame:
     return pd.read_csv(path())
@@ -93,7 +117,13 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
 
+    seen = set()
     for _, run in table.iterrows():
+        key = tuple(f"{run[column]:.4f}" if isinstance(run[column], float) else str(run[column]) for column in RUN_KEY)
+        if key in seen:
+            skip(REPEAT)
+            continue
+        seen.add(key)
         if run["mode"] != "agg":
             skip("disaggregated (prefill and decode pools)")
             continue
@@ -105,19 +135,23 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
         if gpu is None:
             skip(f"GPU system {run['system']} not profiled")
             continue
-        if run[["tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "batch_size"]].isna().any():
+        dp = attention_ranks(run)
+        if dp is None or run[["tp_size", "pp_size", "moe_tp_size", "moe_ep_size", "batch_size"]].isna().any():
             skip("parallel layout or concurrency not given")
             continue
         if int(run["pp_size"]) != 1:
             skip("pipeline parallelism")
             continue
-        tp, dp, moe_tp, ep = (max(1, int(run[c])) for c in ("tp_size", "attention_dp_size", "moe_tp_size",
-                                                             "moe_ep_size"))  # 0: none
+        tp, moe_tp, ep = (max(1, int(run[c])) for c in ("tp_size", "moe_tp_size", "moe_ep_size"))  # 0: none
         parallel = layout(tp, dp, moe_tp, ep, experts=int(models.loc[model, "experts"]) > 0)
         if parallel is None:
             skip(HYBRID)
             continue
-        quant = _quant(run["precision"], model, gpu)
+        precision = CHECKPOINT_PRECISION.get(run["model_path"], "") if pd.isna(run["precision"]) else run["precision"]
+        quant = _quant(precision, model, gpu)
+        if not quant:
+            skip("weight format not given")
+            continue
         version = "" if pd.isna(run["backend_version"]) else str(run["backend_version"])
         clients = int(run["batch_size"])
         base = {"gpu": gpu, "tensor_parallel": tp * dp, "model": model, "quant": quant,
