@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import sys
 import time
 from pathlib import Path
@@ -25,11 +26,11 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.calibrate.calibration import measurements  # noqa: E402
+from engine.calibrate.calibration import measurements, replay_problem  # noqa: E402
 from engine.calibrate.calibration_report import VALIDATION_FILE  # noqa: E402
 from engine.calibrate.held_out import (CONFIGURATIONS_FILE, configurations, layout_of, predictions,  # noqa: E402
                                        summary)
-from engine.calibrate.silicon_sample import validation_rows  # noqa: E402
+from engine.calibrate.silicon_sample import SOURCE, validation_rows  # noqa: E402
 from engine.calibrate.sources import by_source  # noqa: E402
 from engine.hardware.kernel_tables import package_version  # noqa: E402
 from speed_figures import commit  # noqa: E402  (bench/, this script's folder)
@@ -59,6 +60,22 @@ def _rows(which: str, per_group: int) -> pd.DataFrame:
     return rows
 
 
+def left_out(rows: pd.DataFrame, table: pd.DataFrame, skipped: dict[str, int]) -> str:
+    """The runs the report leaves out, by reason: the silicon sample's runs its reader skips (``skipped``) and every
+    run to predict (``rows``) that has no prediction in ``table``, with why it cannot be replayed as published."""
+    reasons = dict(skipped)
+    missing = rows[~rows.index.isin(table.index)]
+    # one run per silicon-sample run (its two metrics are two rows), one per row of measurements.csv
+    runs = [name.rsplit("-", 1)[0] if row["document"] == SOURCE else name for name, row in missing.iterrows()]
+    for _, row in missing[~pd.Index(runs).duplicated()].iterrows():
+        reason = "cannot be replayed as published: " + re.sub(r"\d+", "n", replay_problem(row) or "no prediction")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return ""
+    ordered = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    return "\n".join(["Runs left out, by reason:", ""] + [f"- {reason}: {count}" for reason, count in ordered]) + "\n"
+
+
 def _markdown(frame: pd.DataFrame) -> str:
     """A summary frame as a Markdown table, errors rounded to whole per cent."""
     columns = list(frame.columns)
@@ -86,12 +103,13 @@ def _medians(table: pd.DataFrame, error: str) -> str:
     return "; ".join(parts)
 
 
-def report(table: pd.DataFrame) -> str:
-    """The whole report: the split, then per set of runs the headline medians and the tables by dimension."""
+def report(table: pd.DataFrame, left: str = "") -> str:
+    """The whole report: the split, the runs left out (``left``), then per set of runs the headline medians and the
+    tables by dimension."""
     held = table[table["held_out_source"]]
     roofline_held = held[~held["fitted"].astype(bool)]
     lines = ["Split by source (data/hardware/validation_sources.csv); held-out sources: "
-             + ", ".join(sorted(set(held["source"]))) + ".", ""]
+             + ", ".join(sorted(set(held["source"]))) + ".", ""] + ([left] if left else [])
     for source, rows in held.groupby("source"):
         roof = roofline_held[roofline_held["source"] == source]
         covered = rows[rows["priced_by"] == "operator tables"]
@@ -126,7 +144,8 @@ def main() -> None:
     print(f"{len(table)} runs predicted twice in {time.perf_counter() - started:.0f} s\n")
     if args.csv:
         table.to_csv(args.csv)
-    text = report(table)
+    skipped = validation_rows()[1] if args.set in ("all", "silicon") else {}
+    text = report(table, left_out(rows, table, skipped))
     print(text)
     if args.write:
         held = table[table["held_out_source"]]
