@@ -78,12 +78,14 @@ def test_a_long_window_counts_as_full_attention():
 
 
 @pytest.mark.parametrize("name", ["DeepSeek-V3", "Qwen3-30B-A3B", "Llama-3.1-8B", "gpt-oss-120b", "gpt-oss-20b",
-                                  "Llama-4-Scout-17B-16E", "Llama-4-Maverick-17B-128E"])
+                                  "Llama-4-Scout-17B-16E", "Llama-4-Maverick-17B-128E", "MiniMax-M2.5"])
 def test_a_shipped_model_is_what_its_config_says(name):
     row = model_config_from_hf(config(name), "x")
     shipped = load_table("models").loc[name]
     assert {k: row[k] for k in SHAPE_KEYS} == {k: shipped[k] for k in SHAPE_KEYS}
     assert int(row["tied_embeddings"]) == int(shipped["tied_embeddings"])
+    # MiniMax-M2 normalises queries and keys over all heads (qk_norm_type per_layer); Qwen3's norm is per head
+    assert int(row["qk_norm_all_reduce"]) == int(shipped["qk_norm_all_reduce"]) == int(name == "MiniMax-M2.5")
 
 
 def test_a_user_model_runs_as_the_shipped_row_of_the_same_shape_bit_for_bit():

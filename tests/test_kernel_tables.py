@@ -247,3 +247,26 @@ def test_a_dense_fp8_checkpoint_takes_the_dynamic_table_where_the_package_cannot
         assert (coverage(server).key.gemm, coverage(server).key.moe) == ("fp8", "fp8")
     finally:
         kernel_tables.coverage.cache_clear()
+
+
+def test_a_query_key_norm_over_all_heads_adds_an_all_reduce_to_every_layer():
+    """MiniMax-M2 normalises queries and keys over all 48 heads at once: with its heads split over 4 cards, each of
+    its 62 layers all-reduces two FP32 numbers a token (vLLM's and SGLang's tensor-parallel q/k norm), which the
+    package's op list lacks. The tables add it, timed on the package's own all-reduce; the roofline adds a latency a
+    layer. One card, or data-parallel attention, has none."""
+    minimax = dict(step_model="roofline", gpu="B200", model="MiniMax-M2.5", quant="fp8", engine="vllm")
+    tp4 = coverage(Server(**minimax, tensor_parallel=4)).key
+    assert (tp4.qk_norm_layers, tp4.hidden) == (62, 3072)
+    assert coverage(Server(**minimax, tensor_parallel=1)).key.qk_norm_layers == 0
+    dep = Server(**minimax, tensor_parallel=4, expert_parallel=True, attention_data_parallel=True)
+    assert coverage(dep).key.qk_norm_layers == 0
+    with_norm = operator_tables(tp4)
+    without = operator_tables(dataclasses.replace(tp4, qk_norm_layers=0, hidden=0))
+    handle = kernel_tables._engine_handle(tp4)
+    all_reduce = [kernel_tables._op_names(handle.evaluate_context_ops).index("context_embedding_ar")]
+    one_token_s = kernel_tables._ms(handle.evaluate_context_ops(all_reduce, batch_size=1, s=1, x=1)) / 1000.0
+    i = list(TOKENS_AXIS).index(64)  # 64 tokens: 512 B of statistics, within one token's 6 KiB of activations
+    assert with_norm[i] - without[i] == pytest.approx(62 * one_token_s)
+    latency_s = float(load_table("gpus").loc["B200", "allreduce_latency_us"]) * 1e-6
+    assert peak_profile(Server(**minimax, tensor_parallel=4), 4).comm_fixed_s == pytest.approx(3 * 62 * latency_s)
+    assert peak_profile(dep, 4).comm_fixed_s == 0.0

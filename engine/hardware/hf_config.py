@@ -154,7 +154,9 @@ def model_config_from_hf(config: Mapping[str, Any], name: str, source: str = "")
            "expert_intermediate": expert_width, "shared_experts": shared,
            "dense_layers": _dense_layers(config, layers) if experts else 0,
            "attention": "mla" if mla else "gqa", "tied_embeddings": bool(config.get("tie_word_embeddings", False)),
-           "sliding_window": window, "sliding_layers": windowed, "source": source[:80]}
+           "sliding_window": window, "sliding_layers": windowed,
+           "qk_norm_all_reduce": bool(config.get("use_qk_norm")) and config.get("qk_norm_type") == "per_layer",
+           "source": source[:80]}
     if mla:
         row.update(q_lora_rank=_int(config, "q_lora_rank", 0), kv_lora_rank=_int(config, "kv_lora_rank"),
                    rope_head_dim=_int(config, "qk_rope_head_dim"), v_head_dim=_int(config, "v_head_dim"))

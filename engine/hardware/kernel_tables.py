@@ -19,7 +19,9 @@ the package's quantisation modes). A model is handed over as a Hugging Face ``co
 multi-head latent attention as DeepSeek-V3; a model whose Hugging Face name the package bundles (DeepSeek-V3/R1,
 gpt-oss with its 128-token windows, GLM-5 with its sparse attention, Kimi-K2.5, MiniMax-M2.5) goes by that name.
 Shapes none of these express (shared experts beside grouped-query attention, short sliding windows, dense layers in
-a grouped-query MoE) use the roofline, said as such.
+a grouped-query MoE) use the roofline, said as such. A query/key norm over all heads (``qk_norm_all_reduce``:
+MiniMax-M2) all-reduces its statistics over the attention cards in every layer, which the package's op lists lack:
+the dense table adds it, timed on the package's all-reduce (``_norm_all_reduce_ms``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import pandas as pd
 
 from ..scenario.config import Server
 from ..scenario.labels import format_label, words
-from .roofline import SHORT_WINDOW_TOKENS, model_row
+from .roofline import ACTIVATION_BYTES, SHORT_WINDOW_TOKENS, model_row
 from .steptime import (CONTEXT_AXIS, PREFILL_AXIS, SEQUENCES_AXIS, ST_FIELDS, ST_MODEL, TABLE, TABLE_FIELDS,
                        TOKENS_AXIS, T_DECODE_ATTENTION, T_DENSE, T_LOGITS, T_PREFILL_ATTENTION)
 from .tables import load_table
@@ -58,6 +60,8 @@ STATIC_FP8, DYNAMIC_FP8 = "fp8_static", "fp8"
 MODE_WORDS = {"fp8_block": "block-scaled FP8", "fp8": "per-tensor FP8"}
 ATTENTION_OPS = ("attention", "mla_block", "mla_module", "dsa", "msa")
 LOGITS_OP = "logits"
+ALL_REDUCE_OP = "embedding_ar"  # the all-reduce of the embedding's output over the attention cards
+NORM_STAT_BYTES = 8  # a query/key norm's statistics all-reduced per token: two FP32 sums of squares
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class KernelKey:
     gemm: str              # the package's quantisation modes
     moe: str
     kv: str
+    qk_norm_layers: int = 0  # layers that all-reduce their query/key norm's statistics over the attention cards
+    hidden: int = 0          # the model's hidden size where qk_norm_layers needs it (0: it does not)
 
     @property
     def ranks(self) -> int:
@@ -156,7 +162,7 @@ def bundled_models() -> frozenset[str]:
 SHAPE_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "experts",
                  "experts_per_token", "attention", "q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim",
                  "expert_intermediate", "shared_experts", "dense_layers", "tied_embeddings", "sliding_window",
-                 "sliding_layers")
+                 "sliding_layers", "qk_norm_all_reduce")
 
 
 def bundled_name(row: pd.Series) -> str:
@@ -271,8 +277,11 @@ def coverage(server: Server) -> Coverage:
     tp, dp, moe_tp, moe_ep = _parallel(server, experts)
     model = config if isinstance(config, str) else json.dumps(config, sort_keys=True)
     # a dense model's expert mode is unused: the package's own for its weights (FP8: the dynamic one's name)
+    # the package's op lists have no all-reduce for a query/key norm over all heads (MiniMax-M2): added to the tables
+    norm_layers = int(row["layers"]) if int(row["qk_norm_all_reduce"]) and tp > 1 else 0
     key = KernelKey(system, backend, version, model, tp, dp, moe_tp, moe_ep, gemm,
-                    moe or (DYNAMIC_FP8 if gemm == STATIC_FP8 else gemm), kv)
+                    moe or (DYNAMIC_FP8 if gemm == STATIC_FP8 else gemm), kv, norm_layers,
+                    int(row["hidden"]) if norm_layers else 0)
     for tried in (key, replace(key, gemm=DYNAMIC_FP8)) if gemm == STATIC_FP8 else (key,):
         try:
             operator_tables(tried)
@@ -375,6 +384,22 @@ def _ms(results) -> float:
     return float(sum(result[1] for result in results))
 
 
+def _norm_all_reduce_ms(handle, context_ops: list[str], key: KernelKey):
+    """n tokens -> the all-reduces of ``key.qk_norm_layers`` layers' query/key norm statistics (two FP32 numbers a
+    token) in ms, each timed on the package's measured all-reduce of the embedding (h 16-bit numbers a token) at the
+    tokens that make a message as long; 0 without such layers."""
+    if not key.qk_norm_layers:
+        return lambda n: 0.0
+    all_reduce = [i for i, name in enumerate(context_ops) if name.endswith(ALL_REDUCE_OP)]
+    if not all_reduce:
+        raise ValueError("the package times no all-reduce for this model: the query/key norm's cannot be priced")
+
+    def ms(n: int) -> float:
+        tokens = max(1, int(np.ceil(n * NORM_STAT_BYTES / (key.hidden * ACTIVATION_BYTES))))
+        return key.qk_norm_layers * _ms(handle.evaluate_context_ops(all_reduce, batch_size=1, s=tokens, x=tokens))
+    return ms
+
+
 def build_tables(key: KernelKey) -> np.ndarray:
     """The four tables of ``key`` in seconds (``steptime`` module docstring), each grid point one look-up of the
     package's measured kernels; per rank under data-parallel attention (every rank given an equal share)."""
@@ -394,10 +419,11 @@ def build_tables(key: KernelKey) -> np.ndarray:
     def share(n: float) -> int:
         return max(1, int(np.ceil(n / ranks)))
 
+    norm_all_reduce = _norm_all_reduce_ms(handle, context_ops, key)
     row = np.zeros(TABLE_FIELDS)  # laid out as a step row, the roofline's fields left empty
     for i, tokens in enumerate(TOKENS_AXIS):
         n = share(tokens)
-        row[T_DENSE + i] = _ms(handle.evaluate_context_ops(dense, batch_size=1, s=n, x=n))
+        row[T_DENSE + i] = _ms(handle.evaluate_context_ops(dense, batch_size=1, s=n, x=n)) + norm_all_reduce(n)
     for i, sequences in enumerate(SEQUENCES_AXIS):
         n = share(sequences)
         row[T_LOGITS + i] = _ms(handle.evaluate_context_ops(logits, batch_size=1, s=n, x=n)) if logits else 0.0

@@ -30,7 +30,9 @@ weights and the activation reserve. Formulas (units in the names):
 Tensor parallelism over T cards divides weights, KV, FLOP/s and bandwidth by T and adds two
 all-reduces of the batch's activations (tokens x h x 2 B) per layer, not overlapped with compute, each the
 faster of one-shot (one latency, (T-1) messages per card over the per-direction link bandwidth) and two-shot
-(two latencies, 2 (T-1)/T messages: reduce-scatter and all-gather); ``steptime`` takes the minimum.
+(two latencies, 2 (T-1)/T messages: reduce-scatter and all-gather); ``steptime`` takes the minimum. A model that
+normalises queries and keys over all heads at once (``qk_norm_all_reduce``: MiniMax-M2, whose heads tensor
+parallelism splits) adds a third all-reduce a layer, of two numbers a token: one latency.
 
 Expert parallelism (``server.expert_parallel``) splits a MoE model's experts whole over the T cards: each MoE layer
 replaces its MLP all-reduce by an all-to-all dispatch and combine (two latencies; a token's activations go to the
@@ -268,6 +270,9 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
     # all-reduces: two per layer (attention, MLP); under expert parallelism the MoE layers' MLP all-reduce becomes an
     # all-to-all dispatch and combine, and data-parallel attention needs none
     allreduces = 0 if dp else (layers + layers - moe_layers if ep else 2 * layers)
+    # a model that normalises queries and keys over all heads at once all-reduces their statistics (two numbers a
+    # token) in every layer: a latency each, the bytes negligible
+    norm_allreduces = 0 if dp else layers * int(model["qk_norm_all_reduce"])
     # a token goes to the distinct cards holding its experts, tp (1 - (1 - 1/tp)^k) of them, all but its own remote;
     # each card sends and receives for its 1/tp share of the batch
     remote_cards = tp * (1.0 - (1.0 - 1.0 / tp) ** per_token) * (tp - 1) / tp if ep else 0.0
@@ -293,7 +298,7 @@ def peak_profile(server: Server, tp: int) -> RooflineProfile:
         card_memory_bytes=float(gpu["memory_mib"]) * MIB,
         comm_s_per_token=allreduces * 2 * (tp - 1) / tp * h * ACTIVATION_BYTES / link_bytes_per_s,
         comm_one_shot_s_per_token=allreduces * (tp - 1) * h * ACTIVATION_BYTES / link_bytes_per_s,
-        comm_fixed_s=allreduces * latency_s if tp > 1 else 0.0,
+        comm_fixed_s=(allreduces + norm_allreduces) * latency_s if tp > 1 else 0.0,
         all_to_all_fixed_s=2 * moe_layers * latency_s if ep else 0.0,
         all_to_all_s_per_token=2 * moe_layers * remote_cards * h * ACTIVATION_BYTES / tp / link_bytes_per_s,
         activation_bytes_per_token=(4 * h + 2 * int(model["intermediate"]) / tp) * ACTIVATION_BYTES,
@@ -309,7 +314,8 @@ def model_row(server: Server) -> pd.Series:
     if server.own_model is None:
         return table_row("models", server.model, "model")
     row = dataclasses.asdict(server.own_model)
-    return pd.Series({"model": row.pop("name"), **row, "tied_embeddings": int(row["tied_embeddings"])})
+    return pd.Series({"model": row.pop("name"), **row, "tied_embeddings": int(row["tied_embeddings"]),
+                      "qk_norm_all_reduce": int(row["qk_norm_all_reduce"])})
 
 
 def has_experts(server: Server) -> bool:

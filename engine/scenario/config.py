@@ -371,6 +371,9 @@ class ModelConfig:
                                  "none)", "tokens", ge=0, le=16_777_216)
     sliding_layers: int = opt(0, "layers that attend to the window only (the rest attend to the whole context)",
                               "layers", ge=0, le=1024)
+    qk_norm_all_reduce: bool = opt(False, "queries and keys normalised over all heads at once (qk_norm_type "
+                                          "per_layer: MiniMax-M2): tensor-parallel attention all-reduces their "
+                                          "statistics in every layer")
     source: str = opt("", "where the shape comes from (a config.json's repository)", cap="name_chars")
 
     def _check(self, path: str) -> None:
