@@ -6,10 +6,12 @@ only: nothing is fitted or tuned on it).
 The split is by source (``data/hardware/validation_sources.csv``: a lab or a vendor's page series is one source, all
 its versions on one side), written down before any fit. The roofline's held-out runs are those of held-out sources
 its shipped fit did not replay; the operator tables are fitted on nothing here, so every run is held out for them.
+On the silicon sample the operator-table peer's own answer (aiconfigurator-core's aggregated estimate,
+``engine.calibrate.peer``) is set beside both, on the runs it estimates.
 
 Usage: python bench/validate.py [--set all|measurements|silicon] [--per-group N] [--workers 2] [--csv FILE]
        [--write]   (--write: data/hardware/validation_configurations.csv, what the badges read, and
-       docs/validation_by_source.md; about ten minutes on 2 cores)
+       docs/validation_by_source.md; about fifteen minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.calibrate.calibration import measurements, replay_problem  # noqa: E402
+from engine.calibrate.calibration import error_pct, measurements, replay_problem  # noqa: E402
+from engine.calibrate.calibration_report import each_row  # noqa: E402
 from engine.calibrate.calibration_report import VALIDATION_FILE  # noqa: E402
+from engine.calibrate.peer import row_estimate  # noqa: E402
 from engine.calibrate.held_out import (CONFIGURATIONS_FILE, configurations, layout_of, predictions,  # noqa: E402
                                        summary)
 from engine.calibrate.silicon_sample import SOURCE, validation_rows  # noqa: E402
@@ -58,6 +62,22 @@ def _rows(which: str, per_group: int) -> pd.DataFrame:
         keys = ["model", "gpu", "engine", "layout", "input_tokens", "output_tokens", "metric"]
         rows = rows.groupby(keys, group_keys=False, sort=False).head(per_group)
     return rows
+
+
+def with_peer(table: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
+    """``table`` with the operator-table peer's answer for each silicon-sample run (``engine.calibrate.peer``):
+    ``predicted_peer``, ``error_peer_pct`` and ``peer_none`` (why it gives none; "" where it does)."""
+    silicon = table[table["document"] == SOURCE]
+    runs = silicon.index.str.rsplit("-", n=1).str[0]
+    firsts = silicon[~runs.duplicated()]
+    answers = dict(zip(firsts.index.str.rsplit("-", n=1).str[0], each_row(row_estimate, firsts, workers)))
+    figures = {name: answers[run] for name, run in zip(silicon.index, runs)}
+    table = table.assign(
+        predicted_peer=[figures[name][0].get(row["metric"], float("nan")) if name in figures else float("nan")
+                        for name, row in table.iterrows()],
+        peer_none=[figures[name][1] if name in figures else "" for name in table.index])
+    table["error_peer_pct"] = error_pct(table["predicted_peer"], table["measured"])
+    return table
 
 
 def left_out(rows: pd.DataFrame, table: pd.DataFrame, skipped: dict[str, int]) -> str:
@@ -118,12 +138,27 @@ def report(table: pd.DataFrame, left: str = "") -> str:
                   f"- Before (calibrated roofline, {len(roof)} runs its fit never replayed): "
                   f"{_medians(roof, 'error_roofline_pct')}",
                   f"- After (operator tables where they cover, roofline elsewhere): {_medians(rows, 'error_pct')}",
-                  f"- After, the runs the tables price: {_medians(covered, 'error_pct')}", ""]
+                  f"- After, the runs the tables price: {_medians(covered, 'error_pct')}"]
+        peer = rows[rows["error_peer_pct"].notna()] if "error_peer_pct" in rows else None
+        if peer is not None and len(peer):
+            refused = rows[rows["peer_none"] != ""].groupby("peer_none").size().sort_values(ascending=False)
+            lines += [f"- Peer (aiconfigurator-core's own aggregated estimate, `engine/calibrate/peer.py`), on the "
+                      f"runs it estimates: {_medians(peer, 'error_peer_pct')}",
+                      f"- After, on the same runs: {_medians(peer, 'error_pct')}"]
+            if len(refused):
+                lines += ["- The peer gives no figure for " + "; ".join(f"{count} runs ({why})" for why, count in
+                                                                        refused.items())]
+        else:
+            peer = None
+        lines += [""]
         for by in GROUPS:
             before = summary(roof, by, "error_roofline_pct").add_prefix("before ").rename(
                 columns={f"before {b}": b for b in by})
             after = summary(rows, by, "error_pct").add_prefix("after ").rename(columns={f"after {b}": b for b in by})
             merged = after.merge(before, on=by, how="left")
+            if peer is not None:
+                merged = merged.merge(summary(peer, by, "error_peer_pct").add_prefix("peer ").rename(
+                    columns={f"peer {b}": b for b in by}), on=by, how="left")
             keep = by + [c for c in merged.columns if c.endswith("runs") or "per output token median" in c
                          or "first token median" in c]
             lines += [_markdown(merged[keep]), ""]
@@ -140,7 +175,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = _rows(args.set, args.per_group)
     started = time.perf_counter()
-    table = predictions(rows, workers=args.workers)
+    table = with_peer(predictions(rows, workers=args.workers), args.workers)
     print(f"{len(table)} runs predicted twice in {time.perf_counter() - started:.0f} s\n")
     if args.csv:
         table.to_csv(args.csv)

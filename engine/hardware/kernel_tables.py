@@ -119,7 +119,7 @@ def _names(kind: str) -> pd.DataFrame:
     return table.loc[[kind]].set_index("name")
 
 
-def _kernel_name(kind: str, name: str, column: str = "kernel") -> str:
+def kernel_name(kind: str, name: str, column: str = "kernel") -> str:
     """Our ``name`` of ``kind`` in the package's words ("" when it has none)."""
     rows = _names(kind)
     if name not in rows.index or pd.isna(rows.loc[name, column]):
@@ -182,7 +182,7 @@ def bundled_name(row: pd.Series) -> str:
 
 def table_versions(gpu: str, engine: str) -> list[str]:
     """The engine versions whose kernels the tables measured on ``gpu`` (none without tables or the package)."""
-    system, backend = _kernel_name("gpu", gpu), _kernel_name("engine", engine)
+    system, backend = kernel_name("gpu", gpu), kernel_name("engine", engine)
     if not (system and backend and package_version()):
         return []
     return sorted(set(version_slots(system, backend).values()))
@@ -244,7 +244,7 @@ def coverage(server: Server) -> Coverage:
         return Coverage(None, "Roofline estimate (measured kernels switched off)")
     if not package_version():
         return Coverage(None, f"Roofline estimate ({PACKAGE} is not installed)")
-    system, backend = _kernel_name("gpu", server.gpu), _kernel_name("engine", server.engine)
+    system, backend = kernel_name("gpu", server.gpu), kernel_name("engine", server.engine)
     if not system:
         return Coverage(None, f"Roofline estimate (no measured operator tables for {server.gpu})")
     if not backend:
@@ -261,16 +261,16 @@ def coverage(server: Server) -> Coverage:
     if isinstance(config, str) and config not in bundled_models():
         return Coverage(None, f"Roofline estimate ({server.model}: {config})")
     experts = int(row["experts"]) > 0
-    gemm = _kernel_name("quant", server.quant)
+    gemm = kernel_name("quant", server.quant)
     # an engine that runs a format's experts its own way (vLLM: MXFP4 experts with 16-bit activations)
-    moe = (_kernel_name("moe_for_engine", f"{backend} {server.quant}", "moe_kernel")
-           or _kernel_name("quant", server.quant, "moe_kernel")) if experts else ""
+    moe = (kernel_name("moe_for_engine", f"{backend} {server.quant}", "moe_kernel")
+           or kernel_name("quant", server.quant, "moe_kernel")) if experts else ""
     if experts and gemm == STATIC_FP8:
         gemm = moe  # a mixture-of-experts FP8 checkpoint is block-scaled throughout (kernel_names.csv)
     # a GEMM table whose measurement is mostly host time: another of the same engine's tables prices those GEMMs
-    stand_in = _kernel_name("gemm_stand_in", f"{backend} {version} {gemm}")
+    stand_in = kernel_name("gemm_stand_in", f"{backend} {version} {gemm}")
     stood_in, gemm = (gemm, stand_in) if stand_in else ("", gemm)
-    kv = _kernel_name("kv_quant", server.kv_quant)
+    kv = kernel_name("kv_quant", server.kv_quant)
     if not gemm or (experts and not moe) or not kv or (server.quant.startswith("mxfp4") and not experts):
         return Coverage(None, f"Roofline estimate (weights {server.quant} with KV {server.kv_quant} have no operator "
                               f"tables for {server.model})")
@@ -350,7 +350,7 @@ def operator_tables(key: KernelKey) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _model_folder(config_json: str) -> str:
+def model_folder(config_json: str) -> str:
     """A folder holding ``config_json`` as ``config.json`` (how the package reads a model it does not bundle)."""
     folder = _cache_dir() / "models" / hashlib.sha256(config_json.encode()).hexdigest()[:16]
     folder.mkdir(parents=True, exist_ok=True)
@@ -362,7 +362,7 @@ def _engine_handle(key: KernelKey):
     """The package's compiled engine for ``key`` (its kernel data loaded once per process and system)."""
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)  # its data loader warns of every fallback row
     from aiconfigurator_core.sdk import EngineHandle
-    model = _model_folder(key.model_config) if key.model_config.startswith("{") else key.model_config
+    model = model_folder(key.model_config) if key.model_config.startswith("{") else key.model_config
     return EngineHandle.compile(model, key.system, key.backend,
                                 backend_version=key.version, tp_size=key.tensor_parallel,
                                 attention_dp_size=key.attention_dp, moe_tp_size=key.moe_tp, moe_ep_size=key.moe_ep,
