@@ -33,7 +33,7 @@ from engine.calibrate.calibration_report import each_row  # noqa: E402
 from engine.calibrate.calibration_report import VALIDATION_FILE  # noqa: E402
 from engine.calibrate.peer import row_estimate  # noqa: E402
 from engine.calibrate.held_out import (CONFIGURATIONS_FILE, configurations, layout_of, predictions,  # noqa: E402
-                                       summary)
+                                       run_count, summary)
 from engine.calibrate.silicon_sample import SOURCE, validation_rows  # noqa: E402
 from engine.calibrate.sources import by_source  # noqa: E402
 from engine.hardware.kernel_tables import package_version  # noqa: E402
@@ -119,7 +119,7 @@ def _medians(table: pd.DataFrame, error: str) -> str:
                         ("one iteration", table[table["metric_kind"] == "one iteration"])):
         if len(rows):
             parts.append(f"{label} {rows[error].abs().median():.0f}% (max {rows[error].abs().max():.0f}%, "
-                         f"{len(rows)} runs)")
+                         f"{run_count(rows)} runs)")
     return "; ".join(parts)
 
 
@@ -134,8 +134,9 @@ def report(table: pd.DataFrame, left: str = "") -> str:
         roof = roofline_held[roofline_held["source"] == source]
         covered = rows[rows["priced_by"] == "operator tables"]
         lines += [f"## {source}", "",
-                  f"{len(rows)} runs; priced by measured operator tables: {len(covered)}.", "",
-                  f"- Before (calibrated roofline, {len(roof)} runs its fit never replayed): "
+                  f"{run_count(rows)} runs ({len(rows)} measured figures); priced by measured operator tables: "
+                  f"{run_count(covered)}.", "",
+                  f"- Before (calibrated roofline, {run_count(roof)} runs its fit never replayed): "
                   f"{_medians(roof, 'error_roofline_pct')}",
                   f"- After (operator tables where they cover, roofline elsewhere): {_medians(rows, 'error_pct')}",
                   f"- After, the runs the tables price: {_medians(covered, 'error_pct')}"]
@@ -176,7 +177,8 @@ def main() -> None:
     rows = _rows(args.set, args.per_group)
     started = time.perf_counter()
     table = with_peer(predictions(rows, workers=args.workers), args.workers)
-    print(f"{len(table)} runs predicted twice in {time.perf_counter() - started:.0f} s\n")
+    print(f"{len(table)} measured figures of {run_count(table)} runs predicted twice in "
+          f"{time.perf_counter() - started:.0f} s\n")
     if args.csv:
         table.to_csv(args.csv)
     skipped = validation_rows()[1] if args.set in ("all", "silicon") else {}

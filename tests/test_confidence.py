@@ -75,3 +75,17 @@ def test_a_slice_is_never_trusted_and_says_it_is_timed_as_its_share():
     assert badge.startswith("Roofline estimate (no measured operator tables for H100-80G-MIG-3g.40gb)")
     assert "is timed as its share of a whole H100-80G" in badge
     assert not confidence(server(gpu="H100-80G-MIG-3g.40gb", model="Llama-3.1-8B", engine="vllm")).trusted
+
+
+def test_a_run_counts_once_whatever_figures_it_gave():
+    """The runs a badge and the validation report count are runs: a published run's mean, median and p99 of its
+    time to first token, per output token and end to end, and its output tokens a second, are one; so are a
+    silicon-sample run's two figures."""
+    from engine.calibrate import silicon_sample
+    from engine.calibrate.calibration import measurements
+    from engine.calibrate.held_out import run_count
+    published = measurements()
+    one_load = published[published.index.str.startswith("dstack-dsr1-mi300x-vllm-tp8-c128-3200-800-")]
+    assert len(one_load) == 10 and run_count(one_load) == 1
+    silicon = silicon_sample.validation_rows()[0].head(4)  # two runs, a time to first token and per output token each
+    assert run_count(silicon) == 2 and run_count(pd.concat([one_load, silicon])) == 3

@@ -23,12 +23,16 @@ from ..hardware.tables import load_table
 from ..scenario.table_names import DATA_DIR
 from .calibration import Case, error_pct, replay_problem
 from .calibration_report import each_row, metric_kind
+from .silicon_sample import SOURCE as SILICON_SOURCE
 from .sources import by_source
 
 CONFIGURATIONS_FILE = DATA_DIR / "validation_configurations.csv"
 KINDS = {"gqa": "dense", "mla": "MLA MoE"}  # a model's kind: its attention, "MoE" where it has experts
 TABLES, ROOFLINE = "operator tables", "roofline"
 EXPERT_LAYOUTS = ("ep", "dep")  # a measurement's ``parallel`` with the experts split over the cards
+# What one published run is: the figures of a document under one load (its metrics and statistics)
+LOAD_COLUMNS = ["document", "gpu", "model", "quant", "engine", "engine_version", "tensor_parallel", "batch",
+                "rate_per_s", "input_tokens", "output_tokens"]
 
 
 def kind_of(row: pd.Series) -> str:
@@ -76,13 +80,22 @@ def layout_of(row: pd.Series) -> str:
     return f"TP{int(row['tensor_parallel'])}" + (" EP" if parallel == "ep" else "")
 
 
+def run_count(table: pd.DataFrame) -> int:
+    """The runs ``table``'s figures were measured on: a silicon-sample run gives two figures (time to first token
+    and per output token: its id and its metric), a published run one or more (its load: mean, median and p99)."""
+    silicon = table["document"] == SILICON_SOURCE
+    stems = table.index[silicon].str.rsplit("-", n=1).str[0]
+    loads = {tuple(map(str, load)) for load in table.loc[~silicon, LOAD_COLUMNS].itertuples(index=False)}
+    return int(pd.Index(stems).nunique()) + len(loads)
+
+
 def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.DataFrame:
     """Per group of ``by``: runs, median and largest absolute error (%) of ``error``, per metric kind."""
     out = []
     for key, group in table.groupby(by, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         entry = dict(zip(by, key))
-        entry["runs"] = len(group)
+        entry["runs"] = run_count(group)
         for kind, rows in group.groupby("metric_kind"):
             errors = rows[error].abs()
             entry[f"{kind} median"] = float(errors.median())
@@ -101,7 +114,7 @@ def configurations(table: pd.DataFrame) -> pd.DataFrame:
         tpot = group.loc[group["metric_kind"] == "time per output token", "error_pct"].abs()
         rows.append({"model": model, "gpu": gpu, "engine": engine, "priced_by": priced, "kind": model_kind(model),
                      "expert_parallel": bool(split),
-                     "runs": len(group), "sources": ", ".join(sorted(set(group["source"]))),
+                     "runs": run_count(group), "sources": ", ".join(sorted(set(group["source"]))),
                      "median_abs_error_pct": round(float(group["error_pct"].abs().median()), 1),
                      "tpot_median_abs_error_pct": round(float(tpot.median()), 1) if len(tpot) else np.nan})
     return pd.DataFrame(rows)
