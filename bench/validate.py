@@ -142,13 +142,13 @@ def report(table: pd.DataFrame, left: str = "") -> str:
                   f"- After, the runs the tables price: {_medians(covered, 'error_pct')}"]
         peer = rows[rows["error_peer_pct"].notna()] if "error_peer_pct" in rows else None
         if peer is not None and len(peer):
-            refused = rows[rows["peer_none"] != ""].groupby("peer_none").size().sort_values(ascending=False)
+            refused = rows[rows["peer_none"] != ""].groupby("peer_none").apply(run_count).sort_values(ascending=False)
             lines += [f"- Peer (aiconfigurator-core's own aggregated estimate, `engine/calibrate/peer.py`), on the "
                       f"runs it estimates: {_medians(peer, 'error_peer_pct')}",
                       f"- After, on the same runs: {_medians(peer, 'error_pct')}"]
             if len(refused):
-                lines += ["- The peer gives no figure for " + "; ".join(f"{count} runs ({why})" for why, count in
-                                                                        refused.items())]
+                reasons = [f"{count} run{'s' * (count != 1)} ({why})" for why, count in refused.items()]
+                lines += ["- The peer gives no figure for " + "; ".join(reasons)]
         else:
             peer = None
         lines += [""]
