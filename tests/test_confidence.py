@@ -36,10 +36,14 @@ def test_a_plan_of_a_validated_configuration_shows_its_own_held_out_error_not_th
 
 
 def test_expert_parallelism_is_checked_on_runs_that_split_the_experts():
-    split, whole = shipped("DeepSeek-R1", "B200", "sglang", True), shipped("DeepSeek-R1", "B200", "sglang")
+    """DeepSeek-R1's runs on B200 with SGLang, with its experts split (listed under DeepSeek-R1 only) and whole
+    (under DeepSeek-R1 and DeepSeek-V3, one shape: their errors weighted by their runs)."""
+    split = shipped("DeepSeek-R1", "B200", "sglang", True)
+    whole = pd.DataFrame([shipped(model, "B200", "sglang") for model in ("DeepSeek-R1", "DeepSeek-V3")])
     base = dict(gpu="B200", model="DeepSeek-R1", quant="fp8", engine="sglang", tensor_parallel=8)
     assert confidence(server(**base, expert_parallel=True)).error_pct == split["median_abs_error_pct"]
-    assert confidence(server(**base)).error_pct == whole["median_abs_error_pct"]
+    assert confidence(server(**base)).error_pct == pytest.approx(
+        (whole["median_abs_error_pct"] * whole["runs"]).sum() / whole["runs"].sum())
     assert "with its experts split over the cards" in confidence(server(**base, expert_parallel=True)).check
 
 
@@ -89,3 +93,17 @@ def test_a_run_counts_once_whatever_figures_it_gave():
     assert len(one_load) == 10 and run_count(one_load) == 1
     silicon = silicon_sample.validation_rows()[0].head(4)  # two runs, a time to first token and per output token each
     assert run_count(silicon) == 2 and run_count(pd.concat([one_load, silicon])) == 3
+
+
+def test_a_model_of_the_very_same_shape_is_its_own_check():
+    """DeepSeek-R1 is DeepSeek-V3's shape: where the held-out runs of that GPU and engine are listed under
+    DeepSeek-V3 alone, a DeepSeek-R1 plan reads them, not an average over other models of its kind."""
+    from engine.calibrate.confidence import same_shape
+    assert same_shape("DeepSeek-R1") == ["DeepSeek-R1", "DeepSeek-V3"] and same_shape("mine") == ["mine"]
+    row = shipped("DeepSeek-V3", "H200", "sglang")
+    assert not len(SHIPPED[(SHIPPED["model"] == "DeepSeek-R1") & (SHIPPED["gpu"] == "H200")
+                           & (SHIPPED["engine"] == "sglang") & ~SHIPPED["expert_parallel"]])
+    words, error, runs = closest_check("DeepSeek-R1", "MLA MoE", "H200", "sglang", TABLES)
+    assert (error, runs) == (row["median_abs_error_pct"], row["runs"])
+    assert words == (f"{error:.0f}% off on {runs} held-out runs of DeepSeek-V3 (the same shape as DeepSeek-R1) on "
+                     f"H200")

@@ -3,9 +3,9 @@ configuration, in the words a plan, the report and the Lab show.
 
 What priced them: measured operator tables where they cover the server, else the calibrated roofline
 (``kernel_tables.coverage``). The error: from ``validation_configurations.csv`` (``bench/validate.py --write``: held
-out by source), the configuration closest to the server that the same step model priced: the same model, GPU and
-engine; else a model of the same kind (dense, MoE, MLA MoE) on that GPU and engine. A family's average is never
-shown as a model's error.
+out by source), the configuration closest to the server that the same step model priced: the same model (or one of
+its very shape), GPU and engine; else a model of the same kind (dense, MoE, MLA MoE) on that GPU and engine. A
+family's average is never shown as a model's error.
 
 ``trusted``: a plan may win a ranking (``planner.recommend``) when its step times rest on a close check: a
 validated configuration as above, or, for a dense model on the roofline without expert parallelism, the GPU family's
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hardware.kernel_tables import coverage
+from ..hardware.kernel_tables import SHAPE_COLUMNS, coverage
 from ..hardware.roofline import model_row
-from ..hardware.tables import is_slice
+from ..hardware.tables import is_slice, load_table
 from ..scenario.config import Server
 from .calibration import badge, slice_note, status
 from .held_out import ROOFLINE, TABLES, kind_of, shipped_configurations
@@ -47,20 +47,35 @@ class Confidence:
         return f"{self.source}; {self.check}"
 
 
+def same_shape(model: str) -> list[str]:
+    """``model`` and the ``models.csv`` models of its very shape (DeepSeek-V3 and DeepSeek-R1): a run of one is a
+    check of the other (the silicon sample lists some DeepSeek runs under either name)."""
+    models = load_table("models")
+    if model not in models.index:
+        return [model]
+    columns = list(SHAPE_COLUMNS)
+    return [model, *(name for name in models.index[(models[columns] == models.loc[model, columns]).all(axis=1)]
+                     if name != model)]
+
+
 def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str,
                   expert_parallel: bool = False) -> tuple[str, float | None, int]:
     """(words, median absolute error %, runs) of the validated configuration closest to (model, GPU, engine) priced
-    by ``priced_by``, with its experts split over the cards or not as ``expert_parallel`` says: the model itself,
-    else models of its ``kind`` (``held_out.kind_of``); ("", None, 0) when there is none."""
+    by ``priced_by``, with its experts split over the cards or not as ``expert_parallel`` says: the model itself (and
+    a model of its very shape, ``same_shape``), else models of its ``kind`` (``held_out.kind_of``); ("", None, 0) when
+    there is none."""
     table = shipped_configurations()
     table = table[(table["priced_by"] == priced_by) & (table["gpu"] == gpu) & (table["engine"] == engine)
                   & (table["expert_parallel"].astype(bool) == expert_parallel) & (table["runs"] >= MIN_RUNS)]
     layout = " with its experts split over the cards" if expert_parallel else ""
-    same = table[table["model"] == model]
+    same = table[table["model"].isin(same_shape(model))]
     if len(same):
-        row = same.iloc[0]
-        return (f"{row['median_abs_error_pct']:.0f}% off on {int(row['runs'])} held-out runs of {model} on "
-                f"{gpu}{layout}", float(row["median_abs_error_pct"]), int(row["runs"]))
+        runs = int(same["runs"].sum())
+        error = float((same["median_abs_error_pct"] * same["runs"]).sum() / runs)
+        names = " and ".join(same["model"])
+        twin = ("" if list(same["model"]) == [model] else " (the same shape)" if model in set(same["model"])
+                else f" (the same shape as {model})")
+        return f"{error:.0f}% off on {runs} held-out runs of {names}{twin} on {gpu}{layout}", error, runs
     alike = table[table["kind"] == kind]
     if len(alike):
         runs = int(alike["runs"].sum())
