@@ -9,8 +9,8 @@ A run's arrays grow with a few quantities, each one term here (bytes at the run'
   ``shared_prefix_tokens``, conversations' growing prompts, a trace's ``hash_ids``), with the sorting and counting
   done on them before the run (``PREFIX_ID_BYTES`` per id);
 - ``prefix caches``: each replica's cache of prefix units (four int64 rows per distinct unit);
-- ``replica lists``: each replica's waiting, running and batch lists and its block scratch
-  (``server.block_size_tokens`` int64 entries);
+- ``replica lists``: each replica's waiting, running and batch lists, its block scratch (``server.block_size_tokens``
+  int64 entries) and its counters, clock, route and statistics (``REPLICA_FIXED_WORDS``);
 - ``time series``: each replica's rows of the iteration series (``kernel.series_rows_per_replica``) with its columns
   per class, and the frames of the rows filled (all of them, in a long run): each replica's, and their
   concatenation;
@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from ..scenario.caps import MIB
 from ..scenario.config import ModelConfig, Scenario, TokenDist, fleet_pools
 from ..scenario.errors import ScenarioError
-from .kernel.state import N_PC_ROWS, N_SERIES_FIXED, series_rows_per_replica, waiting_capacity
+from .kernel.state import (N_CLOCK, N_COUNTERS, N_PC_ROWS, N_ROUTE, N_SERIES_FIXED, N_STATS, series_rows_per_replica,
+                           waiting_capacity)
 from .layout import N_FLOAT_FIELDS, N_INT_FIELDS
 from .traces import read_trace
 from .workload import conversation_slots
@@ -49,6 +50,8 @@ RECORD_COLUMNS = 24  # per request: the records frame's columns and the summary'
 REQUEST_BYTES = WORD_BYTES * (DRAWN_ARRAYS + 2 * (N_INT_FIELDS + N_FLOAT_FIELDS) + 1 + RECORD_COLUMNS)
 PREFIX_ID_BYTES = 8 * WORD_BYTES  # per prefix block id: the ids, their owners, positions, sort and unique passes
 SERIES_COPIES = 3  # the series array, each replica's frame of the rows it filled, their concatenation
+# per replica, whatever the load: its counters, clock, two running totals, route and statistics (``kernel.state``)
+REPLICA_FIXED_WORDS = N_COUNTERS + N_CLOCK + 2 + N_ROUTE + N_STATS
 BASE_BYTES = 2 * MIB  # what any run holds besides: small tables, the summary, pandas' working memory
 ESTIMATE_FACTOR = 4.0  # the estimate is at least the measured peak and at most this many times it (tested)
 
@@ -187,7 +190,8 @@ def estimate_run_bytes(scenario: Scenario) -> MemoryEstimate:
         "requests": float(requests) * REQUEST_BYTES,
         "prefix blocks": float(ids) * PREFIX_ID_BYTES,
         "prefix caches": float(replicas) * N_PC_ROWS * (units + 1) * WORD_BYTES,
-        "replica lists": float(replicas) * (waiting + 2 * max_batch + server.block_size_tokens) * WORD_BYTES,
+        "replica lists": float(replicas) * (waiting + 2 * max_batch + server.block_size_tokens
+                                            + REPLICA_FIXED_WORDS) * WORD_BYTES,
         "time series": float(series_rows) * columns * WORD_BYTES * SERIES_COPIES,
         "trace": trace_bytes,
     }
