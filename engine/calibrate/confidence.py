@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hardware.kernel_tables import SHAPE_COLUMNS, coverage
+from ..hardware.kernel_tables import coverage, shape_key
 from ..hardware.roofline import model_row
 from ..hardware.tables import is_slice, load_table
 from ..scenario.config import Server
@@ -53,9 +53,8 @@ def same_shape(model: str) -> list[str]:
     models = load_table("models")
     if model not in models.index:
         return [model]
-    columns = list(SHAPE_COLUMNS)
-    return [model, *(name for name in models.index[(models[columns] == models.loc[model, columns]).all(axis=1)]
-                     if name != model)]
+    shape = shape_key(models.loc[model])
+    return [model, *(name for name, row in models.iterrows() if name != model and shape_key(row) == shape)]
 
 
 def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str,

@@ -165,17 +165,20 @@ SHAPE_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermedi
                  "sliding_layers", "qk_norm_all_reduce")
 
 
+def shape_key(row: pd.Series) -> tuple[str, ...]:
+    """A model row's shape (``SHAPE_COLUMNS``) as text, so that a user's row and a ``models.csv`` row compare equal
+    whatever types their columns were read as."""
+    return tuple(str(row[column]) for column in SHAPE_COLUMNS)
+
+
 def bundled_name(row: pd.Series) -> str:
     """The name under which the package bundles the model of ``row``: its own Hugging Face repository, or that of a
     ``models.csv`` row of the very same shape (a user's copy of a shipped model); "" when there is none."""
-    def shape(r: pd.Series) -> tuple:
-        return tuple(str(r[c]) for c in SHAPE_COLUMNS)
-
     if str(row.get("hf_repo", "")) in bundled_models():
         return str(row["hf_repo"])
     models = load_table("models")
     for _, other in models.iterrows():
-        if str(other["hf_repo"]) in bundled_models() and shape(other) == shape(row):
+        if str(other["hf_repo"]) in bundled_models() and shape_key(other) == shape_key(row):
             return str(other["hf_repo"])
     return ""
 
