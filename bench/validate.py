@@ -34,7 +34,7 @@ from engine.calibrate.calibration_report import VALIDATION_FILE  # noqa: E402
 from engine.calibrate.peer import row_estimate  # noqa: E402
 from engine.calibrate.held_out import (CONFIGURATIONS_FILE, configurations, layout_of, predictions,  # noqa: E402
                                        run_count, summary)
-from engine.calibrate.silicon_sample import SOURCE, validation_rows  # noqa: E402
+from engine.calibrate.silicon_sample import SOURCE, run_ids, run_of, validation_rows  # noqa: E402
 from engine.calibrate.sources import by_source  # noqa: E402
 from engine.hardware.kernel_tables import package_version  # noqa: E402
 from speed_figures import commit  # noqa: E402  (bench/, this script's folder)
@@ -68,9 +68,9 @@ def with_peer(table: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
     """``table`` with the operator-table peer's answer for each silicon-sample run (``engine.calibrate.peer``):
     ``predicted_peer``, ``error_peer_pct`` and ``peer_none`` (why it gives none; "" where it does)."""
     silicon = table[table["document"] == SOURCE]
-    runs = silicon.index.str.rsplit("-", n=1).str[0]
+    runs = run_ids(silicon.index)
     firsts = silicon[~runs.duplicated()]
-    answers = dict(zip(firsts.index.str.rsplit("-", n=1).str[0], each_row(row_estimate, firsts, workers)))
+    answers = dict(zip(run_ids(firsts.index), each_row(row_estimate, firsts, workers)))
     figures = {name: answers[run] for name, run in zip(silicon.index, runs)}
     table = table.assign(
         predicted_peer=[figures[name][0].get(row["metric"], float("nan")) if name in figures else float("nan")
@@ -86,7 +86,7 @@ def left_out(rows: pd.DataFrame, table: pd.DataFrame, skipped: dict[str, int]) -
     reasons = dict(skipped)
     missing = rows[~rows.index.isin(table.index)]
     # one run per silicon-sample run (its two metrics are two rows), one per row of measurements.csv
-    runs = [name.rsplit("-", 1)[0] if row["document"] == SOURCE else name for name, row in missing.iterrows()]
+    runs = [run_of(name) if row["document"] == SOURCE else name for name, row in missing.iterrows()]
     for _, row in missing[~pd.Index(runs).duplicated()].iterrows():
         reason = "cannot be replayed as published: " + re.sub(r"\d+", "n", replay_problem(row) or "no prediction")
         reasons[reason] = reasons.get(reason, 0) + 1

@@ -23,7 +23,7 @@ from ..hardware.tables import load_table
 from ..scenario.table_names import DATA_DIR
 from .calibration import Case, error_pct, replay_problem
 from .calibration_report import each_row, metric_kind
-from .silicon_sample import SOURCE as SILICON_SOURCE
+from .silicon_sample import SOURCE as SILICON_SOURCE, run_ids
 from .sources import by_source
 
 CONFIGURATIONS_FILE = DATA_DIR / "validation_configurations.csv"
@@ -84,9 +84,8 @@ def run_count(table: pd.DataFrame) -> int:
     """The runs ``table``'s figures were measured on: a silicon-sample run gives two figures (time to first token
     and per output token: its id and its metric), a published run one or more (its load: mean, median and p99)."""
     silicon = table["document"] == SILICON_SOURCE
-    stems = table.index[silicon].str.rsplit("-", n=1).str[0]
     loads = {tuple(map(str, load)) for load in table.loc[~silicon, LOAD_COLUMNS].itertuples(index=False)}
-    return int(pd.Index(stems).nunique()) + len(loads)
+    return int(run_ids(table.index[silicon]).nunique()) + len(loads)
 
 
 def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.DataFrame:

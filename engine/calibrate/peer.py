@@ -23,7 +23,7 @@ import pandas as pd
 from ..hardware.kernel_tables import (bundled_models, bundled_name, kernel_name, model_config_json, model_folder,
                                       version_slots)
 from ..hardware.tables import load_table
-from .silicon_sample import attention_ranks, raw
+from .silicon_sample import attention_ranks, raw, run_of
 
 METRICS = {"ttft_mean_ms": "ttft", "tpot_mean_ms": "tpot"}  # a silicon row's metric -> the estimate's key
 
@@ -123,4 +123,4 @@ def _run_agg(run: pd.Series, version: str, model_path: str, gemm, moe, kv) -> di
 
 def row_estimate(row: pd.Series) -> tuple[dict[str, float], str]:
     """``estimate`` of the run of one silicon row of ``validation_rows`` (its id is the run's and its metric's)."""
-    return estimate(str(row.name).rsplit("-", 1)[0], row["model"], row["kv_quant"])
+    return estimate(run_of(str(row.name)), row["model"], row["kv_quant"])

@@ -53,6 +53,21 @@ HYBRID = ("parallel layout a scenario cannot state (attention tensor-parallel in
           "split both ways)")  # the reason ``validation_rows`` counts a run ``layout`` cannot state under
 
 
+def row_id(run_id: str, metric: str) -> str:
+    """The id of one measured figure of a run: the run's id and the metric's first word ("<run>-ttft")."""
+    return f"{run_id}-{metric.split('_')[0]}"
+
+
+def run_of(row_id: str) -> str:
+    """The run a ``row_id`` is a figure of (a run's two figures share it)."""
+    return row_id.rsplit("-", 1)[0]
+
+
+def run_ids(row_ids: pd.Index) -> pd.Index:
+    """``run_of`` each of ``row_ids``."""
+    return pd.Index([run_of(str(name)) for name in row_ids])
+
+
 def path() -> Path:
     """Where the installed package keeps the file."""
     return systems_dir() / "silicon_sample.csv"
@@ -165,7 +180,7 @@ def validation_rows() -> tuple[pd.DataFrame, dict[str, int]]:
                 "run_version": version or "unknown"}
         for metric, column in (("ttft_mean_ms", "silicon_ttft_ms"), ("tpot_mean_ms", "silicon_tpot_ms")):
             if pd.notna(run[column]) and run[column] > 0:
-                rows.append({"id": f"{run['id']}-{metric.split('_')[0]}", "metric": metric,
+                rows.append({"id": row_id(run["id"], metric), "metric": metric,
                              "measured": float(run[column]), **base})
     frame = pd.DataFrame(rows).set_index("id")
     return frame, skipped
