@@ -19,9 +19,9 @@ import streamlit as st
 import engine
 from engine.decide.cost import BILLING_MODES, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES
 from engine.decide.plan_charts import over_time_chart, pareto_chart
-from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, no_plan_text,
-                                     not_possible_frame, over_time_frame, over_time_heading, sensitivity_text, shape,
-                                     summary_line, traffic_text, tuned_text)
+from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, energy_text, hours_frame, mix_text,
+                                     no_plan_text, not_possible_frame, over_time_frame, over_time_heading,
+                                     sensitivity_text, shape, summary_line, traffic_text, tuned_text)
 from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, answer_key,
                                    fleet_scenario, plan)
 from engine.decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, price_list_label, read_price_list
@@ -296,6 +296,9 @@ def show_answer(answer: dict, question: Question) -> None:
                                                             "policies or weight formats.")))
     else:
         st.success(text.plain("Recommended: " + summary_line(best)))
+        energy = energy_text(best)
+        if energy:
+            st.caption(text.plain(energy + "."))
         if st.button("Open this fleet in the Lab", key="plan_open_best",
                      help="The Lab runs your workload on the recommended fleet, policy and router, to explore it."):
             open_in_lab(best, question)

@@ -188,6 +188,8 @@ def test_planner_plans_and_its_download_holds_the_numbers_on_screen(server, page
     assert f"{best['monthly_cost']['low']:,.0f} USD per month" in said
     assert metric("ttft_p99_ms").text(best["targets"][0]["value"]) in said
     assert answer["diagnosis"] and answer["diagnosis"][0][:40] in page.inner_text("body").replace("\u2060", "")
+    assert "Energy: at most" in page.inner_text("body").replace("\u2060", "")
+    assert best["energy"]["kwh_per_1m_output_tokens_max"] > 0
     with page.expect_download() as download:
         page.get_by_role("button", name="Download the report (HTML)").click()
     report = Path(download.value.path()).read_text()

@@ -130,7 +130,8 @@ def test_plan_prints_the_recommendation_and_keeps_the_json_contract(tmp_path):
     assert set(answer["run"]) == {"wall_s", "evaluations", "workers", "cut"} and answer["run"]["cut"] is None
     best = answer["recommendation"]
     assert set(best) >= {"offer", "gpu", "tensor_parallel", "replicas", "cards", "router", "policy", "calibrated",
-                         "monthly_cost", "cost_per_1m_output_tokens", "headroom_rate_per_s", "metrics"}
+                         "monthly_cost", "cost_per_1m_output_tokens", "energy", "headroom_rate_per_s", "metrics"}
+    assert best["energy"]["kwh_per_1m_output_tokens_max"] > 0 and best["energy"]["card_power_w"] > 0
     assert best["cards"] == best["replicas"] * best["tensor_parallel"] and best["monthly_cost"]["currency"] == "CNY"
     assert set(best["metrics"]) == {"interactive", "offline", "overall"}
     assert set(best["metrics"]["interactive"]) >= {"ttft_ms", "sla_attainment", "output_tokens_per_s"}

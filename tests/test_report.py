@@ -12,7 +12,7 @@ import pypdfium2 as pdfium
 import pytest
 
 from conftest import REPO
-from engine.decide.plan_text import caveat, summary_line, target_text
+from engine.decide.plan_text import caveat, energy_text, summary_line, target_text
 from engine.decide.planner import Question, plan
 from engine.decide.report import CHROMIUM_ENV, cost_frame, offers_frame, report_html, risks, write_pdf
 from engine.decide.targets import Target
@@ -49,6 +49,7 @@ def test_the_html_is_self_contained_and_holds_the_planners_numbers(page, answer)
         assert fetch not in page, f"opens offline: nothing to fetch ({fetch})"
     escaped = summary_line(best).replace("&", "&amp;").replace("'", "&#x27;").replace("<", "&lt;").replace(">", "&gt;")
     assert escaped in page
+    assert energy_text(best).replace("'", "&#x27;") in page and "Energy: at most" in page
     for target in best["targets"]:
         assert target_text(target) in page
     assert answer["diagnosis"][0].split(":")[0] in page

@@ -9,7 +9,8 @@ from engine.scenario.config import Server
 from engine.scenario.table_names import DATA_DIR
 
 REQUIRED = {
-    "gpus": ["memory_mib", "mem_bw_tb_s", "fp16_tflops", "int8_tops", "interconnect_gb_s", "allreduce_latency_us"],
+    "gpus": ["memory_mib", "mem_bw_tb_s", "fp16_tflops", "int8_tops", "interconnect_gb_s", "allreduce_latency_us",
+             "board_power_w"],
     "calibration": ["compute_efficiency", "low_precision_compute_efficiency", "bandwidth_efficiency"],
     "engines": ["overhead_ms", "allreduce_latency_factor"],
     "measurements": ["tensor_parallel", "batch", "input_tokens", "output_tokens", "measured"],  # requests 0: not stated

@@ -9,13 +9,14 @@ import textwrap
 import pandas as pd
 
 from ..scenario.labels import cards_text, count_text, format_label, key_words, parallel_label, words
-from ..scenario.metric_table import metric, money_range, money_text
+from ..scenario.metric_table import metric, money_range, money_text, significant
 from ..sim.policies import POLICY_LABELS
 from .bill import STRATEGY_SHORT
 from .cost import BILLING_MODES
 
 ALTERNATIVES_SHOWN = 12
 TEXT_WIDTH = 120  # columns of the terminal text's paragraphs
+ENERGY_COLUMN = "kWh per 1M output tokens (at most)"  # the terminal's table leaves it out: the recommendation says it
 
 
 def target_text(entry: dict) -> str:
@@ -104,6 +105,20 @@ def summary_line(plan: dict) -> str:
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
 
 
+def energy_text(plan: dict) -> str | None:
+    """ "Energy: at most 1.56 kWh per 1M output tokens (8 cards at their 700 W board power limit), 0.203 USD at
+    0.13 USD/kWh, which a rental's price includes" (``energy``); None for a plan without the figure."""
+    energy = plan.get("energy") or {}
+    kwh = energy.get("kwh_per_1m_output_tokens_max")
+    if kwh is None:
+        return None
+    currency = plan["monthly_cost"]["currency"]
+    price = energy["price_per_kwh"]
+    return (f"Energy: at most {significant(kwh, 3)} kWh per 1M output tokens ({cards_text(plan['cards'])} at their "
+            f"{energy['card_power_w']:,.0f} W board power limit the whole time), {money_text(kwh * price)} {currency} "
+            f"at {money_text(price)} {currency}/kWh, which a rental's price includes")
+
+
 def rented_text(plan: dict) -> str:
     """ " of the 8 rented" when the offer rents whole units of more cards than the plan uses, else nothing."""
     idle = plan.get("idle_cards", 0)
@@ -147,11 +162,17 @@ def alternatives_frame(plans: list[dict]) -> pd.DataFrame:
             "price": price_words(plan),
             **{t["target"]: target_text(t) for t in plan["targets"]},
             f"per 1M output tokens ({cost['currency']})": money_text(unit["low"]) if unit["low"] is not None else "—",
+            ENERGY_COLUMN: _kwh_text(plan),
             "policy": policy_text(plan),
             "headroom (req/s)": f"{plan['headroom_rate_per_s']:,.2f}" if plan["headroom_rate_per_s"] else "—",
             "step times": step_times_text(plan),
         })
     return pd.DataFrame(rows)
+
+
+def _kwh_text(plan: dict) -> str:
+    kwh = (plan.get("energy") or {}).get("kwh_per_1m_output_tokens_max")
+    return "—" if kwh is None else significant(kwh, 3)
 
 
 def sensitivity_text(answer: dict) -> str | None:
@@ -360,6 +381,9 @@ def plan_text(answer: dict, title: str) -> str:
         lines.append(_wrap(no_plan_text(answer) + ("" if answer["alternatives"] else "; see why below.")))
     else:
         lines.append(_wrap("Recommendation: " + summary_line(best)))
+        energy = energy_text(best)
+        if energy:
+            lines.append(_wrap(energy))
         warning = caveat(answer, "python -m engine calibrate")
         if warning:
             lines.append(_wrap(warning))
@@ -378,7 +402,7 @@ def plan_text(answer: dict, title: str) -> str:
         shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
         lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
-            lines.append(alternatives_frame(shown).to_string(index=False))
+            lines.append(alternatives_frame(shown).drop(columns=[ENERGY_COLUMN]).to_string(index=False))
     if answer["not_possible"]:
         lines.append("\nNot possible:")
         for item in answer["not_possible"]:

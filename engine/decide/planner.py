@@ -56,6 +56,7 @@ from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, PRICE_R
                    firm_offer, fleet_cards, idle_cards, offer_hosting_problem, offers_table, offers_under, priced_by,
                    unit_costs)
 from .diagnosis import diagnose
+from .energy import energy_entry
 from .mixes import cheaper_mix
 from .over_time import buy_over_time
 from .plan_text import NOT_SIZED
@@ -617,6 +618,8 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
                          "billing": billing, "billing_asked": q.billing, "estimate": bool(cost.estimate)},
         "price": price_entry(offer),
         "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
+        "energy": energy_entry(config.gpu, cards, [s["overall"]["output_tokens_per_s"] for s in evidence.summaries],
+                               q.currency, q.cny_per_usd),
         "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
         "targets": target_entries(q, evidence),
         "metrics": {**first["classes"], OVERALL: first["overall"]},

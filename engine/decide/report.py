@@ -40,10 +40,9 @@ from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_mo
 from .plan_charts import over_time_chart, pareto_chart, targets_chart
 from .price_list import price_list_csv
 from .recipe import engine_versions, recipe_files
-from .plan_text import (alternatives_frame, caveat, cut_text, hours_frame, mix_text, mode_words, no_plan_text,
-                        not_possible_frame, over_time_frame, over_time_heading, policy_label, sensitivity_text, shape,
-                        step_times_text,
-                        summary_line, target_text, traffic_text, tuned_text)
+from .plan_text import (alternatives_frame, caveat, cut_text, energy_text, hours_frame, mix_text, mode_words,
+                        no_plan_text, not_possible_frame, over_time_frame, over_time_heading, policy_label,
+                        sensitivity_text, shape, step_times_text, summary_line, target_text, traffic_text, tuned_text)
 from .planner import Question, answer_key
 
 CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
@@ -292,9 +291,11 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
         unit = best["cost_per_1m_output_tokens"]
         per_million = money_range((unit["low"], unit["high"]), best["monthly_cost"]["currency"])
         hazards = risks(answer, today)
+        energy = energy_text(best)
         parts += ["<h2>What it costs</h2>", _table(cost_frame(best, question.cny_per_usd)),
                   f'<p class="meta">{cards_text(best["cards"])} through {e(best["offer"])}; per 1M output tokens '
                   f"at the simulated load: {e(per_million)}.</p>",
+                  *([f'<p class="meta">{e(energy)}.</p>'] if energy else []),
                   *over_time_parts(answer),
                   *(["<h2>Risks</h2>", "<ul>" + "".join(f"<li>{e(s)}</li>" for s in hazards) + "</ul>"]
                     if hazards else []),

@@ -74,6 +74,7 @@ def gpu_row(name: str) -> pd.Series:
         row["memory_mib"] = float(cut["memory_mib"])
     row["memory_source"] = cut["memory_source"]
     row["mem_bw_tb_s"] = row["mem_bw_tb_s"] * cut["memory_fraction"]
+    row["board_power_w"] = row["board_power_w"] * cut["sm_fraction"]  # its share of the card's draw, by compute
     row["interconnect_gb_s"] = float("nan")
     row["parent"], row["kind"] = cut["parent"], cut["kind"]
     row["source"] = f"{cut['source']}; parent card: {row['source']}"
