@@ -155,6 +155,19 @@ def test_lab_policy_change_shared_link_and_pages(server, page, browser):
         other.close()
 
 
+def test_the_labs_cost_says_the_most_energy_the_fleet_draws(server, page):
+    """A fleet of real cards is priced on the Lab with its energy beside the rent: at most every card's board power
+    limit, per 1M output tokens, with what it costs and that a rental's price includes it."""
+    open_lab(page, f"{server}/?{state.QUERY_KEY}={state.encode(read_toml(SCENARIOS / 'chat_and_batch_a100_8b.toml'))}")
+    page.get_by_role("heading", name="Cost").scroll_into_view_if_needed()
+    said = page.inner_text("body").replace("\u2060", "")
+    assert re.search(r"Energy: at most [\d.,]+ kWh per 1M output tokens \(1 card at its 400 W board power limit "
+                     r"the whole time\), [\d.,]+ USD at 0\.146 USD/kWh, which a rental's price includes", said), said
+    caption = page.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile(r"Energy")).first
+    caption.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "lab_cost_energy.png"))
+
+
 def test_hardware_page_renders_its_charts(server, page):
     """The Hardware & Cost page on the default scenario: memory bar, iteration charts and the shapes table."""
     open_lab(page, server + "/")

@@ -10,6 +10,8 @@ from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_
                                 DEFAULT_CURRENCY, HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for,
                                 unit_costs)
 from engine.decide.bill import HOURLY_INCREMENT_S, HOURLY_MINIMUM_S, fixed_overrides, strategy_bills
+from engine.decide.energy import energy_entry, fleet_parts
+from engine.decide.plan_text import energy_words
 from engine.decide.pricing import fleet_size, group_rent, offer_rent, price_problem
 from engine.scenario.config import apply_overrides
 from engine.hardware.tables import load_table
@@ -121,6 +123,11 @@ def cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | N
         col.metric(m.title(cost.currency), money_range((per_unit[0][key], per_unit[1][key])),
                    help=f"{m.help[0].upper()}{m.help[1:]}, at the simulated load: the GPUs are rented whether "
                         f"busy or not.")
+    parts = fleet_parts(scenario)
+    energy = energy_words(energy_entry(parts, [summary["overall"]["output_tokens_per_s"]], cost.currency,
+                                       exchange_rate()), sum(cards for _, cards in parts), cost.currency)
+    if energy:
+        st.caption(text.plain(energy + "."))
     return cost
 
 

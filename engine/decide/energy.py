@@ -16,8 +16,9 @@ currency. A rental's price already includes its electricity; the figure is for o
 from __future__ import annotations
 
 from ..hardware.tables import gpu_row, load_table
+from ..scenario.config import Scenario, fleet_servers
 from ..scenario.errors import ScenarioError
-from .cost import convert
+from .cost import convert, fleet_cards
 
 J_PER_KWH = 3.6e6
 ELECTRICITY_USD_PER_KWH = float(load_table("pricing_conventions")["value"]["electricity_usd_per_kwh"])
@@ -31,21 +32,31 @@ def board_power_w(gpu: str) -> float:
     return power
 
 
-def kwh_per_million_tokens(cards: int, power_w: float, tokens_per_s: float) -> float | None:
-    """At most this many kWh per million tokens: ``cards`` at ``power_w`` each while producing ``tokens_per_s``
-    (None when nothing is produced)."""
+def kwh_per_million_tokens(power_w: float, tokens_per_s: float) -> float | None:
+    """At most this many kWh per million tokens: cards drawing ``power_w`` together while producing
+    ``tokens_per_s`` (None when nothing is produced)."""
     if not tokens_per_s > 0:
         return None
-    return cards * power_w / tokens_per_s * 1e6 / J_PER_KWH
+    return power_w / tokens_per_s * 1e6 / J_PER_KWH
 
 
-def energy_entry(gpu: str, cards: int, output_tokens_per_s: list[float], currency: str, cny_per_usd: float) -> dict:
-    """A plan's energy: the cards' board power, the most kWh per million output tokens (the mean over the seeds'
-    steady-state rates) and its cost at the conventional electricity price in ``currency``."""
-    power = board_power_w(gpu)
-    figures = [kwh for kwh in (kwh_per_million_tokens(cards, power, rate) for rate in output_tokens_per_s)
+def fleet_parts(scenario: Scenario) -> list[tuple[str, int]]:
+    """(GPU, cards) of each group or pool of ``scenario``'s fleet."""
+    return [(server.gpu, fleet_cards(server.gpu, server.tensor_parallel, replicas))
+            for server, replicas in fleet_servers(scenario)]
+
+
+def energy_entry(parts: list[tuple[str, int]], output_tokens_per_s: list[float], currency: str,
+                 cny_per_usd: float) -> dict:
+    """The energy of a fleet of ``parts`` ((GPU, cards) each): one card's board power (None when the fleet mixes
+    GPUs), all the cards' together, the most kWh per million output tokens (the mean over the seeds' steady-state
+    rates) and its cost at the conventional electricity price in ``currency``."""
+    powers = {gpu: board_power_w(gpu) for gpu, _ in parts}
+    fleet_w = sum(cards * powers[gpu] for gpu, cards in parts)
+    figures = [kwh for kwh in (kwh_per_million_tokens(fleet_w, rate) for rate in output_tokens_per_s)
                if kwh is not None]
     kwh = sum(figures) / len(figures) if figures else None
     price = convert(ELECTRICITY_USD_PER_KWH, "USD", currency, cny_per_usd)
-    return {"card_power_w": power, "kwh_per_1m_output_tokens_max": kwh, "price_per_kwh": price,
+    return {"card_power_w": next(iter(powers.values())) if len(powers) == 1 else None, "fleet_power_w": fleet_w,
+            "kwh_per_1m_output_tokens_max": kwh, "price_per_kwh": price,
             "cost_per_1m_output_tokens_max": None if kwh is None else kwh * price}

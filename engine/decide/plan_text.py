@@ -106,17 +106,24 @@ def summary_line(plan: dict) -> str:
 
 
 def energy_text(plan: dict) -> str | None:
-    """ "Energy: at most 1.56 kWh per 1M output tokens (8 cards at their 700 W board power limit), 0.203 USD at
-    0.13 USD/kWh, which a rental's price includes" (``energy``); None for a plan without the figure."""
-    energy = plan.get("energy") or {}
+    """A plan's ``energy_words``; None for a plan without the figure."""
+    return energy_words(plan.get("energy") or {}, plan["cards"], plan["monthly_cost"]["currency"])
+
+
+def energy_words(energy: dict, cards: int, currency: str) -> str | None:
+    """ "Energy: at most 1.56 kWh per 1M output tokens (8 cards at their 700 W board power limit the whole time),
+    0.227 USD at 0.146 USD/kWh, which a rental's price includes" (``decide.energy.energy_entry``; a fleet of mixed
+    GPUs: "at their 6,400 W of board power limits"); None without a figure (no output token was made)."""
     kwh = energy.get("kwh_per_1m_output_tokens_max")
     if kwh is None:
         return None
-    currency = plan["monthly_cost"]["currency"]
     price = energy["price_per_kwh"]
-    return (f"Energy: at most {significant(kwh, 3)} kWh per 1M output tokens ({cards_text(plan['cards'])} at their "
-            f"{energy['card_power_w']:,.0f} W board power limit the whole time), {money_text(kwh * price)} {currency} "
-            f"at {money_text(price)} {currency}/kWh, which a rental's price includes")
+    drawn = (f"{energy['card_power_w']:,.0f} W board power limit" if energy.get("card_power_w") is not None
+             else f"{energy['fleet_power_w']:,.0f} W of board power limits")
+    their = "its" if cards == 1 else "their"
+    return (f"Energy: at most {significant(kwh, 3)} kWh per 1M output tokens ({cards_text(cards)} at {their} {drawn} "
+            f"the whole time), {money_text(kwh * price)} {currency} at {money_text(price)} {currency}/kWh, which a "
+            f"rental's price includes")
 
 
 def rented_text(plan: dict) -> str:

@@ -618,7 +618,7 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
                          "billing": billing, "billing_asked": q.billing, "estimate": bool(cost.estimate)},
         "price": price_entry(offer),
         "cost_per_1m_output_tokens": {"low": _mean(per_million[0]), "high": _mean(per_million[1])},
-        "energy": energy_entry(config.gpu, cards, [s["overall"]["output_tokens_per_s"] for s in evidence.summaries],
+        "energy": energy_entry([(config.gpu, cards)], [s["overall"]["output_tokens_per_s"] for s in evidence.summaries],
                                q.currency, q.cny_per_usd),
         "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
         "targets": target_entries(q, evidence),
