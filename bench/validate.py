@@ -143,8 +143,9 @@ def report(table: pd.DataFrame, left: str = "") -> str:
         peer = rows[rows["error_peer_pct"].notna()] if "error_peer_pct" in rows else None
         if peer is not None and len(peer):
             refused = rows[rows["peer_none"] != ""].groupby("peer_none").apply(run_count).sort_values(ascending=False)
-            lines += [f"- Peer (aiconfigurator-core's own aggregated estimate, `engine/calibrate/peer.py`), on the "
-                      f"runs it estimates: {_medians(peer, 'error_peer_pct')}",
+            lines += [f"- Peer (aiconfigurator-core's own aggregated estimate, `engine/calibrate/peer.py`; partly "
+                      f"calibrated on this sample, see the manual's Validation page), on the runs it estimates: "
+                      f"{_medians(peer, 'error_peer_pct')}",
                       f"- After, on the same runs: {_medians(peer, 'error_pct')}"]
             if len(refused):
                 reasons = [f"{count} run{'s' * (count != 1)} ({why})" for why, count in refused.items()]
