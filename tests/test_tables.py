@@ -40,7 +40,10 @@ def test_gpu_units_are_plausible():
     assert gpus["memory_mib"].between(8 * 1024, 320 * 1024).all()
     assert gpus["mem_bw_tb_s"].between(0.1, 10).all()       # TB/s
     assert gpus["fp16_tflops"].between(20, 3000).all()      # dense TFLOPS, not sparse
-    assert (gpus["int8_tops"] >= gpus["fp16_tflops"]).all()
+    # INT8 runs at least at the 16-bit rate, except on Blackwell Ultra, whose INT8 NVIDIA cut to about 150 TOPS
+    ultra = gpus["gpu"].isin(["B300", "GB300"])
+    assert (gpus.loc[~ultra, "int8_tops"] >= gpus.loc[~ultra, "fp16_tflops"]).all()
+    assert gpus.loc[ultra, "int8_tops"].between(100, 200).all()
 
 
 def test_slices_are_real_shares_of_a_listed_card():
