@@ -16,8 +16,12 @@ SOURCED = {
     "H20": (97871, 4.0, 148, 296, 296, NAN, 900, 10),
     # nvidia-smi 189471MiB; glennklockwood.com/garden/processors/B200 (GB200 at 1,200 W); NVL72 NVLink 1.8 TB/s
     "GB200": (189471, 8.0, 2500, 5000, 5000, 10000, 1800, 10),
-    # nvidia-smi 275040MiB (B300 SXM6 AC); glennklockwood.com/garden/processors/B300 (HGX B300)
-    "B300": (275040, 8.0, 2250, 4500, 4500, 13125, 1800, 10),
+    # nvidia-smi 275040MiB (B300 SXM6 AC); glennklockwood.com/garden/processors/B300 (HGX B300); INT8 cut to 150 TOPS
+    # on Blackwell Ultra (verda.com/blog/gb300-nvl72-architecture; aiconfigurator-core systems/b300_sxm.yaml)
+    "B300": (275040, 8.0, 2250, 4500, 150, 13125, 1800, 10),
+    # nvidia-smi 284208MiB, BF16 2,500, FP8 5,000, INT8 165, FP4 15,000 (aiconfigurator-core systems/gb300.yaml, citing
+    # NVIDIA's Blackwell Ultra datasheet; verda.com/blog/gb300-nvl72-architecture); NVL72 NVLink 1.8 TB/s
+    "GB300": (284208, 8.0, 2500, 5000, 165, 15000, 1800, 10),
     # marketed 256 GB; awesomeagents.ai/hardware/amd-mi325x; stas00/ml-engineering INT8 2,600; 7 x 128 GB/s
     "MI325X": (244140, 6.0, 1307.4, 2614.9, 2600, NAN, 896, 10),
     # marketed 288 GB; 256 CUs x 8,192 FP8 FLOPS a clock x 2.4 GHz (ISSCC 2026, Hot Chips 2025); 7 x 153.6 GB/s
@@ -27,9 +31,9 @@ SOURCED = {
     # marketed 288 GB; AMD's MI350X brochure (FP16 2,309.6, FP8 and INT8 4,614), MXFP4 twice FP8; as the MI355X
     "MI350X": (274658, 8.0, 2309.6, 4614, 4614, 9228, 1075.2, 10),
 }
-FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "MI325X": "cdna3", "MI355X": "cdna4",
+FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "GB300": "blackwell", "MI325X": "cdna3", "MI355X": "cdna4",
           "RTX-PRO-6000": "blackwell-workstation", "MI350X": "cdna4"}
-ADDED = {"RTX-PRO-6000": "2026-12-03", "MI350X": "2026-12-03"}
+ADDED = {"RTX-PRO-6000": "2026-12-03", "MI350X": "2026-12-03", "B300": "2026-12-07", "GB300": "2026-12-07"}
 
 
 @pytest.fixture(scope="module")
