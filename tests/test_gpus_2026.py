@@ -31,9 +31,10 @@ SOURCED = {
     # marketed 288 GB; AMD's MI350X brochure (FP16 2,309.6, FP8 and INT8 4,614), MXFP4 twice FP8; as the MI355X
     "MI350X": (274658, 8.0, 2309.6, 4614, 4614, 9228, 1075.2, 10),
 }
-FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "GB300": "blackwell", "MI325X": "cdna3", "MI355X": "cdna4",
-          "RTX-PRO-6000": "blackwell-workstation", "MI350X": "cdna4"}
-ADDED = {"RTX-PRO-6000": "2026-12-03", "MI350X": "2026-12-03", "B300": "2026-12-07", "GB300": "2026-12-07"}
+FAMILY = {"H20": "hopper", "GB200": "blackwell", "B300": "blackwell", "GB300": "blackwell", "MI325X": "cdna3",
+          "MI355X": "cdna4", "RTX-PRO-6000": "blackwell-workstation", "MI350X": "cdna4"}
+ADDED = {"RTX-PRO-6000": "2026-12-03", "MI350X": "2026-12-03",
+         "B300": "2026-12-07", "GB300": "2026-12-07"}
 
 
 @pytest.fixture(scope="module")
