@@ -11,6 +11,7 @@ from engine.decide.energy import (ELECTRICITY_USD_PER_KWH, board_power_w, energy
                                   kwh_per_million_tokens)
 from engine.decide.plan_text import ENERGY_COLUMN, alternatives_frame, energy_text, energy_words
 from engine.hardware.tables import load_table
+from engine.scenario.metric_table import money_text
 from engine.scenario.config import load_scenario
 
 
@@ -64,7 +65,9 @@ def test_the_plan_says_its_energy_as_an_upper_bound_with_its_cost_and_what_a_ren
     text = energy_text(plan)
     assert text.startswith("Energy: at most 1.56 kWh per 1M output tokens (8 cards at their 700 W board power "
                            "limit the whole time)")
-    assert f"at {ELECTRICITY_USD_PER_KWH:g} USD/kWh, which a rental's price includes" in text
+    cost = money_text(5.6 / 3.6 * ELECTRICITY_USD_PER_KWH)
+    price = f"{ELECTRICITY_USD_PER_KWH:g}"
+    assert f"the whole time), {cost} USD at {price} USD/kWh, which a rental's price includes" in text
     assert energy_text(_plan(None)) is None
     one = energy_words(energy_entry([("L4", 1)], [100.0], "USD", 7.0), 1, "USD")
     assert one.startswith("Energy: at most 0.200 kWh per 1M output tokens (1 card at its 72 W board power limit")

@@ -122,8 +122,8 @@ def energy_words(energy: dict, cards: int, currency: str) -> str | None:
              else f"{energy['fleet_power_w']:,.0f} W of board power limits")
     their = "its" if cards == 1 else "their"
     return (f"Energy: at most {significant(kwh, 3)} kWh per 1M output tokens ({cards_text(cards)} at {their} {drawn} "
-            f"the whole time), {money_text(kwh * price)} {currency} at {money_text(price)} {currency}/kWh, which a "
-            f"rental's price includes")
+            f"the whole time), {money_text(energy['cost_per_1m_output_tokens_max'])} {currency} at {money_text(price)} "
+            f"{currency}/kWh, which a rental's price includes")
 
 
 def rented_text(plan: dict) -> str:
