@@ -20,6 +20,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect, sync_playwright
 
 from conftest import REPO, SCENARIOS, app_server
+from engine.decide.cost import ELECTRICITY_USD_PER_KWH
+from engine.decide.energy import board_power_w
 from engine.scenario.config import read_toml
 from engine.scenario.metric_table import metric
 from engine.teach import workshop
@@ -161,8 +163,9 @@ def test_the_labs_cost_says_the_most_energy_the_fleet_draws(server, page):
     open_lab(page, f"{server}/?{state.QUERY_KEY}={state.encode(read_toml(SCENARIOS / 'chat_and_batch_a100_8b.toml'))}")
     page.get_by_role("heading", name="Cost").scroll_into_view_if_needed()
     said = page.inner_text("body").replace("\u2060", "")
-    assert re.search(r"Energy: at most [\d.,]+ kWh per 1M output tokens \(1 card at its 400 W board power limit "
-                     r"the whole time\), [\d.,]+ USD at 0\.146 USD/kWh, which a rental's price includes", said), said
+    watts, price = f"{board_power_w('A100-80G'):,.0f}", re.escape(f"{ELECTRICITY_USD_PER_KWH:g}")
+    assert re.search(rf"Energy: at most [\d.,]+ kWh per 1M output tokens \(1 card at its {watts} W board power limit "
+                     rf"the whole time\), [\d.,]+ USD at {price} USD/kWh, which a rental's price includes", said), said
     caption = page.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile(r"Energy")).first
     caption.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "lab_cost_energy.png"))

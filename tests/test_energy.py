@@ -7,8 +7,8 @@ import tomllib
 import pytest
 
 from conftest import REPO
-from engine.decide.energy import (ELECTRICITY_USD_PER_KWH, board_power_w, energy_entry, fleet_parts,
-                                  kwh_per_million_tokens)
+from engine.decide.cost import ELECTRICITY_USD_PER_KWH
+from engine.decide.energy import board_power_w, energy_entry, fleet_parts, kwh_per_million_tokens
 from engine.decide.plan_text import ENERGY_COLUMN, alternatives_frame, energy_text, energy_words
 from engine.hardware.tables import load_table
 from engine.scenario.metric_table import money_text

@@ -5,8 +5,8 @@ period the price is quoted for, its terms (``TERMS``), an annual-prepay discount
 price is an estimate). A price is firm (``firm_offer``) when one number is quoted, read from the provider (not an
 estimate) for capacity that is not taken back (on-demand or reserved): the only kind a service bound by latency
 targets should be sized on. A deployment of N cards rents ceil(N / cards per unit) units of an offer. Hours per month
-and the default exchange rate between CNY and USD live in ``data/hardware/pricing_conventions.csv`` with their
-sources; the exchange rate is a setting of the user's.
+and the default exchange rate between CNY and USD (and the electricity price of ``energy``) live in
+``data/hardware/pricing_conventions.csv`` with their sources; the exchange rate is a setting of the user's.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ BILLING_MODES = ("pay as you go", "annual prepay")
 CURRENCIES = ("CNY", "USD")
 DEFAULT_CURRENCY = "USD"  # every page's and command's currency until the user picks one (then the pages keep theirs)
 CNY_PER_USD_DEFAULT = float(_CONVENTIONS["cny_per_usd_default"])
+ELECTRICITY_USD_PER_KWH = float(_CONVENTIONS["electricity_usd_per_kwh"])  # what an owned card's energy costs
 CNY_PER_USD_RANGE = (1.0, 20.0)  # the exchange rates the app and the command line accept
 TERMS = ("on-demand", "reserved", "spot", "spot to on-demand", "unstated")  # offers.csv ``terms``
 FIRM_TERMS = ("on-demand", "reserved")  # capacity the provider does not take back
