@@ -1,10 +1,13 @@
 """The deployment recipe (engine.decide.recipe): every flag it emits is one its engine documents at the named version
 (the flag lists read from each engine's source at that release tag, tests/fixtures/engine_flags), the commands
 carry the plan's shape and the scenario's server settings, and the manifest is YAML a cluster takes: the plan's
-replicas, its GPUs per pod, a Service over them."""
+replicas, its GPUs per pod, a Service over them. Names a shared link sets (an own model's) stay data: run with sh in a
+sandbox, no launch script runs anything a name says, and no name adds a line to a script, the manifest or the README."""
 
 import json
+import re
 import shlex
+import shutil
 import subprocess
 
 import kubernetes_validate
@@ -14,7 +17,8 @@ import yaml
 import engine
 from conftest import REPO
 from engine.cli import main
-from engine.decide.recipe import ENGINE_VERSIONS, ROCM_IMAGE, checkpoint, commands, manifest, recipe_files
+from engine.decide.recipe import (ENGINE_VERSIONS, ROCM_IMAGE, checkpoint, commands, manifest, model_line, one_line,
+                                  recipe_files)
 from engine.hardware.hf_config import user_model_overrides
 from engine.hardware.tables import load_table
 from engine.scenario.config import apply_overrides, read_toml
@@ -149,7 +153,7 @@ def test_the_launch_scripts_are_the_commands_as_shell_lines():
                           "extra-llm-api-options.yaml", "kubernetes.yaml", "README.txt"}
     for command in commands(plan_of(), scenario_of()):
         script = files[f"launch-{command.engine}.sh"]
-        assert f'MODEL="${{MODEL:-{command.model}}}"' in script
+        assert f'\n[ -n "${{MODEL:-}}" ] || MODEL={shlex.quote(command.model)}\n' in script, "the checkpoint by default"
         body = script.split("\n", 3)[3].replace("\\\n", " ")
         assert shlex.split(body.replace('"$MODEL"', command.model)) == command.argv()
     assert "first come, first served" in files["README.txt"] or "request-level router" in files["README.txt"]
@@ -212,7 +216,7 @@ def test_your_own_models_recipe_reads_its_folder_and_says_so():
     data = apply_overrides(ARTICLE, user_model_overrides(json.loads(
         (REPO / "tests" / "fixtures" / "model_configs" / "Llama-3.1-8B.json").read_text()), "config", name="acme 8b"))
     files = recipe_files(plan_of(tensor_parallel=1, cards=10), engine.load_scenario(data))
-    assert 'MODEL="${MODEL:-/models/acme-8b}"' in files["launch-vllm.sh"]
+    assert '|| MODEL=/models/acme-8b\n' in files["launch-vllm.sh"]
     assert "your model acme 8b" in files["README.txt"] and "/models/config" not in "".join(files.values())
 
 
@@ -242,3 +246,125 @@ def test_the_pods_are_placed_on_the_plans_gpu_and_share_a_model_cache():
     assert claim["spec"]["resources"]["requests"]["storage"] == "85Gi"
     unknown = manifest(plan_of(gpu="MI300X", tensor_parallel=2, cards=20), scenario_of())
     assert "No node label is known for MI300X" in unknown and "nodeSelector:" not in unknown
+
+
+
+# Own models' names as a shared link may set them: each tries to run `touch PWNED` (or id) where it is written.
+HOSTILE_NAMES = ["Mine$(touch${IFS}PWNED)", "a`touch PWNED`b", '"; rm -rf ~; touch PWNED; "', "$HOME", "it's 'mine'",
+                 "x\ntouch PWNED", "x\rtouch PWNED", "x\u2028touch PWNED", "x\x85touch PWNED", "!@#$%^&*()", "..",
+                 "x\x0bid\x0c\x1c\u2029y"]
+CALLER_MODEL = "/data/$(touch PWNED) `id` it's"  # a $MODEL the one who runs a script sets: passed on as it is
+FAKE_ENGINE = '#!/bin/sh\nfor word in "$@"; do printf "%s\\0" "$word"; done > "$ARGV_DIR/${0##*/}"\n'  # its words
+CANARY = '#!/bin/sh\n: > "$ARGV_DIR/RAN-${0##*/}"\n'  # a command a name would run: it leaves a mark
+SANDBOX_PROGRAMS = {"vllm": FAKE_ENGINE, "python3": FAKE_ENGINE, "trtllm-serve": FAKE_ENGINE, "touch": CANARY,
+                    "rm": CANARY, "id": CANARY}
+SCRIPT_PROGRAMS = {"vllm": "vllm", "sglang": "python3", "tensorrt-llm": "trtllm-serve"}
+
+
+def own_model_scenario(name: str, **overrides) -> engine.Scenario:
+    """The article's scenario serving an own model (a Hugging Face config) named ``name`` as a shared link sets it
+    (``server.model`` naming ``server.model_config``)."""
+    config = json.loads((REPO / "tests" / "fixtures" / "model_configs" / "Llama-3.1-8B.json").read_text())
+    data = apply_overrides(apply_overrides(ARTICLE, overrides), user_model_overrides(config, "config", name=name))
+    scenario = engine.load_scenario(data)
+    assert scenario.server.model == name and scenario.server.own_model is not None, "the name reaches the recipe"
+    return scenario
+
+
+def run_sandboxed(text: str, folder, model: str | None = None) -> tuple[subprocess.CompletedProcess, dict, list]:
+    """Run launch script ``text`` with sh, its working directory and HOME ``folder/home``, its PATH only fake engines
+    (each writes the words it received to ``folder/argv/PROGRAM``) and canaries (touch, rm, id: each writes
+    ``folder/argv/RAN-NAME``): (the run, {program: its words}, what is left in home)."""
+    bin_dir, argv_dir, home = folder / "bin", folder / "argv", folder / "home"
+    for made in (bin_dir, argv_dir, home):
+        made.mkdir(parents=True)
+    for program, body in SANDBOX_PROGRAMS.items():
+        (bin_dir / program).write_text(body)
+        (bin_dir / program).chmod(0o755)
+    (folder / "launch.sh").write_text(text)
+    env = {"PATH": str(bin_dir), "HOME": str(home), "ARGV_DIR": str(argv_dir), **({"MODEL": model} if model else {})}
+    done = subprocess.run([shutil.which("sh"), str(folder / "launch.sh")], cwd=home, env=env, capture_output=True,
+                          text=True, timeout=30)
+    received = {p.name: p.read_bytes().decode().split("\0")[:-1] for p in argv_dir.iterdir()}  # "\r" as it is
+    return done, received, sorted(p.name for p in home.iterdir())
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=ascii)
+def test_a_hostile_own_model_name_runs_nothing_in_the_launch_scripts(name, tmp_path):
+    """Each launch script, run with sh, hands its engine the words of its command exactly: MODEL by default a folder
+    of safe characters only, else the caller's MODEL as it is; nothing a name says runs, nothing is written."""
+    scenario = own_model_scenario(name)
+    plan = plan_of(tensor_parallel=1, cards=10, quant="fp8")
+    files = recipe_files(plan, scenario)
+    built = {c.engine: c for c in commands(plan, scenario)}
+    default = checkpoint(plan, scenario).repo
+    assert {c.model for c in built.values()} == {default}
+    for engine_name, program in SCRIPT_PROGRAMS.items():
+        text = files[f"launch-{engine_name}.sh"]
+        for model in (None, CALLER_MODEL):
+            folder = tmp_path / f"{engine_name}-{'caller' if model else 'default'}"
+            done, received, left = run_sandboxed(text, folder, model)
+            assert (done.returncode, done.stderr, left) == (0, "", []), engine_name
+            assert received == {program: built[engine_name].argv(model)[1:]}, "the engine's words exactly, no canary"
+            assert (model or default) in received[program]
+        assert not [p for p in tmp_path.rglob("*") if "PWNED" in p.name or p.name.startswith("RAN-")]
+        (tmp_path / "parse.sh").write_text(text)
+        assert subprocess.run(["sh", "-n", str(tmp_path / "parse.sh")], capture_output=True).returncode == 0
+    assert re.fullmatch(r"/models/[A-Za-z0-9._-]{1,60}", default) and default not in ("/models/.", "/models/..")
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=ascii)
+def test_the_model_line_never_expands_its_default(name, tmp_path):
+    """Whatever a default holds (a checkpoint named by a table, not only a folder slug), the scripts' MODEL line
+    takes it as it is, and a caller's MODEL over it."""
+    default = f"/models/{name}"
+    script = f"#!/bin/sh\n{model_line(default)}\nvllm \"$MODEL\"\n"
+    for model in (None, CALLER_MODEL):
+        done, received, left = run_sandboxed(script, tmp_path / ("caller" if model else "default"), model)
+        assert (done.returncode, done.stderr, left, received) == (0, "", [], {"vllm": [model or default]})
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=ascii)
+@pytest.mark.parametrize("server_engine", ["vllm", "tensorrt-llm"])
+def test_a_hostile_own_model_name_stays_data_in_the_manifest_and_the_readme(name, server_engine):
+    """No generated file gains a line over a plain name's (each name in a comment or the README is one line); the
+    manifest validates, its names are DNS-1123 labels, its MODEL the safe folder as a string."""
+    plan = plan_of(tensor_parallel=1, cards=10, quant="fp8")
+    scenario = own_model_scenario(name, **{"server.engine": server_engine})
+    hostile = recipe_files(plan, scenario)
+    plain = recipe_files(plan, own_model_scenario("acme", **{"server.engine": server_engine}))
+    default = checkpoint(plan, scenario).repo
+    assert set(hostile) == set(plain)
+    for file, text in hostile.items():
+        assert len(text.splitlines()) == len(plain[file].splitlines()), f"{file} gained a line"
+    docs = [d for d in yaml.safe_load_all(hostile["kubernetes.yaml"]) if d]
+    assert [d["kind"] for d in docs] == [d["kind"] for d in yaml.safe_load_all(plain["kubernetes.yaml"]) if d]
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.31.0", strict=True)
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", doc["metadata"]["name"])
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "MODEL", "value": default} in container["env"] and "$(MODEL)" in container["command"]
+    header = hostile["kubernetes.yaml"].split("\napiVersion:", 1)[0].splitlines()
+    assert header and all(line.startswith("#") for line in header), "the names stay inside the comments"
+    assert f"({default})" in header[-1]
+    readme = hostile["README.txt"]
+    assert f"serving {one_line(name)} with" in readme and f"your model {one_line(name)} with" in readme
+
+
+def test_one_line_leaves_no_line_break_a_shell_or_yaml_reader_sees():
+    breaks = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00\x1b\u202e\x9b"
+    text = one_line(f"a{breaks}b")
+    assert text == "a" + " " * len(breaks) + "b" and len(text.splitlines()) == 1
+    assert yaml.safe_load(f"# {text}\nkey: 1") == {"key": 1}
+    assert one_line("Llama-3 8B (your config) ü/é $x") == "Llama-3 8B (your config) ü/é $x", "a plain name as it is"
+
+
+@pytest.mark.parametrize("name", ["Bad_Name", "LLM", "x-", "-x", "a.b", "x" * 48, "", "llm\n", "a b"])
+def test_the_manifests_names_must_be_dns_labels(name):
+    """The Deployments' and Service's names and app labels are made from ``name``: each a DNS-1123 label (the
+    longest, NAME-prefill-options, at most 63 characters)."""
+    with pytest.raises(ValueError, match="DNS-1123"):
+        manifest(plan_of(), scenario_of(), name=name)
+    longest = manifest(plan_of(replicas=6, prefill_replicas=2, decode_replicas=4), scenario_of(), name="x" * 47)
+    for doc in yaml.safe_load_all(longest):
+        kubernetes_validate.validate(doc, "1.31.0", strict=True)

@@ -14,6 +14,11 @@ Deployment, on SGLang, whose command line documents the split). What the engines
 beside the command: the plan's scheduling policy and router are the simulator's; the engines order requests first
 come, first served (vLLM also by a priority the client sends), and a Kubernetes Service spreads connections, not
 requests.
+
+A name a shared link sets (an own model's) is data in every file: an own model's folder is a slug of safe characters
+(``model_slug``), the scripts take MODEL's default in single quotes and every other word through ``shlex.quote``, the
+manifest's values are JSON strings and its names DNS-1123 labels, and a name in a comment or text line is one line
+(``one_line``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import shlex
+import unicodedata
 from dataclasses import dataclass
 
 from ..hardware.roofline import GIB, peak_profile
@@ -54,6 +61,27 @@ TRT_CAVEAT = ("TensorRT-LLM: its flags were checked against its command line of 
 FP8_WEIGHTS = ("fp8",)  # weight formats an engine quantizes a 16-bit checkpoint to at load time
 SIXTEEN_BIT = ("fp16", "bf16")
 FIRST_COME_POLICIES = ("fifo", "vllm-fcfs")  # the engines' own order: nothing to put in front of them
+# Names a shared link can set (an own model's, above all) reach scripts, a manifest and text files: a folder slug is
+# made only of SLUG_CHARS, at most SLUG_MAX_CHARS of them; a name in a comment or text line is one line.
+SLUG_CHARS = re.compile(r"[^A-Za-z0-9._-]+")  # a run of anything else becomes one "-"
+SLUG_MAX_CHARS = 60
+LINE_BREAKING = ("Cc", "Cf", "Cs", "Zl", "Zp")  # Unicode categories replaced in a line: controls (\n, \r, U+0085),
+# format characters (bidirectional overrides), lone surrogates, the line and paragraph separators U+2028/U+2029
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a Kubernetes name and label value (RFC 1123)
+
+
+def one_line(name: object) -> str:
+    """``name`` as one safe line of text: each control, format or line-separating character becomes a space, so a
+    name can neither end a comment (shell, YAML) nor start a new line or key."""
+    return "".join(" " if unicodedata.category(c) in LINE_BREAKING else c for c in str(name))
+
+
+def model_slug(name: str) -> str:
+    """A folder name for an own model: ``name`` without " (your config)", each run of characters other than
+    letters, digits, ".", "_", "-" one "-", at most ``SLUG_MAX_CHARS``; "model" where nothing (or only dots) is
+    left."""
+    slug = SLUG_CHARS.sub("-", name.replace("(your config)", "")).strip("-")[:SLUG_MAX_CHARS].strip("-")
+    return slug if slug.strip(".") else "model"
 
 
 @dataclass(frozen=True)
@@ -103,9 +131,9 @@ def checkpoint(plan: dict, scenario: Scenario) -> Checkpoint:
     server, quant = scenario.server, plan["quant"]
     named = format_label(quant)
     if server.own_model is not None or server.model not in load_table("models").index:
-        slug = "-".join(server.model.replace("(your config)", "").split()) or "model"
-        return Checkpoint(f"/models/{slug}", False, f"MODEL: the folder (or Hugging Face repository) of your model "
-                                                   f"{server.model} with {named} weights.")
+        return Checkpoint(f"/models/{model_slug(server.model)}", False,
+                          f"MODEL: the folder (or Hugging Face repository) of your model {one_line(server.model)} "
+                          f"with {named} weights.")
     table = load_table("checkpoints")
     rows = table[table.index == server.model]
     exact = rows[rows["quant"] == quant]
@@ -228,6 +256,8 @@ def manifest(plan: dict, scenario: Scenario, name: str = "llm") -> str:
     and on AMD cards, in AMD's ROCm image; a disaggregated plan: a prefill and a decode Deployment on SGLang), each
     pod one server with its GPUs."""
     engine = scenario.server.engine if scenario.server.engine in RECIPE_ENGINES else "vllm"
+    for made in (name, f"{name}-prefill-options"):  # the Service and the longest name made from it
+        dns_label(made)
     pools = ([("prefill", plan["prefill_replicas"]), ("decode", plan["decode_replicas"])]
              if "prefill_replicas" in plan else [("", plan["replicas"])])
     amd = vendor(plan["gpu"]) == AMD_VENDOR
@@ -248,14 +278,23 @@ def manifest(plan: dict, scenario: Scenario, name: str = "llm") -> str:
         docs.append(_deployment(app, replicas, image, argv, pod))
     docs.append(_service(name, f"{name}-{pools[0][0]}" if pools[0][0] else name))
     label = ("" if pod.node_selector else
-             f"# No node label is known for {plan['gpu']}: add a nodeSelector on your cluster's GPU label "
+             f"# No node label is known for {one_line(plan['gpu'])}: add a nodeSelector on your cluster's GPU label "
              f"(kubectl get nodes --show-labels).\n")
-    header = (f"# {plan['replicas']} servers of {shape_text(plan)} {plan['gpu']} on {ENGINE_NAMES[engine]} "
+    header = (f"# {plan['replicas']} servers of {shape_text(plan)} {one_line(plan['gpu'])} on {ENGINE_NAMES[engine]} "
               f"{ENGINE_VERSIONS[engine]}, generated by Scheduler Lab. Gated models (Llama) read a Hugging Face token "
               f"from the secret {TOKEN_SECRET}:\n#   kubectl create secret generic {TOKEN_SECRET} "
               f"--from-literal=token=YOUR_TOKEN\n# The weights: the MODEL variable of each Deployment "
-              f"({command.model}), downloaded once into the volume {cache}.\n{label}")
+              f"({one_line(command.model)}), downloaded once into the volume {cache}.\n{label}")
     return header + "\n---\n".join(docs)
+
+
+def dns_label(name: str) -> str:
+    """``name`` if it is a Kubernetes object name and label value (a DNS-1123 label: at most 63 lower-case letters,
+    digits and "-", starting and ending with a letter or digit), else ``ValueError``."""
+    if not DNS_LABEL.fullmatch(name):
+        raise ValueError(f"{name!r} is not a Kubernetes name (a DNS-1123 label: at most 63 lower-case letters, digits "
+                         f"and '-', starting and ending with a letter or digit)")
+    return name
 
 
 @dataclass(frozen=True)
@@ -331,6 +370,12 @@ def _service(name: str, app: str) -> str:
             f"  ports:\n    - {{port: {PORT}, targetPort: {PORT}}}\n")
 
 
+def model_line(default: str) -> str:
+    """The launch scripts' line that sets ``$MODEL``: the caller's value where one is set, else ``default`` in single
+    quotes (never inside double quotes, where $(...), backticks and $VAR would run or expand)."""
+    return f'[ -n "${{MODEL:-}}" ] || MODEL={shlex.quote(default)}'
+
+
 def engine_versions(files: dict[str, str]) -> list[str]:
     """"vLLM v0.24.0", ... for each engine with a launch script among ``files``."""
     return [f"{ENGINE_NAMES[e]} {ENGINE_VERSIONS[e]}" for e in RECIPE_ENGINES if f"launch-{e}.sh" in files]
@@ -346,22 +391,23 @@ def recipe_files(plan: dict, scenario: Scenario) -> dict[str, str]:
     for command in built:
         script = f"launch-{command.engine}.sh"
         named = f"{ENGINE_NAMES[command.engine]} {ENGINE_VERSIONS[command.engine]}"
-        files[script] = (f"#!/bin/sh\n# {named}: one server of {shape_text(plan)} {plan['gpu']}; run "
+        files[script] = (f"#!/bin/sh\n# {named}: one server of {shape_text(plan)} {one_line(plan['gpu'])}; run "
                          f"{plan['replicas']} of them. MODEL: the checkpoint it loads.\n"
-                         f"MODEL=\"${{MODEL:-{command.model}}}\"\n{command.shell()}\n")
+                         f"{model_line(command.model)}\n{command.shell()}\n")
         if command.extra_yaml:
             files["extra-llm-api-options.yaml"] = command.extra_yaml + "\n"
     files["kubernetes.yaml"] = manifest(plan, scenario)
     priced = plan.get("step_times_detail") or plan.get("step_times")
     files["README.txt"] = (
-        f"Deployment recipe: {plan['replicas']} x {shape_text(plan)} {plan['gpu']} ({plan['cards']} cards) serving "
-        f"{scenario.server.model} with {format_label(plan['quant'])} weights.\n\n"
-        f"MODEL (each script's variable, and the Deployments' environment) names the checkpoint: {weights.repo} by "
+        f"Deployment recipe: {plan['replicas']} x {shape_text(plan)} {one_line(plan['gpu'])} ({plan['cards']} "
+        f"cards) serving {one_line(scenario.server.model)} with {format_label(plan['quant'])} weights.\n\n"
+        f"MODEL (each script's variable, and the Deployments' environment) names the checkpoint: "
+        f"{one_line(weights.repo)} by "
         f"default" + (", quantized to FP8 by vLLM and SGLang as they load it" if weights.quantize_fp8 else "")
         + ". Set it to another copy of the same weights to use that.\n\n"
         + "".join(f"- launch-{e}.sh: one server under {ENGINE_NAMES[e]} {ENGINE_VERSIONS[e]}\n" for e in RECIPE_ENGINES
                   if f"launch-{e}.sh" in files)
         + "- kubernetes.yaml: the fleet as Deployments and a Service, with a model cache volume\n\n"
-        + (f"The plan's step times: {priced}.\n\n" if priced else "")
-        + "\n".join(dict.fromkeys(n for c in built for n in c.notes)) + "\n")
+        + (f"The plan's step times: {one_line(priced)}.\n\n" if priced else "")
+        + "\n".join(dict.fromkeys(one_line(n) for c in built for n in c.notes)) + "\n")
     return files
