@@ -9,10 +9,8 @@ this page only asks and shows.
 
 import copy
 import io
-import tempfile
 import time
 import zipfile
-from pathlib import Path
 
 import streamlit as st
 
@@ -26,7 +24,8 @@ from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T
                                    fleet_scenario, plan)
 from engine.decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, price_list_label, read_price_list
 from engine.decide.recipe import recipe_files
-from engine.decide.report import chromium, report_html, write_pdf
+from engine.decide.pdf_printer import VisitorPrints, chromium
+from engine.decide.report import report_html
 from engine.decide.targets import TARGET_METRICS, Target
 from engine.decide.traffic import describe as describe_traffic, describe_mean, peak_rate_per_s
 from engine.hardware.tables import load_table
@@ -389,11 +388,15 @@ def report_buttons(answer: dict, question: Question) -> None:
     def page() -> str:
         return report_html(data, question, answer, app_url, created, APP_ORIGIN)
 
+    # One print at a time per visitor: a second click while the first prints waits for it (and gets its file when
+    # the report is the same) rather than a refusal, which would reach the visitor only as Streamlit's generic
+    # download failure (engine.decide.pdf_printer.VisitorPrints).
+    if "report_pdf_prints" not in st.session_state:
+        st.session_state["report_pdf_prints"] = VisitorPrints()
+    prints = st.session_state["report_pdf_prints"]
+
     def pdf() -> bytes:
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "plan.pdf"
-            write_pdf(page(), path)
-            return path.read_bytes()
+        return prints.pdf(page())
 
     def recipe() -> bytes:
         buffer = io.BytesIO()

@@ -3,9 +3,15 @@ own numbers; the PDF renders to PNG pages whose text carries the recommendation,
 value and the diagnosis; the link reopens the same plan."""
 
 import base64
+import os
 import re
+import sys
+import threading
+import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pypdfium2 as pdfium
@@ -13,6 +19,8 @@ import pytest
 
 from conftest import REPO
 from engine.decide.plan_text import caveat, energy_text, summary_line, target_text
+from engine.decide import pdf_printer
+from engine.decide.pdf_printer import PRINTERS, VisitorPrints
 from engine.decide.planner import Question, plan
 from engine.decide.report import CHROMIUM_ENV, cost_frame, offers_frame, report_html, risks, write_pdf
 from engine.decide.targets import Target
@@ -92,6 +100,108 @@ def test_without_a_browser_the_pdf_is_one_clear_line(page, tmp_path, monkeypatch
     with pytest.raises(ScenarioError, match="printed by Chromium, which was not found: install it"):
         write_pdf(page, tmp_path / "x.pdf")
     assert not (tmp_path / "x.pdf").exists()
+
+
+# A browser that prints as Chromium is asked to (the --print-to-pdf=PATH switch, the page last): it records when it
+# ran, after BODY, and writes a PDF holding the page's first line.
+FAKE_BROWSER = """#!{python}
+import os, subprocess, sys, time
+started = time.time()
+{body}
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--print-to-pdf="))
+with open(out, "wb") as pdf:
+    pdf.write(b"%PDF-1.4 " + open(sys.argv[-1].removeprefix("file://"), "rb").readline())
+with open({log!r}, "a") as log:
+    log.write(f"{{started}} {{time.time()}}\\n")
+"""
+
+
+def fake_browser(tmp_path, monkeypatch, body: str = "time.sleep(0.4)"):
+    """Installs the fake browser as the printer's Chromium; the file where each print writes its start and end."""
+    log, browser = tmp_path / "prints.log", tmp_path / "fake-chromium"
+    browser.write_text(FAKE_BROWSER.format(python=sys.executable, body=body, log=str(log)))
+    browser.chmod(0o755)
+    monkeypatch.setenv(CHROMIUM_ENV, str(browser))
+    return log
+
+
+def spans(log) -> list[tuple[float, float]]:
+    return [tuple(map(float, line.split())) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def most_at_once(log) -> int:
+    return max(sum(start <= t < end for start, end in spans(log)) for t, _ in spans(log))
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_at_most_two_pdfs_print_at_once(tmp_path, monkeypatch):
+    """Eight prints asked at once (eight visitors, or one visitor and the command line) run two at a time."""
+    log = fake_browser(tmp_path, monkeypatch)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: write_pdf(f"<p>{i}</p>", tmp_path / f"{i}.pdf"), range(8)))
+    assert len(spans(log)) == 8 and most_at_once(log) == PRINTERS == 2
+    assert (tmp_path / "5.pdf").read_bytes() == b"%PDF-1.4 <p>5</p>"
+
+
+def test_one_visitor_prints_one_pdf_at_a_time(tmp_path, monkeypatch):
+    """A double click prints once (the second request waits for the first and gets its file); three reports asked
+    at once by one visitor print one after another, though two printers are free."""
+    log = fake_browser(tmp_path, monkeypatch)
+    prints = VisitorPrints()
+    with ThreadPoolExecutor(3) as pool:
+        same = list(pool.map(prints.pdf, ["<p>plan</p>"] * 3))
+    assert same == [b"%PDF-1.4 <p>plan</p>"] * 3 and len(spans(log)) == 1
+    with ThreadPoolExecutor(3) as pool:
+        others = list(pool.map(prints.pdf, ["<p>a</p>", "<p>b</p>", "<p>c</p>"]))
+    assert others == [b"%PDF-1.4 <p>a</p>", b"%PDF-1.4 <p>b</p>", b"%PDF-1.4 <p>c</p>"]
+    assert len(spans(log)) == 4 and most_at_once(log) == 1
+
+
+def test_a_print_past_its_time_is_killed_with_every_process_it_started(tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    fake_browser(tmp_path, monkeypatch, body=f"child = subprocess.Popen([sys.executable, '-c', 'import time; "
+                                             f"time.sleep(60)'])\nopen({str(pids)!r}, 'w').write(f'{{os.getpid()}} "
+                                             f"{{child.pid}}')\ntime.sleep(60)")
+    monkeypatch.setattr(pdf_printer, "PRINT_TIMEOUT_S", 2)
+    started = time.monotonic()
+    with pytest.raises(ScenarioError, match=r"^printing the PDF took more than 2 s; print the HTML report from a"):
+        write_pdf("<p>plan</p>", tmp_path / "x.pdf")
+    assert time.monotonic() - started < 4 and not (tmp_path / "x.pdf").exists()
+    browser, child = map(int, pids.read_text().split())
+    deadline = time.monotonic() + 5
+    while (alive(browser) or alive(child)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(browser) and not alive(child), "the browser or its child outlived the time limit"
+
+
+def test_a_print_waits_for_a_free_printer_within_its_time_and_says_so(tmp_path, monkeypatch):
+    fake_browser(tmp_path, monkeypatch, body="time.sleep(3)")
+    monkeypatch.setattr(pdf_printer, "PRINT_TIMEOUT_S", 2)
+    busy = threading.BoundedSemaphore(1)
+    monkeypatch.setattr(pdf_printer, "_printers", busy)
+    busy.acquire()  # the only printer prints for someone else
+    with pytest.raises(ScenarioError, match=r"^every PDF printer of this server stayed busy for 2 s; try again"):
+        write_pdf("<p>plan</p>", tmp_path / "x.pdf")
+    threading.Timer(1.2, busy.release).start()  # free after 1.2 s: 0.8 s left to print, not enough
+    started = time.monotonic()
+    with pytest.raises(ScenarioError, match=r"took more than 2 s \(1 s of it waiting for the prints before it\)"):
+        write_pdf("<p>plan</p>", tmp_path / "x.pdf")
+    assert time.monotonic() - started < 3, "waiting and printing together keep to the time limit"
+
+
+def test_a_namespace_that_cannot_be_made_leaves_the_print_to_the_switches_alone(tmp_path, monkeypatch):
+    log = fake_browser(tmp_path, monkeypatch)
+    refused = (sys.executable, "-c", "import sys; sys.exit('unshare: unshare failed: Operation not permitted')")
+    monkeypatch.setattr(pdf_printer, "network_namespace", lambda: refused)
+    write_pdf("<p>plan</p>", tmp_path / "x.pdf")
+    assert (tmp_path / "x.pdf").read_bytes() == b"%PDF-1.4 <p>plan</p>" and len(spans(log)) == 1
 
 
 def test_the_caveat_names_an_estimate_and_a_cheaper_plan_on_paper():

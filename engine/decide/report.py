@@ -15,10 +15,6 @@ from __future__ import annotations
 
 import base64
 import html
-import os
-import shutil
-import subprocess
-import tempfile
 from datetime import date
 from pathlib import Path
 
@@ -28,7 +24,6 @@ from plotly.offline import get_plotlyjs
 
 from ..scenario.config import Arrival, Scenario, TokenDist, field_label, load_scenario, to_toml
 from ..scenario.errors import ScenarioError
-from ..scenario.files import write_named
 from ..hardware.kernel_tables import engine_version_words
 from ..scenario.labels import cards_text, format_label, parallel_label, words
 from ..scenario.link import page_link
@@ -38,6 +33,7 @@ from ..sim.simulate import estimated_offered_load, load_text
 from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_modes, deployment_cost, firm_offer,
                    offers_table, price_age_days, priced_by)
 from .plan_charts import over_time_chart, pareto_chart, targets_chart
+from .pdf_printer import CHROMIUM_ENV, chromium, write_pdf  # noqa: F401 - the report's printer
 from .price_list import price_list_csv
 from .recipe import engine_versions, recipe_files
 from .plan_text import (alternatives_frame, caveat, cut_text, energy_text, hours_frame, mix_text, mode_words,
@@ -45,9 +41,6 @@ from .plan_text import (alternatives_frame, caveat, cut_text, energy_text, hours
                         sensitivity_text, shape, step_times_text, summary_line, target_text, traffic_text, tuned_text)
 from .planner import Question, answer_key
 
-CHROMIUM_ENV = "SCHEDULER_LAB_CHROMIUM"  # the browser that prints the PDF, when not found on the PATH
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
-PRINT_TIMEOUT_S = 120
 PLANNER_PAGE = "planner"
 PRICE_LIST_FILE = "price_list.csv"  # the attached price list a plan was priced with
 SUMMARY_ALTERNATIVES = 5  # alternatives in the summary's table; every one in the appendix
@@ -388,38 +381,3 @@ def _attachment(name: str, text: str, label: str = "") -> str:
     encoded = base64.b64encode(text.encode()).decode()
     return f'<a download="{html.escape(name)}" href="data:text/plain;base64,{encoded}">{html.escape(label or name)}</a>'
 
-
-def chromium() -> str | None:
-    """The browser that prints the PDF: ``$SCHEDULER_LAB_CHROMIUM``, else the first of ``CHROMIUM_NAMES`` on the
-    PATH; None when there is none."""
-    named = os.environ.get(CHROMIUM_ENV)
-    if named:
-        return named if Path(named).exists() else None
-    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
-
-
-def write_pdf(html_text: str, pdf_path: Path) -> None:
-    """Print ``html_text`` to ``pdf_path`` with headless Chromium (the charts drawn as in the HTML); a
-    ``ScenarioError`` naming the fix when no browser is found or printing fails."""
-    browser = chromium()
-    if browser is None:
-        raise ScenarioError(f"the PDF is printed by Chromium, which was not found: install it (apt-get install "
-                            f"chromium) or set {CHROMIUM_ENV} to its path")
-    with tempfile.TemporaryDirectory(prefix="scheduler-lab-report-") as folder:
-        page = Path(folder) / "report.html"
-        page.write_text(html_text, encoding="utf-8")
-        out = Path(folder) / "report.pdf"
-        command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                   f"--user-data-dir={Path(folder) / 'profile'}", "--no-pdf-header-footer",
-                   "--virtual-time-budget=20000", "--run-all-compositor-stages-before-draw",
-                   f"--print-to-pdf={out}", page.as_uri()]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=PRINT_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise ScenarioError(f"printing the PDF took more than {PRINT_TIMEOUT_S} s; write the HTML report and "
-                                "print it from a browser") from None
-        if not out.exists() or out.stat().st_size == 0:
-            reason = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-            raise ScenarioError(f"Chromium did not print the PDF ({reason})")
-        write_named(pdf_path, out.read_bytes(), "--pdf")
