@@ -106,25 +106,21 @@ def warm_up() -> bool:
     return True
 
 
-@st.cache_resource
-def _results() -> ResultCache[Run]:
-    """Full runs of every session (one object per server process)."""
-    return ResultCache(DEFAULT_CAPS.result_cache_mib * MIB, DEFAULT_CAPS.result_cache_s, Run.held_bytes)
-
-
-@st.cache_resource
-def _large_runs() -> threading.BoundedSemaphore:
-    return threading.BoundedSemaphore(DEFAULT_CAPS.large_runs_at_once)
+# Shared by every session of this server process, as module state: never in Streamlit's cache_resource, which a
+# visitor's clear_cache message empties (three large runs then ran at once, and each release hit a new semaphore).
+_RESULTS: ResultCache[Run] = ResultCache(DEFAULT_CAPS.result_cache_mib * MIB, DEFAULT_CAPS.result_cache_s,
+                                         Run.held_bytes)
+_LARGE_RUNS = threading.BoundedSemaphore(DEFAULT_CAPS.large_runs_at_once)  # large runs take turns
 
 
 def simulate(scenario_json: str) -> Run:
     """The full run of a scenario (shared, read-only): from the cache, else simulated with a progress bar."""
-    return _results().get_or_compute(_cache_key(scenario_json), lambda: _simulate(scenario_json))
+    return _RESULTS.get_or_compute(_cache_key(scenario_json), lambda: _simulate(scenario_json))
 
 
 def kept_run(data: dict) -> Run | None:
     """The full run of ``data`` when the cache holds it (nothing is simulated)."""
-    return _results().get(_cache_key(canonical(data)))
+    return _RESULTS.get(_cache_key(canonical(data)))
 
 
 def preview(data: dict) -> Summary | None:
@@ -149,7 +145,7 @@ def _simulate(scenario_json: str) -> Run:
     with turns.stepping_aside() if large else contextlib.nullcontext():
         bar = st.progress(0.0, text="Simulating...")
         # Waiting in short steps lets Streamlit stop this script when its user changes something meanwhile.
-        while large and not _large_runs().acquire(timeout=0.5):
+        while large and not _LARGE_RUNS.acquire(timeout=0.5):
             bar.progress(0.0, text="Waiting for another large run on this server to finish...")
         try:
             with jobs.page_job("this run"):  # stops with its visitor's session (a wait for it recomputes it)
@@ -157,7 +153,7 @@ def _simulate(scenario_json: str) -> Run:
                     min(share, 1.0), text=f"Simulating... {min(share, 1.0):.0%} of the requests have arrived"))
         finally:
             if large:
-                _large_runs().release()
+                _LARGE_RUNS.release()
             bar.empty()
     return Run(result.summary, result.requests, result.timeseries)
 

@@ -85,6 +85,13 @@ class Caps:
     large_runs_at_once: int = _limit(1, "runs", "large runs the app simulates at the same time")
     result_cache_mib: int = _limit(2048, "MiB", "simulation results the app keeps in memory for all sessions")
     result_cache_s: float = _limit(3600.0, "s", "age after which a kept result is dropped")
+    sessions_per_process: int = _limit(256, "sessions", "browser sessions one app server process holds at once; "
+                                       "one more is refused at its connection and its browser tries again")
+    uploads_per_session_mib: int = _limit(160, "MiB", "uploaded files one browser session holds at once (a trace "
+                                          "of upload_mib with room to replace it, and the small files); an upload "
+                                          "beyond it is refused before its body is read")
+    uploads_held_mib: int = _limit(1024, "MiB", "uploaded files all sessions of one app server process hold at "
+                                   "once; an upload beyond it is refused before its body is read")
     from_cli: bool = field(default=False, metadata={"internal": True})
 
     def check(self, name: str, path: str, value: Any, measure: str = "") -> None:
