@@ -186,3 +186,22 @@ def test_the_server_settings_keep_a_visitors_doors_shut():
     assert settings["server"]["headless"] is True and settings["server"]["fileWatcherType"] == "none"
     assert settings["runner"]["postScriptGC"] is False
     assert json.dumps(settings["client"]["toolbarMode"]) == '"viewer"'
+
+
+def test_the_shared_results_and_the_large_runs_turns_outlive_a_cleared_streamlit_cache():
+    """What a clear_cache would have emptied, were it honoured: the app keeps its shared state out of Streamlit's
+    caches, so a result computed before is still found, and a large run's turn is given back to the semaphore it was
+    taken from (a new one made after a clear raised "Semaphore released too many times")."""
+    import streamlit as st
+
+    from ui import runner, state
+
+    data = state.default_data()
+    data["workload"]["num_requests"] = 200
+    runner.simulate(runner.canonical(data))
+    held = runner._LARGE_RUNS.acquire(blocking=False)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    assert runner.kept_run(data) is not None
+    if held:
+        runner._LARGE_RUNS.release()  # the semaphore taken from: no ValueError

@@ -2,7 +2,14 @@
 the package's own iteration times at their grid points, interpolate linearly between them, are cached on disk
 without changing a bit, and every server they do not cover is timed by the roofline, said as such."""
 
+import concurrent.futures
 import dataclasses
+import json
+import logging
+import os
+import pathlib
+import time
+import types
 
 import numpy as np
 import pandas as pd
@@ -10,13 +17,14 @@ import pytest
 
 import engine
 from engine.hardware import kernel_tables
-from engine.hardware.kernel_tables import coverage, operator_tables
+from engine.hardware.kernel_tables import coverage, operator_tables, table_step
 from engine.hardware.roofline import peak_profile, roofline_profile, roofline_step_params
 from engine.hardware.steptime import (CONTEXT_AXIS, PREFILL_AXIS, SEQUENCES_AXIS, ST_FIELDS, ST_MODEL, TABLE,
                                       TABLE_FIELDS, TOKENS_AXIS, T_DECODE_ATTENTION, T_DENSE, T_LOGITS,
                                       T_PREFILL_ATTENTION, decode_step_s_nb, prefill_s, prefill_step_s_nb,
                                       step_terms_nb, table_1d_nb, table_2d_nb)
 from engine.hardware.tables import load_table
+from engine.scenario.caps import DEFAULT_CAPS
 from engine.scenario.config import ModelConfig, Server
 from engine.scenario.errors import ScenarioError
 from engine.sim.simulate import server_step
@@ -270,3 +278,233 @@ def test_a_query_key_norm_over_all_heads_adds_an_all_reduce_to_every_layer():
     latency_s = float(load_table("gpus").loc["B200", "allreduce_latency_us"]) * 1e-6
     assert peak_profile(Server(**minimax, tensor_parallel=4), 4).comm_fixed_s == pytest.approx(3 * 62 * latency_s)
     assert peak_profile(dep, 4).comm_fixed_s == 0.0
+
+
+# --------------------------------------------------------------------------- the disk cache: bounded and checked
+# These build no table: ``build_tables`` is replaced by a synthetic valid table (and, for a shape the package does
+# not bundle, the model folder the package's compile would read), so thousands of entries cost milliseconds.
+
+def synthetic_table(n: int) -> np.ndarray:
+    return np.linspace(1e-4, 2e-2, kernel_tables.TABLE_CELLS) * (1.0 + n / 1000.0)
+
+
+def own_key(layers: int, tensor_parallel: int = 1) -> kernel_tables.KernelKey:
+    """A key of a user's own shape (not one of models.csv): layers make it distinct."""
+    config = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": layers, "hidden_size": 1000,
+              "num_attention_heads": 10, "num_key_value_heads": 10, "head_dim": 100, "intermediate_size": 3000,
+              "vocab_size": 1000, "max_position_embeddings": 4096, "tie_word_embeddings": False}
+    return kernel_tables.KernelKey("h100_sxm", "vllm", "0.24.0", json.dumps(config, sort_keys=True),
+                                   tensor_parallel, 1, 1, 1, "bfloat16", "bfloat16", "bfloat16")
+
+
+def shipped_key(tensor_parallel: int, model: str = "Llama-3.1-8B") -> kernel_tables.KernelKey:
+    """A key of a models.csv model, written out as coverage writes one the package does not bundle."""
+    config = json.dumps(kernel_tables.model_config_json(load_table("models").loc[model]), sort_keys=True)
+    return dataclasses.replace(own_key(1, tensor_parallel), model_config=config)
+
+
+BUNDLED = dataclasses.replace(own_key(1), model_config="openai/gpt-oss-20b")  # the package's own config, by name
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty disk cache in ``tmp_path`` under ``caps`` (set with ``cache.limit``), its tables built at once and
+    counted (``cache.builds``)."""
+    monkeypatch.setattr(kernel_tables, "_cache_dir", lambda: tmp_path)
+    builds = []
+
+    def build(key):
+        builds.append(key)
+        if key.model_config.startswith("{"):
+            kernel_tables.model_folder(key.model_config)  # as the package's compile reads it
+        return synthetic_table(len(builds))
+
+    monkeypatch.setattr(kernel_tables, "build_tables", build)
+    operator_tables.cache_clear()
+    state = types.SimpleNamespace(root=tmp_path, builds=builds, limit=lambda **caps: monkeypatch.setattr(
+        kernel_tables, "DEFAULT_CAPS", dataclasses.replace(DEFAULT_CAPS, **caps)))
+    yield state
+    operator_tables.cache_clear()
+
+
+def kept(root) -> dict[str, list]:
+    """The cache's tables and model folders by part, and every file in it."""
+    return {"shipped": [*root.glob("*.npy"), *root.glob("models/*")],
+            "own": [*root.glob("own/*.npy"), *root.glob("own/models/*")],
+            "files": [p for p in root.rglob("*") if p.is_file()]}
+
+
+def cache_bytes(root) -> int:
+    return sum(p.stat().st_size for p in kept(root)["files"])
+
+
+def age(path, days: float) -> None:
+    when = time.time() - days * 86_400.0
+    os.utime(path, (when, when))
+
+
+@pytest.mark.parametrize("limits", [
+    {"kernel_cache_entries": 4, "kernel_cache_own_entries": 6},
+    {"kernel_cache_bytes": 10 * kernel_tables.TABLE_FILE_BYTES},
+], ids=["entries", "bytes"])
+def test_any_number_of_shapes_keeps_the_disk_cache_within_its_limits(cache, limits):
+    """A link can carry any shape: 60 own shapes and 20 layouts of a shipped model, one after another, never make
+    the cache hold more than its limits (entries per part, bytes in all), and the newest stays usable from disk."""
+    cache.limit(**limits)
+    caps = kernel_tables.DEFAULT_CAPS
+    for i in range(1, 61):
+        operator_tables(own_key(i))
+        if i % 3 == 0:
+            operator_tables(shipped_key(i))
+        held = kept(cache.root)
+        assert len(held["own"]) <= caps.kernel_cache_own_entries and len(held["shipped"]) <= caps.kernel_cache_entries
+        assert cache_bytes(cache.root) <= caps.kernel_cache_bytes
+    assert len(cache.builds) == 80
+    operator_tables.cache_clear()
+    operator_tables(shipped_key(60))  # the last one written is read back, not built again
+    assert len(cache.builds) == 80
+
+
+@pytest.mark.parametrize("tamper", ["negative", "zero", "nan", "float32", "wrong shape", "truncated", "garbage",
+                                    "link"])
+def test_a_tampered_table_is_removed_and_built_again_never_used(cache, tamper, caplog):
+    """Only finiteness was checked: a table of negative or zero times (or 32-bit ones, or a link to anything) was
+    used as measured kernels. Now what is read back must be what build_tables promises (``table_problem``)."""
+    key = shipped_key(1)
+    built = operator_tables(key)
+    path = kernel_tables._table_path(key)
+    cells = built.copy()
+    if tamper in ("negative", "zero", "nan"):
+        cells[kernel_tables.TABLE_CELLS - 1] = {"negative": -1e-3, "zero": 0.0, "nan": np.nan}[tamper]
+    data = {"float32": lambda: kernel_tables._npy_bytes(cells.astype(np.float32)),
+            "wrong shape": lambda: kernel_tables._npy_bytes(cells[1:]),
+            "truncated": lambda: path.read_bytes()[:1000],
+            "garbage": lambda: os.urandom(kernel_tables.TABLE_FILE_BYTES)}.get(tamper, lambda: None)()
+    if tamper == "link":
+        elsewhere = cache.root.parent / "elsewhere.npy"
+        elsewhere.write_bytes(kernel_tables._npy_bytes(2.0 * cells))  # a valid table, but not one kept here
+        path.unlink()
+        path.symlink_to(elsewhere)
+    else:
+        path.write_bytes(data if data is not None else kernel_tables._npy_bytes(cells))
+    operator_tables.cache_clear()
+    with caplog.at_level(logging.WARNING, logger=kernel_tables.__name__):
+        again = operator_tables(key)
+    assert len(cache.builds) == 2  # built again, not read
+    np.testing.assert_array_equal(again, synthetic_table(2))
+    assert not path.is_symlink() and kernel_tables._read_table(path) is not None  # what is kept now passes
+    assert len(caplog.records) == 1 and path.name in caplog.records[0].getMessage()  # one line says so
+
+
+def test_build_tables_keeps_the_promise_a_kept_table_is_checked_against():
+    """Every time finite and positive (the LM head's may all be zero): a real table passes ``table_problem``, and
+    any cell made zero, negative or NaN fails it."""
+    built = operator_tables(coverage(H100_8B).key)
+    assert kernel_tables.table_problem(built) == ""
+    for cell in (0, kernel_tables.LOGITS_CELLS.start, T_DECODE_ATTENTION - T_DENSE, kernel_tables.TABLE_CELLS - 1):
+        for value in (0.0, -1e-6, np.nan):
+            spoilt = built.copy()
+            spoilt[cell] = value
+            assert kernel_tables.table_problem(spoilt), (cell, value)
+    no_lm_head = built.copy()
+    no_lm_head[kernel_tables.LOGITS_CELLS] = 0.0
+    assert kernel_tables.table_problem(no_lm_head) == ""
+
+
+@pytest.mark.parametrize("content", [b'{"current": "0.24.0; touch PWNED"}', b'["0.24.0"]', b'{"next": "0.25.0"}',
+                                     b'{"current": 24}', b"not json", b" " * 5000])
+def test_a_tampered_versions_file_is_asked_of_the_package_again(tmp_path, monkeypatch, content, caplog):
+    monkeypatch.setattr(kernel_tables, "_cache_dir", lambda: tmp_path)
+    import aiconfigurator_core.sdk.perf_database as database
+    monkeypatch.setattr(database, "get_version_slots", lambda *_: {"current": "0.24.0", "next": "0.25.0"})
+    path = tmp_path / f"versions-{kernel_tables.package_version()}-h100_sxm-vllm.json"
+    path.write_bytes(content)
+    kernel_tables.version_slots.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=kernel_tables.__name__):
+            assert kernel_tables.version_slots("h100_sxm", "vllm") == {"current": "0.24.0"}
+    finally:
+        kernel_tables.version_slots.cache_clear()
+    assert json.loads(path.read_text()) == {"current": "0.24.0"} and len(caplog.records) == 1
+
+
+def test_a_model_folder_holds_its_config_and_nothing_else(cache, caplog):
+    """The package reads a model folder's config.json and, when there, its hf_quant_config.json: a folder whose
+    config was changed or that gained any other file is emptied and written again before the package reads it."""
+    config = own_key(7).model_config
+    folder = kernel_tables.model_folder(config)
+    (pathlib.Path(folder) / "config.json").write_text(config.replace('"num_hidden_layers": 7', '"num_hidden_layers"'
+                                                                                                ': 1'))
+    (pathlib.Path(folder) / "hf_quant_config.json").write_text('{"quantization": {"quant_algo": "NVFP4"}}')
+    with caplog.at_level(logging.WARNING, logger=kernel_tables.__name__):
+        assert kernel_tables.model_folder(config) == folder
+    assert sorted(p.name for p in pathlib.Path(folder).iterdir()) == ["config.json"]
+    assert (pathlib.Path(folder) / "config.json").read_text() == config and len(caplog.records) == 1
+
+
+def test_entries_unused_for_their_age_limit_are_removed_and_use_keeps_them(cache):
+    """30 days unused (``kernel_cache_s``): gone at the next write, in both parts. Reading a table from disk, or
+    using one this process holds in memory (``table_step``), marks it as used."""
+    old_own, old_shipped, read, in_memory, young = own_key(1), shipped_key(1), own_key(2), shipped_key(2), own_key(3)
+    for key in (old_own, old_shipped, read, in_memory, young):
+        operator_tables(key)
+    for key in (old_own, old_shipped, read, in_memory):
+        age(kernel_tables._table_path(key), 31)
+    age(kernel_tables._table_path(young), 29)
+    old_folder = pathlib.Path(kernel_tables.model_folder(old_own.model_config))
+    age(old_folder, 31)
+    table_step(np.zeros(ST_FIELDS), in_memory)  # in this process's memory: no read, but a use
+    operator_tables.cache_clear()
+    operator_tables(read)  # read from disk
+    operator_tables(own_key(4))  # a write: the cache is pruned
+    path = kernel_tables._table_path
+    assert not path(old_own).exists() and not path(old_shipped).exists() and not old_folder.exists()
+    assert all(path(key).exists() for key in (read, in_memory, young, own_key(4)))
+
+
+def test_the_shipped_models_tables_survive_any_number_of_own_shapes(cache):
+    """The presets' tables (``python -m engine warm``) are shipped models': own shapes, however many, push out only
+    each other."""
+    cache.limit(kernel_cache_entries=8, kernel_cache_own_entries=5)
+    shipped = [shipped_key(1), shipped_key(2), shipped_key(1, "Llama-3-70B"), BUNDLED]
+    for key in shipped:
+        operator_tables(key)
+    folder = pathlib.Path(kernel_tables.model_folder(shipped[0].model_config))
+    for i in range(1, 200):
+        operator_tables(own_key(i))
+    assert all(kernel_tables._table_path(key).exists() for key in shipped) and folder.exists()
+    assert len(kept(cache.root)["own"]) == 5
+    operator_tables.cache_clear()
+    for key in shipped:
+        operator_tables(key)
+    assert len(cache.builds) == len(shipped) + 199  # read back, not built again
+
+
+def test_a_model_folder_in_use_is_not_pruned_and_threads_share_the_cache(cache):
+    """While a build reads a model folder (the folders' lock held, as ``_engine_handle`` does), no prune removes
+    it: tables go in its place. Several threads writing and reading at once all get valid tables."""
+    cache.limit(kernel_cache_own_entries=4)
+    in_use = pathlib.Path(kernel_tables.model_folder(own_key(1).model_config))
+    with kernel_tables._folders_lock(exclusive=False):
+        for i in range(2, 6):
+            operator_tables(own_key(i))
+            assert in_use.exists()
+    operator_tables(own_key(6))
+    assert not in_use.exists() and len(kept(cache.root)["own"]) <= 4
+
+    def work(thread: int) -> list[str]:
+        return [kernel_tables.table_problem(operator_tables(own_key(100 + (thread * 7 + i) % 30, thread % 2 + 1)))
+                for i in range(40)]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        problems = [p for found in pool.map(work, range(4)) for p in found]
+    assert problems == [""] * 160 and len(kept(cache.root)["own"]) <= 4
+
+
+def test_a_table_the_package_cut_short_is_refused_and_the_roofline_says_so():
+    """The package ends GLM-5's op list after its embedding and first norm on an A100 (its FP8 indexer needs FP8
+    tensor cores, and ``_op_names`` takes that error for the list's end): the table held no GEMM and zero attention.
+    ``build_tables`` now refuses what ``table_problem`` refuses, so the roofline prices it and says why."""
+    server = Server(step_model="roofline", gpu="A100-80G", model="GLM-5", quant="fp16", engine="tensorrt-llm")
+    covered = coverage(server)
+    assert covered.key is None and "has no measured kernel for" in covered.words

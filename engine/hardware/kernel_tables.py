@@ -11,7 +11,10 @@ utilisation) stays the roofline's. Where it does not, the calibrated roofline pr
 
 The tables are built once per hardware key (``KernelKey``: a few hundred kernel look-ups, well under a second once
 the package has read that GPU's data) and kept on disk beside the compiled code, keyed on the package's version and
-the key. The package is imported only here, and only when a table is built.
+the key. The package is imported only here, and only when a table is built. The disk cache is bounded and distrusted
+(``prune``, ``table_problem``): at most ``caps.kernel_cache_entries`` tables and model folders for the shipped models,
+``kernel_cache_own_entries`` apart for users' own shapes, ``kernel_cache_bytes`` in all, none unused for
+``kernel_cache_s``; whatever it reads back is checked first, and what fails is removed and built again.
 
 Names map through ``data/hardware/kernel_names.csv`` (GPU to system, engine to backend, weight and KV formats to
 the package's quantisation modes). A model is handed over as a Hugging Face ``config.json`` written from its
@@ -26,21 +29,33 @@ the dense table adds it, timed on the package's all-reduce (``_norm_all_reduce_m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
 import json
 import logging
 import os
+import re
+import shutil
+import stat
 import tempfile
+import time
 from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
-from ..scenario.config import Server
+try:
+    import fcntl
+except ImportError:  # not POSIX: model folders are not locked (see _folders_lock)
+    fcntl = None
+
+from ..scenario.caps import DEFAULT_CAPS, Caps
+from ..scenario.config import VERSION_PATTERN, Server
 from ..scenario.labels import format_label, words
 from .roofline import ACTIVATION_BYTES, SHORT_WINDOW_TOKENS, model_row
 from .steptime import (CONTEXT_AXIS, PREFILL_AXIS, SEQUENCES_AXIS, ST_FIELDS, ST_MODEL, TABLE, TABLE_FIELDS,
@@ -133,23 +148,48 @@ def version_slots(system: str, backend: str) -> dict[str, str]:
     ``previous`` one) are complete collections; ``next`` borrows most kernels from ``current``, so it is not
     offered. Kept on disk per package version: asking the package imports its whole data layer (about a second)."""
     path = _cache_dir() / f"versions-{package_version()}-{system}-{backend}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
+    data, problem = _read_kept(path, VERSIONS_FILE_MAX_BYTES)
+    if data is not None:
+        try:
+            slots = json.loads(data)
+        except ValueError:
+            slots = None
+        problem = _slots_problem(slots)
+        if not problem:
+            _touch(path)
+            return slots
+    if problem:
+        _discard(path, problem)
     from aiconfigurator_core.sdk.perf_database import get_version_slots
     slots = get_version_slots(system, backend) or {}
     kept = {slot: version for slot, version in slots.items() if slot in ("current", "previous") and version}
     _write_atomically(path, json.dumps(kept).encode())
+    prune(keep=path)
     return kept
 
 
+def _slots_problem(slots) -> str:
+    """What is wrong with a kept versions file's content ("" when nothing): it must be what ``version_slots``
+    writes, {"current": version, "previous": version} or less, each an engine release."""
+    if not isinstance(slots, dict):
+        return "not a JSON object"
+    for slot, version in slots.items():
+        if slot not in ("current", "previous") or not isinstance(version, str) or not VERSION_PATTERN.fullmatch(
+                version):
+            return f"{str(slot)[:20]!r}: {str(version)[:20]!r} is not a slot and an engine version"
+    return ""
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
-    """``data`` as ``path``, renamed into place (a reader never sees half a file)."""
-    handle, partial = tempfile.mkstemp(dir=path.parent, suffix=".partial")
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-    os.replace(partial, path)
+    """``data`` as ``path``, renamed into place (a reader never sees half a file; a write cut short leaves a partial
+    file that ``prune`` removes once it is old)."""
+    handle, partial = tempfile.mkstemp(dir=path.parent, suffix=PARTIAL_SUFFIX)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(partial, path)
+    finally:
+        Path(partial).unlink(missing_ok=True)  # gone once renamed into place
 
 
 @functools.lru_cache(maxsize=1)
@@ -305,12 +345,62 @@ def coverage(server: Server) -> Coverage:
 
 def table_step(roofline_step: np.ndarray, key: KernelKey) -> np.ndarray:
     """The compiled loop's ``TABLE`` step row: the roofline's fields (for the utilisation and the diagnosis) with the
-    model code ``TABLE``, followed by the operator tables (which time the whole iteration)."""
+    model code ``TABLE``, followed by the operator tables (which time the whole iteration). Marks the kept table as
+    used (the disk cache removes the least recently used first), also when this process holds it in memory."""
     row = np.zeros(TABLE_FIELDS)
     row[:ST_FIELDS] = roofline_step
     row[ST_MODEL] = TABLE
     row[ST_FIELDS:] = operator_tables(key)
+    _touch(_table_path(key))
     return row
+
+
+# --------------------------------------------------------------------------- the disk cache
+# Layout: ``versions-*.json`` (per package version, GPU system and engine: a fixed set), and two parts, each holding
+# tables (``<digest>.npy``) and model folders (``models/<digest>/config.json``): SHIPPED (the top folder, where all
+# tables were kept before, so those built already stay valid) for the models of models.csv and those the package
+# bundles, OWN (``own/``) for users' own shapes (``server.model_config``). Any visitor can send any number of own
+# shapes through links, so they get their own, smaller, part: however many arrive, they only push each other out,
+# never the shipped models' tables, among them the presets' that ``python -m engine warm`` builds (5 tables and 3
+# model folders, 17 KiB). The shipped part is bounded too, as a visitor can still ask for every GPU, format and
+# layout of a shipped model, but at 256 times what warm builds, and every use marks a table as recent
+# (``table_step``), so the tables in use stay at its fresh end. Protecting the presets' tables by name instead would
+# need the presets' servers here, which only the scenario loader (a layer above) can build.
+SHIPPED, OWN = "shipped", "own"
+PARTIAL_SUFFIX = ".partial"
+PARTIAL_MAX_AGE_S = 3600.0  # a partial file this old is a write cut short by a crash: removed
+VERSIONS_FILE_MAX_BYTES = 4096  # a versions file is some 40 bytes
+TABLE_NAME = re.compile(r"[0-9a-f]{24}\.npy")
+FOLDER_NAME = re.compile(r"[0-9a-f]{16}")
+TABLE_CELLS = TABLE_FIELDS - T_DENSE
+LOGITS_CELLS = slice(T_LOGITS - T_DENSE, T_LOGITS - T_DENSE + len(SEQUENCES_AXIS))
+LOG = logging.getLogger(__name__)
+
+
+def _npy_bytes(cells: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, cells, allow_pickle=False)
+    return buffer.getvalue()
+
+
+TABLE_FILE_BYTES = len(_npy_bytes(np.zeros(TABLE_CELLS)))  # 3,368: a 128-byte header and 405 float64 cells
+
+
+def table_problem(cells: np.ndarray) -> str:
+    """What is wrong with operator tables ``cells`` ("" when nothing), the promise ``build_tables`` keeps and a kept
+    table is checked against: the layout (``TABLE_CELLS`` float64 cells), every time finite, the dense part and both
+    attention tables strictly positive, the LM head's strictly positive or all zero (a model without one). Not
+    monotonic: measured kernels are not (a GEMM may take less time at more tokens with another tile)."""
+    if not isinstance(cells, np.ndarray) or cells.dtype != np.float64 or cells.shape != (TABLE_CELLS,):
+        shape, dtype = getattr(cells, "shape", "?"), getattr(cells, "dtype", type(cells).__name__)
+        return f"{dtype} cells of shape {shape}, not {TABLE_CELLS} float64 ones"
+    if not np.isfinite(cells).all():
+        return "a time that is not finite"
+    logits = cells[LOGITS_CELLS]
+    others = np.delete(cells, np.arange(TABLE_CELLS)[LOGITS_CELLS])
+    if not (others > 0).all() or not ((logits > 0).all() or (logits == 0).all()):
+        return "a time that is not positive"
+    return ""
 
 
 def _cache_dir() -> Path:
@@ -333,44 +423,292 @@ def _key_digest(key: KernelKey) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-@functools.lru_cache(maxsize=256)
-def operator_tables(key: KernelKey) -> np.ndarray:
-    """The tables of ``key`` in seconds, laid out as ``steptime.TABLE_FIELDS`` after the roofline fields; read from
-    the disk cache, else built (``build_tables``) and kept there."""
-    path = _cache_dir() / f"{_key_digest(key)}.npy"
-    expected = TABLE_FIELDS - T_DENSE
+@functools.lru_cache(maxsize=1)
+def _shipped_configs() -> frozenset[str]:
+    """The config.json of every models.csv row as a key carries it (a bundled model goes by its name instead)."""
+    configs = (model_config_json(row) for _, row in load_table("models").iterrows())
+    return frozenset(json.dumps(config, sort_keys=True) for config in configs if isinstance(config, dict))
+
+
+def _part(model_config: str) -> str:
+    """The part of the cache a model's tables and folder are kept in: a bundled model's name or a models.csv shape
+    (also a user's copy of one: the same tables) is SHIPPED, any other shape OWN."""
+    return SHIPPED if not model_config.startswith("{") or model_config in _shipped_configs() else OWN
+
+
+def _part_folder(part: str) -> Path:
+    folder = _cache_dir() / ("" if part == SHIPPED else OWN)
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _table_path(key: KernelKey) -> Path:
+    return _part_folder(_part(key.model_config)) / f"{_key_digest(key)}.npy"
+
+
+def _touch(path: Path) -> None:
+    """Mark a kept file or folder as used now (nothing when it has been removed meanwhile)."""
     try:
-        cells = np.load(path)
-        if cells.shape == (expected,) and np.isfinite(cells).all():
-            return cells
-    except (OSError, ValueError):
+        os.utime(path)
+    except OSError:
         pass
-    cells = build_tables(key)
-    buffer = io.BytesIO()
-    np.save(buffer, cells)
-    _write_atomically(path, buffer.getvalue())
+
+
+def _discard(path: Path, problem: str) -> None:
+    """Remove a kept file that failed its check, saying so in one line (it is built again)."""
+    LOG.warning("kernel table cache: %s %s; removed, built again", path.name, problem)
+    _remove(path)
+
+
+def _read_kept(path: Path, size_bytes: int) -> tuple[bytes | None, str]:
+    """(its bytes, "") for the kept file ``path``; (None, "") when there is none (not built yet, or pruned: built
+    again); (None, what is wrong) for a link, a folder or more than ``size_bytes``. One open with no link followed,
+    so what is checked is what is read, and never more than ``size_bytes`` of it."""
+    try:
+        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:  # a link (ELOOP)
+        return None, f"is not a file ({exc.strerror})"
+    with os.fdopen(handle, "rb") as kept:
+        if not stat.S_ISREG(os.fstat(kept.fileno()).st_mode):
+            return None, "is not a file"
+        data = kept.read(size_bytes + 1)
+    return (data, "") if len(data) <= size_bytes else (None, f"holds more than {size_bytes:,} bytes")
+
+
+def _read_table(path: Path) -> np.ndarray | None:
+    """The table kept at ``path`` if it passes ``table_problem``, marked as used; else None (removed when there)."""
+    data, problem = _read_kept(path, TABLE_FILE_BYTES)
+    cells = None
+    if data is not None and len(data) != TABLE_FILE_BYTES:
+        problem = f"holds {len(data):,} bytes, not {TABLE_FILE_BYTES:,}"
+    elif data is not None:
+        try:
+            cells = np.load(io.BytesIO(data), allow_pickle=False)
+            problem = f"holds {why}" if (why := table_problem(cells)) else ""
+        except (ValueError, EOFError, OSError) as exc:
+            problem = f"is not a table ({' '.join(str(exc).split())[:80]})"
+    if problem:
+        _discard(path, problem)
+        return None
+    if cells is not None:
+        _touch(path)
     return cells
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=256)
+def operator_tables(key: KernelKey) -> np.ndarray:
+    """The tables of ``key`` in seconds, laid out as ``steptime.TABLE_FIELDS`` after the roofline fields; read from
+    the disk cache if they pass their check, else built (``build_tables``), kept there and the cache pruned. Kept in
+    memory too: 256 x 3.2 KiB of cells, about 1 MiB with their keys (measured with tracemalloc)."""
+    path = _table_path(key)
+    cells = _read_table(path)
+    if cells is None:
+        cells = build_tables(key)
+        _write_atomically(path, _npy_bytes(cells))
+        prune(keep=path)
+    return cells
+
+
 def model_folder(config_json: str) -> str:
-    """A folder holding ``config_json`` as ``config.json`` (how the package reads a model it does not bundle)."""
-    folder = _cache_dir() / "models" / hashlib.sha256(config_json.encode()).hexdigest()[:16]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(config_json)
+    """A folder holding exactly ``config_json`` as ``config.json`` (how the package reads a model it does not
+    bundle), marked as used. Checked on every call (not cached: a path handed out earlier may have been pruned since):
+    a folder holding anything else (another config, a quantisation file the package would read too) is emptied and
+    written again. The caller reads it under ``_folders_lock`` so that no prune removes it meanwhile."""
+    expected = config_json.encode()
+    folder = _part_folder(_part(config_json)) / "models" / hashlib.sha256(expected).hexdigest()[:16]
+    with _folders_lock(exclusive=False):
+        problem = _folder_problem(folder, expected)
+        if problem:
+            LOG.warning("kernel table cache: model folder %s %s; written again", folder.name, problem)
+            _remove(folder)
+        if problem or not (folder / "config.json").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_atomically(folder / "config.json", expected)
+            prune(keep=folder)
+        else:
+            _touch(folder)
     return str(folder)
 
 
+def _folder_problem(folder: Path, expected: bytes) -> str:
+    """What is wrong with a kept model folder ("" when nothing, or when it is missing or being written): anything
+    but ``config.json`` holding ``expected`` (and partial writes under way)."""
+    if not folder.exists() and not folder.is_symlink():
+        return ""
+    if folder.is_symlink() or not folder.is_dir():
+        return "is not a folder"
+    others = sorted(p.name for p in _listing(folder) if p.name != "config.json" and not p.name.endswith(
+        PARTIAL_SUFFIX))
+    if others:
+        return f"holds {', '.join(others)[:80]}"
+    data, problem = _read_kept(folder / "config.json", len(expected))
+    if problem or data not in (None, expected):
+        return f"config.json {problem or 'is another one'}"
+    return ""
+
+
+def _remove(path: Path) -> None:
+    """Remove a kept file, link or folder (nothing when another process removed it first)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _folders_lock(exclusive: bool) -> Iterator[bool]:
+    """The model folders' lock (a file lock, so it holds between processes and, one open file each, between
+    threads): shared while a folder is written or read by the package (``model_folder``, ``_engine_handle``: the
+    package treats a missing folder as a Hugging Face name to download), exclusive while ``prune`` removes folders,
+    which does not wait for it (it leaves the folders for the next prune). Yields whether it is held. Tables need no
+    lock: one removed under a reader is simply built again."""
+    if fcntl is None:  # not POSIX (the app's servers are): unguarded, a build racing a prune may fail once
+        yield True
+        return
+    handle = os.open(_cache_dir() / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
+            held = True
+        except BlockingIOError:
+            held = False
+        yield held
+    finally:
+        os.close(handle)  # releases it
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A kept table or model folder, as ``prune`` sees it."""
+
+    path: Path
+    part: str
+    used_s: float  # its modification time: when it was last used (``_touch``)
+    size_bytes: int
+    folder: bool
+
+
+def prune(caps: Caps | None = None, keep: Path | None = None) -> None:
+    """Keep the disk cache within its limits (``caps``, else ``DEFAULT_CAPS``): remove entries unused for
+    ``kernel_cache_s``, then the least recently used beyond ``kernel_cache_entries`` (shipped models) and
+    ``kernel_cache_own_entries`` (own shapes), then, own shapes' first, beyond ``kernel_cache_bytes`` in all; never
+    ``keep`` (the entry just written). Also partial writes a crash left behind and versions files unused as long.
+    Runs after every write. While a model folder is in use (``_folders_lock``: a build lasts seconds), no folder
+    goes: tables go in their place, and folders still beyond a limit go at the next prune."""
+    try:
+        _prune(caps or DEFAULT_CAPS, keep)
+    except OSError as exc:  # a cache that cannot be pruned must not stop a run: the tables are built
+        LOG.warning("kernel table cache: not pruned (%s)", exc)
+
+
+def _prune(caps: Caps, keep: Path | None) -> None:
+    root, now = _cache_dir(), time.time()
+    with _folders_lock(exclusive=True) as folders_free:
+        _remove_leftovers(root, now, caps.kernel_cache_s)
+        entries = [e for part in (SHIPPED, OWN) for e in _entries(_part_folder(part), part) if e.path != keep]
+        removable = [e for e in entries if folders_free or not e.folder]
+        gone = {e.path for e in removable if now - e.used_s > caps.kernel_cache_s}
+        for part, limit in ((SHIPPED, caps.kernel_cache_entries), (OWN, caps.kernel_cache_own_entries)):
+            count = sum(e.part == part and e.path not in gone for e in entries) + int(_part_of(keep) == part)
+            for entry in sorted((e for e in removable if e.part == part), key=lambda e: e.used_s):
+                if count <= limit:
+                    break
+                if entry.path not in gone:
+                    gone.add(entry.path)
+                    count -= 1
+        total = _tree_bytes(root) - sum(e.size_bytes for e in entries if e.path in gone)  # keep's bytes counted
+        for entry in sorted(removable, key=lambda e: (e.part != OWN, e.used_s)):
+            if total <= caps.kernel_cache_bytes:
+                break
+            if entry.path not in gone:
+                gone.add(entry.path)
+                total -= entry.size_bytes
+        for path in gone:
+            _remove(path)
+
+
+def _part_of(path: Path | None) -> str:
+    """The part the table or model folder ``path`` is kept in ("" for none or a versions file)."""
+    if path is None or path.suffix == ".json":
+        return ""
+    return OWN if (path.parent.parent if path.parent.name == "models" else path.parent).name == OWN else SHIPPED
+
+
+def _entries(folder: Path, part: str) -> list[_Entry]:
+    """The tables and model folders kept in one part; a file or folder there under a name never written (a kept
+    name is a digest) is removed. The top folder's other files (versions, lock) are not the part's."""
+    tables = [p for p in _listing(folder) if part == OWN or p.suffix == ".npy"]
+    found = []
+    for path, pattern, is_folder in ([(p, TABLE_NAME, False) for p in tables if p.name != "models"]
+                                     + [(p, FOLDER_NAME, True) for p in _listing(folder / "models")]):
+        if path.name.endswith(PARTIAL_SUFFIX):
+            continue  # a write under way (or cut short: _remove_leftovers)
+        try:
+            info = path.lstat()
+        except FileNotFoundError:  # removed meanwhile by another prune
+            continue
+        right_kind = stat.S_ISDIR(info.st_mode) if is_folder else stat.S_ISREG(info.st_mode)
+        if not pattern.fullmatch(path.name) or not right_kind:
+            _remove(path)  # never written here: a kept name is a digest
+            continue
+        size = _tree_bytes(path) if is_folder else info.st_size
+        found.append(_Entry(path, part, info.st_mtime, size, is_folder))
+    return found
+
+
+def _remove_leftovers(root: Path, now: float, unused_s: float) -> None:
+    """Partial writes older than ``PARTIAL_MAX_AGE_S`` anywhere in the cache, and versions files unused for
+    ``unused_s`` (those of an earlier package version are never read again)."""
+    partials = [Path(folder, name) for folder, _, files in os.walk(root)  # a folder removed meanwhile: skipped
+                for name in files if name.endswith(PARTIAL_SUFFIX)]
+    for path in partials:
+        try:
+            if now - path.lstat().st_mtime > PARTIAL_MAX_AGE_S:
+                path.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
+    for path in root.glob("versions-*.json"):
+        try:
+            if now - path.lstat().st_mtime > unused_s:
+                path.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
+
+
+def _listing(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _tree_bytes(path: Path) -> int:
+    """The bytes of the files under ``path`` (links not followed; one removed meanwhile counts nothing)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
 def _engine_handle(key: KernelKey):
-    """The package's compiled engine for ``key`` (its kernel data loaded once per process and system)."""
+    """The package's compiled engine for ``key`` (its kernel data loaded once per process and system); a model it
+    does not bundle is read from its folder under the folders' lock, so no prune removes it meanwhile."""
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)  # its data loader warns of every fallback row
     from aiconfigurator_core.sdk import EngineHandle
-    model = model_folder(key.model_config) if key.model_config.startswith("{") else key.model_config
-    return EngineHandle.compile(model, key.system, key.backend,
-                                backend_version=key.version, tp_size=key.tensor_parallel,
-                                attention_dp_size=key.attention_dp, moe_tp_size=key.moe_tp, moe_ep_size=key.moe_ep,
-                                gemm_quant_mode=key.gemm, moe_quant_mode=key.moe, kvcache_quant_mode=key.kv,
-                                fmha_quant_mode="bfloat16")  # engines keep attention in 16 bits (roofline.py)
+    with _folders_lock(exclusive=False):
+        model = model_folder(key.model_config) if key.model_config.startswith("{") else key.model_config
+        return EngineHandle.compile(model, key.system, key.backend,
+                                    backend_version=key.version, tp_size=key.tensor_parallel,
+                                    attention_dp_size=key.attention_dp, moe_tp_size=key.moe_tp,
+                                    moe_ep_size=key.moe_ep, gemm_quant_mode=key.gemm, moe_quant_mode=key.moe,
+                                    kvcache_quant_mode=key.kv,
+                                    fmha_quant_mode="bfloat16")  # engines keep attention in 16 bits (roofline.py)
 
 
 def _op_names(evaluate) -> list[str]:
@@ -440,8 +778,9 @@ def build_tables(key: KernelKey) -> np.ndarray:
             prefix = max(0, int(round(context - (chunk + 1) / 2.0)))  # mean context = prefix + (chunk + 1) / 2
             row[T_PREFILL_ATTENTION + i * len(CONTEXT_AXIS) + j] = _ms(handle.evaluate_context_ops(
                 prefill_attention, batch_size=1, s=prefix + chunk, prefix=prefix))
-    cells = row[T_DENSE:]
-    if not np.isfinite(cells).all() or (cells < 0).any():
-        raise ValueError("the operator tables gave a time that is not a finite, non-negative number")
-    return cells / 1000.0
+    cells = row[T_DENSE:] / 1000.0
+    problem = table_problem(cells)
+    if problem:  # e.g. a format the GPU cannot compute: the package ends its op list early (_op_names)
+        raise ValueError(f"the operator tables gave {problem}")
+    return cells
 

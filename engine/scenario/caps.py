@@ -79,6 +79,17 @@ class Caps:
                                    "removed first)")
     upload_store_s: float = _limit(7 * 86_400.0, "s", "time after its last use at which an uploaded trace is "
                                    "removed")
+    kernel_cache_entries: int = _limit(2048, "entries", "measured-kernel operator tables (3.3 KiB each) and model "
+                                       "folders kept on disk for the models of models.csv and those the "
+                                       "aiconfigurator-core package bundles, in any GPU, engine, format and layout "
+                                       "(the least recently used removed first); the app and the command line alike")
+    kernel_cache_own_entries: int = _limit(256, "entries", "the same for users' own model shapes "
+                                           "(server.model_config), kept apart so that any number of shapes sent "
+                                           "through links never pushes out the shipped models' tables")
+    kernel_cache_bytes: int = _limit(16 * MIB, "bytes", "the whole measured-kernel disk cache (own shapes' "
+                                     "entries removed first); the two limits above keep it under 8 MiB")
+    kernel_cache_s: float = _limit(30 * 86_400.0, "s", "time after its last use at which a kept operator table or "
+                                   "model folder is removed")
     large_run_mib: int = _limit(64, "MiB", "in the app, runs whose estimated memory (run_memory_mib's estimate) is "
                                 "above this take turns (large_runs_at_once at a time), so that many sessions asking "
                                 "for the largest scenario cannot exhaust the server's memory")
