@@ -7,11 +7,13 @@ Streamlit session and an upload meeting the same process, a killed process resta
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +25,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.exceptions import ConnectionClosed
 
 from conftest import REPO, free_port
+from engine.scenario.caps import DEFAULT_CAPS, MIB
 from streamlit_client import Session, open_page
 from ui import serve
 
@@ -172,20 +175,37 @@ def new_session_id(session: Session) -> str:
             return message.new_session.initialize.session_id
 
 
-def upload(url: str, cookies: dict[str, str], session_id: str) -> int:
-    """The status of a one-file upload into ``session_id``, as the browser sends it (XSRF cookie and header)."""
+def upload(url: str, cookies: dict[str, str], session_id: str, size_bytes: int = 0) -> int:
+    """The status of a one-file upload into ``session_id``, as the browser sends it (XSRF cookie and header): a
+    small CSV, or ``size_bytes`` of zeros sent a MiB at a time."""
     boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"t.csv\"\r\n"
-            f"Content-Type: text/csv\r\n\r\narrival_s,prompt_tokens,output_tokens\n0,10,10\n\r\n--{boundary}--\r\n")
-    request = urllib.request.Request(
-        f"{url}/_stcore/upload_file/{session_id}/{uuid.uuid4().hex}", data=body.encode(), method="PUT",
-        headers={"Cookie": cookie_header(cookies), "X-Xsrftoken": cookies["_streamlit_xsrf"],
-                 "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"t.csv\"\r\n"
+            f"Content-Type: text/csv\r\n\r\n").encode()
+    content = [b"\0" * min(MIB, size_bytes - start) for start in range(0, size_bytes, MIB)] if size_bytes else \
+        [b"arrival_s,prompt_tokens,output_tokens\n0,10,10\n"]
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
+        connection.putrequest("PUT", f"/_stcore/upload_file/{session_id}/{uuid.uuid4().hex}")
+        for name, value in (("Cookie", cookie_header(cookies)), ("X-Xsrftoken", cookies["_streamlit_xsrf"]),
+                            ("Content-Type", f"multipart/form-data; boundary={boundary}"),
+                            ("Content-Length", str(len(head) + sum(map(len, content)) + len(tail)))):
+            connection.putheader(name, value)
+        connection.endheaders()
+        try:
+            for piece in (head, *content, tail):
+                connection.send(piece)
+        except OSError:  # answered and closed before the whole body was sent: the answer says why
+            pass
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
 
 
 def test_a_whole_session_runs_through_the_proxy_and_its_uploads_meet_its_process(launcher):
@@ -203,6 +223,30 @@ def test_a_whole_session_runs_through_the_proxy_and_its_uploads_meet_its_process
         assert upload(launcher.url, other, session_id) == 400, "the other process does not know the session"
     finally:
         session.close()
+
+
+def test_uploads_stream_through_the_proxy_which_holds_none_of_them(launcher):
+    """Ten uploads of 60 MiB at once into one session: the first two fit the visitor's share and reach the process,
+    the others are refused from their declared length; the launcher holds a few chunks of each at a time (it
+    buffered whole bodies before: 30 -> 1,588 MiB)."""
+    jar = browser(launcher.url)
+    session = Session(launcher.url, headers={"Cookie": cookie_header(jar), "Origin": launcher.url})
+    try:
+        session_id = new_session_id(session)
+        before_mib = peak_rss_mib(launcher.process.pid)
+        statuses: list[int] = []
+        threads = [threading.Thread(target=lambda: statuses.append(upload(launcher.url, jar, session_id, 60 * MIB)))
+                   for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        grown_mib = peak_rss_mib(launcher.process.pid) - before_mib
+    finally:
+        session.close()
+    fit = DEFAULT_CAPS.uploads_per_session_mib // 60
+    assert sorted(statuses) == [204] * fit + [413] * (10 - fit), statuses
+    assert grown_mib < 60, f"the launcher grew {grown_mib:.0f} MiB"
 
 
 def test_a_killed_process_is_restarted_and_its_websockets_closed(launcher):
