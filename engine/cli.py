@@ -53,7 +53,7 @@ from .scenario.summary import Summary
 from .sim.dask_connect import check_address, check_workers
 from .sim.parallel import dask_cluster
 from .sim.simulate import Result, load_text, server_step, simulate, stop_explanation, warm_up
-from .sim.traces import guess_trace_format
+from .sim.traces import guess_trace_format, trace_rows
 from .decide.bill import fixed_overrides, format_bills, strategy_bills
 from .sim.autoscale import describe as describe_scaling
 from .sim.workload import trace_requests
@@ -262,14 +262,33 @@ def _cell(key: str, value) -> str:
     return f"{int(shown):,}" if float(shown).is_integer() else f"{shown:,}"
 
 
+def replayed_trace_requests(scenario: Scenario) -> int | None:
+    """The requests of the scenario's trace file, counted as far as its run read it: the whole file's when the run
+    replays it all (``trace_requests``: the same cached read), else, for a run cut at ``num_requests`` = N, the file's
+    count when it holds at most N rows, None when it holds more. A cut run reads N rows, and this one more, never the
+    rest: a file of any length (beyond the limit requests_per_run too) is replayed in time bounded by N, and a line
+    past the cut, which the run never uses, is never an error."""
+    workload, origin = scenario.workload, scenario.origin
+    if workload.num_requests is None:
+        return trace_requests(scenario)
+    try:
+        counted = trace_rows(origin.trace_file(workload.trace.path), workload.trace.format,
+                             workload.num_requests + 1, origin.caps, name=workload.trace.path)
+    except ScenarioError:  # the line after the cut is no valid row: the file holds more than the run read
+        return None
+    return counted if counted <= workload.num_requests else None
+
+
 def format_table(result: Result) -> str:
     """A readable per-class table plus the system line."""
     summary = result.summary
     header = f"{'class':<14}" + "".join(f"{metric(k).label:>{w}}" for k, w in CLI_COLUMNS)
     requests = f"{summary['run']['requests']:,}"
     if result.scenario.workload.trace is not None:
-        whole = trace_requests(result.scenario)
-        if whole > summary["run"]["requests"]:
+        whole = replayed_trace_requests(result.scenario)
+        if whole is None:
+            requests += f" of the trace's more than {result.scenario.workload.num_requests:,}"
+        elif whole > summary["run"]["requests"]:
             requests += f" of the trace's {whole:,}"
     lines = [f"scenario {summary['run']['scenario']!r}, seed {summary['run']['seed']}, "
              f"{requests} requests (latencies in ms)", header, "-" * len(header)]
@@ -374,7 +393,7 @@ def _run(args: argparse.Namespace) -> int:
     if cost is not None:
         result.summary["cost"] = cost
     if scenario.workload.trace is not None:  # the JSON says what part of the trace ran, as the table does
-        result.summary["run"]["trace_requests"] = trace_requests(scenario)
+        result.summary["run"]["trace_requests"] = replayed_trace_requests(scenario)
     if args.json:
         text = strict_json(result.summary)
         if args.json == "-":

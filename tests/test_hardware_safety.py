@@ -5,6 +5,7 @@ disaggregated, opens the page like any other and is left unchanged by the visit.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -215,3 +216,36 @@ def test_a_search_over_gpus_moves_a_fixed_step_fleet_onto_each(kind):
     assert scenario.server.step_model == "roofline" and scenario.server.gpu == "H100-80G"
     assert all(getattr(g, key) is None for _, g in scenario.fleet.tables() for key in ("step_time_ms",
                                                                                         "kv_capacity_tokens"))
+
+
+# --------------------------------------------------------------------------- a hostile config.json
+
+
+LLAMA_CONFIG = REPO / "tests" / "fixtures" / "model_configs" / "Llama-3.1-8B.json"
+
+
+def config_json(**keys: str) -> bytes:
+    """The Llama-3.1-8B config.json with each key set to its JSON text, written as it is."""
+    text = json.dumps({**json.loads(LLAMA_CONFIG.read_text()), **{key: "placeholder" for key in keys}})
+    for key, value_json in keys.items():
+        text = text.replace(f'"{key}": "placeholder"', f'"{key}": {value_json}', 1)
+    return text.encode()
+
+
+@pytest.mark.parametrize("keys, said", [
+    ({"hidden_size": "9" * 400}, "config.json hidden_size = a number of more than 15 digits must be a whole number "
+                                 "from 0 to 2,147,483,647"),
+    ({"_name_or_path": '"\\udc80"'}, "config.json: _name_or_path is not Unicode text (character 1 is a lone "
+                                     "surrogate); remove it (give the model's config.json)"),
+    ({"model_type": '"\\ud800"', "_name_or_path": '""'}, "config.json: model_type is not Unicode text (character 1 "
+                                                         "is a lone surrogate); remove it"),
+], ids=["int-too-large-for-a-float", "surrogate-in-name", "surrogate-in-model-type"])
+def test_a_hostile_config_json_is_one_line_on_the_page(keys, said):
+    """An integer too large for a float overflowed math.isfinite; a lone surrogate in the name the page shows failed
+    the page: both were the page's "unexpected error" line."""
+    at = hardware_page(h100_scenario())
+    at.file_uploader(key="hw_model_config").set_value([("config.json", config_json(**keys),
+                                                        "application/json")]).run()
+    assert not at.exception
+    assert len(at.error) == 1 and shown(at.error)[0].startswith(said), shown(at.error)
+    assert not [b for b in at.button if b.key == "hw_model_config_use"]

@@ -205,3 +205,83 @@ def test_the_command_line_serves_a_config_whose_repository_name_has_an_emoji(tmp
                            "--model-config", str(emoji)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Llama🦙-8B" in done.stdout
+
+
+# --------------------------------------------------------------------------- hostile config.json files
+
+
+def with_value(key: str, value_json: str) -> bytes:
+    """The Llama-3.1-8B config.json with ``key`` set to ``value_json`` (JSON text, written as it is)."""
+    text = json.dumps({**config("Llama-3.1-8B"), key: "placeholder"})
+    return text.replace(f'"{key}": "placeholder"', f'"{key}": {value_json}', 1).encode()
+
+
+@pytest.mark.parametrize("value_json, shown", [
+    ("9" * 400, "a number of more than 15 digits"),   # math.isfinite(int) overflowed: an internal error
+    ("-" + "9" * 400, "a number of more than 15 digits"),
+    (str(2**31), str(2**31)),
+])
+def test_an_integer_too_large_for_a_float_is_one_line_naming_the_key(value_json, shown):
+    with pytest.raises(engine.ScenarioError) as caught:
+        model_config_from_hf(parse_config(with_value("hidden_size", value_json)), "mine")
+    assert str(caught.value) == f"config.json hidden_size = {shown} must be a whole number from 0 to 2,147,483,647"
+
+
+def test_an_integer_longer_than_python_reads_is_one_line_saying_so():
+    with pytest.raises(engine.ScenarioError, match="^config.json holds a number of more than 4,300 digits, which is "
+                                                   "not a size a config.json gives"):
+        parse_config(with_value("hidden_size", "9" * 5000))
+
+
+def test_layer_numbers_that_are_not_numbers_are_one_line():
+    moe = {**config("Qwen3-30B-A3B"), "mlp_only_layers": [{}]}  # set() of dicts raised TypeError
+    with pytest.raises(engine.ScenarioError, match="^config.json mlp_only_layers = \\[\\{\\}\\] must be a list of "
+                                                   "layer numbers$"):
+        model_config_from_hf(moe, "mine")
+
+
+@pytest.mark.parametrize("key", ["_name_or_path", "model_type"])
+def test_a_lone_surrogate_in_a_config_is_one_line_naming_the_key(key):
+    """JSON's escape "\\udc80" is a lone surrogate, which no page can show (the Hardware & Cost page failed showing
+    the model's name)."""
+    with pytest.raises(engine.ScenarioError) as caught:
+        parse_config(with_value(key, '"acme/\\udc80"'))
+    assert str(caught.value) == (f"config.json: {key} is not Unicode text (character 6 is a lone surrogate); remove "
+                                 f"it (give the model's config.json)")
+
+
+@pytest.mark.parametrize("value_json, said", [
+    ("9" * 400, "error: config.json hidden_size = a number of more than 15 digits must be a whole number from 0 to "
+                "2,147,483,647"),
+    ('"\\udc80"', "_name_or_path is not Unicode text (character 1 is a lone surrogate)"),
+])
+def test_the_command_line_says_one_line_for_a_hostile_config(value_json, said, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_bytes(with_value("hidden_size" if value_json[0] == "9" else "_name_or_path", value_json))
+    status = main(["run", str(REPO / "data/scenarios/example.toml"), "--model-config", str(path),
+                   "--set", "workload.num_requests=20"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and said in err and "\n" not in err and "internal error" not in err
+
+
+def test_the_command_line_never_waits_on_a_fifo_for_a_config(tmp_path):
+    """A FIFO given as --model-config was opened with open(), which waits for a writer forever."""
+    import os
+
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "engine", "run", "data/scenarios/example.toml", "--model-config",
+                           str(fifo)], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: --model-config {str(fifo)!r} is a FIFO (named pipe), not a regular file; " \
+                                  f"give a file"
+
+
+def test_the_command_line_refuses_a_device_or_a_large_file_as_a_config(tmp_path, capsys):
+    big = tmp_path / "config.json"
+    big.write_bytes(b" " * (CONFIG_MAX_BYTES + 1))
+    for path, said in (("/dev/zero", "'/dev/zero' is a character device, not a regular file"),
+                       (str(big), f"has {CONFIG_MAX_BYTES + 1:,} bytes, more than the limit of {CONFIG_MAX_BYTES:,} "
+                                  f"bytes; a model's config.json is a few KiB")):
+        assert main(["run", str(REPO / "data/scenarios/example.toml"), "--model-config", path]) == 2
+        assert said in capsys.readouterr().err

@@ -126,3 +126,65 @@ def test_plan_takes_a_price_list_file(capsys):
     assert status == 0 and "through our-h100-reserved" in out
     assert main(["plan", str(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"), "--target",
                  "interactive.ttft_p99_ms=1000", "--price-list", str(LIST.with_name("none.csv"))]) == 2
+
+
+@pytest.mark.parametrize("content, line", [
+    (with_row(GOOD_ROW.replace("our-h100-reserved", "x" * 140_000)), 2),  # csv.Error: field larger than field limit
+    (f"{HEADER}\n{GOOD_ROW}\n{GOOD_ROW.replace('Our cloud', 'y' * 200_000)}\n".encode(), 3),
+    (("z" * 140_000 + "," + HEADER).encode(), 1),
+])
+def test_a_cell_longer_than_the_csv_modules_limit_is_one_line_naming_its_line(content, line):
+    assert len(content) < MAX_BYTES
+    with pytest.raises(engine.ScenarioError) as caught:
+        read_price_list(content, "price list 'big.csv'")
+    assert str(caught.value) == (f"price list 'big.csv' line {line}: a cell of more than 131,072 characters; a price "
+                                 f"list's cells hold at most 500 (one offer per row)")
+
+
+def test_any_other_csv_error_is_one_line_too(monkeypatch):
+    import csv
+
+    from engine.decide import price_list
+
+    class Broken(csv.DictReader):
+        @property
+        def fieldnames(self):
+            raise csv.Error("something the csv module refuses")
+
+    monkeypatch.setattr(price_list.csv, "DictReader", Broken)
+    with pytest.raises(engine.ScenarioError, match="^price list line 1: not a readable CSV line \\('something the csv "
+                                                   "module refuses'\\); save it as CSV \\(UTF-8\\)$"):
+        read_price_list(LIST.read_bytes())
+
+
+def test_a_price_list_with_carriage_returns_for_line_ends_reads_as_the_same_offers():
+    """A spreadsheet's "CSV (Macintosh)" ends lines with CR alone: the csv module refused it ("new-line character
+    seen in unquoted field"), an internal error."""
+    assert read_price_list(LIST.read_bytes().replace(b"\n", b"\r")) == read_price_list(LIST.read_bytes())
+
+
+def test_plan_says_one_line_for_a_price_list_with_a_cell_too_long(tmp_path, capsys):
+    path = tmp_path / "big.csv"
+    path.write_bytes(with_row(GOOD_ROW.replace("our-h100-reserved", "x" * 140_000)))
+    status = main(["plan", str(REPO / "data" / "scenarios" / "article_mixed_8xa100.toml"), "--target",
+                   "interactive.ttft_p99_ms=1000", "--price-list", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and err == (f"error: --price-list {str(path)!r} line 2: a cell of more than 131,072 "
+                                   f"characters; a price list's cells hold at most 500 (one offer per row)")
+
+
+def test_the_planner_says_one_line_for_an_uploaded_price_list_with_a_cell_too_long():
+    """The Planner's upload reads the list as the command line does: one line, never the page's unexpected error."""
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import shown
+    from ui import state
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+    at.query_params[state.QUERY_KEY] = state.encode(ARTICLE)
+    at.switch_page("pages/planner.py").run()
+    content = with_row(GOOD_ROW.replace("our-h100-reserved", "x" * 140_000))
+    at.file_uploader(key="plan_price_list").set_value([("big.csv", content, "text/csv")]).run()
+    assert not at.exception
+    assert shown(at.error) == ["price list big.csv line 2: a cell of more than 131,072 characters; a price list's "
+                               "cells hold at most 500 (one offer per row)."]

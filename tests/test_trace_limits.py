@@ -325,3 +325,57 @@ def test_azure_stamps_585_years_apart_are_not_one_second_apart():
                b"2262-04-11 23:47:16.354775807,10,2\n")
     assert "the arrivals span 1.845e+10 s, beyond the limit" in trace_error(
         lambda: read_trace_bytes(content, "azure", "a.csv"))
+
+
+# --------------------------------------------------------------------------- a run cut at its first rows
+
+
+def test_a_run_of_the_first_rows_of_a_trace_beyond_the_row_limit_reads_only_those_rows(tmp_path):
+    """``--set workload.num_requests=1000`` on a file of more rows than the limit requests_per_run: the run read its
+    1,000 rows, then its summary read the whole file again (to say "of the trace's N") and refused it as beyond the
+    limit, "set workload.num_requests", which was set. A cut run reads its rows and one more, whatever follows."""
+    rows = DEFAULT_CAPS.requests_per_run + 1
+    path = tmp_path / "long.csv"
+    path.write_bytes(HEADER + b"0,10,5\n" * rows)
+    code, out, err, seconds = cli("run", EXAMPLE, "--trace", str(path), "--set", "workload.num_requests=1000",
+                                  "--json", "-")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    assert (run["requests"], run["trace_requests"]) == (1000, None), "null: the file holds more, not counted"
+    code, out, err, seconds = cli("run", EXAMPLE, "--trace", str(path), "--set", "workload.num_requests=1000")
+    assert code == 0 and "1,000 of the trace's more than 1,000 requests" in out, err
+
+
+@pytest.mark.parametrize("after_cut", [b"abc,10,5\n", b"0,10,0\n", b"0,10\n"], ids=["time", "tokens", "fields"])
+def test_rows_past_the_cut_are_never_read_so_never_an_error(tmp_path, after_cut):
+    """A bad row 100 lines past the cut: the run never uses it, and nothing reads it (the summary read the whole
+    file and refused it); the row right after the cut, read to know the file holds more, is never an error."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(HEADER + b"0.5,10,5\n" * 110 + after_cut + b"1,10,5\n" * 5)
+    for cut in (10, 110):
+        code, out, err, seconds = cli("run", EXAMPLE, "--trace", str(path), "--set", f"workload.num_requests={cut}",
+                                      "--json", "-")
+        assert code == 0, err
+        assert json.loads(out)["run"]["trace_requests"] is None
+    assert "line 112" in cli("run", EXAMPLE, "--trace", str(path))[2], "read whole, the bad row is named"
+
+
+def test_a_cut_run_of_a_trace_that_holds_no_more_rows_counts_them(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(HEADER + b"0.5,10,5\n" * 30)
+    for cut, whole in ((30, 30), (50, 30), (29, None)):
+        code, out, err, seconds = cli("run", EXAMPLE, "--trace", str(path), "--set", f"workload.num_requests={cut}",
+                                      "--json", "-")
+        assert code == 0 and json.loads(out)["run"]["trace_requests"] == whole, (cut, err)
+
+
+def test_counting_the_rows_of_a_trace_reads_them_and_no_more(tmp_path):
+    from engine.sim.traces import trace_rows
+
+    path = tmp_path / "t.jsonl"
+    record = b'{"timestamp": 0, "input_length": 5, "output_length": 3}\n'
+    path.write_bytes(record * 10 + b"not json\n")
+    assert [trace_rows(path, "mooncake", most) for most in (1, 10)] == [1, 10]
+    assert "line 11: not valid JSON" in trace_error(lambda: trace_rows(path, "mooncake", 11))
+    capped = DEFAULT_CAPS.__class__(requests_per_run=5)
+    assert trace_rows(path, "mooncake", 8, capped) == 8, "a count is a cut: the limit per run refuses no file"

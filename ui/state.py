@@ -16,10 +16,10 @@ import engine
 from engine.hardware.calibration_store import holds_for
 from engine.scenario.config import Server, fleet_pools, read_toml
 from engine.scenario.labels import format_label, key_words, parallel_label
-from engine.scenario.link import SCENARIO_KEY, decode, encode
+from engine.scenario.link import SCENARIO_KEY, UNREAD_KEY, decode, encode, unread_link_line
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.simulate import PRESET_DIR, hardware_label, stated_load
-from ui import text, trace_store
+from ui import entry, text, trace_store
 from ui.trace_store import APP_ORIGIN
 
 DEFAULT_PRESET = "chat_and_batch_a100_8b.toml"  # a real GPU, so the first screen shows cost too
@@ -100,7 +100,8 @@ def _change(data: dict, new_version: bool) -> None:
 
 def current() -> dict:
     """The session's scenario (from the link on first load, else the default preset, the link's error kept for
-    ``pop_load_error``)."""
+    ``pop_load_error``; also when Streamlit read none of the link, as it does with one too long or of too many
+    parameters: ``entry.watch_unread_link`` reopens the page on a note of it)."""
     if "scenario" not in st.session_state:
         try:
             trace_store.prune()  # a new session: drop uploads past their age (one listing of a small folder)
@@ -116,6 +117,11 @@ def current() -> dict:
             except engine.ScenarioError as exc:
                 st.session_state["load_error"] = str(exc)
                 st.session_state[KEPT_LINK] = text
+        elif UNREAD_KEY in st.query_params:  # the page's own note of a link Streamlit did not read ('': a forged one)
+            st.session_state["load_error"] = unread_link_line(st.query_params.get(UNREAD_KEY))
+            del st.query_params[UNREAD_KEY]
+        elif not st.query_params:  # Streamlit drops a link too long or of too many parameters whole, silently
+            entry.watch_unread_link()
         _store(data, new_version=True)
     else:
         _mirror()

@@ -41,7 +41,15 @@ def read_price_list(content: bytes, name: str = "price list") -> tuple[tuple, ..
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ScenarioError(f"{name} is not UTF-8 text: save it as CSV (UTF-8)") from None
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(text, newline=None))  # a line ends at CR, LF or both, as in a spreadsheet
+    try:
+        return _offers(reader, name)
+    except csv.Error as exc:  # a cell longer than the csv module's field limit (128 KiB), say
+        raise _csv_error(exc, reader.line_num + 1, name) from None
+
+
+def _offers(reader: csv.DictReader, name: str) -> tuple[tuple, ...]:
+    """The offers of the CSV ``reader`` reads (``read_price_list``)."""
     missing = [c for c in COLUMNS if c not in OPTIONAL and c not in (reader.fieldnames or [])]
     if missing:
         raise ScenarioError(f"{name} lacks the column(s) {', '.join(missing)}; its header must name "
@@ -58,6 +66,15 @@ def read_price_list(content: bytes, name: str = "price list") -> tuple[tuple, ..
     if not rows:
         raise ScenarioError(f"{name} holds no offer")
     return tuple(rows)
+
+
+def _csv_error(exc: csv.Error, line: int, name: str) -> ScenarioError:
+    """``exc``, raised by the csv module reading line ``line`` of price list ``name``, as one line."""
+    if "field limit" in str(exc):
+        return ScenarioError(f"{name} line {line:,}: a cell of more than {csv.field_size_limit():,} characters; a "
+                             f"price list's cells hold at most {TEXT_CHARS} (one offer per row)")
+    return ScenarioError(f"{name} line {line:,}: not a readable CSV line ({excerpt(str(exc), 60)}); save it as CSV "
+                         f"(UTF-8)")
 
 
 def price_list_label(file_name: str, content: bytes, rows: tuple) -> str:

@@ -25,13 +25,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..scenario.caps import MIB
 from ..scenario.config import build_model_config, toml_string
 from ..scenario.errors import ScenarioError, excerpt
-from ..scenario.files import os_reason
+from ..scenario.files import quoted, read_regular
+from ..scenario.link import first_not_text
 from ..scenario.table_names import names
 
 CONFIG_MAX_BYTES = MIB  # a config.json is a few KiB; anything larger is not one
@@ -43,17 +45,16 @@ MAX_CONFIG_INT = 2**31 - 1  # the largest count a config.json field may give (la
 
 
 def read_config_file(path: str | Path) -> dict:
-    """The JSON object in ``path`` (at most ``CONFIG_MAX_BYTES``), or ``ScenarioError`` in one line."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(CONFIG_MAX_BYTES + 1)
-    except OSError as exc:
-        raise ScenarioError(f"--model-config {excerpt(str(path))} cannot be read ({os_reason(exc)})") from None
-    return parse_config(raw, f"--model-config {excerpt(str(path))}")
+    """The JSON object in regular file ``path`` (at most ``CONFIG_MAX_BYTES``; opened without waiting, so a FIFO or
+    a device is one line, ``files.read_regular``), or ``ScenarioError`` in one line."""
+    raw = read_regular(path, "--model-config", CONFIG_MAX_BYTES,
+                       hint="; a model's config.json is a few KiB: give that file")
+    return parse_config(raw, f"--model-config {quoted(path)}")
 
 
 def parse_config(raw: bytes, where: str = "config.json") -> dict:
-    """The JSON object ``raw`` holds, or ``ScenarioError`` naming ``where``."""
+    """The JSON object ``raw`` holds, or ``ScenarioError`` naming ``where``: every text in it Unicode text (a lone
+    surrogate such as "\\udc80", which JSON allows, would fail the page that shows the model's name)."""
     if len(raw) > CONFIG_MAX_BYTES:
         raise ScenarioError(f"{where} is over {CONFIG_MAX_BYTES // MIB} MiB; a model's config.json is a few KiB: "
                             f"give that file")
@@ -67,12 +68,20 @@ def parse_config(raw: bytes, where: str = "config.json") -> dict:
         raise
     except UnicodeDecodeError:
         raise ScenarioError(f"{where} is not UTF-8 text; give the model's config.json") from None
-    except (ValueError, RecursionError) as exc:
-        reason = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        raise ScenarioError(f"{where} is not JSON ({reason}); give the model's config.json") from None
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{where} is not JSON (line {exc.lineno}: {exc.msg}); give the model's config.json") \
+            from None
+    except ValueError:  # an integer longer than Python converts from text
+        raise ScenarioError(f"{where} holds a number of more than {sys.get_int_max_str_digits():,} digits, which is "
+                            f"not a size a config.json gives; give the model's config.json") from None
+    except RecursionError:
+        raise ScenarioError(f"{where} is not JSON (nested too deeply); give the model's config.json") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where} holds a JSON {type(data).__name__}, not an object; give the model's "
                             f"config.json")
+    problem = first_not_text(data)
+    if problem:
+        raise ScenarioError(f"{where}: {problem}; remove it (give the model's config.json)")
     return data
 
 
@@ -83,9 +92,15 @@ def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int
         if default is None:
             raise ScenarioError(f"config.json has no {key}; it is required (give the model's own config.json)")
         return default
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
-            or value > MAX_CONFIG_INT or value != int(value)):
-        shown = f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else excerpt(value)
+    if isinstance(value, int) and not isinstance(value, bool):  # any size: compared as an int, never as a float
+        whole = 0 <= value <= MAX_CONFIG_INT
+        shown = f"{value}" if abs(value) < 10**15 else "a number of more than 15 digits"
+    elif isinstance(value, float):
+        whole = math.isfinite(value) and 0 <= value <= MAX_CONFIG_INT and value.is_integer()
+        shown = f"{value:.6g}"
+    else:
+        whole, shown = False, excerpt(value)
+    if not whole:
         raise ScenarioError(f"config.json {key} = {shown} must be a whole number from 0 to {MAX_CONFIG_INT:,}")
     return int(value)
 
@@ -100,6 +115,8 @@ def _dense_layers(config: Mapping[str, Any], layers: int) -> int:
         return _int(config, "first_k_dense_replace")
     only = config.get("mlp_only_layers")
     if isinstance(only, list) and only:
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+            raise ScenarioError(f"config.json mlp_only_layers = {excerpt(only)} must be a list of layer numbers")
         return len(set(only))
     step = next((_int(config, k) for k in ("interleave_moe_layer_step", "decoder_sparse_step")
                  if config.get(k) is not None), 1)

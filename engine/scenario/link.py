@@ -9,6 +9,7 @@ import base64
 import binascii
 import json
 import os
+import re
 import zlib
 from typing import Iterator
 from urllib.parse import urlencode, urlparse
@@ -22,6 +23,12 @@ VIEW_KEY = "v"
 PUBLIC_URL_ENV = "SCHEDULER_LAB_PUBLIC_URL"  # the address reports link back to: the operator's setting
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0", "::1")  # addresses only the machine itself can open
 PATH_CHARS = 80  # the longest key an error line names in full
+# Streamlit reads no query string (the part of an address after '?') longer than this or of more parameters: it drops
+# it whole, with a line in the server's log only (streamlit.runtime.state.query_params); tests/test_safety_app.py
+# checks that these are Streamlit's.
+QUERY_MAX_CHARS = 512 * 1024
+QUERY_MAX_PARAMETERS = 1000
+UNREAD_KEY = "unread_link"  # what the page puts in the address in place of a link Streamlit did not read
 
 
 def encode(data: dict) -> str:
@@ -52,6 +59,21 @@ def decode(link: str, what: str = "the link's scenario (?s=...)") -> dict:
     return data
 
 
+def unread_link_line(marker: object) -> str:
+    """The error line for ``?unread_link=characters-N`` (or ``parameters-N``), which the page puts in place of a link
+    Streamlit did not read (``ui.entry.watch_unread_link``): it was too long, or had too many parameters, and the
+    default scenario is shown; '' for any other value (a count within the limit included)."""
+    found = re.fullmatch(r"(characters|parameters)-([0-9]{1,15})", marker) if isinstance(marker, str) else None
+    if found is None:
+        return ""
+    count, limit = int(found.group(2)), QUERY_MAX_CHARS if found.group(1) == "characters" else QUERY_MAX_PARAMETERS
+    if count <= limit:
+        return ""
+    what = "characters after its '?'" if found.group(1) == "characters" else "parameters"
+    return (f"the link had {count:,} {what}, more than the {limit:,} the server reads, so it was not read; the "
+            f"default scenario is shown")
+
+
 def _children(node: dict | list) -> Iterator[tuple[str | int, object]]:
     """(step, child) of a table (each key too, as a child at its own step) or of a list."""
     if isinstance(node, dict):
@@ -68,8 +90,16 @@ def _path_text(steps: list[str | int]) -> str:
 
 def _check_texts(data: dict, what: str) -> None:
     """``ScenarioError`` naming the first key or text of ``data`` (the link ``what``) that is not Unicode text: JSON
-    allows a lone surrogate ("\\ud800"), which no page can show. Depth first, one iterator per open table or list:
-    memory grows with the depth only, whatever a hostile link holds."""
+    allows a lone surrogate ("\\ud800"), which no page can show."""
+    problem = first_not_text(data)
+    if problem:
+        raise ScenarioError(f"{what}: {problem}; the default is shown")
+
+
+def first_not_text(data: dict | list) -> str:
+    """The dotted key of the first key or text of JSON ``data`` that is not Unicode text, and why
+    ('workload.name is not Unicode text (character 1 is a lone surrogate)'); '' when every one is. Depth first, one
+    iterator per open table or list: memory grows with the depth only, whatever a hostile document holds."""
     stack: list[tuple[str | int | None, Iterator]] = [(None, _children(data))]
     while stack:
         item = next(stack[-1][1], None)
@@ -79,9 +109,10 @@ def _check_texts(data: dict, what: str) -> None:
         step, child = item
         if isinstance(child, str) and not_text(child):
             steps = [s for s, _ in stack[1:]] + [step]
-            raise ScenarioError(f"{what}: {_path_text(steps)} {not_text(child)}; the default is shown")
+            return f"{_path_text(steps)} {not_text(child)}"
         if isinstance(child, (dict, list)):
             stack.append((step, _children(child)))
+    return ""
 
 
 def public_address(seen: str | None = None) -> str | None:

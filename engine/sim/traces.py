@@ -504,7 +504,19 @@ def read_trace(path: str | Path, fmt: str, max_rows: Optional[int] = None, caps:
     format ``fmt`` (one of ``TRACE_FORMATS``), sorted by arrival, starting at 0 s. Errors call the file
     ``name`` (default: its path)."""
     path = str(path)
-    read = _bounds(path if name is None else name, max_rows, caps)
+    return _read_path(path, fmt, _bounds(path if name is None else name, max_rows, caps))
+
+
+def trace_rows(path: str | Path, fmt: str, most: int, caps: Caps = DEFAULT_CAPS, name: Optional[str] = None) -> int:
+    """How many rows the trace file holds, counted up to ``most``: its first ``most`` rows read as a run cut there
+    reads them (never the rest of the file, and the limit of requests per run does not refuse a longer file: only
+    what is read is bounded). A line among them that is not a valid row is a ``TraceError``, as in a run."""
+    path = str(path)
+    return len(_read_path(path, fmt, _Read(path if name is None else name, most, True, caps)).arrival_s)
+
+
+def _read_path(path: str, fmt: str, read: _Read) -> TraceRows:
+    """``path`` read within ``read``, through the cache when the file can be looked at."""
     try:
         info = os.stat(path)
     except (OSError, ValueError):  # ValueError: a NUL character in the path
