@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import engine
 from engine.scenario.caps import DEFAULT_CAPS
 from engine.scenario.errors import TraceError
 from engine.sim.traces import _bounds, _CheckedCsv, guess_trace_format, read_trace, read_trace_bytes
@@ -379,3 +380,22 @@ def test_counting_the_rows_of_a_trace_reads_them_and_no_more(tmp_path):
     assert "line 11: not valid JSON" in trace_error(lambda: trace_rows(path, "mooncake", 11))
     capped = DEFAULT_CAPS.__class__(requests_per_run=5)
     assert trace_rows(path, "mooncake", 8, capped) == 8, "a count is a cut: the limit per run refuses no file"
+
+
+def test_the_planner_sizes_the_first_rows_of_a_trace_longer_than_a_run_may_read(tmp_path):
+    """A plan replaying a file of more rows than requests_per_run: the planner counted the whole file to size it
+    whole (up to WHOLE_TRACE_MAX_REQUESTS) and refused it, "set workload.num_requests", however it was set. It counts
+    one row past what it sizes, and says the trace holds more."""
+    from engine.decide.plan_text import traffic_text
+    from engine.decide.planner import at_peak
+    from engine.scenario.config import read_toml
+    from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS
+
+    path = tmp_path / "long.csv"
+    path.write_bytes(HEADER + b"0,10,5\n" * (DEFAULT_CAPS.requests_per_run + 1))
+    data = read_toml(Path(EXAMPLE))
+    data["workload"]["trace"] = {"path": str(path)}
+    data["workload"]["num_requests"] = 1000
+    _, traffic = at_peak(data, engine.load_scenario(data))
+    assert traffic == {"trace_requests": None, "sized_requests": WHOLE_TRACE_MAX_REQUESTS}
+    assert f"the first {WHOLE_TRACE_MAX_REQUESTS:,} of the trace's more than" in traffic_text(traffic)

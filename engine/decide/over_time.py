@@ -28,7 +28,6 @@ from typing import Callable
 from ..scenario.config import Autoscale, apply_overrides, load_scenario
 from ..scenario.origin import Origin
 from ..sim.parallel import summaries
-from ..sim.workload import trace_requests
 from .bill import STRATEGIES, replicas_text, strategy_bills
 from .cost import HOURS_PER_MONTH
 from .targets import all_met

@@ -290,7 +290,8 @@ def traffic_text(traffic: dict) -> str:
     if "trace_requests" in traffic:
         whole, sized = traffic["trace_requests"], traffic["sized_requests"]
         return ((f"Sized on the whole trace, {whole:,} requests a run" if sized == whole else
-                 f"Sized on the first {sized:,} of the trace's {whole:,} requests a run") +
+                 f"Sized on the first {sized:,} of the trace's more than {sized:,} requests a run" if whole is None
+                 else f"Sized on the first {sized:,} of the trace's {whole:,} requests a run") +
                 " (its first requests alone would miss its bursts). Over the whole trace the same fleet is also "
                 "priced autoscaled and as a reserved baseline with bursts (below).")
     return (f"Sized for the traffic's busiest point, {traffic['peak_rate_per_s']:,.2f} req/s (its mean is "

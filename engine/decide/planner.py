@@ -51,7 +51,7 @@ from ..scenario.summary import Summary
 from ..sim import stopping
 from ..sim.parallel import run_all, simulate_summary, workers
 from ..sim.simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
-from ..sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests
+from ..sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests_up_to
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, PRICE_RULES, billing_for, deployment_cost,
                    firm_offer, fleet_cards, idle_cards, offer_hosting_problem, offers_table, offers_under, priced_by,
                    unit_costs)
@@ -716,12 +716,14 @@ def at_peak(data: dict, scenario: Scenario) -> tuple[dict, dict | None]:
     """Scenario ``data`` as the planner sizes it: a fixed fleet (no autoscaler), and for a rate that moves (a curve
     or a shape) a constant rate at its busiest point, which a fixed fleet must hold (a run's first requests would
     be the curve's start); with what that rate is (None for a constant one). A replayed trace is sized whole, up to
-    ``WHOLE_TRACE_MAX_REQUESTS`` of it (its first requests alone would miss its bursts): its traffic says how many."""
+    ``WHOLE_TRACE_MAX_REQUESTS`` of it (its first requests alone would miss its bursts): its traffic says how many
+    (``trace_requests`` None: the file holds more, not read)."""
     data, _ = without_scaling(data)
     arrival = scenario.workload.arrival
-    if scenario.workload.trace is not None:
-        whole = trace_requests(scenario)
-        return data, {"trace_requests": whole, "sized_requests": min(whole, WHOLE_TRACE_MAX_REQUESTS)}
+    if scenario.workload.trace is not None:  # counted up to one past what is sized: the rest is never read
+        counted = trace_requests_up_to(scenario, WHOLE_TRACE_MAX_REQUESTS + 1)
+        return data, {"trace_requests": counted if counted <= WHOLE_TRACE_MAX_REQUESTS else None,
+                      "sized_requests": min(counted, WHOLE_TRACE_MAX_REQUESTS)}
     curve = arrival.curve()
     if curve is None:
         return data, None

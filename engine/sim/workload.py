@@ -16,7 +16,7 @@ from ..scenario.config import Scenario, Workload
 from ..scenario.errors import ScenarioError, TraceError, excerpt
 from ..scenario.origin import Origin
 from .distributions import sample_gaps_s, sample_tokens
-from .traces import read_trace
+from .traces import read_trace, trace_rows
 
 _GAP_CHUNK = 4096
 
@@ -174,6 +174,13 @@ def trace_requests(scenario: Scenario) -> int:
     what a replay without ``num_requests`` simulates."""
     trace, origin = scenario.workload.trace, scenario.origin
     return len(read_trace(origin.trace_file(trace.path), trace.format, None, origin.caps, name=trace.path).arrival_s)
+
+
+def trace_requests_up_to(scenario: Scenario, most: int) -> int:
+    """Requests in the scenario's trace file, counted up to ``most``: its first ``most`` rows are read, never the rest
+    (a file longer than ``caps.requests_per_run`` is no error here, as in a run cut at ``most``)."""
+    trace, origin = scenario.workload.trace, scenario.origin
+    return trace_rows(origin.trace_file(trace.path), trace.format, most, origin.caps, name=trace.path)
 
 
 def unclassed_requests(scenario: Scenario) -> int:
