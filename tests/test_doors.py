@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import sys
 import time
 from contextlib import contextmanager
@@ -205,3 +206,18 @@ def test_the_shared_results_and_the_large_runs_turns_outlive_a_cleared_streamlit
     assert runner.kept_run(data) is not None
     if held:
         runner._LARGE_RUNS.release()  # the semaphore taken from: no ValueError
+
+
+def test_a_long_link_arriving_in_pieces_opens_the_page(tmp_path, monkeypatch):
+    """A link of 60,000 characters sent in pieces of one network packet, as a network delivers it: the server's HTTP
+    parser answered a request line over 16 KiB with a bare 400, before the app could say anything."""
+    link = "/?s=" + "A" * 60_000
+    with small_server(tmp_path, VALUE_APP, monkeypatch) as (url, _):
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as connection:
+            request = f"GET {link} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+            for start in range(0, len(request), 1460):
+                connection.sendall(request[start:start + 1460])
+                time.sleep(0.001)
+            status_line = connection.recv(64).split(b"\r\n")[0]
+    assert status_line == b"HTTP/1.1 200 OK", status_line

@@ -35,6 +35,7 @@ import tornado.web
 import tornado.websocket
 
 from ui.shared_summaries import SHARED_DIR_ENV
+from ui.start import REQUEST_HEAD_BYTES
 
 REPO = Path(__file__).resolve().parents[1]
 COOKIE = "scheduler_lab_backend"
@@ -463,7 +464,7 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         await pool.start_all()
         server = tornado.httpserver.HTTPServer(make_app(pool, message_bytes), max_body_size=body_bytes,
-                                               max_buffer_size=body_bytes)
+                                               max_buffer_size=body_bytes, max_header_size=REQUEST_HEAD_BYTES)
         server.add_sockets(sockets)
         plural = "process" if args.processes == 1 else "processes"
         log(f"Scheduler Lab on http://{args.address}:{args.port} ({args.processes} {plural})")

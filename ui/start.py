@@ -17,6 +17,9 @@ It also closes doors a visitor could otherwise open (``harden``):
 - Streamlit's ``clear_cache`` message, which any visitor can send, is refused: it would empty every session's caches
   at once (the app keeps nothing shared in Streamlit's caches either: ``ui.runner``, ``ui.jobs``);
 - ``ui.admission`` bounds the sessions and uploads the process takes;
+- a request's line and headers may take ``REQUEST_HEAD_BYTES`` (uvicorn's default, 16 KiB, answered a link of more
+  than that with a bare HTTP 400 once it arrived in pieces, as it does over a network; links of up to 65,536
+  characters are valid, and Streamlit reads queries of up to 524,288);
 - SIGTERM, SIGINT and SIGQUIT end the process within ``jobs.STOP_WITHIN_S`` whatever its pages are doing
   (``jobs.stop_soon``), not once every page thread has reached its next stop point.
 
@@ -33,12 +36,14 @@ import sys
 from streamlit import net_util
 from streamlit.runtime.app_session import AppSession
 from streamlit.web import bootstrap, cli
+from streamlit.web.server.starlette import starlette_server
 
 from ui import admission, jobs
 
 APP_SCRIPT = "app.py"
 FORCED_OPTIONS = ("--server.headless=true",)  # after the caller's options: the last of a repeated option holds
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+REQUEST_HEAD_BYTES = 640 * 1024  # a request's line and headers: the longest query Streamlit reads, and room to spare
 _LOG = logging.getLogger(__name__)
 
 
@@ -86,11 +91,25 @@ def stop_soon_on_signals() -> None:
     bootstrap._set_up_signal_handler = with_stop_soon
 
 
+def allow_long_links() -> None:
+    """Let a request's line and headers take up to ``REQUEST_HEAD_BYTES`` in the server's HTTP parser."""
+    kwargs = starlette_server._get_uvicorn_config_kwargs
+    if getattr(kwargs, "long_links", False):
+        return
+
+    def with_room() -> dict:
+        return {**kwargs(), "h11_max_incomplete_event_size": REQUEST_HEAD_BYTES}
+
+    with_room.long_links = True
+    starlette_server._get_uvicorn_config_kwargs = with_room
+
+
 def harden() -> None:
     """Every change this module makes to Streamlit before its server starts (module docstring)."""
     without_address_lookups()
     refuse_cache_clearing()
     admission.install()
+    allow_long_links()
     stop_soon_on_signals()
 
 
