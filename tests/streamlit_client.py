@@ -18,7 +18,16 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.sync.client import connect
 
 TIMEOUT_S = 600
+INVISIBLE_ELEMENTS = ("empty", "html")  # a placeholder, and the style sheet every page starts with
 T = TypeVar("T")
+
+
+def rerun_message(query: str, page: str = "") -> BackMsg:
+    """The back message asking for a script run of ``page`` (default: the app's default) at ``query``."""
+    request = BackMsg()
+    request.rerun_script.query_string = query
+    request.rerun_script.page_name = page
+    return request
 
 
 class Session:
@@ -26,12 +35,13 @@ class Session:
     and the page's query string as the app last set it. ``headers`` go with the websocket's handshake (a
     ``Cookie``, as a browser sends behind ``python -m ui.serve``)."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None):
+    def __init__(self, url: str, headers: dict[str, str] | None = None, open_timeout_s: float = TIMEOUT_S):
         self._open = contextlib.ExitStack()  # the websocket client wants to be closed as a context
         self.ws = self._open.enter_context(connect(url.replace("http", "ws", 1) + "/_stcore/stream",
-                                                   subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S,
-                                                   additional_headers=headers))
+                                                   subprotocols=["streamlit"], max_size=None,
+                                                   open_timeout=open_timeout_s, additional_headers=headers))
         self.query_string, self.page, self.sliders, self.buttons, self.sent = "", "", {}, {}, {}
+        self._drained_bytes = 0
 
     def close(self) -> None:
         self._open.close()
@@ -42,10 +52,8 @@ class Session:
         one run; ``widgets``: slider
         values by widget id; ``triggers``: ids of buttons pressed): seconds until the run finished successfully, and
         every message received (without ``wait``: the request is sent and (0, b"") returned at once)."""
-        request = BackMsg()
-        request.rerun_script.query_string = self.query_string if query is None else query
         self.page = self.page if page is None else page
-        request.rerun_script.page_name = self.page
+        request = rerun_message(self.query_string if query is None else query, self.page)
         for widget_id, value in (widgets or {}).items():
             widget = request.rerun_script.widget_states.widgets.add()
             widget.id = widget_id
@@ -79,6 +87,19 @@ class Session:
                 if message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
                     return time.monotonic() - started, b"".join(received)
 
+    def drain(self) -> None:
+        """Read (and count) whatever the server sends from now on, in the background, until the session closes: a
+        session of a burst that asked for its page and does not wait for it, as an open browser tab reads."""
+        def read() -> None:
+            with contextlib.suppress(Exception):  # closed: the end of the reading
+                while True:
+                    self._drained_bytes += len(self.ws.recv())
+        threading.Thread(target=read, daemon=True).start()
+
+    def received_bytes(self) -> int:
+        """Bytes read by ``drain`` so far."""
+        return self._drained_bytes
+
     def press(self, label: str, wait: bool = True) -> float:
         """Press the button ``label`` of the page as last run: seconds until the page finished (0 without
         ``wait``)."""
@@ -90,6 +111,25 @@ class Session:
         value = self.sent.get(slider.id, list(slider.default)[0]) + slider.step
         self.sent[slider.id] = value
         return self.run(widgets={slider.id: value})[0]
+
+
+def first_element(session: Session, query: str, timeout_s: float) -> float | None:
+    """Ask for the page ``query`` and wait for its first element a visitor sees (a delta that draws something: the
+    page, or the line saying it waits for its turn; not a placeholder or a style sheet): seconds until then, None when
+    none came within ``timeout_s``."""
+    started = time.monotonic()
+    session.run(query, wait=False)
+    while (left := timeout_s - (time.monotonic() - started)) > 0:
+        try:
+            raw = session.ws.recv(timeout=left)
+        except TimeoutError:
+            return None
+        message = ForwardMsg()
+        message.ParseFromString(raw)
+        if message.WhichOneof("type") == "delta" and message.delta.WhichOneof("type") == "new_element" and \
+                message.delta.new_element.WhichOneof("type") not in INVISIBLE_ELEMENTS:
+            return time.monotonic() - started
+    return None
 
 
 def open_page(url: str, query: str = "", page: str = "",

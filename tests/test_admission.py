@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.scenario.caps import DEFAULT_CAPS, MIB
-from ui.admission import Admission, declared_length
+from ui.admission import PAGE_RUNS_AT_ONCE, Admission, asks_for_a_run, declared_length
 
 CAPS = dataclasses.replace(DEFAULT_CAPS, sessions_per_process=2, uploads_per_session_mib=10, uploads_held_mib=25)
 
@@ -169,3 +169,49 @@ def test_other_requests_pass_untouched():
                   {"type": "lifespan"}):
         asyncio.run(call(middleware, scope)) if scope["type"] != "lifespan" else None
     assert app.reached == ["/_stcore/health", "/_stcore/upload_file/a/b"]
+
+
+def test_page_runs_start_at_their_pace_after_a_first_few_at_once():
+    now = [100.0]
+    middleware = Admission(App(), CAPS, files=Files, active=lambda s: True, clock=lambda: now[0])
+    spacing_s = 1 / CAPS.page_runs_per_s
+    waits = [middleware.run_wait_s() for _ in range(PAGE_RUNS_AT_ONCE + 3)]
+    assert waits[:PAGE_RUNS_AT_ONCE] == pytest.approx([0.0] * PAGE_RUNS_AT_ONCE, abs=1e-9)
+    assert waits[PAGE_RUNS_AT_ONCE:] == pytest.approx([spacing_s, 2 * spacing_s, 3 * spacing_s])
+    now[0] += 60.0  # a quiet minute: the first few go at once again, no more
+    assert [middleware.run_wait_s() for _ in range(PAGE_RUNS_AT_ONCE)] == pytest.approx([0.0] * PAGE_RUNS_AT_ONCE,
+                                                                                        abs=1e-9)
+    assert middleware.run_wait_s() == pytest.approx(spacing_s)
+
+
+def test_only_a_sessions_ask_for_a_run_waits_its_turn():
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    rerun, heartbeat = BackMsg(), BackMsg()
+    rerun.rerun_script.query_string = "s=x"
+    heartbeat.app_heartbeat = True
+    assert asks_for_a_run(rerun.SerializeToString())
+    assert not asks_for_a_run(heartbeat.SerializeToString())
+    assert not asks_for_a_run(b"\xff\xff not a message") and not asks_for_a_run(None)
+
+    async def scenario():
+        caps = dataclasses.replace(CAPS, page_runs_per_s=20)
+        got = []
+
+        class Reader(App):
+            async def __call__(self, scope, receive, send):
+                for _ in range(PAGE_RUNS_AT_ONCE + 2):
+                    got.append((await receive()).get("bytes"))
+
+        middleware = Admission(Reader(), caps, files=Files, active=lambda s: True)
+        messages = iter([rerun.SerializeToString()] * (PAGE_RUNS_AT_ONCE + 1) + [heartbeat.SerializeToString()])
+
+        async def receive():
+            return {"type": "websocket.receive", "bytes": next(messages)}
+
+        started = asyncio.get_running_loop().time()
+        await middleware(websocket(), receive, lambda m: asyncio.sleep(0))
+        return asyncio.get_running_loop().time() - started
+
+    elapsed_s = asyncio.run(scenario())
+    assert 0.04 <= elapsed_s < 0.5, "the eleventh run waited 1/20 s; the heartbeat after it did not wait"

@@ -168,3 +168,44 @@ def test_a_page_stopped_while_taking_its_turn_back_holds_no_turn():
     done = []
     pages.run(lambda: done.append(True), lambda n: pytest.fail("nothing was running"))
     assert done == [True]
+
+
+class Place:
+    """An ``st.empty`` that records each notice it is given."""
+
+    def __init__(self):
+        self.notices = []
+
+    def info(self, text: str, icon: str = "") -> None:
+        self.notices.append(text)
+
+
+def test_a_waiting_page_repaints_its_notice_only_when_its_place_changed_and_not_too_often(monkeypatch):
+    stops, now = [], [0.0]
+    monkeypatch.setattr(turns, "stop_point", lambda: stops.append(now[0]))
+    monkeypatch.setattr(turns.PAGES, "waiting", lambda: 3)  # few pages wait: NOTICE_EVERY_S apart
+    place = Place()
+    waiting = turns.waiting_notice(place, clock=lambda: now[0])
+    for t, ahead in ((0.0, 5), (0.5, 5), (1.0, 4), (2.5, 4), (3.0, 3), (3.5, 2), (5.5, 2)):
+        now[0] = t
+        waiting(ahead)
+    assert [n.split(":")[1].split(" ahead")[0].strip() for n in place.notices] == ["5 pages", "4 pages", "2 pages"]
+    assert stops == [0.5, 1.0, 3.0, 3.5], "between repaints each look at the place is a stop point, sending nothing"
+
+
+def test_many_waiting_pages_repaint_at_most_notices_per_s_together():
+    assert turns.notice_gap_s(10) == turns.NOTICE_EVERY_S
+    assert turns.notice_gap_s(200) == 200 / turns.NOTICES_PER_S  # 200 pages: each every 10 s, 20 a second in all
+
+
+def test_the_stop_point_is_where_streamlit_stops_a_waiting_page(monkeypatch):
+    """The stop point reads the session state, where Streamlit's script runner raises its stop or rerun (the
+    session's yield callback); tests/test_burst.py sees waiting pages leave with their visitors on a real server."""
+    from streamlit.runtime.state import SafeSessionState, SessionState, session_state_proxy
+
+    def yield_callback():
+        raise KeyboardInterrupt  # as Streamlit's StopException: not an Exception
+    state = SafeSessionState(SessionState(), yield_callback=yield_callback)
+    monkeypatch.setattr(session_state_proxy, "get_session_state", lambda: state)
+    with pytest.raises(KeyboardInterrupt):
+        turns.stop_point()

@@ -9,6 +9,11 @@ its visitor left. This ASGI middleware sits in front of Streamlit's own routes (
 
 - a session's websocket (``/_stcore/stream``) beyond ``sessions_per_process`` open ones is refused at its handshake
   (HTTP 503, ``Retry-After``): the browser's page says it is connecting and tries again by itself;
+- the page runs its sessions ask for (Streamlit's ``rerun_script`` message: a page opened or changed) start at most
+  ``page_runs_per_s`` a second after a first ``PAGE_RUNS_AT_ONCE``, first come first served: each starts a script
+  thread and costs the server's one event loop a few milliseconds, and 200 sessions asking at once kept it from the
+  health check and every other visitor for 2-4 s (with this pace: under 1 s). A session's next message waits behind
+  its paced one, so each session holds at most one place in that line;
 - an upload (``PUT /_stcore/upload_file/SESSION/FILE``) is refused (HTTP 413 or 411, one line saying why) from its
   declared length alone, before its body is read, when the files its session holds, its uploads under way and this
   one would pass ``uploads_per_session_mib``, or all sessions' would pass ``uploads_held_mib`` even once the files of
@@ -19,9 +24,13 @@ The counts live in the middleware, on the server's event loop (one thread): no l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import time
 from typing import Any, Awaitable, Callable
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
 
 from engine.scenario.caps import DEFAULT_CAPS, MIB, Caps
 
@@ -32,6 +41,7 @@ Send = Callable[[dict], Awaitable[None]]
 SESSION_PATH = re.compile(r"/_stcore/stream$")
 UPLOAD_PATH = re.compile(r"/_stcore/upload_file/([^/]+)/([^/]+)$")
 RETRY_AFTER_S = 5  # what a refused session's browser is told to wait before it tries again
+PAGE_RUNS_AT_ONCE = 10  # page runs that start at once after a quiet moment, before the pace holds
 
 
 class Admission:
@@ -40,11 +50,12 @@ class Admission:
     request comes, Streamlit's runtime by default)."""
 
     def __init__(self, app, caps: Caps = DEFAULT_CAPS, files: Callable[[], Any] | None = None,
-                 active: Callable[[str], bool] | None = None):
+                 active: Callable[[str], bool] | None = None, clock: Callable[[], float] = time.monotonic):
         self.app, self.caps = app, caps
-        self._files, self._active = files or _runtime_files, active or _runtime_active
+        self._files, self._active, self._clock = files or _runtime_files, active or _runtime_active, clock
         self.sessions = 0
         self.in_flight: dict[str, int] = {}  # bytes of uploads under way, by session
+        self._next_run_s = -float("inf")  # when the next page run may start (the pace's line)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -60,10 +71,27 @@ class Admission:
             await _deny_session(scope, send)
             return
         self.sessions += 1
+
+        async def paced() -> dict:
+            message = await receive()
+            if message.get("type") == "websocket.receive" and asks_for_a_run(message.get("bytes")):
+                wait_s = self.run_wait_s()
+                if wait_s > 0:
+                    await asyncio.sleep(wait_s)
+            return message
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, paced, send)
         finally:
             self.sessions -= 1
+
+    def run_wait_s(self) -> float:
+        """Take the next place in the line of page runs: how long to wait for it (0: start now). A token bucket of
+        ``PAGE_RUNS_AT_ONCE`` places refilled at ``page_runs_per_s``."""
+        now_s, spacing_s = self._clock(), 1.0 / self.caps.page_runs_per_s
+        start_s = max(self._next_run_s, now_s - (PAGE_RUNS_AT_ONCE - 1) * spacing_s)
+        self._next_run_s = start_s + spacing_s
+        return max(0.0, start_s - now_s)
 
     async def _upload(self, session_id: str, file_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         length = declared_length(scope)
@@ -110,6 +138,17 @@ class Admission:
         for session_id in {sid for sid, _ in held_bytes(files)}:
             if not self._active(session_id):
                 files.remove_session_files(session_id)
+
+
+def asks_for_a_run(data: bytes | None) -> bool:
+    """Whether a session's message asks for a page run (a ``rerun_script`` back message); anything unreadable is
+    left to Streamlit, which closes the connection."""
+    if not data:
+        return False
+    try:
+        return BackMsg.FromString(data).WhichOneof("type") == "rerun_script"
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError and kin: not ours to judge
+        return False
 
 
 def held_bytes(files) -> dict[tuple[str, str], int]:

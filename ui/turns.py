@@ -6,7 +6,10 @@ shares the interpreter among all of them, and every page finishes at about the t
 sessions opening the Lab on 2 cores: all twenty after about 15 s). Taking turns, ``slots`` at a time (one
 per core, at least two, so that one run's Python overlaps another's compiled loop), the first pages come
 back within a second or two and half of them in half that time; the total is the same. A waiting page says
-how many pages are ahead of it, and stays responsive: its user's next change stops the wait. A page that runs
+how many pages are ahead of it, and stays responsive: its user's next change, or its user leaving, stops the wait
+within ``POLL_S``. Its notice is repainted only when its place changed, and the notices of all waiting pages together
+at most ``NOTICES_PER_S`` times a second: every repaint is a message the server's one event loop must send, and 200
+waiting pages repainting twice a second each kept that loop from opening any new visitor's connection. A page that runs
 a large scenario steps aside while the compiled loop runs it (``Turns.aside``), so that two such pages never
 hold every turn for a minute.
 
@@ -17,7 +20,9 @@ that a search of hours leaves a room's pages their interpreter, and goes on at f
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -27,7 +32,10 @@ import streamlit as st
 from engine.sim import stopping
 from engine.sim.parallel import cores
 
-POLL_S = 0.5  # how often a waiting run tells its page where it stands (and lets Streamlit stop it)
+POLL_S = 0.5  # how often a waiting run looks at its place (and lets Streamlit stop it)
+NOTICE_EVERY_S = 2.0  # the shortest time between two repaints of one waiting page's notice
+NOTICES_PER_S = 20.0  # the most repaints of waiting pages' notices a second, all pages together
+STOP_POINT_KEY = "_turns_stop_point"  # a session-state key never set: reading it is where Streamlit may stop a page
 GIVE_WAY_S = 0.5  # the longest a background job waits at one check while pages are busy
 
 
@@ -42,8 +50,8 @@ class Turns:
         self._held = threading.local()  # whether the current thread holds a turn
 
     def run(self, body: Callable[[], None], waiting: Callable[[int], None]) -> None:
-        """Run ``body`` once admitted; until then call ``waiting(pages_ahead)`` every ``POLL_S`` (it may raise
-        to give up the place: Streamlit stops a script that way when its user changes something)."""
+        """Run ``body`` once admitted; until then call ``waiting(pages_ahead)`` at once and every ``POLL_S`` (it may
+        raise to give up the place: Streamlit stops a script that way when its user changes something)."""
         self._admit(waiting, first=False)
         self._held.turn = True
         try:
@@ -68,6 +76,11 @@ class Turns:
             self._admit(waiting, first=True)
             self._held.turn = True
 
+    def waiting(self) -> int:
+        """Pages waiting for a turn now."""
+        with self._cond:
+            return len(self._queue)
+
     def busy(self) -> bool:
         """True while a page runs in its turn or waits for one."""
         with self._cond:
@@ -85,11 +98,11 @@ class Turns:
             self._cond.notify_all()
 
     def _admit(self, waiting: Callable[[int], None], first: bool) -> None:
-        """Wait in the queue (at its end, or ``first``) until admitted."""
+        """Wait in the queue (at its end, or ``first``) until admitted; say so at once when it must wait."""
         ticket = object()
         with self._cond:
             (self._queue.appendleft if first else self._queue.append)(ticket)
-        admitted = False
+        admitted, told = False, False
         try:
             while True:
                 with self._cond:
@@ -99,7 +112,9 @@ class Turns:
                         self._running += 1
                         admitted = True
                         break
-                    self._cond.wait(POLL_S)
+                    if told:
+                        self._cond.wait(POLL_S)
+                told = True
                 waiting(ahead - self.slots + 1)
         finally:
             if not admitted:
@@ -139,9 +154,29 @@ def stepping_aside() -> Iterator[None]:
     place.empty()
 
 
-def waiting_notice(place) -> Callable[[int], None]:
-    """What a waiting page shows in ``place`` (an ``st.empty``) while ``ahead`` pages go first."""
+def notice_gap_s(waiting_pages: int) -> float:
+    """The shortest time between two repaints of one waiting page's notice while ``waiting_pages`` wait: at least
+    ``NOTICE_EVERY_S``, longer when so many wait that their repaints together would pass ``NOTICES_PER_S``."""
+    return max(NOTICE_EVERY_S, waiting_pages / NOTICES_PER_S)
+
+
+def stop_point() -> None:
+    """Let Streamlit stop (its user left) or rerun (its user changed something) this page's script here, sending
+    nothing: reading session state is one of the places where its script runner does so."""
+    st.session_state.get(STOP_POINT_KEY)
+
+
+def waiting_notice(place, clock: Callable[[], float] = time.monotonic) -> Callable[[int], None]:
+    """What a waiting page shows in ``place`` (an ``st.empty``) while ``ahead`` pages go first: repainted when its
+    place changed and ``notice_gap_s`` has passed since the last repaint; in between, only a ``stop_point``."""
+    shown = {"ahead": None, "at_s": -math.inf}
+
     def waiting(ahead: int) -> None:
+        now_s = clock()
+        if ahead == shown["ahead"] or now_s - shown["at_s"] < notice_gap_s(PAGES.waiting()):
+            stop_point()
+            return
+        shown.update(ahead=ahead, at_s=now_s)
         place.info(f"This server is busy: {ahead} page{'s' if ahead != 1 else ''} ahead of this one, then it runs. "
                    "Your changes are kept.", icon=":material/hourglass_top:")
     return waiting
