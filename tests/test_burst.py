@@ -20,13 +20,15 @@ import sys
 import threading
 import time
 
-from burst_client import VISITOR_EVERY_S, VISITOR_RATE_PER_S, Probe, burst, lab_query, open_burst, visit
+import pytest
+
+from burst_client import VISITOR_EVERY_S, Probe, burst, lab_query, open_burst, visit
 from conftest import REPO, app_server
 from streamlit_client import open_page
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 SESSIONS = 200
-HOLD_S = 30.0
+HOLD_S = 21.0
 PAGE_WITHIN_S = 3.0
 HEALTH_WITHIN_S = 1.0
 RECOVERED_WITHIN_S = 5.0
@@ -39,24 +41,31 @@ def as_the_readme_starts_it(port: int) -> list[str]:
     return [sys.executable, "-m", "ui.start", f"--server.port={port}", "--server.address=127.0.0.1"]
 
 
-def test_a_burst_of_200_sessions_leaves_a_visitor_their_page_and_the_server_recovers_at_once():
+@pytest.fixture(scope="module")
+def server():
+    """One server for both tests (the second ends it): (url, process)."""
     ARTIFACTS.mkdir(exist_ok=True)
-    with app_server(ARTIFACTS / "streamlit_burst.log", command=as_the_readme_starts_it) as (url, _):
-        open_page(url, lab_query(WARM_RATE_PER_S))  # the simulator loaded, the pages' code imported
-        normal_s = open_page(url, lab_query(BEFORE_RATE_PER_S))[0]  # a page of its own with nobody else: its time
-        probe = Probe(url)
-        probe.start()
-        started = time.monotonic()
-        with burst(url, SESSIONS, HOLD_S, read=False) as crowd:
-            opened = int(crowd.stdout.readline().split()[-1])
-            visits = []
-            while time.monotonic() - started < HOLD_S - VISITOR_EVERY_S:
-                visits.append(visit(url))
-                time.sleep(VISITOR_EVERY_S)
-        left = time.monotonic()
-        after_s = open_page(url, lab_query(AFTER_RATE_PER_S))[0]  # a scenario of its own: computed, as the first
-        probe.stopped.set()
-        probe.join()
+    with app_server(ARTIFACTS / "streamlit_burst.log", command=as_the_readme_starts_it) as running:
+        open_page(running[0], lab_query(WARM_RATE_PER_S))  # the simulator loaded, the pages' code imported
+        yield running
+
+
+def test_a_burst_of_200_sessions_leaves_a_visitor_their_page_and_the_server_recovers_at_once(server):
+    url, _ = server
+    normal_s = open_page(url, lab_query(BEFORE_RATE_PER_S))[0]  # a page of its own with nobody else: its time
+    probe = Probe(url)
+    probe.start()
+    started = time.monotonic()
+    with burst(url, SESSIONS, HOLD_S, read=False) as crowd:
+        opened = int(crowd.stdout.readline().split()[-1])
+        visits = []
+        while time.monotonic() - started < HOLD_S - VISITOR_EVERY_S:
+            visits.append(visit(url))
+            time.sleep(VISITOR_EVERY_S)
+    left = time.monotonic()
+    after_s = open_page(url, lab_query(AFTER_RATE_PER_S))[0]  # a scenario of its own: computed, as the first
+    probe.stopped.set()
+    probe.join()
     health = probe.between(started, left)
     figures = {"sessions": SESSIONS, "opened": opened, "visitors": len(visits),
                "visitor_first_element_s": [round(v["first_element_s"], 2) for v in visits],
@@ -69,15 +78,14 @@ def test_a_burst_of_200_sessions_leaves_a_visitor_their_page_and_the_server_reco
     assert after_s < normal_s + RECOVERED_WITHIN_S, figures
 
 
-def test_sigterm_ends_the_server_within_a_second_and_a_half_while_40_sessions_are_busy():
-    with app_server(ARTIFACTS / "streamlit_sigterm_busy.log", command=as_the_readme_starts_it) as (url, proc):
-        open_page(url, lab_query(VISITOR_RATE_PER_S))
-        crowd = threading.Thread(target=open_burst, args=(url, BUSY_SESSIONS, True), daemon=True)
-        crowd.start()
-        crowd.join()
-        time.sleep(3.0)  # every session's page is running or waiting for its turn
-        started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        stop_s = time.monotonic() - started
+def test_sigterm_ends_the_server_within_a_second_and_a_half_while_40_sessions_are_busy(server):
+    url, proc = server
+    crowd = threading.Thread(target=open_burst, args=(url, BUSY_SESSIONS, True), daemon=True)
+    crowd.start()
+    crowd.join()
+    time.sleep(3.0)  # every session's page is running or waiting for its turn
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    stop_s = time.monotonic() - started
     assert stop_s < STOP_WITHIN_S, f"{stop_s:.1f} s from SIGTERM to the end"

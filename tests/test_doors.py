@@ -52,6 +52,15 @@ def small_server(tmp_path: Path, script: str, monkeypatch, *options: str):
         yield url, process
 
 
+@pytest.fixture(scope="module")
+def value_server(tmp_path_factory):
+    """One small server of ``VALUE_APP`` with the default options, for the tests that need nothing else: (url, the
+    folder holding its log)."""
+    folder = tmp_path_factory.mktemp("value_app")
+    with pytest.MonkeyPatch.context() as monkeypatch, small_server(folder, VALUE_APP, monkeypatch) as (url, _):
+        yield url, folder
+
+
 def messages(session: Session, wanted: str, timeout_s: float = 60.0) -> list[ForwardMsg]:
     """Forward messages until one of type ``wanted`` (included)."""
     got, deadline = [], time.monotonic() + timeout_s
@@ -84,18 +93,18 @@ def send(session: Session, **fields) -> None:
     session.ws.send(message.SerializeToString())
 
 
-def test_a_visitors_clear_cache_is_refused_and_the_shared_caches_stay(tmp_path, monkeypatch):
-    with small_server(tmp_path, VALUE_APP, monkeypatch) as (url, _):
-        session = Session(url)
-        try:
-            before = written(run_page(session))
-            send(session, clear_cache=True)
-            time.sleep(1.0)
-            after = written(run_page(session))
-        finally:
-            session.close()
+def test_a_visitors_clear_cache_is_refused_and_the_shared_caches_stay(value_server):
+    url, folder = value_server
+    session = Session(url)
+    try:
+        before = written(run_page(session))
+        send(session, clear_cache=True)
+        time.sleep(1.0)
+        after = written(run_page(session))
+    finally:
+        session.close()
     assert before and after == before, "the cached value was made again: the cache was cleared"
-    assert "clear the server's caches: refused" in (tmp_path / "server.log").read_text()
+    assert "clear the server's caches: refused" in (folder / "server.log").read_text()
 
 
 def test_a_visitor_cannot_make_the_server_write_skills_even_when_started_with_a_display(tmp_path, monkeypatch):
@@ -120,22 +129,22 @@ def test_a_visitor_cannot_make_the_server_write_skills_even_when_started_with_a_
     assert not (app_dir / ".agents").exists() and not (app_dir / ".claude").exists()
 
 
-def test_a_process_holds_at_most_its_sessions_and_lets_the_next_one_in_when_one_leaves(tmp_path, monkeypatch):
-    limit = DEFAULT_CAPS.sessions_per_process
-    with small_server(tmp_path, VALUE_APP, monkeypatch) as (url, _):
-        held = [Session(url, open_timeout_s=60) for _ in range(limit)]
-        try:
-            with pytest.raises(InvalidStatus) as refused:
-                Session(url, open_timeout_s=60)
-            assert refused.value.response.status_code == 503
-            assert refused.value.response.headers["Retry-After"] == "5"
-            held.pop().close()
-            time.sleep(0.5)
-            held.append(Session(url, open_timeout_s=60))
-            assert written(run_page(held[-1])), "the session let in gets its page"
-        finally:
-            for session in held:
-                session.close()
+def test_a_process_holds_at_most_its_sessions_and_lets_the_next_one_in_when_one_leaves(value_server):
+    url, _ = value_server
+    held = [Session(url, open_timeout_s=60) for _ in range(DEFAULT_CAPS.sessions_per_process)]
+    try:
+        with pytest.raises(InvalidStatus) as refused:
+            Session(url, open_timeout_s=60)
+        assert refused.value.response.status_code == 503
+        assert refused.value.response.headers["Retry-After"] == "5"
+        held.pop().close()
+        time.sleep(0.5)
+        held.append(Session(url, open_timeout_s=60))
+        assert written(run_page(held[-1])), "the session let in gets its page"
+    finally:
+        for session in held:
+            session.close()
+    time.sleep(1.0)  # every place given back for the tests after this one
 
 
 def put_upload(url: str, session: str, file_id: str, size_bytes: int, send_body: bool = True) -> tuple[int, str]:
@@ -208,16 +217,16 @@ def test_the_shared_results_and_the_large_runs_turns_outlive_a_cleared_streamlit
         runner._LARGE_RUNS.release()  # the semaphore taken from: no ValueError
 
 
-def test_a_long_link_arriving_in_pieces_opens_the_page(tmp_path, monkeypatch):
+def test_a_long_link_arriving_in_pieces_opens_the_page(value_server):
     """A link of 60,000 characters sent in pieces of one network packet, as a network delivers it: the server's HTTP
     parser answered a request line over 16 KiB with a bare 400, before the app could say anything."""
+    url, _ = value_server
     link = "/?s=" + "A" * 60_000
-    with small_server(tmp_path, VALUE_APP, monkeypatch) as (url, _):
-        host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=30) as connection:
-            request = f"GET {link} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
-            for start in range(0, len(request), 1460):
-                connection.sendall(request[start:start + 1460])
-                time.sleep(0.001)
-            status_line = connection.recv(64).split(b"\r\n")[0]
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        request = f"GET {link} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        for start in range(0, len(request), 1460):
+            connection.sendall(request[start:start + 1460])
+            time.sleep(0.001)
+        status_line = connection.recv(64).split(b"\r\n")[0]
     assert status_line == b"HTTP/1.1 200 OK", status_line

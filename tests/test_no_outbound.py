@@ -136,15 +136,25 @@ def unhex(text: str) -> bytes:
     return bytes.fromhex(text.replace("\\x", ""))
 
 
+HOST_LABEL = re.compile(rb"[A-Za-z0-9_-]{1,63}")
+
+
 def dns_query_name(data: bytes) -> str | None:
-    """The name a DNS query asks for; None when ``data`` is not a query."""
-    if len(data) < 17 or data[2] & 0x80 or data[4:6] != b"\0\1":  # a response, or not one question
+    """The name a DNS query asks for; None when ``data`` is not a query: a standard query's header (not a response,
+    opcode 0, one question, no answer or authority records, at most one additional: EDNS), a name of host-name labels,
+    then a type and class IN. (Looser, Chromium's own IPC messages between its processes passed for queries.)"""
+    if len(data) < 17 or data[2] & 0xF8 or data[4:10] != b"\0\1\0\0\0\0" or data[10:12] not in (b"\0\0", b"\0\1"):
         return None
     labels, i = [], 12
     while i < len(data) and 0 < data[i] < 64:
-        labels.append(data[i + 1:i + 1 + data[i]].decode(errors="replace"))
+        label = data[i + 1:i + 1 + data[i]]
+        if not HOST_LABEL.fullmatch(label):
+            return None
+        labels.append(label.decode())
         i += 1 + data[i]
-    return ".".join(labels) if labels and i < len(data) and data[i] == 0 else None
+    if not labels or i >= len(data) or data[i] != 0 or data[i + 3:i + 5] != b"\0\1":
+        return None
+    return ".".join(labels)
 
 
 def local(host: str) -> bool:
