@@ -14,8 +14,8 @@ import signal
 import statistics
 import threading
 import time
-import urllib.request
 
+from burst_client import Probe
 from conftest import REPO, SCENARIOS, app_server
 from engine.decide.planner import TUNE_RANGE
 from engine.hardware.tables import load_table
@@ -49,22 +49,6 @@ def burst(url: str, sessions: int) -> list[float]:
     return all_at_once([lambda: open_page(url)[0]] * sessions)
 
 
-class HealthProbe(threading.Thread):
-    """Asks the health endpoint four times a second; records each answer's latency (seconds)."""
-
-    def __init__(self, url: str):
-        super().__init__(daemon=True)
-        self.url, self.latencies, self.stopped = url, [], threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            started = time.monotonic()
-            with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=60) as response:
-                assert response.read().strip() == b"ok"
-            self.latencies.append(time.monotonic() - started)
-            time.sleep(0.25)
-
-
 def peak_rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as fh:
         return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
@@ -75,7 +59,7 @@ def test_twenty_sessions_stay_responsive_while_one_runs_the_largest_scenario():
     with app_server(ARTIFACTS / "streamlit_concurrency.log") as (url, proc):
         open_page(url)  # compile, warm the default scenario's results
         alone = burst(url, SESSIONS)
-        probe = HealthProbe(url)
+        probe = Probe(url)
         probe.start()
         heavy: dict = {}
 
@@ -95,8 +79,8 @@ def test_twenty_sessions_stay_responsive_while_one_runs_the_largest_scenario():
             "beside_largest_s": {"median": statistics.median(beside), "max": max(beside)},
             "slowdown_max": max(beside) / max(alone),
             "largest_page_s": heavy["seconds"],
-            "health_checks": len(probe.latencies),
-            "health_max_s": max(probe.latencies),
+            "health_checks": len(probe.answers),
+            "health_max_s": max(seconds for _, seconds in probe.answers),
             "server_peak_rss_mib": peak_rss_mib(proc.pid),
         }
         (ARTIFACTS / "concurrency.json").write_text(json.dumps(figures, indent=2))
