@@ -98,7 +98,7 @@ class Caps:
     result_cache_s: float = _limit(3600.0, "s", "age after which a kept result is dropped")
     sessions_per_process: int = _limit(256, "sessions", "browser sessions one app server process holds at once; "
                                        "one more is refused at its connection and its browser tries again")
-    page_runs_per_s: int = _limit(100, "runs/s", "page runs (a page opened or changed) one app server process "
+    page_runs_per_s: int = _limit(150, "runs/s", "page runs (a page opened or changed) one app server process "
                                   "starts a second, all sessions together, after a first 10 at once; more wait their "
                                   "turn for a moment, so that a burst of sessions leaves the server time to answer "
                                   "everyone else")
