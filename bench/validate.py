@@ -40,9 +40,19 @@ from engine.hardware.kernel_tables import package_version  # noqa: E402
 from speed_figures import commit  # noqa: E402  (bench/, this script's folder)
 
 DOC = REPO / "docs" / "validation_by_source.md"
-GROUPS = (["gpu"], ["engine", "run_version"], ["model"], ["kind"], ["layout"], ["kind", "layout"])
+GROUPS = (["gpu"], ["engine", "run_version"], ["engine", "clients"], ["lengths"], ["model"], ["kind"], ["layout"],
+          ["kind", "layout"])
 HEADINGS = {"gpu": "GPU", "engine": "Engine", "run_version": "Version measured", "model": "Model",
-            "kind": "Model kind", "layout": "Layout"}
+            "kind": "Model kind", "layout": "Layout", "clients": "Clients", "lengths": "Prompt / output tokens"}
+# Concurrency bands of a closed-loop run (its clients); an open-loop run at a rate is its own band.
+CLIENT_BANDS = ((8, "1-8"), (32, "9-32"), (128, "33-128"), (10 ** 9, "129 and more"))
+
+
+def clients_band(batch: float, rate_per_s: float) -> str:
+    """The concurrency band of a run: its clients' band, or "at a rate" for an open-loop run."""
+    if rate_per_s > 0:
+        return "at a rate"
+    return next(label for top, label in CLIENT_BANDS if batch <= top)
 
 
 def _rows(which: str, per_group: int) -> pd.DataFrame:
@@ -58,6 +68,8 @@ def _rows(which: str, per_group: int) -> pd.DataFrame:
     rows = by_source(pd.concat(frames))
     rows = rows[rows["held_out_source"]].drop(columns=["source", "held_out_source"])
     rows["layout"] = [layout_of(row) for _, row in rows.iterrows()]
+    rows["clients"] = [clients_band(b, r) for b, r in zip(rows["batch"], rows["rate_per_s"])]
+    rows["lengths"] = [f"{int(i)} / {int(o)}" for i, o in zip(rows["input_tokens"], rows["output_tokens"])]
     if per_group:
         keys = ["model", "gpu", "engine", "layout", "input_tokens", "output_tokens", "metric"]
         rows = rows.groupby(keys, group_keys=False, sort=False).head(per_group)
@@ -162,7 +174,7 @@ def report(table: pd.DataFrame, left: str = "") -> str:
                 merged = merged.merge(summary(peer, by, "error_peer_pct").add_prefix("peer ").rename(
                     columns={f"peer {b}": b for b in by}), on=by, how="left")
             keep = by + [c for c in merged.columns if c.endswith("runs") or "per output token median" in c
-                         or "first token median" in c]
+                         or "first token median" in c or "first token signed median" in c]
             lines += [_markdown(merged[keep]), ""]
     return "\n".join(lines)
 

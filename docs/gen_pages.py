@@ -5,7 +5,8 @@
 - ``app/workshop.md``: the chapter list, from ``data/workshop/*.toml`` through the workshop's own loader, and each
   chapter's effect from its own runs (``workshop.effect_text``);
 - ``safety.md``: the limits table (``engine.scenario.caps.caps_markdown``);
-- ``app/lab.md``: which ``[policy]`` keys each policy reads (``engine.sim.policies.params_of``).
+- ``app/lab.md``: which ``[policy]`` keys each policy reads (``engine.sim.policies.params_of``);
+- ``method.md``: each engine's scheduler knobs, their flags, defaults and sources (``engine.scenario.schedulers``).
 
 A hand-written page holds a marker (``<!-- generated: NAME -->``) where its generated part goes, so that its
 prose stays in docs/ and the figures come from the code. Nothing here is copied by hand, so nothing can go stale.
@@ -25,6 +26,7 @@ sys.path.insert(0, str(REPO))
 from engine import cli  # noqa: E402
 from engine.scenario.caps import caps_markdown  # noqa: E402
 from engine.scenario.config import keys_markdown  # noqa: E402
+from engine.scenario.schedulers import MODULES, knobs_of  # noqa: E402
 from engine.sim.policies import POLICIES, params_of  # noqa: E402
 from engine.teach import workshop  # noqa: E402
 
@@ -124,6 +126,18 @@ def policy_params_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def schedulers_markdown() -> str:
+    """Each engine's scheduler knobs (``data/hardware/scheduler_knobs.csv``): the key, the engine's flag, its default
+    in the release its module read, and the file it comes from."""
+    lines = ["| engine (release read) | key | engine's flag | default | source |", "|---|---|---|---|---|"]
+    for engine_name, module in MODULES.items():
+        for knob in knobs_of(engine_name):
+            release = f"{module.NAME} {module.RELEASE}".strip()
+            lines.append(f"| {cell(release)} | `server.{knob.key}` | `{cell(knob.flag)}` | {cell(knob.default)} | "
+                         f"{cell(knob.source)} |")
+    return "\n".join(lines) + "\n"
+
+
 def fill(page: str, name: str, text: str) -> None:
     """Put ``text`` where ``page`` has its ``<!-- generated: NAME -->`` marker (tests/test_docs.py checks that the
     built page holds it)."""
@@ -141,3 +155,4 @@ fill("app/workshop.md", "workshop chapters", chapters_markdown())
 fill("app/workshop.md", "workshop effects", effects_markdown())
 fill("safety.md", "safety limits", caps_markdown())
 fill("app/lab.md", "policy parameters", policy_params_markdown())
+fill("method.md", "scheduler knobs", schedulers_markdown())

@@ -27,8 +27,8 @@ from engine.sim.policies import POLICIES, POLICY_LABELS, params_of
 from engine.sim.simulate import estimated_offered_load, load_text, stop_explanation
 from engine.sim.sweep import FLAT_POLICIES, TEACHING_LOAD, policies_differ, rate_for_load, sweep_rates
 from engine.sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests, unclassed_requests
-from ui import (charts, cost_panel, guard, hardware_choices, parallel_controls, runner, scenario_sidebar, state,
-                tables, text, tune_panel, view)
+from ui import (charts, cost_panel, guard, hardware_choices, parallel_controls, runner, scenario_sidebar,
+                scheduler_controls, state, tables, text, tune_panel, view)
 from ui.state import PLAN_TARGETS
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_help, field_input
@@ -177,6 +177,8 @@ def server_controls(data: dict, v: int):
                                       options=hardware_choices.options(key, server))
             if key == "tensor_parallel":  # how the cards split a mixture of experts, beside how many there are
                 parallel_controls.expert_controls(server, f"server_{{}}_{v}")
+            if key == "engine":  # the engine's own scheduler knobs, beside it
+                scheduler_controls.scheduler_controls(server, f"server_{{}}_{v}")
         if keys is not MEMORY_KEYS:
             no_effect(batch_wait_note(server))
             held = st.empty()

@@ -654,3 +654,22 @@ def test_a_minimum_batch_that_full_batches_cover_says_so_beside_it():
     quiet = lab(apply_overrides(state.default_data(), {"server.min_batch_size": 4, "server.wait_timeout_ms": 50.0,
                                                        "workload.arrival.rate_per_s": 0.3})).run()
     assert not any("held iterations back" in c for c in shown(quiet.sidebar.caption))
+
+
+def test_the_engines_own_scheduler_knobs_sit_beside_the_engine_and_leave_with_it():
+    """SGLang through a link with a receive interval of 8: its knob is shown with the release it was read from and
+    reaches the run; switching to vLLM drops it (on vLLM it would refuse the scenario) and the page stays up."""
+    data = read_toml(SCENARIOS / "engine_sglang.toml")
+    data["workload"]["num_requests"] = 200
+    data["server"]["scheduler_recv_interval"] = 8
+    at = lab(data).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    [interval] = [n for n in at.number_input if n.label == "Receive interval (iterations)"]
+    assert interval.value == 8
+    assert any("SGLang's own scheduler knobs, with its defaults as release 0.5.14 reads them" in c
+               for c in shown(at.caption))
+    [engine_box] = [s for s in at.selectbox if s.label == "Serving engine"]
+    engine_box.set_value("vllm").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not [n for n in at.number_input if n.label == "Receive interval (iterations)"]
+    assert "scheduler_recv_interval" not in at.session_state["scenario"]["server"]

@@ -28,7 +28,7 @@ def skip_scenarios(draw):
     data = draw(scenarios())
     if draw(st.booleans()):
         server = data["server"]
-        server.update(step_model="roofline", gpu="A100-80G", model="Llama-3-8B", quant="fp16",
+        server.update(step_model="roofline", gpu="A100-80G", model=server.get("model", "Llama-3-8B"), quant="fp16",
                       kernel_tables=draw(st.sampled_from(["auto", "off"])))  # measured kernels, or the roofline
         server.pop("step_time_ms")
         if server["kv_capacity_tokens"] == 0:

@@ -67,6 +67,15 @@ def scenarios(draw):
     if static:
         server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
         server["kv_capacity_tokens"] = draw(st.sampled_from(capacities))
+    scheduler = draw(st.sampled_from(["plain", "receive", "balance"]))
+    if scheduler == "receive":  # SGLang reads new requests once every few iterations
+        server.update(engine="sglang", scheduler_recv_interval=draw(st.integers(2, 40)))
+    elif scheduler == "balance":  # TensorRT-LLM holds prompts until every attention-DP rank has one
+        server.update(engine="tensorrt-llm", model="Qwen3-30B-A3B", tensor_parallel=draw(st.sampled_from([2, 4])),
+                      expert_parallel=True,
+                      attention_data_parallel=True, attention_dp_balance=True,
+                      attention_dp_batching_wait_iters=draw(st.integers(0, 12)),
+                      attention_dp_timeout_iters=draw(st.integers(1, 60)))
     router = draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue", "prefix-affinity"]))
     fleet = {"replicas": draw(st.integers(1, 4)), "router": router}
     def table():  # a group or pool: its own iteration time, KV cache and batch limits
@@ -130,8 +139,8 @@ def test_invariants_hold(data):
     # Limits hold in every iteration of every replica (small runs record every iteration).
     assert summary["system"]["timeseries_stride"] == 1 and len(series) == summary["system"]["iterations"]
     servers = [s for s, n in fleet_servers(scenario) for _ in range(n)]  # each replica's own limits
-    max_batch = series["replica"].map(lambda k: servers[k].max_batch_size)
-    budget = series["replica"].map(lambda k: servers[k].max_batched_tokens)
+    max_batch = series["replica"].map(lambda k: servers[k].total_batch_size)  # every attention-DP rank's
+    budget = series["replica"].map(lambda k: servers[k].total_batched_tokens)
     assert (series["batch_size"] <= max_batch).all()
     over_budget = series["prefill_tokens"] + series["decode_tokens"] > budget
     if server.batching == "prefill-first":

@@ -100,3 +100,20 @@ def test_the_report_sets_the_peers_error_beside_ours_on_the_same_runs():
     assert "- After, on the same runs: TPOT MoE/MLA 10% (max 10%, 3 runs); TTFT 10% (max 10%, 3 runs)" in text
     assert "- The peer gives no figure for 1 run (the package refuses it (AssertionError))" in text
     assert "peer time per output token median" in text
+
+
+def test_time_to_first_token_is_reported_by_engine_and_clients_and_by_lengths_with_its_sign():
+    """Runs fall in the concurrency band of their clients (an open-loop run in its own), and the report gives the
+    median signed error of time to first token beside the absolute one: one run 50% long and two 10% short have an
+    absolute median of 10% and a signed one of -10%."""
+    assert [validate.clients_band(b, 0.0) for b in (1, 8, 9, 32, 64, 128, 129)] == \
+        ["1-8", "1-8", "9-32", "9-32", "33-128", "33-128", "129 and more"]
+    assert validate.clients_band(1, 2.5) == "at a rate"
+    from engine.calibrate.held_out import LOAD_COLUMNS, summary
+    import pandas as pd
+    table = pd.DataFrame({"engine": ["sglang"] * 3, "clients": ["1-8"] * 3, "metric_kind": ["time to first token"] * 3,
+                          "error_pct": [50.0, -10.0, -10.0], "document": [silicon_sample.SOURCE] * 3},
+                         index=["a-ttft", "b-ttft", "c-ttft"]).assign(**{c: 0 for c in LOAD_COLUMNS if c != "engine"})
+    row = summary(table, ["engine", "clients"]).iloc[0]
+    assert row["time to first token median"] == 10.0 and row["time to first token signed median"] == -10.0
+    assert ["engine", "clients"] in validate.GROUPS and ["lengths"] in validate.GROUPS

@@ -89,7 +89,8 @@ def run_count(table: pd.DataFrame) -> int:
 
 
 def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.DataFrame:
-    """Per group of ``by``: runs, median and largest absolute error (%) of ``error``, per metric kind."""
+    """Per group of ``by``: runs, median and largest absolute error (%) of ``error``, per metric kind, and the
+    median signed error (+: predicted too long or too high) of time to first token, whose errors lean one way."""
     out = []
     for key, group in table.groupby(by, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -99,6 +100,8 @@ def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.
             errors = rows[error].abs()
             entry[f"{kind} median"] = float(errors.median())
             entry[f"{kind} max"] = float(errors.max())
+            if kind == "time to first token":
+                entry[f"{kind} signed median"] = float(rows[error].median())
         out.append(entry)
     return pd.DataFrame(out) if out else pd.DataFrame(columns=[*by, "runs"])
 

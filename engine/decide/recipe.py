@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ..hardware.roofline import GIB, peak_profile
 from ..hardware.tables import gpu_row, is_slice, load_table
+from ..scenario import schedulers
 from ..scenario.config import Scenario
 from ..scenario.labels import format_label, parallel_label, words
 from ..sim.policies import POLICY_LABELS
@@ -210,6 +211,7 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
                ("--chunked-prefill-size", str(server.max_batched_tokens)),
                ("--mem-fraction-static", f"{server.gpu_memory_utilization:g}"),
                ("--kv-cache-dtype", KV_DTYPES["sglang"].get(kv, "auto"))]
+    sglang += schedulers.sglang.flags(server)
     sglang += [] if server.prefix_caching else [("--disable-radix-cache", None)]
     sglang += [("--quantization", "fp8")] if fp8_weights else []
     if speculative and draft:
@@ -223,7 +225,7 @@ def commands(plan: dict, scenario: Scenario) -> list[Command]:
         options = {"kv_cache_config": {"dtype": KV_DTYPES["tensorrt-llm"].get(kv, "auto"),
                                        "enable_block_reuse": bool(server.prefix_caching),
                                        "free_gpu_memory_fraction": round(server.gpu_memory_utilization, 3)},
-                   "enable_attention_dp": split}
+                   "enable_attention_dp": split, **schedulers.tensorrt_llm.options(server, split)}
         if speculative and draft:
             options["speculative_config"] = {"decoding_type": "DraftTarget", "max_draft_len": k,
                                              "speculative_model": draft}

@@ -30,6 +30,7 @@ from .caps import DEFAULT_CAPS, Caps, caps_markdown, number_text
 from .errors import ScenarioError, excerpt, key_text
 from .files import quoted, read_regular
 from .origin import Origin
+from . import schedulers
 from .registry import (ADMISSION_CODES, ARRIVAL_PROCESSES, BATCHING_CODES, FLEET_MODES, KERNEL_TABLE_MODES,
                        KV_ALLOCATIONS, LENGTH_DISTRIBUTIONS, POLICY_CODES, POOL_ROLES, PREEMPT_MODE_CODES,
                        ROUTER_CODES, SCALE_SIGNALS, STEP_MODEL_CODES, TP_DEGREES, TRACE_FORMATS)
@@ -489,6 +490,19 @@ class Server:
     engine_version: str = opt("", "the engine's release, e.g. 0.24.0 (vLLM), 0.5.14 (SGLang), 1.3.0rc20 "
                                   "(TensorRT-LLM): measured operator tables time its kernels where they have that "
                                   "version for the GPU; empty: the newest they have", cap="name_chars")
+    scheduler_recv_interval: int = opt(1, "SGLang's --scheduler-recv-interval: new requests are read only when "
+                                          "a counter reaches it, 1 a decode iteration and 1000 any other (so at "
+                                          "once after a prefill); 1 reads them before every iteration (engine = "
+                                          "sglang)", "iterations", ge=1, le=100_000)
+    attention_dp_balance: bool = opt(False, "TensorRT-LLM's attention_dp_config.enable_balance: with "
+                                            "attention_data_parallel, prompts wait until every rank has one "
+                                            "(attention_dp_timeout_iters at most), and gather "
+                                            "attention_dp_batching_wait_iters more iterations when every rank is "
+                                            "generating (engine = tensorrt-llm)")
+    attention_dp_batching_wait_iters: int = opt(10, "TensorRT-LLM's attention_dp_config.batching_wait_iters "
+                                                    "(with attention_dp_balance)", "iterations", ge=0, le=100_000)
+    attention_dp_timeout_iters: int = opt(50, "TensorRT-LLM's attention_dp_config.timeout_iters (with "
+                                              "attention_dp_balance)", "iterations", ge=1, le=100_000)
     kernel_tables: str = opt("auto", "auto: iteration times from measured operator tables (aiconfigurator-core) "
                                      "where they cover the GPU, engine version, formats and model, else the "
                                      "roofline; off: always the roofline (step_model = roofline)",
@@ -569,6 +583,7 @@ class Server:
         if self.expert_parallel and self.tensor_parallel == 1:
             raise ScenarioError(f"{path}.expert_parallel needs tensor_parallel >= 2 (the cards the experts are split "
                                 f"over)")
+        schedulers.check(self, path)
         if self.prefix_caching and self.kv_allocation == "static":
             raise ScenarioError(f"{path}.prefix_caching needs kv_allocation = 'paged' (shared prefixes are shared "
                                 f"blocks)")
@@ -924,6 +939,8 @@ FIELD_LABELS = {
     "Server.kv_allocation": "KV allocation", "Server.max_seq_len": "Longest request",
     "Server.batching": "Batching", "Server.admission": "Admission", "Server.calibration": "Step-time calibration",
     "Server.engine": "Serving engine", "Server.engine_version": "Engine version",
+    "Server.scheduler_recv_interval": "Receive interval", "Server.attention_dp_balance": "Balance attention-DP ranks",
+    "Server.attention_dp_batching_wait_iters": "Batching wait", "Server.attention_dp_timeout_iters": "Balance time-out",
     "Server.kernel_tables": "Measured kernels", "Server.expert_parallel": "Expert parallel",
     "Server.attention_data_parallel": "Data-parallel attention", "Server.expert_imbalance": "Expert imbalance",
     "Server.model_config": "Your model",

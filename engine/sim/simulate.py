@@ -31,6 +31,7 @@ from ..scenario.errors import ScenarioError
 from ..scenario.labels import format_label, parallel_label
 from ..scenario.metric_table import WARMUP_SHARE
 from ..scenario.origin import Origin
+from ..scenario.schedulers import loop_gates
 from ..scenario.registry import ADMISSION_CODES, BATCHING_CODES, POOL_ROLES, ROUTER_CODES
 from ..scenario.summary import Summary, SystemMetrics
 from ..scenario.table_names import DATA_ROOT
@@ -635,7 +636,7 @@ def prepare(scenario: Scenario, efficiency: Efficiency | None = None,
         # a swapped token's transfer: the first group's KV bytes per token (a mixed fleet serves one model)
         groups[0].kv_bytes_per_token / (server.host_link_gb_s * 1e9),
         BATCHING_CODES[server.batching], ADMISSION_CODES[server.admission], event_skipping, window_s,
-        groups[0].speculation, unit_tokens, kv_link_s_per_token(scenario, groups))
+        groups[0].speculation, unit_tokens, kv_link_s_per_token(scenario, groups), **loop_gates(server))
     predicted = predicted_tokens(requests.output_tokens, requests.unrelated_output_tokens,
                                  scenario.policy.predictor_error)
     ints, floats = pack_requests(requests.arrival_s, requests.prompt_tokens, requests.output_tokens,

@@ -25,7 +25,8 @@ replica's decision (``decision.decide_nb``), at the end of its iteration or when
    (one token when decoding, up to the token budget when prefilling), growing its
    KV blocks; when memory runs out, drop the KV of paused requests, then preempt
    from the worst end (``batch.schedule_running_nb``);
-4. admit waiting requests in key order while a slot, budget and memory remain
+4. admit waiting requests the engine's scheduler has read (``gates``) in key order while a slot, budget and memory
+   remain, unless its gate holds prompts back this iteration
    (a preemptive policy may evict a worse running request); a request that was
    paused or swapped out pays its resume cost (``admit.admit_waiting_nb``). With ``server.batching =
    prefill-first`` step 4 comes first and takes whole prompts only; when it admits
@@ -67,6 +68,9 @@ The rooms, each a module, bottom up (a module imports only those above it in thi
 - ``handoff``: disaggregation, the KV transfer from a prefill replica to the decode pool;
 - ``scale``: a replica taken away (scale-down's end, a spot interruption), its requests re-queued elsewhere;
 - ``batch``: the running requests' chunks within the token budget and memory;
+- ``gates``: what holds a new request back before any budget does: when the engine's scheduler reads new requests
+  (SGLang's receive interval) and whether it lets the prompts it read into this iteration (TensorRT-LLM's
+  attention-DP balance);
 - ``step``: the iteration's duration and its effect on every scheduled request;
 - ``admit``: time-outs, the min-batch gate, the order of the running requests and admission of waiting ones;
 - ``record``: the statistics and the decimated time series of every iteration;

@@ -13,6 +13,7 @@ from ..layout import (F_ARRIVAL, F_DEADLINE, F_FIRST_SCHEDULED, F_KEY, I_BLOCKS,
                       I_KV_TOKENS, I_PENDING, I_PREFIX_HIT, I_RECOMPUTE_LEFT, I_STATE, RUNNING, TIMED_OUT, WAITING)
 from ..policies import LPM, P_CODE, P_MARGIN, P_MODE, P_PREEMPTIVE, policy_key_changes_nb, policy_key_nb
 from .batch import chunk_nb, decoding_nb, schedule_nb
+from .gates import seen_nb
 from .kv import blocks_needed_nb, held_back_blocks_nb, leave_nb, preempt_nb, reclaim_paused_nb, resume_nb
 from .prefix import evict_cached_nb, fresh_nb, prefix_hit_units_nb, take_prefix_nb, undo_take_nb
 from .queues import before_nb, keep_state_nb, remove_nb
@@ -110,8 +111,10 @@ def _evict_worse_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt
 
 
 @njit(cache=True, _nrt=False)
-def admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget, kind):
-    """Move waiting requests of ``kind`` into the batch in key order while slot, budget and memory allow.
+def admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget, kind,
+                     seen_s):
+    """Move waiting requests of ``kind`` that the scheduler has read (``gates.seen_nb``: arrived by ``seen_s``)
+    into the batch in key order while slot, budget and memory allow.
 
     ``ADMIT_ANY``: every waiting request, a prompt in chunks of the budget left. ``ADMIT_PROMPTS``: requests
     with a prefill to do, each whole (no chunking); admission stops at the first that exceeds the budget left,
@@ -132,7 +135,7 @@ def admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, 
         best = -1
         for i in range(n_candidates):
             r = waiting[i]
-            if ints[r, I_STATE] == WAITING and (best < 0 or before_nb(fl, r, best)):
+            if ints[r, I_STATE] == WAITING and (best < 0 or before_nb(fl, r, best)) and seen_nb(fl, r, seen_s):
                 decoding = decoding_nb(ints, r)
                 if kind == ADMIT_ANY or decoding == (kind == ADMIT_DECODES):
                     best = r

@@ -11,15 +11,16 @@ from ..policies import P_PREEMPTIVE
 from .admit import (ADMIT_ANY, ADMIT_DECODES, ADMIT_PROMPTS, admit_waiting_nb, drop_timeouts_nb, gate_release_s_nb,
                     next_event_s_nb, order_running_nb)
 from .batch import schedule_running_nb
+from .gates import adp_after_skip_nb, adp_hold_nb, note_prefill_nb, receive_after_skip_nb, receive_nb
 from .kv import update_new_token_ratio_nb
 from .record import account_nb
 from .skip import skip_decodes_nb
-from .state import (A_EXTRA_S, A_WASTE_S, BUSY, CK_BATCH_HOLD, CK_MODE, CK_NEXT_S, CK_WAIT_START_S, C_BATCH,
-                    C_MAX_BATCHED_TOKENS, C_MAX_BATCH_SIZE, C_NEW_TOKEN_RATIO_PPM, C_PREEMPTIONS, C_ROLE, C_RUNNING,
-                    C_USED_BLOCKS, C_WAITING, DRAINED, HORIZON, IDLE, NEW_TOKEN_RATIO_INIT_PPM, PREFILL_FIRST,
-                    PREFILL_ROLE, QUEUE_BOUND, SV_BATCHING, SV_DRAFT_TOKENS, SV_EVENT_SKIPPING, SV_HORIZON_S,
-                    SV_MAX_WAITING_REQUESTS, S_BATCH_HOLD_S, S_ITERATIONS, S_KV_BLOCK_SECONDS, S_WASTE_S,
-                    WAITING_FOR_GATE)
+from .state import (A_EXTRA_S, A_WASTE_S, BUSY, CK_BATCH_HOLD, CK_MODE, CK_NEXT_S, CK_RECEIVED_S, CK_WAIT_START_S,
+                    C_BATCH, C_MAX_BATCHED_TOKENS, C_MAX_BATCH_SIZE, C_NEW_TOKEN_RATIO_PPM, C_PREEMPTIONS, C_ROLE,
+                    C_RUNNING, C_USED_BLOCKS, C_WAITING, DRAINED, HORIZON, IDLE, NEW_TOKEN_RATIO_INIT_PPM,
+                    PREFILL_FIRST, PREFILL_ROLE, QUEUE_BOUND, SV_BATCHING, SV_DRAFT_TOKENS, SV_EVENT_SKIPPING,
+                    SV_HORIZON_S, SV_MAX_WAITING_REQUESTS, S_BATCH_HOLD_S, S_ITERATIONS, S_KV_BLOCK_SECONDS,
+                    S_SKIPPED, S_WASTE_S, WAITING_FOR_GATE)
 from .step import advance_nb, step_s_nb
 
 
@@ -32,7 +33,8 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
     ``t_stop``, ``may_skip``: the next arrival, and whether the queue bound cannot be reached before it
     (for event skipping). Returns the stop reason (``DRAINED`` = carry on).
     """
-    if clock[CK_MODE] == BUSY:
+    was_busy = clock[CK_MODE] == BUSY
+    if was_busy:
         advance_nb(srv, policy, classes, ints, fl, ids, pc, running, batch, cnt, clock, handoff, t)
     else:  # waiting or idle since CK_WAIT_START_S, its blocks held (cached prefixes, KV on the link)
         stats[S_KV_BLOCK_SECONDS] += cnt[C_USED_BLOCKS] * (t - clock[CK_WAIT_START_S])
@@ -59,22 +61,26 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
         clock[CK_NEXT_S] = next_event_s_nb(ints, fl, waiting, cnt, t_release)
         return DRAINED
 
+    receive_nb(srv, cnt, clock, t, was_busy)
+    seen_s = clock[CK_RECEIVED_S]
     preemptions_before = cnt[C_PREEMPTIONS]
     iterations_before = np.int64(stats[S_ITERATIONS])
+    skipped_before = np.int64(stats[S_SKIPPED])
     order_running_nb(policy, classes, ints, fl, running, cnt, t)
+    hold_prompts = adp_hold_nb(srv, ints, fl, waiting, cnt, seen_s)
     may_admit = cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]
     prefill_first = srv[SV_BATCHING] == PREFILL_FIRST
-    if prefill_first and may_admit and cnt[C_WAITING] > 0:
+    if prefill_first and may_admit and cnt[C_WAITING] > 0 and not hold_prompts:
         # Whole prompts whenever one can be admitted: the iteration is theirs, every decode waits.
         admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t,
-                         cnt[C_MAX_BATCHED_TOKENS], ADMIT_PROMPTS)
+                         cnt[C_MAX_BATCHED_TOKENS], ADMIT_PROMPTS, seen_s)
     memory_preempted = False
     if cnt[C_BATCH] == 0:
         budget, memory_preempted = schedule_running_nb(srv, policy, ints, fl, ids, pc, waiting, running, batch, cnt,
                                                        acc, cnt[C_MAX_BATCHED_TOKENS])
         if not memory_preempted and may_admit and cnt[C_WAITING] > 0:
             admit_waiting_nb(srv, policy, classes, ints, fl, ids, pc, waiting, running, batch, cnt, acc, t, budget,
-                             ADMIT_DECODES if prefill_first else ADMIT_ANY)
+                             ADMIT_DECODES if prefill_first or hold_prompts else ADMIT_ANY, seen_s)
     if cnt[C_BATCH] == 0 and cnt[C_ROLE] == PREFILL_ROLE and cnt[C_RUNNING] == 0 and cnt[C_USED_BLOCKS] > 0:
         # its memory is held by KV on the link: wait for a transfer to end (``hand_over_nb`` wakes it), or for the
         # next time-out of a waiting request
@@ -86,6 +92,7 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
         raise RuntimeError("internal error: requests are ready but none could be scheduled")
 
     dt, compute_s, memory_s, prefill, decode, recomputed = step_s_nb(srv, step, ints, batch, cnt)
+    note_prefill_nb(cnt, prefill)
     stats[S_WASTE_S] += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
     dt += acc[A_EXTRA_S]
     acc[A_EXTRA_S] = 0.0
@@ -101,6 +108,11 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
         if t + dt < t_until:  # else the next decision comes after an event: nothing to skip
             t, dt = skip_decodes_nb(srv, step, policy, classes, ints, fl, series, stats, waiting, batch, cnt, cross,
                                     t, dt, t_until)
+            skipped = np.int64(stats[S_SKIPPED]) - skipped_before
+            if skipped > 0:  # the skipped decisions' reads and gate counts; the iteration in flight decodes
+                receive_after_skip_nb(srv, cnt, clock, t, skipped, prefill > 0)
+                adp_after_skip_nb(srv, cnt, skipped)
+                note_prefill_nb(cnt, 0)
     # iterations that decoded: this one if it did, then every skipped one
     update_new_token_ratio_nb(srv, ints, running, cnt, memory_preempted,
                               np.int64(stats[S_ITERATIONS]) - iterations_before - (0 if decode > 0 else 1))

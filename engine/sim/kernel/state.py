@@ -19,9 +19,13 @@ AT_PAUSE_TIME = 5  # the next event comes after ``O_PAUSE_AT_S``: the autoscaler
 # Counter columns (one row per replica); the last four are the replica's own limits and role, set once (the replicas
 # of a mixed or disaggregated fleet differ): its KV cache, batch limit, token budget per iteration, and role.
 (C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS,
- C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE, C_NEW_TOKEN_RATIO_PPM, C_ACCEPTS) = range(13)
-N_COUNTERS = 13  # C_NEW_TOKEN_RATIO_PPM: the new-token-ratio admission's current ratio, in millionths; C_ACCEPTS: 1
-# while the router may send the replica requests (0: an autoscaler's replica provisioning, draining or gone)
+ C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE, C_NEW_TOKEN_RATIO_PPM, C_ACCEPTS,
+ C_RECV_COUNT, C_LAST_PREFILL, C_ADP_WAIT_ITERS, C_ADP_BATCH_ITERS) = range(17)
+N_COUNTERS = 17  # C_NEW_TOKEN_RATIO_PPM: the new-token-ratio admission's current ratio, in millionths; C_ACCEPTS: 1
+# while the router may send the replica requests (0: an autoscaler's replica provisioning, draining or gone);
+# C_RECV_COUNT: the receive skipper's counter (``gates.receive_nb``); C_LAST_PREFILL: 1 when the iteration in flight
+# computes prompt tokens; C_ADP_WAIT_ITERS, C_ADP_BATCH_ITERS: the attention-DP balance gate's two iteration
+# counters (``gates.adp_hold_nb``)
 # What a replica serves: whole requests, or (disaggregated) prompts only, handing each request's KV over the link
 # after its first token, or decodes only, of requests whose KV came over the link.
 COLOCATED, PREFILL_ROLE, DECODE_ROLE = range(len(POOL_ROLES))
@@ -39,9 +43,10 @@ N_PC_ROWS = 4
 
 # Clock columns (one row per replica): time of its next decision (inf while idle), its mode, when its current wait
 # began, (a prefill replica) when its link to the decode pool is free again, and 1 while the wait is the min-batch
-# gate's (``WAITING_FOR_GATE`` also covers a prefill replica waiting for its link).
-CK_NEXT_S, CK_MODE, CK_WAIT_START_S, CK_LINK_FREE_S, CK_BATCH_HOLD = range(5)
-N_CLOCK = 5
+# gate's (``WAITING_FOR_GATE`` also covers a prefill replica waiting for its link), and when it last received new
+# requests (``gates.receive_nb``: every waiting request that arrived by then is seen).
+CK_NEXT_S, CK_MODE, CK_WAIT_START_S, CK_LINK_FREE_S, CK_BATCH_HOLD, CK_RECEIVED_S = range(6)
+N_CLOCK = 6
 IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 
 # Statistics columns (one row per replica, filled during the run). The roofline terms (compute and memory
@@ -81,7 +86,7 @@ SERIES_MIN_ROWS = 1024   # per replica, however many there are
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
  SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S,
  SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST, SV_PREFIX_UNIT_TOKENS, SV_PREFIX_ROUTE_SLACK_TOKENS,
- SV_KV_LINK_S_PER_TOKEN) = range(19)
+ SV_KV_LINK_S_PER_TOKEN, SV_RECV_INTERVAL, SV_ADP_RANKS, SV_ADP_BATCHING_WAIT_ITERS, SV_ADP_TIMEOUT_ITERS) = range(23)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -92,6 +97,10 @@ OPTIMISTIC, RESERVE_FULL, NEW_TOKEN_RATIO = ADMISSION_CODES.values()
 # retraction to (tokens decoded + RETRACT_STEPS per request) / their max_new_tokens (srt/managers/schedule_batch.py)
 NEW_TOKEN_RATIO_INIT_PPM, NEW_TOKEN_RATIO_MIN_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS = 700_000, 0.14, 600
 NEW_TOKEN_RATIO_CLIP_TOKENS, NEW_TOKEN_RATIO_RETRACT_STEPS = 4096, 20
+# SGLang's receive skipper (sglang 0.5.14 srt/managers/scheduler_recv_skipper.py, weights srt/environ.py:294-297):
+# after each iteration its counter grows by 1 for a decode (or an idle turn of the loop) and by 1000 for any other
+# iteration (a prefill or a mixed one); new requests are read only once it reaches the interval, then it restarts at 0
+RECV_WEIGHT_DECODE, RECV_WEIGHT_OTHER = 1, 1000
 
 
 def series_rows_per_replica(replicas: int) -> int:
@@ -102,7 +111,8 @@ def series_rows_per_replica(replicas: int) -> int:
 def server_params(route_slack_tokens, min_batch_size, wait_timeout_s,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
                   batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0),
-                  speculation=(0, 1.0, 0.0), prefix_unit_tokens=0, kv_link_s_per_token=0.0):
+                  speculation=(0, 1.0, 0.0), prefix_unit_tokens=0, kv_link_s_per_token=0.0, recv_interval=1,
+                  adp_balance=(0, 0, 0)):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes), shared by every
     replica (each replica's KV cache, batch limit, token budget and role are its counters ``C_CAPACITY_BLOCKS`` ..
     ``C_ROLE``, its step time its row of ``steps``). ``route_slack_tokens``: how far above the least loaded replica
@@ -113,14 +123,18 @@ def server_params(route_slack_tokens, min_batch_size, wait_timeout_s,
     ``window_s``: (start, end) of the steady-state window (``simulate.steady_window_s``), [start, end).
     ``speculation``: (draft tokens k, expected tokens emitted per verification, draft cost as a share of a plain
     decode iteration); k = 0 decodes one token per iteration. ``prefix_unit_tokens``: tokens of one prefix cache
-    unit (a whole number of KV blocks; 0: no prefix caching)."""
+    unit (a whole number of KV blocks; 0: no prefix caching). ``recv_interval``: SGLang's scheduler receive interval
+    (1: new requests are seen at every decision; ``gates.receive_nb``). ``adp_balance``: (attention data-parallel
+    ranks, batching wait iterations, time-out iterations) of TensorRT-LLM's attention-DP balance gate (ranks 0: no
+    gate; ``gates.adp_hold_nb``)."""
     i = np.int64
     draft_tokens, tokens_per_decode, draft_cost = speculation
     return (i(min_batch_size), float(wait_timeout_s),
             i(block_size_tokens), i(static_blocks), i(max_waiting_requests), float(horizon_s), i(n_classes),
             float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)), float(window_s[0]),
             float(window_s[1]), i(draft_tokens), float(tokens_per_decode), float(draft_cost), i(prefix_unit_tokens),
-            i(route_slack_tokens), float(kv_link_s_per_token))
+            i(route_slack_tokens), float(kv_link_s_per_token), i(recv_interval), i(adp_balance[0]), i(adp_balance[1]),
+            i(adp_balance[2]))
 
 
 def waiting_capacity(n_requests: int, max_waiting_requests: int, max_batch_size: int) -> int:
