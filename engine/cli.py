@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .calibrate.bench_command import read_command
+from .calibrate.bench_replay import load_mismatch, replay, replay_server
 from .calibrate.bench_results import MAX_FILE_MIB, read_result
 from .calibrate.confidence import step_badge
 from .calibrate.user_calibration import benchmarked_server, calibrate, model_for
@@ -148,6 +150,28 @@ def command_parser() -> argparse.ArgumentParser:
                                 "server.max_batch_size=256 (repeatable)")
     calibrate.add_argument("--save", metavar="NAME", help="keep the fit as calibration NAME (server.calibration)")
     calibrate.add_argument("--replace", action="store_true", help="replace a saved calibration of the same name")
+    replay_bench = sub.add_parser(
+        "replay-bench", help="replay a benchmark client's command (vllm bench serve, python -m sglang.bench_serving; "
+                             "random dataset) on a server and set every figure it reports beside your measured ones",
+        usage="python -m engine replay-bench --gpu GPU [options] -- vllm bench serve --model ... [client options]")
+    replay_bench.add_argument("--gpu", required=True, help="the GPU the server ran on (data/hardware/gpus.csv)")
+    replay_bench.add_argument("--model", help="data/hardware/models.csv model (default: the one --model names)")
+    replay_bench.add_argument("--tensor-parallel", type=int, default=1, help="GPUs the server split the model over")
+    replay_bench.add_argument("--quant", default="bf16", help="weight format (data/hardware/quant.csv)")
+    replay_bench.add_argument("--kv-quant", default="bf16", help="KV-cache format (data/hardware/kv_quant.csv)")
+    replay_bench.add_argument("--engine", help="the serving engine (data/hardware/engines.csv; default: the "
+                              "client's own project's, vllm or sglang)")
+    replay_bench.add_argument("--special-tokens", type=int, default=0, help="special tokens the model's tokenizer "
+                              "adds to a prompt (its num_special_tokens_to_add(): 1 for a BOS token), so that "
+                              "vllm's draws are its own to the token")
+    replay_bench.add_argument("--measured", metavar="FILE", help="the client's result file of that run (vllm "
+                              "--save-result JSON, AIPerf or GenAI-Perf export), set beside the simulated figures")
+    replay_bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                              help="another server setting, e.g. --set server.scheduler_recv_interval=10 "
+                                   "(repeatable)")
+    replay_bench.add_argument("--json", metavar="PATH", help="write the figures as JSON to PATH ('-' = stdout, "
+                              "no text)")
+    replay_bench.add_argument("client", nargs=argparse.REMAINDER, help="the client's command, after --")
     sub.add_parser("keys", help="print every scenario key with unit, default and meaning (Markdown)")
     sub.add_parser("warm", help="compile the simulator now (cached on disk, so later runs start at once)")
     return parser
@@ -671,6 +695,46 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay_bench(args: argparse.Namespace) -> int:
+    words = args.client[1:] if args.client[:1] == ["--"] else args.client
+    if not words:
+        raise ScenarioError("replay-bench: give the client's command after --, e.g. -- vllm bench serve --model "
+                            "meta-llama/Llama-3.1-8B-Instruct --max-concurrency 32")
+    if not 0 <= args.special_tokens <= 16:
+        raise ScenarioError(f"--special-tokens = {args.special_tokens}: give 0 to 16")
+    command = read_command(words, args.special_tokens)
+    measured = None
+    if args.measured:
+        measured = read_result(read_regular(args.measured, "result file", MAX_FILE_MIB * MIB, "result_file_mib"),
+                               Path(args.measured).name)
+    model = args.model or model_for(command.load.model_id or (measured.model_id if measured else ""))
+    server = replay_server({"gpu": args.gpu, "model": model, "tensor_parallel": args.tensor_parallel,
+                            "quant": args.quant, "kv_quant": args.kv_quant}, args.engine or command.client.engine,
+                           args.overrides)
+    table = replay(command, server, measured)
+    notes = [f"{command.client.name} ({command.client.release}'s draws and defaults): {command.load.load_text()}",
+             f"replayed on {server.tensor_parallel} x {server.gpu}, {server.model} ({server.quant} weights, "
+             f"{server.kv_quant} KV), {server.engine}; step times: {step_badge(server)}"]
+    if command.warmups:
+        notes.append(f"{command.warmups} warm-up request(s) finish before the timed run: not replayed (the server is "
+                     f"idle between them and the run)")
+    if not command.ignore_eos:
+        notes.append("without --ignore-eos the model may stop before an output's length: the replay runs every "
+                     "output to its length (a --save-detailed result file has the real ones: engine calibrate)")
+    mismatch = load_mismatch(command, measured) if measured else None
+    if mismatch:
+        notes.append(f"warning: {mismatch}")
+    answer = {"client": command.client.name, "notes": notes,
+              "figures": table.rename(columns={"error %": "error_pct"}).to_dict(orient="records")}
+    if _wrote_json_to_stdout(answer, args.json):
+        return 0
+    print("\n".join(notes))
+    shown = table if measured else table.drop(columns=["measured", "error %"])
+    with pd.option_context("display.width", 200, "display.float_format", lambda v: f"{round(v, 1) + 0.0:,.1f}"):
+        print(shown.to_string(index=False))
+    return 0
+
+
 def os_error_text(exc: OSError) -> str:
     """An operating-system error in words: what went wrong, and the file when it names one."""
     what = os_reason(exc)
@@ -695,7 +759,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"compiled and cached: {warm_up()} presets simulated in {time.perf_counter() - started:.1f} s")
             return 0
         return {"run": _run, "bill": _bill, "shapes": _shapes, "size": _size, "plan": _plan, "report": _report,
-                "tune": _tune, "hardware": _hardware, "calibrate": _calibrate}[args.command](args)
+                "tune": _tune, "hardware": _hardware, "calibrate": _calibrate,
+                "replay-bench": _replay_bench}[args.command](args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

@@ -78,8 +78,10 @@ def benchmarked_server(server: dict, overrides: list[str]) -> Server:
     return load_scenario(_replay_data(server, 1, "benchmarked server"), overrides=overrides).server
 
 
-def replay_case(result: BenchResult, server: Server) -> Case:
-    """The calibration case that replays ``result``'s load on ``server`` (seeded Poisson arrivals at its rate)."""
+def replay_case(result: BenchResult, server: Server, kernel_tables: str = "off") -> Case:
+    """The calibration case that replays ``result``'s load on ``server`` (seeded Poisson arrivals at its rate);
+    ``kernel_tables`` "off" (a user's own fit calibrates the roofline) or "auto" (the product as users get it:
+    measured operator tables where they cover the server)."""
     n = result.requests
     if math.isinf(result.rate_per_s):
         arrival_s = np.arange(n) / SIMULTANEOUS_RATE_PER_S
@@ -88,8 +90,7 @@ def replay_case(result: BenchResult, server: Server) -> Case:
         arrival_s -= arrival_s[0]
     slots = min(server.max_batch_size, result.concurrency) if result.concurrency else server.max_batch_size
     scenario = load_scenario(_replay_data({**dataclasses.asdict(server), "max_batch_size": slots, "min_batch_size": 1,
-                                           "kernel_tables": "off"},  # a user's own fit calibrates the roofline
-                                          n, f"replay of {result.name}"))
+                                           "kernel_tables": kernel_tables}, n, f"replay of {result.name}"))
     requests = RequestArrays(arrival_s, result.input_tokens.copy(), result.output_tokens.copy(),
                              np.zeros(n, np.int64), result.output_tokens.copy())
     return Case(prepare(scenario, requests=requests), scenario.server, dict(result.measured),
