@@ -673,3 +673,19 @@ def test_the_engines_own_scheduler_knobs_sit_beside_the_engine_and_leave_with_it
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert not [n for n in at.number_input if n.label == "Receive interval (iterations)"]
     assert "scheduler_recv_interval" not in at.session_state["scenario"]["server"]
+
+
+def test_atom_shows_its_prefill_delayer_with_data_parallel_attention_and_its_tuning_while_it_is_on():
+    data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
+    data["workload"]["num_requests"] = 200
+    data["server"].update({"step_model": "roofline", "gpu": "H100-80G", "model": "Qwen3-30B-A3B", "tensor_parallel": 2,
+                           "expert_parallel": True, "attention_data_parallel": True, "engine": "atom"})
+    at = lab(data).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    [delayer] = [t for t in at.toggle if t.label == "Prefill delayer"]
+    assert delayer.value and [n for n in at.number_input if n.label == "Delayer's longest hold (iterations)"]
+    assert any("ATOM's own scheduler knobs" in c for c in shown(at.caption))
+    delayer.set_value(False).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not [n for n in at.number_input if n.label.startswith("Delayer")]
+    assert at.session_state["scenario"]["server"]["prefill_delayer"] is False

@@ -171,6 +171,24 @@ def test_the_labs_cost_says_the_most_energy_the_fleet_draws(server, page):
     page.screenshot(path=str(ARTIFACTS / "lab_cost_energy.png"))
 
 
+def test_the_engines_own_scheduler_knobs_read_as_words_beside_the_engine(server, page):
+    """ATOM with data-parallel attention: its prefill delayer and the knobs that tune it sit under the engine,
+    labelled in words with their unit, with the release they were read from."""
+    data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
+    data["workload"]["num_requests"] = 300
+    data["server"].update({"step_model": "roofline", "gpu": "H100-80G", "model": "Qwen3-30B-A3B", "tensor_parallel": 2,
+                           "expert_parallel": True, "attention_data_parallel": True, "engine": "atom"})
+    open_lab(page, f"{server}/?{state.QUERY_KEY}={state.encode(data)}")
+    page.get_by_text("Server: batching, memory, step time").click()
+    toggle = page.get_by_text("Prefill delayer", exact=True)
+    toggle.scroll_into_view_if_needed()
+    said = page.inner_text("body").replace("\u2060", "")
+    for label in ("Delayer fill target", "Delayer's longest hold (iterations)", "Delayer stall (iterations)",
+                  "Delayer KV watermark", "ATOM's own scheduler knobs, with its defaults as release ffdf3bb reads them"):
+        assert label in said, label
+    page.screenshot(path=str(ARTIFACTS / "lab_scheduler_knobs.png"))
+
+
 def test_hardware_page_renders_its_charts(server, page):
     """The Hardware & Cost page on the default scenario: memory bar, iteration charts and the shapes table."""
     open_lab(page, server + "/")

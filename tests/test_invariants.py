@@ -67,7 +67,7 @@ def scenarios(draw):
     if static:
         server["max_seq_len"] = MAX_PROMPT + MAX_OUTPUT
         server["kv_capacity_tokens"] = draw(st.sampled_from(capacities))
-    scheduler = draw(st.sampled_from(["plain", "receive", "balance"]))
+    scheduler = draw(st.sampled_from(["plain", "receive", "balance", "delay"]))
     if scheduler == "receive":  # SGLang reads new requests once every few iterations
         server.update(engine="sglang", scheduler_recv_interval=draw(st.integers(2, 40)))
     elif scheduler == "balance":  # TensorRT-LLM holds prompts until every attention-DP rank has one
@@ -76,6 +76,13 @@ def scenarios(draw):
                       attention_data_parallel=True, attention_dp_balance=True,
                       attention_dp_batching_wait_iters=draw(st.integers(0, 12)),
                       attention_dp_timeout_iters=draw(st.integers(1, 60)))
+    elif scheduler == "delay":  # ATOM holds prompts until every rank has one and they fill the budget or stall
+        server.update(engine="atom", model="Qwen3-30B-A3B", tensor_parallel=draw(st.sampled_from([2, 4])),
+                      expert_parallel=True, attention_data_parallel=True,
+                      prefill_delayer_target_fill=draw(st.floats(0.05, 1.0)),
+                      prefill_delayer_max_ticks=draw(st.integers(1, 40)),
+                      prefill_delayer_stall_ticks=draw(st.integers(1, 12)),
+                      prefill_delayer_kv_high=draw(st.floats(0.0, 1.0)))
     router = draw(st.sampled_from(["round-robin", "least-tokens", "shortest-queue", "prefix-affinity"]))
     fleet = {"replicas": draw(st.integers(1, 4)), "router": router}
     def table():  # a group or pool: its own iteration time, KV cache and batch limits

@@ -84,9 +84,34 @@ def test_tensorrt_llm_lets_prompts_go_when_some_rank_generates_nothing():
     assert run(balance, [0.0, 0.3], [40, 5])[:, 0].tolist() == [0.0, 0.375]
 
 
+ATOM_DP = {**TRT_ADP, "engine": "atom", "admission": "optimistic", "batching": "prefill-first"}
+
+
+@pytest.mark.parametrize("fill, started", [(0.9, [0.0, 0.0, 1.0, 1.75, 1.75]), (0.1, [0.0, 0.0, 1.0, 1.375, 1.375])])
+def test_atom_holds_prompts_until_every_rank_has_one_and_they_fill_the_budget_or_stop_growing(fill, started):
+    """Two ranks of 8 tokens each, at most 5 turns held, 3 stall turns. A and B reach an idle server: nothing
+    decodes, they go. C alone at 0.3: one rank lacks a prompt, so it is held at 0.375 ... 0.875 (5 turns) and goes
+    at 1.0. D and E at 1.3 give every rank one, 2 tokens of 16: below a 0.9 fill they wait while their tokens do
+    not grow (stall 0, 1, 2 at 1.375, 1.5, 1.625) and go at the third stall, 1.75; a 0.1 fill (1.6 tokens) lets
+    them go at once. Without data-parallel attention ATOM installs no delayer."""
+    atom = {**ATOM_DP, "max_batched_tokens": 8, "prefill_delayer_max_ticks": 5, "prefill_delayer_stall_ticks": 3,
+            "prefill_delayer_target_fill": fill}
+    arrivals, outputs = [0.0, 0.0, 0.3, 1.3, 1.3], [40, 40, 30, 5, 5]
+    assert run(atom, arrivals, outputs)[:, 0].tolist() == started
+    free = {**ATOM_DP, "attention_data_parallel": False, "expert_parallel": False}
+    assert run(free, arrivals, outputs)[:, 0].tolist() == [0.0, 0.0, 0.375, 1.375, 1.375]
+
+
+def test_atom_lets_prompts_go_when_the_kv_cache_is_nearly_full():
+    """A KV watermark of 0: the cache is always at it, so the delayer never holds."""
+    atom = {**ATOM_DP, "prefill_delayer_kv_high": 0.0, "kv_capacity_tokens": 4096}
+    assert run(atom, [0.0, 0.0, 0.3], [40, 40, 30])[:, 0].tolist() == [0.0, 0.0, 0.375]
+
+
 @pytest.mark.parametrize("key, value, engine_name", [
     ("scheduler_recv_interval", 8, "vllm"), ("scheduler_recv_interval", 8, "tensorrt-llm"),
-    ("attention_dp_balance", True, "sglang"), ("attention_dp_timeout_iters", 7, "vllm")])
+    ("attention_dp_balance", True, "sglang"), ("attention_dp_timeout_iters", 7, "vllm"),
+    ("prefill_delayer_stall_ticks", 4, "sglang")])
 def test_a_knob_of_another_engine_is_a_one_line_error(key, value, engine_name):
     with pytest.raises(ScenarioError) as error:
         engine.load_scenario({"workload": WORKLOAD, "server": {"engine": engine_name, key: value}})
@@ -114,8 +139,9 @@ def test_every_engine_has_a_scheduler_module_and_every_own_knob_the_engines_defa
         if knob.own:
             assert str(getattr(server, knob.key)).lower() == knob.default, knob
     assert set(OWN_KEYS) == {"scheduler_recv_interval", "attention_dp_balance", "attention_dp_batching_wait_iters",
-                             "attention_dp_timeout_iters"}
-    assert loop_gates(server) == {"recv_interval": 1, "adp_balance": (0, 0, 0)}
+                             "attention_dp_timeout_iters", "prefill_delayer", "prefill_delayer_target_fill",
+                             "prefill_delayer_max_ticks", "prefill_delayer_stall_ticks", "prefill_delayer_kv_high"}
+    assert loop_gates(server) == {"recv_interval": 1, "adp_balance": (0, 0, 0), "prefill_delay": (0, 0.0, 0, 0, 0.0)}
 
 
 def test_the_recipe_runs_the_simulated_knobs():

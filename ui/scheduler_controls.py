@@ -10,31 +10,38 @@ from engine.scenario.config import Server
 from engine.scenario.schedulers import MODULES, OWN_KEYS, knobs_of
 from ui.widgets import field_input
 
-BALANCE_WAITS = ("attention_dp_batching_wait_iters", "attention_dp_timeout_iters")
+# A switch that works only with data-parallel attention -> the knobs that tune it (shown only while it is on).
+DATA_PARALLEL_SWITCHES = {"attention_dp_balance": ("attention_dp_batching_wait_iters", "attention_dp_timeout_iters"),
+                          "prefill_delayer": ("prefill_delayer_target_fill", "prefill_delayer_max_ticks",
+                                              "prefill_delayer_stall_ticks", "prefill_delayer_kv_high")}
 
 
-def shown_keys(server: dict) -> list[str]:
-    """The knobs of ``server``'s engine that change something in this server: the attention-DP balance only with
-    data-parallel attention, its waits only when it is on."""
-    engine_name = server.get("engine", Server.engine)
-    keys = [knob.key for knob in knobs_of(engine_name) if knob.own]
-    if not server.get("attention_data_parallel"):
-        keys = [k for k in keys if not k.startswith("attention_dp_")]
-    elif not server.get("attention_dp_balance"):
-        keys = [k for k in keys if k not in BALANCE_WAITS]
-    return keys
+def shown(server: dict, key: str) -> bool:
+    """Whether ``key`` (a knob of ``server``'s engine) changes something in this server as it stands: a switch of
+    data-parallel attention only with it, a knob that tunes a switch only while the switch is on."""
+    for switch, tuning in DATA_PARALLEL_SWITCHES.items():
+        if key == switch or key in tuning:
+            if not server.get("attention_data_parallel"):
+                return False
+            if key in tuning and not server.get(switch, getattr(Server, switch)):
+                return False
+    return True
 
 
 def scheduler_controls(server: dict, key_pattern: str) -> None:
-    """The knobs of ``shown_keys`` (widget keys ``key_pattern.format(key)``), with the release they were read from;
-    every other engine-own key is removed from ``server``."""
-    keys = shown_keys(server)
+    """The knobs of ``server``'s engine that ``shown`` keeps (widget keys ``key_pattern.format(key)``), each switch
+    before what it tunes, with the release they were read from; every other engine-own key is removed from
+    ``server``."""
+    engine_name = server.get("engine", Server.engine)
+    drawn = []
+    for knob in knobs_of(engine_name):
+        if knob.own and shown(server, knob.key):
+            server[knob.key] = field_input(Server, knob.key, server.get(knob.key), key=key_pattern.format(knob.key))
+            drawn.append(knob.key)
     for key in OWN_KEYS:
-        if key not in keys:
+        if key not in drawn:
             server.pop(key, None)
-    for key in keys:
-        server[key] = field_input(Server, key, server.get(key), key=key_pattern.format(key))
-    if keys:
-        module = MODULES[server.get("engine", Server.engine)]
+    if drawn:
+        module = MODULES[engine_name]
         st.caption(f"{module.NAME}'s own scheduler knobs, with its defaults as release {module.RELEASE} reads them "
                    f"(the Method page cites the source).")

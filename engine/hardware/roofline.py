@@ -377,7 +377,8 @@ class CardMemory:
     ``total-share`` (vLLM's gpu_memory_utilization): of the card's total (nvidia-smi), CUDA sees all but
     ``hidden``; the server may use ``gpu_memory_utilization`` of that, the rest is ``held_back`` (CUDA graphs live
     there); from its share it subtracts the weights, the activation peak of its profile run and the memory outside
-    PyTorch (``non_torch``); what is left is the KV cache (negative when the model does not fit). ``static-share``
+    PyTorch (``non_torch``), and ``card_reserve_share`` of the card where the engine keeps a margin (ATOM: 2%);
+    what is left is the KV cache (negative when the model does not fit). ``static-share``
     (SGLang's mem_fraction_static): the share of what is free once CUDA and the collectives are set up (visible -
     non_torch) holds the weights and the KV cache only, so KV = share x (visible - non_torch) - weights, and the
     activations and CUDA graphs live in the rest (``held_back`` is what the activation peak leaves of it).
@@ -444,7 +445,8 @@ def card_memory(server: Server, profile: RooflineProfile, tensor_parallel: int) 
         activation = min(activation, rest)
     else:
         free = visible if budget == TOTAL_SHARE else max(visible - weights - activation - non_torch, 0.0)
-        held_back = free * (1.0 - share)
+        # and a share of the card some engines keep back besides (ATOM's 2% safety margin)
+        held_back = free * (1.0 - share) + visible * float(engine_row(server.engine)["card_reserve_share"])
     return CardMemory(total=profile.card_memory_bytes, hidden=hidden, held_back=held_back, weights=weights,
                       activation=activation, non_torch=non_torch)
 

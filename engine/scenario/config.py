@@ -503,6 +503,20 @@ class Server:
                                                     "(with attention_dp_balance)", "iterations", ge=0, le=100_000)
     attention_dp_timeout_iters: int = opt(50, "TensorRT-LLM's attention_dp_config.timeout_iters (with "
                                               "attention_dp_balance)", "iterations", ge=1, le=100_000)
+    prefill_delayer: bool = opt(True, "AMD ATOM's PrefillDelayer (ATOM_ENABLE_PREFILL_DELAYER): with "
+                                      "attention_data_parallel, prompts wait until every rank has one and together "
+                                      "they fill prefill_delayer_target_fill of their budgets, stop growing, or have "
+                                      "waited prefill_delayer_max_ticks turns (engine = atom)")
+    prefill_delayer_target_fill: float = opt(0.9, "ATOM_PREFILL_DELAYER_TARGET_FILL: the share of the ranks' token "
+                                                  "budgets their waiting prompts must fill to go (engine = atom)", "",
+                                             gt=0.0, le=1.0)
+    prefill_delayer_max_ticks: int = opt(200, "ATOM_PREFILL_DELAYER_TTFT_MAX_TICKS: the most turns prompts are held "
+                                              "(engine = atom)", "iterations", ge=1, le=100_000)
+    prefill_delayer_stall_ticks: int = opt(10, "ATOM_PREFILL_DELAYER_STALL_TICKS: prompts go once their tokens have "
+                                               "not grown for this many turns (engine = atom)", "iterations", ge=1,
+                                           le=100_000)
+    prefill_delayer_kv_high: float = opt(0.9, "ATOM_PREFILL_DELAYER_KV_HIGH_WATERMARK: prompts go at once when this "
+                                              "share of the KV cache is in use (engine = atom)", "", ge=0.0, le=1.0)
     kernel_tables: str = opt("auto", "auto: iteration times from measured operator tables (aiconfigurator-core) "
                                      "where they cover the GPU, engine version, formats and model, else the "
                                      "roofline; off: always the roofline (step_model = roofline)",
@@ -941,6 +955,9 @@ FIELD_LABELS = {
     "Server.engine": "Serving engine", "Server.engine_version": "Engine version",
     "Server.scheduler_recv_interval": "Receive interval", "Server.attention_dp_balance": "Balance attention-DP ranks",
     "Server.attention_dp_batching_wait_iters": "Batching wait", "Server.attention_dp_timeout_iters": "Balance time-out",
+    "Server.prefill_delayer": "Prefill delayer", "Server.prefill_delayer_target_fill": "Delayer fill target",
+    "Server.prefill_delayer_max_ticks": "Delayer's longest hold", "Server.prefill_delayer_stall_ticks": "Delayer stall",
+    "Server.prefill_delayer_kv_high": "Delayer KV watermark",
     "Server.kernel_tables": "Measured kernels", "Server.expert_parallel": "Expert parallel",
     "Server.attention_data_parallel": "Data-parallel attention", "Server.expert_imbalance": "Expert imbalance",
     "Server.model_config": "Your model",

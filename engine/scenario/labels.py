@@ -50,12 +50,13 @@ CHOICE_WORDS = {
                    "cdna4": "CDNA 4", "blackwell-workstation": "Blackwell (workstation)"},
     # serving engines of data/hardware/engines.csv (server.engine)
     "engine": {"vllm": "vLLM V1", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM",
-               "legacy": "Engines of 2023-24"},
+               "legacy": "Engines of 2023-24", "atom": "AMD ATOM"},
     # server.engine_version: empty means the newest the measured kernels have
     "engine_version": {"": "Newest measured"},
     "kernel_tables": {"auto": "Measured kernels where they cover it", "off": "Roofline only"},
     # the same engines before a version number ("vLLM 0.24.0")
-    "engine_name": {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM", "legacy": "engine of 2023-24"},
+    "engine_name": {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM", "legacy": "engine of 2023-24",
+                    "atom": "ATOM"},
 }
 # Which words each scenario key's choices take ("Class.key").
 FIELD_CHOICES = {

@@ -4,9 +4,10 @@ in the release the module read and the file and line it comes from), what the co
 (``loop_gates``) and the flags that set them on a deployed server (``sglang.flags``, ``tensorrt_llm.options``: the
 recipe writes them).
 
-The modules: ``vllm`` (vLLM V1), ``sglang``, ``tensorrt_llm`` (TensorRT-LLM's PyTorch backend) and ``legacy``
-(engines of 2023-24). A knob only one engine reads, set on another, is an error naming the key. A module whose
-engine refuses more, or holds new requests back, defines ``check(server, path)`` and ``loop_gates(server)``.
+The modules: ``vllm`` (vLLM V1), ``sglang``, ``tensorrt_llm`` (TensorRT-LLM's PyTorch backend), ``atom`` (AMD's
+ATOM) and ``legacy`` (engines of 2023-24). A knob only one engine reads, set on another, is an error naming the key.
+A module whose engine refuses more, or holds new requests back, defines ``check(server, path)`` and
+``loop_gates(server)``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import dataclasses
 from types import ModuleType
 
 from ..errors import ScenarioError
-from . import legacy, sglang, tensorrt_llm, vllm
+from . import atom, legacy, sglang, tensorrt_llm, vllm
 from .knob import Knob, all_knobs, knobs_of
 
-MODULES: dict[str, ModuleType] = {"vllm": vllm, "sglang": sglang, "tensorrt-llm": tensorrt_llm, "legacy": legacy}
+MODULES: dict[str, ModuleType] = {"vllm": vllm, "sglang": sglang, "tensorrt-llm": tensorrt_llm, "legacy": legacy,
+                                  "atom": atom}
 # The keys only one engine reads, and that engine.
 OWN_KEYS: dict[str, str] = {knob.key: knob.engine for knob in all_knobs() if knob.own}
 
@@ -41,9 +43,10 @@ def check(server, path: str) -> None:
 
 def loop_gates(server) -> dict:
     """What the compiled loop's gates (``engine.sim.kernel.gates``) take from ``server``'s scheduler:
-    ``recv_interval`` (1: new requests read at every iteration) and ``adp_balance`` (ranks, batching wait
-    iterations, time-out iterations; ranks 0: no balance gate)."""
-    gates = {"recv_interval": 1, "adp_balance": (0, 0, 0)}
+    ``recv_interval`` (1: new requests read at every iteration), ``adp_balance`` (ranks, batching wait
+    iterations, time-out iterations; ranks 0: no balance gate) and ``prefill_delay`` (ranks, target fill, most turns
+    held, stall turns, KV watermark; ranks 0: no delayer)."""
+    gates = {"recv_interval": 1, "adp_balance": (0, 0, 0), "prefill_delay": (0, 0.0, 0, 0, 0.0)}
     own_gates = getattr(MODULES[server.engine], "loop_gates", None)  # an engine with no gate of its own: none
     if own_gates is not None:
         gates.update(own_gates(server))

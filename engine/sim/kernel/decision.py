@@ -11,7 +11,8 @@ from ..policies import P_PREEMPTIVE
 from .admit import (ADMIT_ANY, ADMIT_DECODES, ADMIT_PROMPTS, admit_waiting_nb, drop_timeouts_nb, gate_release_s_nb,
                     next_event_s_nb, order_running_nb)
 from .batch import schedule_running_nb
-from .gates import adp_after_skip_nb, adp_hold_nb, note_prefill_nb, receive_after_skip_nb, receive_nb
+from .gates import (adp_after_skip_nb, adp_hold_nb, delay_after_skip_nb, delay_hold_nb, note_prefill_nb,
+                    receive_after_skip_nb, receive_nb)
 from .kv import update_new_token_ratio_nb
 from .record import account_nb
 from .skip import skip_decodes_nb
@@ -67,7 +68,8 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
     iterations_before = np.int64(stats[S_ITERATIONS])
     skipped_before = np.int64(stats[S_SKIPPED])
     order_running_nb(policy, classes, ints, fl, running, cnt, t)
-    hold_prompts = adp_hold_nb(srv, ints, fl, waiting, cnt, seen_s)
+    balance_holds = adp_hold_nb(srv, ints, fl, waiting, cnt, seen_s)  # each counts every turn: both are asked
+    hold_prompts = delay_hold_nb(srv, ints, fl, waiting, cnt, seen_s) or balance_holds
     may_admit = cnt[C_RUNNING] < cnt[C_MAX_BATCH_SIZE] or policy[P_PREEMPTIVE]
     prefill_first = srv[SV_BATCHING] == PREFILL_FIRST
     if prefill_first and may_admit and cnt[C_WAITING] > 0 and not hold_prompts:
@@ -112,6 +114,7 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
             if skipped > 0:  # the skipped decisions' reads and gate counts; the iteration in flight decodes
                 receive_after_skip_nb(srv, cnt, clock, t, skipped, prefill > 0)
                 adp_after_skip_nb(srv, cnt, skipped)
+                delay_after_skip_nb(srv, cnt, skipped)
                 note_prefill_nb(cnt, 0)
     # iterations that decoded: this one if it did, then every skipped one
     update_new_token_ratio_nb(srv, ints, running, cnt, memory_preempted,

@@ -1,8 +1,9 @@
 """What holds a new request back before any budget or memory does: when an engine's scheduler reads new requests
 (SGLang's receive interval), and whether it lets the prompts it has read into this iteration (TensorRT-LLM's
-attention-DP balance gate). Each is the engine's own rule, read from its source (``engine/sim/schedulers``); the
-decision (``decision.decide_nb``) asks them in its order, and event skipping brings their counters up to date
-over the decisions it runs in one go (``*_after_skip_nb``), so skipping changes no result.
+attention-DP balance gate, ATOM's prefill delayer). Each is the engine's own rule, read from its source
+(``engine/scenario/schedulers`` says which release); the decision (``decision.decide_nb``) asks them in its order,
+and event skipping brings their counters up to date over the decisions it runs in one go (``*_after_skip_nb``), so
+skipping changes no result.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..layout import F_ARRIVAL, F_FIRST_SCHEDULED, I_GENERATED, I_STATE, WAITING
-from .state import (C_ADP_BATCH_ITERS, C_ADP_WAIT_ITERS, C_LAST_PREFILL, C_MAX_BATCH_SIZE, C_RECV_COUNT, C_RUNNING,
-                    C_WAITING, CK_RECEIVED_S, RECV_WEIGHT_DECODE, RECV_WEIGHT_OTHER, SV_ADP_BATCHING_WAIT_ITERS,
-                    SV_ADP_RANKS, SV_ADP_TIMEOUT_ITERS, SV_RECV_INTERVAL)
+from ..layout import F_ARRIVAL, F_FIRST_SCHEDULED, I_GENERATED, I_PENDING, I_STATE, WAITING
+from .state import (C_ADP_BATCH_ITERS, C_ADP_WAIT_ITERS, C_CAPACITY_BLOCKS, C_DELAY_HOLD_TICKS, C_DELAY_PREV_PENDING,
+                    C_DELAY_STALL, C_LAST_PREFILL, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_RECV_COUNT, C_RUNNING,
+                    C_USED_BLOCKS, C_WAITING, CK_RECEIVED_S, RECV_WEIGHT_DECODE, RECV_WEIGHT_OTHER,
+                    SV_ADP_BATCHING_WAIT_ITERS, SV_ADP_RANKS, SV_ADP_TIMEOUT_ITERS, SV_DELAY_KV_HIGH,
+                    SV_DELAY_MAX_TICKS, SV_DELAY_RANKS, SV_DELAY_STALL_TICKS, SV_DELAY_TARGET_FILL, SV_RECV_INTERVAL)
 
 
 @njit(cache=True, inline="always")
@@ -116,3 +119,68 @@ def adp_after_skip_nb(srv, cnt, skipped):
 def note_prefill_nb(cnt, prefill_tokens):
     """Remember whether the iteration now in flight computes prompt tokens (the receive skipper's next weight)."""
     cnt[C_LAST_PREFILL] = 1 if prefill_tokens > 0 else 0
+
+
+@njit(cache=True, inline="always")
+def _delay_reset_nb(cnt):
+    cnt[C_DELAY_HOLD_TICKS] = 0
+    cnt[C_DELAY_STALL] = 0
+    cnt[C_DELAY_PREV_PENDING] = -1
+
+
+@njit(cache=True, inline="always")
+def delay_hold_nb(srv, ints, fl, waiting, cnt, seen_s):
+    """ATOM's prefill delayer at one turn (atom/model_engine/prefill_delayer.py should_allow_prefill, ATOM ffdf3bb):
+    True when the prompts read must wait this turn. The ranks share whether each has a prompt it can admit, their
+    pending prompt tokens (each rank's capped at its token budget) and decodes; prompts go when none can be admitted
+    (the hold restarts), nothing decodes, the KV cache is in use up to the watermark, or they have been held the
+    most turns; else, while some rank has none, they wait; then they go once they fill the target share of the
+    budgets of the ranks that have one, or their tokens have not grown for the stall turns.
+
+    The ranks are pooled here as for the balance gate (``adp_hold_nb``): as many ranks have a prompt as prompts
+    wait (read, within the free slots), up to the ranks; their tokens are capped at that many ranks' budgets."""
+    ranks = srv[SV_DELAY_RANKS]
+    if ranks == 0:
+        return False
+    prompts = 0
+    pending = 0
+    for i in range(cnt[C_WAITING]):
+        r = waiting[i]
+        if ints[r, I_STATE] == WAITING and ints[r, I_GENERATED] == 0 and seen_nb(fl, r, seen_s):
+            prompts += 1
+            pending += ints[r, I_PENDING]
+    prefillable = min(prompts, cnt[C_MAX_BATCH_SIZE] - cnt[C_RUNNING], ranks)
+    if prefillable <= 0:
+        _delay_reset_nb(cnt)
+        return False
+    rank_budget = cnt[C_MAX_BATCHED_TOKENS] // ranks
+    pending = min(pending, prefillable * rank_budget)
+    kv_high = cnt[C_CAPACITY_BLOCKS] > 0 and \
+        cnt[C_USED_BLOCKS] >= srv[SV_DELAY_KV_HIGH] * cnt[C_CAPACITY_BLOCKS]
+    if cnt[C_RUNNING] == 0 or kv_high or cnt[C_DELAY_HOLD_TICKS] >= srv[SV_DELAY_MAX_TICKS]:
+        _delay_reset_nb(cnt)
+        return False
+    if prefillable < ranks:
+        cnt[C_DELAY_HOLD_TICKS] += 1
+        return True
+    if pending >= srv[SV_DELAY_TARGET_FILL] * prefillable * rank_budget:
+        _delay_reset_nb(cnt)
+        return False
+    if pending <= cnt[C_DELAY_PREV_PENDING]:
+        cnt[C_DELAY_STALL] += 1
+    else:
+        cnt[C_DELAY_STALL] = 0
+    cnt[C_DELAY_PREV_PENDING] = pending
+    if cnt[C_DELAY_STALL] >= srv[SV_DELAY_STALL_TICKS]:
+        _delay_reset_nb(cnt)
+        return False
+    cnt[C_DELAY_HOLD_TICKS] += 1
+    return True
+
+
+@njit(cache=True, inline="always")
+def delay_after_skip_nb(srv, cnt, skipped):
+    """The delayer's state after decisions run in one go: at each, no prompt could be admitted (nothing waits, or
+    every slot is taken), so the hold restarts."""
+    if srv[SV_DELAY_RANKS] > 0 and skipped > 0:
+        _delay_reset_nb(cnt)

@@ -20,12 +20,14 @@ AT_PAUSE_TIME = 5  # the next event comes after ``O_PAUSE_AT_S``: the autoscaler
 # of a mixed or disaggregated fleet differ): its KV cache, batch limit, token budget per iteration, and role.
 (C_WAITING, C_RUNNING, C_BATCH, C_USED_BLOCKS, C_PREEMPTIONS, C_PREFIX_QUERY_TOKENS, C_PREFIX_HIT_TOKENS,
  C_CAPACITY_BLOCKS, C_MAX_BATCH_SIZE, C_MAX_BATCHED_TOKENS, C_ROLE, C_NEW_TOKEN_RATIO_PPM, C_ACCEPTS,
- C_RECV_COUNT, C_LAST_PREFILL, C_ADP_WAIT_ITERS, C_ADP_BATCH_ITERS) = range(17)
-N_COUNTERS = 17  # C_NEW_TOKEN_RATIO_PPM: the new-token-ratio admission's current ratio, in millionths; C_ACCEPTS: 1
+ C_RECV_COUNT, C_LAST_PREFILL, C_ADP_WAIT_ITERS, C_ADP_BATCH_ITERS, C_DELAY_HOLD_TICKS, C_DELAY_STALL,
+ C_DELAY_PREV_PENDING) = range(20)
+N_COUNTERS = 20  # C_NEW_TOKEN_RATIO_PPM: the new-token-ratio admission's current ratio, in millionths; C_ACCEPTS: 1
 # while the router may send the replica requests (0: an autoscaler's replica provisioning, draining or gone);
 # C_RECV_COUNT: the receive skipper's counter (``gates.receive_nb``); C_LAST_PREFILL: 1 when the iteration in flight
 # computes prompt tokens; C_ADP_WAIT_ITERS, C_ADP_BATCH_ITERS: the attention-DP balance gate's two iteration
-# counters (``gates.adp_hold_nb``)
+# counters (``gates.adp_hold_nb``); C_DELAY_*: ATOM's prefill delayer's turns held, turns its pending tokens did not
+# grow, and those tokens at the last turn (-1: none yet; ``gates.delay_hold_nb``)
 # What a replica serves: whole requests, or (disaggregated) prompts only, handing each request's KV over the link
 # after its first token, or decodes only, of requests whose KV came over the link.
 COLOCATED, PREFILL_ROLE, DECODE_ROLE = range(len(POOL_ROLES))
@@ -86,7 +88,8 @@ SERIES_MIN_ROWS = 1024   # per replica, however many there are
  SV_BLOCK_SIZE_TOKENS, SV_STATIC_BLOCKS, SV_MAX_WAITING_REQUESTS, SV_HORIZON_S, SV_N_CLASSES,
  SV_SWAP_S_PER_TOKEN, SV_BATCHING, SV_ADMISSION, SV_EVENT_SKIPPING, SV_WINDOW_START_S, SV_WINDOW_END_S,
  SV_DRAFT_TOKENS, SV_TOKENS_PER_DECODE, SV_DRAFT_COST, SV_PREFIX_UNIT_TOKENS, SV_PREFIX_ROUTE_SLACK_TOKENS,
- SV_KV_LINK_S_PER_TOKEN, SV_RECV_INTERVAL, SV_ADP_RANKS, SV_ADP_BATCHING_WAIT_ITERS, SV_ADP_TIMEOUT_ITERS) = range(23)
+ SV_KV_LINK_S_PER_TOKEN, SV_RECV_INTERVAL, SV_ADP_RANKS, SV_ADP_BATCHING_WAIT_ITERS, SV_ADP_TIMEOUT_ITERS,
+ SV_DELAY_RANKS, SV_DELAY_TARGET_FILL, SV_DELAY_MAX_TICKS, SV_DELAY_STALL_TICKS, SV_DELAY_KV_HIGH) = range(28)
 
 # Batching and admission modes (``server.batching``, ``server.admission``).
 MIXED, PREFILL_FIRST = BATCHING_CODES.values()
@@ -112,7 +115,7 @@ def server_params(route_slack_tokens, min_batch_size, wait_timeout_s,
                   block_size_tokens, static_blocks, max_waiting_requests, horizon_s, n_classes, swap_s_per_token,
                   batching=MIXED, admission=OPTIMISTIC, event_skipping=True, window_s=(0.0, 0.0),
                   speculation=(0, 1.0, 0.0), prefix_unit_tokens=0, kv_link_s_per_token=0.0, recv_interval=1,
-                  adp_balance=(0, 0, 0)):
+                  adp_balance=(0, 0, 0), prefill_delay=(0, 0.0, 0, 0, 0.0)):
     """The server tuple of ``run_nb`` (integers as int64, times in seconds, modes as their codes), shared by every
     replica (each replica's KV cache, batch limit, token budget and role are its counters ``C_CAPACITY_BLOCKS`` ..
     ``C_ROLE``, its step time its row of ``steps``). ``route_slack_tokens``: how far above the least loaded replica
@@ -126,7 +129,8 @@ def server_params(route_slack_tokens, min_batch_size, wait_timeout_s,
     unit (a whole number of KV blocks; 0: no prefix caching). ``recv_interval``: SGLang's scheduler receive interval
     (1: new requests are seen at every decision; ``gates.receive_nb``). ``adp_balance``: (attention data-parallel
     ranks, batching wait iterations, time-out iterations) of TensorRT-LLM's attention-DP balance gate (ranks 0: no
-    gate; ``gates.adp_hold_nb``)."""
+    gate; ``gates.adp_hold_nb``). ``prefill_delay``: (ranks, target fill, most turns held, stall turns, KV
+    watermark) of ATOM's prefill delayer (ranks 0: none; ``gates.delay_hold_nb``)."""
     i = np.int64
     draft_tokens, tokens_per_decode, draft_cost = speculation
     return (i(min_batch_size), float(wait_timeout_s),
@@ -134,7 +138,8 @@ def server_params(route_slack_tokens, min_batch_size, wait_timeout_s,
             float(swap_s_per_token), i(batching), i(admission), i(bool(event_skipping)), float(window_s[0]),
             float(window_s[1]), i(draft_tokens), float(tokens_per_decode), float(draft_cost), i(prefix_unit_tokens),
             i(route_slack_tokens), float(kv_link_s_per_token), i(recv_interval), i(adp_balance[0]), i(adp_balance[1]),
-            i(adp_balance[2]))
+            i(adp_balance[2]), i(prefill_delay[0]), float(prefill_delay[1]), i(prefill_delay[2]), i(prefill_delay[3]),
+            float(prefill_delay[4]))
 
 
 def waiting_capacity(n_requests: int, max_waiting_requests: int, max_batch_size: int) -> int:
@@ -154,6 +159,7 @@ def work_arrays(n_requests: int, max_waiting_requests: int, limits: np.ndarray, 
     counters[:, C_CAPACITY_BLOCKS:C_ROLE + 1] = limits
     counters[:, C_NEW_TOKEN_RATIO_PPM] = NEW_TOKEN_RATIO_INIT_PPM
     counters[:, C_ACCEPTS] = 1
+    counters[:, C_DELAY_PREV_PENDING] = -1
     max_batch_size = int(counters[:, C_MAX_BATCH_SIZE].max())
     waiting = np.empty((replicas, waiting_capacity(n_requests, max_waiting_requests, max_batch_size)), np.int64)
     clock = np.zeros((replicas, N_CLOCK))
