@@ -184,7 +184,8 @@ def test_the_engines_own_scheduler_knobs_read_as_words_beside_the_engine(server,
     toggle.scroll_into_view_if_needed()
     said = page.inner_text("body").replace("\u2060", "")
     for label in ("Delayer fill target", "Delayer's longest hold (iterations)", "Delayer stall (iterations)",
-                  "Delayer KV watermark", "ATOM's own scheduler knobs, with its defaults as release ffdf3bb reads them"):
+                  "Delayer KV watermark",
+                  "ATOM's own scheduler knobs, with its defaults as release ffdf3bb reads them"):
         assert label in said, label
     page.screenshot(path=str(ARTIFACTS / "lab_scheduler_knobs.png"))
 

@@ -147,3 +147,18 @@ def test_long_prompts_make_prefill_a_large_share_of_the_busy_time():
 def test_the_fixed_step_model_has_no_bound_to_name():
     scenario, summary = run("workload.arrival.rate_per_s=0.5")
     assert not {"decode_memory_bound", "decode_compute_bound", "prefill_heavy"} & set(kinds(scenario, summary))
+
+
+def test_the_engines_own_scheduler_holding_requests_back_is_named_with_its_key():
+    """SGLang reading new requests every 30 decode iterations holds each request back for part of its wait: the
+    diagnosis says how long on average and which key sets it; at 1 (its default) it says nothing of it."""
+    scenario = load_scenario(SCENARIOS / "engine_sglang.toml",
+                             overrides=["workload.num_requests=400", "server.scheduler_recv_interval=30"])
+    summary = simulate(scenario).summary
+    held_ms = summary["system"]["scheduler_hold_s"] / summary["overall"]["arrived"] * 1000.0
+    said = text(scenario, summary, "engine_scheduler")
+    assert held_ms > 100 and f"held each request back {held_ms:,.1f} ms on average" in said
+    assert "server.scheduler_recv_interval = 30" in said
+    default = load_scenario(SCENARIOS / "engine_sglang.toml", overrides=["workload.num_requests=400"])
+    plain = simulate(default).summary
+    assert plain["system"]["scheduler_hold_s"] == 0.0 and "engine_scheduler" not in kinds(default, plain)

@@ -2,7 +2,8 @@
 
 Each finding reads one run's summary (and the scenario it ran): overload or queueing near saturation, a full
 KV cache (preemptions and the GPU time their recomputation wasted) or preemptions the policy chose, the
-batch-size limit, the router's imbalance, a class starving, a class timing out. The thresholds are named
+batch-size limit, the router's imbalance, a class starving, a class timing out, the engine's own scheduler holding
+new requests back (its receive interval, attention-DP balance or prefill delayer). The thresholds are named
 below with their reason; a run that hits none is said to have room. On a GPU (the roofline step model) two
 more sentences say what an iteration is bound by: decode at the run's mean batch and context, memory-bandwidth-
 or compute-bound, with the batch at which it would turn; and prefill's share of the busy time when it is large
@@ -21,6 +22,7 @@ from ..hardware.steptime import step_terms_nb
 from ..scenario.config import Policy, Scenario, field_label
 from ..scenario.labels import key_words, words
 from ..scenario.metric_table import metric
+from ..scenario.schedulers import hold_words
 from ..scenario.summary import Summary
 from ..sim.policies import POLICY_LABELS
 from ..sim.simulate import load_text, stop_explanation
@@ -39,6 +41,7 @@ TIMEOUT_SHARE = 0.05  # 5% of a class's arrivals timing out is worth a sentence
 PREFILL_HEAVY = 0.3  # prefill taking 30% of the busy GPU time or more is worth a sentence
 RIDGE_SEARCH_MAX = 1 << 16  # the largest batch the ridge search looks at
 BURST_OVER_AVERAGE = 1.25  # a window offering this x the run's average load and near saturation or more is a burst
+SCHEDULER_HOLD_MS = 1.0  # below this a request's average hold by the engine's own scheduler is not worth a sentence
 BACKLOG_FACTOR = 2.0  # after such windows the backlog lasts while the mean queue stays above this x the run's median
 
 
@@ -73,7 +76,7 @@ def diagnose(scenario: Scenario, summary: Summary) -> list[Finding]:
                                                    f"{load_text(one_more)}."))
     findings += bursts(summary)
     findings += _memory(scenario, system) + _batch(scenario, system) + _router(scenario, summary)
-    findings += _classes(scenario, summary)
+    findings += _classes(scenario, summary) + _scheduler(scenario, summary)
     if not findings:
         findings.append(Finding("room", f"Nothing here limits this fleet at this load: offered load "
                                         f"{load_text(load)} (an estimate, under {NEAR_SATURATION_LOAD:g}), no "
@@ -236,6 +239,18 @@ def _batch(scenario: Scenario, system: dict) -> list[Finding]:
                                        f"on average of at most {limit} (the batch limit). Raise it if the KV "
                                        f"cache holds more, or add replicas.")]
     return []
+
+
+def _scheduler(scenario: Scenario, summary: Summary) -> list[Finding]:
+    """The engine's own scheduler holding new requests back (``schedulers.hold_words``), when it held each arrived
+    request ``SCHEDULER_HOLD_MS`` or more on average."""
+    rule = hold_words(scenario.server)
+    arrived = summary["overall"]["arrived"]
+    held_ms = summary["system"]["scheduler_hold_s"] / arrived * 1000.0 if arrived else 0.0
+    if not rule or held_ms < SCHEDULER_HOLD_MS:
+        return []
+    return [Finding("engine_scheduler", f"The engine's scheduler held each request back {held_ms:,.1f} ms on average "
+                                        f"before it could be scheduled: {rule}.")]
 
 
 def _router(scenario: Scenario, summary: Summary) -> list[Finding]:

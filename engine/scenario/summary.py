@@ -94,6 +94,7 @@ class SystemMetrics(TypedDict):
     timeseries_stride: int
     skipped_iterations: int  # iterations run by event skipping (kernel.skip.skip_decodes_nb), not decided one by one
     batch_hold_s: float  # replica-seconds held back by the min-batch gate (min_batch_size, wait_timeout_ms)
+    scheduler_hold_s: float  # request-seconds the engine's scheduler kept waiting requests out (sim/kernel/gates)
     prefix_hit_frac: Optional[float]  # prompt tokens the prefix cache held, of those looked up; None: no caching
     prefill_saved_tokens: int  # prompt tokens served from the prefix cache instead of computed
     offered_load: float

@@ -357,6 +357,7 @@ def _system_stats(stats: np.ndarray, sim_time_s: float, capacity_tokens: np.ndar
         "timeseries_stride": int(stats[:, kernel.S_SERIES_STRIDE].max()),
         "skipped_iterations": int(stats[:, kernel.S_SKIPPED].sum()),
         "batch_hold_s": float(stats[:, kernel.S_BATCH_HOLD_S].sum()),
+        "scheduler_hold_s": float(stats[:, kernel.S_GATE_HELD_S].sum()),
         "prefix_hit_frac": float(hit_tokens / query_tokens) if query_tokens else None,
         "prefill_saved_tokens": int(hit_tokens),
     }

@@ -24,7 +24,10 @@ MODULES: dict[str, ModuleType] = {"vllm": vllm, "sglang": sglang, "tensorrt-llm"
 # The keys only one engine reads, and that engine.
 OWN_KEYS: dict[str, str] = {knob.key: knob.engine for knob in all_knobs() if knob.own}
 
-__all__ = ["Knob", "MODULES", "OWN_KEYS", "check", "knobs_of", "loop_gates"]
+# The compiled loop's gates when nothing holds a new request back.
+NO_GATES = {"recv_interval": 1, "adp_balance": (0, 0, 0), "prefill_delay": (0, 0.0, 0, 0, 0.0)}
+
+__all__ = ["Knob", "MODULES", "NO_GATES", "OWN_KEYS", "check", "hold_words", "knobs_of", "loop_gates"]
 
 
 def check(server, path: str) -> None:
@@ -46,8 +49,16 @@ def loop_gates(server) -> dict:
     ``recv_interval`` (1: new requests read at every iteration), ``adp_balance`` (ranks, batching wait
     iterations, time-out iterations; ranks 0: no balance gate) and ``prefill_delay`` (ranks, target fill, most turns
     held, stall turns, KV watermark; ranks 0: no delayer)."""
-    gates = {"recv_interval": 1, "adp_balance": (0, 0, 0), "prefill_delay": (0, 0.0, 0, 0, 0.0)}
+    gates = dict(NO_GATES)
     own_gates = getattr(MODULES[server.engine], "loop_gates", None)  # an engine with no gate of its own: none
     if own_gates is not None:
         gates.update(own_gates(server))
     return gates
+
+
+def hold_words(server) -> str:
+    """What holds new requests back in ``server``'s engine, in words with the key that sets it ("" when nothing
+    does: the diagnosis then says nothing of it)."""
+    words = getattr(MODULES[server.engine], "hold_words", None)
+    return words(server) if words is not None and any(loop_gates(server)[k] != v for k, v in NO_GATES.items()) \
+        else ""

@@ -27,3 +27,10 @@ def loop_gates(server) -> dict:
         return {}
     return {"prefill_delay": (server.ranks, server.prefill_delayer_target_fill, server.prefill_delayer_max_ticks,
                               server.prefill_delayer_stall_ticks, server.prefill_delayer_kv_high)}
+
+
+def hold_words(server) -> str:
+    return (f"ATOM's prefill delayer holds prompts until every data-parallel rank has one and together they fill "
+            f"{server.prefill_delayer_target_fill:g} of their token budgets or stop growing for "
+            f"{server.prefill_delayer_stall_ticks} iterations, {server.prefill_delayer_max_ticks} at most "
+            f"(server.prefill_delayer = true, ATOM's default; false turns it off)")

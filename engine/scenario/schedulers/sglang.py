@@ -32,3 +32,8 @@ def flags(server) -> list[tuple[str, str | None]]:
     """The launch flags of this module's knobs for ``server`` (the others are written with the budget flags)."""
     out = [("--scheduler-recv-interval", str(server.scheduler_recv_interval))]
     return out + ([("--enable-mixed-chunk", None)] if server.batching == "mixed" else [])
+
+
+def hold_words(server) -> str:
+    return (f"SGLang reads new requests only every {server.scheduler_recv_interval} decode iterations "
+            f"(server.scheduler_recv_interval = {server.scheduler_recv_interval}; 1 reads them before every one)")

@@ -34,6 +34,13 @@ def loop_gates(server) -> dict:
     return {"adp_balance": (server.ranks, server.attention_dp_batching_wait_iters, server.attention_dp_timeout_iters)}
 
 
+def hold_words(server) -> str:
+    return (f"TensorRT-LLM's attention-DP balance holds prompts until every rank has one, "
+            f"{server.attention_dp_timeout_iters} iterations at most, and gathers "
+            f"{server.attention_dp_batching_wait_iters} more while every rank generates (server.attention_dp_balance "
+            f"= true; off by default)")
+
+
 def options(server, attention_dp: bool) -> dict:
     """This module's knobs as extra LLM API options (the YAML ``--extra_llm_api_options`` reads); the balance
     when the command runs attention data parallelism (``attention_dp``)."""

@@ -11,8 +11,8 @@ from ..policies import P_PREEMPTIVE
 from .admit import (ADMIT_ANY, ADMIT_DECODES, ADMIT_PROMPTS, admit_waiting_nb, drop_timeouts_nb, gate_release_s_nb,
                     next_event_s_nb, order_running_nb)
 from .batch import schedule_running_nb
-from .gates import (adp_after_skip_nb, adp_hold_nb, delay_after_skip_nb, delay_hold_nb, note_prefill_nb,
-                    receive_after_skip_nb, receive_nb)
+from .gates import (adp_after_skip_nb, adp_hold_nb, delay_after_skip_nb, delay_hold_nb, held_requests_nb,
+                    note_prefill_nb, receive_after_skip_nb, receive_nb)
 from .kv import update_new_token_ratio_nb
 from .record import account_nb
 from .skip import skip_decodes_nb
@@ -21,7 +21,7 @@ from .state import (A_EXTRA_S, A_WASTE_S, BUSY, CK_BATCH_HOLD, CK_MODE, CK_NEXT_
                     C_RUNNING, C_USED_BLOCKS, C_WAITING, DRAINED, HORIZON, IDLE, NEW_TOKEN_RATIO_INIT_PPM,
                     PREFILL_FIRST, PREFILL_ROLE, QUEUE_BOUND, SV_BATCHING, SV_DRAFT_TOKENS, SV_EVENT_SKIPPING,
                     SV_HORIZON_S, SV_MAX_WAITING_REQUESTS, S_BATCH_HOLD_S, S_ITERATIONS, S_KV_BLOCK_SECONDS,
-                    S_SKIPPED, S_WASTE_S, WAITING_FOR_GATE)
+                    S_GATE_HELD_S, S_SKIPPED, S_WASTE_S, WAITING_FOR_GATE)
 from .step import advance_nb, step_s_nb
 
 
@@ -98,6 +98,7 @@ def decide_nb(srv, step, policy, classes, ints, fl, ids, pc, series, stats, wait
     stats[S_WASTE_S] += dt * recomputed / max(prefill + decode, 1) + acc[A_WASTE_S]
     dt += acc[A_EXTRA_S]
     acc[A_EXTRA_S] = 0.0
+    stats[S_GATE_HELD_S] += held_requests_nb(srv, fl, waiting, cnt, seen_s, hold_prompts) * dt
     acc[A_WASTE_S] = 0.0
     account_nb(srv, ints, series, stats, waiting, batch, cnt, t, dt, compute_s, memory_s, prefill, decode,
                cnt[C_PREEMPTIONS] - preemptions_before)

@@ -184,3 +184,20 @@ def delay_after_skip_nb(srv, cnt, skipped):
     every slot is taken), so the hold restarts."""
     if srv[SV_DELAY_RANKS] > 0 and skipped > 0:
         _delay_reset_nb(cnt)
+
+
+@njit(cache=True, inline="always")
+def held_requests_nb(srv, fl, waiting, cnt, seen_s, hold_prompts):
+    """How many requests still waiting after admission the engine's scheduler kept out this iteration: those it has
+    not read (the receive interval), and, while its gate holds prompts, those it has read and never scheduled; 0
+    when every slot is taken (nothing could have been admitted) or the engine has no such rule."""
+    if srv[SV_RECV_INTERVAL] <= 1 and srv[SV_ADP_RANKS] == 0 and srv[SV_DELAY_RANKS] == 0:
+        return 0
+    if cnt[C_RUNNING] >= cnt[C_MAX_BATCH_SIZE]:
+        return 0
+    held = 0
+    for i in range(cnt[C_WAITING]):
+        r = waiting[i]
+        if np.isnan(fl[r, F_FIRST_SCHEDULED]) and (hold_prompts or fl[r, F_ARRIVAL] > seen_s):
+            held += 1
+    return held

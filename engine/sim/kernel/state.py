@@ -56,12 +56,13 @@ IDLE, WAITING_FOR_GATE, BUSY = 0, 1, 2
 # apart from the busy time, which a limit's stop trims (``settle_in_flight``): utilisation while busy is the
 # ratio of the two. ``S_WINDOW_*``: the same over the part of each iteration inside the steady-state window.
 # ``S_BATCH_HOLD_S``: seconds the min-batch gate held the replica's next iteration back (``gate_release_s_nb``), each
-# hold counted when the replica decides again.
+# hold counted when the replica decides again. ``S_GATE_HELD_S``: request-seconds the engine's scheduler kept waiting
+# requests out (unread, or held by its gate: ``gates.held_requests_nb``), each iteration's requests times its length.
 (S_ITERATIONS, S_BUSY_S, S_BATCH_SUM, S_KV_BLOCK_SECONDS, S_KV_PEAK_BLOCKS, S_PREEMPTIONS,
  S_SERIES_ROWS, S_SERIES_STRIDE, S_WASTE_S, S_ROUTED, S_SKIPPED, S_COMPUTE_S, S_MEMORY_S, S_TERMS_S,
  S_WINDOW_BUSY_S, S_WINDOW_COMPUTE_S, S_WINDOW_MEMORY_S, S_WINDOW_TERMS_S, S_PREFIX_QUERY_TOKENS,
- S_PREFIX_HIT_TOKENS, S_BATCH_HOLD_S) = range(21)
-N_STATS = 21
+ S_PREFIX_HIT_TOKENS, S_BATCH_HOLD_S, S_GATE_HELD_S) = range(22)
+N_STATS = 22
 # The KV transfers under way (``handoff``, int64, one more entry than requests): how many, then their requests.
 HO_COUNT = 0
 # Outcome of the whole run, and where a paused run goes on: the next arrival to route; and the simulated time at
