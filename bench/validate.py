@@ -68,8 +68,6 @@ def _rows(which: str, per_group: int) -> pd.DataFrame:
     rows = by_source(pd.concat(frames))
     rows = rows[rows["held_out_source"]].drop(columns=["source", "held_out_source"])
     rows["layout"] = [layout_of(row) for _, row in rows.iterrows()]
-    rows["clients"] = [clients_band(b, r) for b, r in zip(rows["batch"], rows["rate_per_s"])]
-    rows["lengths"] = [f"{int(i)} / {int(o)}" for i, o in zip(rows["input_tokens"], rows["output_tokens"])]
     if per_group:
         keys = ["model", "gpu", "engine", "layout", "input_tokens", "output_tokens", "metric"]
         rows = rows.groupby(keys, group_keys=False, sort=False).head(per_group)
@@ -135,9 +133,17 @@ def _medians(table: pd.DataFrame, error: str) -> str:
     return "; ".join(parts)
 
 
+def with_bands(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each run's concurrency band (``clients_band``) and its prompt / output lengths, two more
+    dimensions of the report."""
+    return table.assign(clients=[clients_band(b, r) for b, r in zip(table["batch"], table["rate_per_s"])],
+                        lengths=[f"{int(i)} / {int(o)}" for i, o in zip(table["input_tokens"], table["output_tokens"])])
+
+
 def report(table: pd.DataFrame, left: str = "") -> str:
     """The whole report: the split, the runs left out (``left``), then per set of runs the headline medians and the
     tables by dimension."""
+    table = with_bands(table)
     held = table[table["held_out_source"]]
     roofline_held = held[~held["fitted"].astype(bool)]
     lines = ["Split by source (data/hardware/validation_sources.csv); held-out sources: "

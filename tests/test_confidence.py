@@ -5,7 +5,7 @@ weights or expert parallelism without such a check is an estimate and may not wi
 import pandas as pd
 import pytest
 
-from engine.calibrate.confidence import closest_check, confidence, step_badge
+from engine.calibrate.confidence import closest_check, confidence, metric_words, step_badge
 from engine.calibrate.held_out import CONFIGURATIONS_FILE, TABLES, model_kind
 from engine.hardware.tables import calibration_row
 from engine.scenario.config import Server
@@ -31,7 +31,7 @@ def test_a_plan_of_a_validated_configuration_shows_its_own_held_out_error_not_th
     assert trust.error_pct == row["median_abs_error_pct"]
     assert trust.error_pct != calibration_row("H200")["held_out_median_abs_error_pct"]
     assert trust.check == (f"{row['median_abs_error_pct']:.0f}% off on {row['runs']} held-out runs of DeepSeek-V3 "
-                           f"on H200")
+                           f"on H200{metric_words(pd.DataFrame([row]))}")
     assert trust.short.startswith("measured kernels (SGLang 0.5.14), ")
 
 
@@ -53,7 +53,8 @@ def test_a_model_without_its_own_check_takes_the_closest_of_its_kind_on_that_gpu
                     & (SHIPPED["kind"] == "MLA MoE") & ~SHIPPED["expert_parallel"] & (SHIPPED["runs"] >= 3)]
     assert runs == alike["runs"].sum()
     assert error == pytest.approx((alike["median_abs_error_pct"] * alike["runs"]).sum() / runs)
-    assert words.startswith(f"{error:.0f}% off on {runs} held-out runs of MLA MoE models on H200 (closest checked: ")
+    assert words.startswith(f"{error:.0f}% off on {runs} held-out runs of MLA MoE models on H200"
+                            f"{metric_words(alike)} (closest checked: ")
 
 
 @pytest.mark.parametrize("keys, what", [
@@ -106,4 +107,20 @@ def test_a_model_of_the_very_same_shape_is_its_own_check():
     words, error, runs = closest_check("DeepSeek-R1", "MLA MoE", "H200", "sglang", TABLES)
     assert (error, runs) == (row["median_abs_error_pct"], row["runs"])
     assert words == (f"{error:.0f}% off on {runs} held-out runs of DeepSeek-V3 (the same shape as DeepSeek-R1) on "
-                     f"H200")
+                     f"H200{metric_words(pd.DataFrame([row]))}")
+
+
+def test_a_check_gives_each_metric_its_own_error_and_time_to_first_tokens_direction():
+    """Time per output token and time to first token each with their own held-out error, weighted by runs over the
+    configurations a check reads, and which way time to first token errs at the median; a configuration without a
+    figure of one metric gives none of it."""
+    rows = pd.DataFrame({"runs": [10, 30], "tpot_median_abs_error_pct": [10.0, 20.0],
+                         "ttft_median_abs_error_pct": [40.0, float("nan")],
+                         "ttft_median_signed_error_pct": [-30.0, float("nan")]})
+    assert metric_words(rows) == (": time per output token 18% off, time to first token 40% off (too short by 30% at "
+                                  "the median)")
+    rows["ttft_median_signed_error_pct"] = [12.0, float("nan")]
+    assert metric_words(rows).endswith("(too long by 12% at the median)")
+    assert metric_words(rows.drop(columns=["ttft_median_abs_error_pct", "ttft_median_signed_error_pct"])) == \
+        ": time per output token 18% off"
+    assert metric_words(rows.drop(columns=["tpot_median_abs_error_pct", "ttft_median_abs_error_pct"])) == ""

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from ..hardware.kernel_tables import coverage, shape_key
 from ..hardware.roofline import model_row
 from ..hardware.tables import is_slice, load_table
@@ -74,14 +76,35 @@ def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str,
         names = " and ".join(same["model"])
         twin = ("" if list(same["model"]) == [model] else " (the same shape)" if model in set(same["model"])
                 else f" (the same shape as {model})")
-        return f"{error:.0f}% off on {runs} held-out runs of {names}{twin} on {gpu}{layout}", error, runs
+        return (f"{error:.0f}% off on {runs} held-out runs of {names}{twin} on {gpu}{layout}{metric_words(same)}",
+                error, runs)
     alike = table[table["kind"] == kind]
     if len(alike):
         runs = int(alike["runs"].sum())
         error = float((alike["median_abs_error_pct"] * alike["runs"]).sum() / runs)
-        return (f"{error:.0f}% off on {runs} held-out runs of {kind} models on {gpu}{layout} (closest checked: "
-                f"{', '.join(alike['model'])})", error, runs)
+        return (f"{error:.0f}% off on {runs} held-out runs of {kind} models on {gpu}{layout}{metric_words(alike)} "
+                f"(closest checked: {', '.join(alike['model'])})", error, runs)
     return "", None, 0
+
+
+def _weighted(rows: pd.DataFrame, column: str) -> float | None:
+    """``column``'s errors weighted by the configurations' runs, over those that have it (None: none has)."""
+    if column not in rows:
+        return None
+    have = rows[rows[column].notna()]
+    return float((have[column] * have["runs"]).sum() / have["runs"].sum()) if len(have) else None
+
+
+def metric_words(rows: pd.DataFrame) -> str:
+    """Each metric's part of a check: ": time per output token X% off, time to first token Y% off (too short by
+    Z% at the median)", from the configurations' own figures weighted by their runs; "" when they have none."""
+    tpot, ttft = _weighted(rows, "tpot_median_abs_error_pct"), _weighted(rows, "ttft_median_abs_error_pct")
+    signed = _weighted(rows, "ttft_median_signed_error_pct")
+    parts = ([f"time per output token {tpot:.0f}% off"] if tpot is not None else []) + (
+        [f"time to first token {ttft:.0f}% off" + (f" (too {'short' if signed < 0 else 'long'} by "
+                                                   f"{abs(signed):.0f}% at the median)" if signed else "")]
+        if ttft is not None else [])
+    return ": " + ", ".join(parts) if parts else ""
 
 
 def confidence(server: Server) -> Confidence:

@@ -106,19 +106,27 @@ def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.
     return pd.DataFrame(out) if out else pd.DataFrame(columns=[*by, "runs"])
 
 
+def _median(errors: pd.Series) -> float:
+    """The median of ``errors``, to a tenth of a per cent (NaN when there are none)."""
+    return round(float(errors.median()), 1) if len(errors) else np.nan
+
+
 def configurations(table: pd.DataFrame) -> pd.DataFrame:
     """The held-out error of the product per (model, GPU, engine, priced_by, expert parallelism or not): runs,
-    median absolute error of every metric and of time per output token (``confidence.closest_check`` reads it)."""
+    median absolute error of every metric, of time per output token and of time to first token, and time to first
+    token's median signed error (+: predicted too long) (``confidence.closest_check`` reads it)."""
     rows = []
     table = table.assign(expert_parallel=table["parallel"].isin(EXPERT_LAYOUTS))
     for (model, gpu, engine, priced, split), group in table.groupby(
             ["model", "gpu", "engine", "priced_by", "expert_parallel"], sort=True):
-        tpot = group.loc[group["metric_kind"] == "time per output token", "error_pct"].abs()
+        tpot = group.loc[group["metric_kind"] == "time per output token", "error_pct"]
+        ttft = group.loc[group["metric_kind"] == "time to first token", "error_pct"]
         rows.append({"model": model, "gpu": gpu, "engine": engine, "priced_by": priced, "kind": model_kind(model),
                      "expert_parallel": bool(split),
                      "runs": run_count(group), "sources": ", ".join(sorted(set(group["source"]))),
                      "median_abs_error_pct": round(float(group["error_pct"].abs().median()), 1),
-                     "tpot_median_abs_error_pct": round(float(tpot.median()), 1) if len(tpot) else np.nan})
+                     "tpot_median_abs_error_pct": _median(tpot.abs()), "ttft_median_abs_error_pct": _median(ttft.abs()),
+                     "ttft_median_signed_error_pct": _median(ttft)})
     return pd.DataFrame(rows)
 
 
