@@ -76,8 +76,7 @@ def measure(url: str, sessions: int, hold_s: float, read: bool = True) -> dict:
         if page_s <= RECOVERED_FACTOR * normal_page_s + 1.0:
             recovered_s = asked_s
             break
-    probe.stopped.set()
-    probe.join()
+    probe.stop()
     health = probe.between(started, left)
     return {"sessions": sessions, "sessions_open": int(opened[-1]) if opened else 0, "burst_open_s": opened_s,
             "hold_s": hold_s, "normal_page_s": normal_page_s, "visitors": len(during),

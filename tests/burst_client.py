@@ -11,7 +11,7 @@ Beside it, ``visit`` times a normal visitor and ``Probe`` the health check (the 
 ``bench/bench_burst.py``).
 
 Usage: python tests/burst_client.py URL SESSIONS HOLD_S [--no-read]  (``--no-read``: the sessions never read what
-the server sends them, as a hostile client may do)
+the server sends them, as a hostile client may do); python tests/burst_client.py --probe URL (``Probe``'s process)
 """
 
 from __future__ import annotations
@@ -104,20 +104,34 @@ def visit(url: str) -> dict:
     return {"html_s": html_s, "websocket_s": websocket_s, "first_element_s": first_s}
 
 
-class Probe(threading.Thread):
-    """Asks the health check every ``HEALTH_EVERY_S``; keeps (time, seconds) of each answer."""
+class Probe:
+    """Asks the health check every ``HEALTH_EVERY_S`` from a small process of its own (``--probe URL``), so that the
+    test process's own pauses (its garbage collection over a whole suite's objects, the visitor it times beside)
+    never count against the server; keeps (time, seconds) of each answer, on the machine's monotonic clock."""
 
     def __init__(self, url: str):
-        super().__init__(daemon=True)
-        self.url, self.answers, self.stopped = url, [], threading.Event()
+        self.url, self.answers, self.process = url, [], None
 
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            self.answers.append((time.monotonic(), timed_get(self.url + "/_stcore/health")))
-            time.sleep(HEALTH_EVERY_S)
+    def start(self) -> None:
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--probe", self.url],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def stop(self) -> None:
+        """Ends the probe and reads every answer it gave."""
+        self.process.terminate()
+        out, _ = self.process.communicate(timeout=30)
+        self.answers = [(float(t), float(s)) for t, s in (line.split() for line in out.splitlines() if line)]
 
     def between(self, start: float, end: float) -> list[float]:
         return [s for t, s in self.answers if start <= t <= end]
+
+
+def probe_forever(url: str) -> None:
+    """The probe's process: one line "time seconds" per health check, until it is ended."""
+    while True:
+        asked = time.monotonic()
+        print(asked, timed_get(url + "/_stcore/health"), flush=True)
+        time.sleep(HEALTH_EVERY_S)
 
 
 @contextmanager
@@ -162,6 +176,9 @@ async def hold_burst(url: str, sessions: int, hold_s: float, read: bool) -> None
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--probe"]:
+        probe_forever(argv[1])
+        return
     asyncio.run(hold_burst(argv[0], int(argv[1]), float(argv[2]), read="--no-read" not in argv))
 
 

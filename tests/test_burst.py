@@ -64,8 +64,7 @@ def test_a_burst_of_200_sessions_leaves_a_visitor_their_page_and_the_server_reco
             time.sleep(VISITOR_EVERY_S)
     left = time.monotonic()
     after_s = open_page(url, lab_query(AFTER_RATE_PER_S))[0]  # a scenario of its own: computed, as the first
-    probe.stopped.set()
-    probe.join()
+    probe.stop()
     health = probe.between(started, left)
     figures = {"sessions": SESSIONS, "opened": opened, "visitors": len(visits),
                "visitor_first_element_s": [round(v["first_element_s"], 2) for v in visits],

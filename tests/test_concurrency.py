@@ -71,8 +71,7 @@ def test_twenty_sessions_stay_responsive_while_one_runs_the_largest_scenario():
         time.sleep(3.0)  # the million-request run is now in the compiled loop
         beside = burst(url, SESSIONS)
         heavy_session.join()
-        probe.stopped.set()
-        probe.join()
+        probe.stop()
         figures = {
             "sessions": SESSIONS,
             "alone_s": {"median": statistics.median(alone), "max": max(alone)},
