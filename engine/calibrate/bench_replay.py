@@ -5,17 +5,17 @@ they cover the server, the shipped calibration of its GPU and engine)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
 
 from ..hardware.roofline import efficiency_for
-from ..hardware.tables import default_batched_tokens, engine_row
 from ..scenario.config import Server
 from ..scenario.errors import ScenarioError
 from .bench_command import BenchCommand
 from .bench_results import BenchResult
-from .calibration import METRICS, error_pct
+from .calibration import METRICS, engine_start_keys, error_pct
 from .user_calibration import benchmarked_server, replay_case
 
 # What a client reports for one run, in the order it prints them (``calibration.METRICS`` names).
@@ -27,9 +27,7 @@ LOAD_CHECKS = {"requests": "--num-prompts", "concurrency": "--max-concurrency"}
 def replay_server(keys: dict, engine: str, overrides: list[str]) -> Server:
     """The benchmarked server: ``keys`` (GPU, model, formats, parallelism) on ``engine`` with its admission,
     batching and start-up token budget on that card, then the user's ``server.KEY=VALUE`` overrides."""
-    row = engine_row(engine)
-    return benchmarked_server({**keys, "engine": engine, "admission": row["admission"], "batching": row["batching"],
-                               "max_batched_tokens": default_batched_tokens(engine, keys["gpu"])}, overrides)
+    return benchmarked_server({**keys, **engine_start_keys(engine, keys["gpu"])}, overrides)
 
 
 def load_mismatch(command: BenchCommand, measured: BenchResult) -> str | None:
@@ -51,9 +49,7 @@ def replay(command: BenchCommand, server: Server, measured: BenchResult | None =
     figures = dict.fromkeys(REPORTED, math.nan)
     if measured is not None:
         figures.update({k: v for k, v in measured.measured.items() if k in figures})
-    load = BenchResult(command.load.name, command.load.tool, command.load.model_id, command.load.input_tokens,
-                       command.load.output_tokens, command.load.rate_per_s, command.load.concurrency, figures)
-    case = replay_case(load, server, kernel_tables="auto")
+    case = replay_case(dataclasses.replace(command.load, measured=figures), server, kernel_tables="auto")
     predicted = case.predict(efficiency_for(server.gpu, server.calibration, server.engine))
     if not all(math.isfinite(predicted[k]) for k in REPORTED):
         raise ScenarioError("the replay finished no request: the server cannot serve this load; check its memory "

@@ -95,14 +95,20 @@ def measurement_scenario(row: pd.Series, kernel_tables: str = "off") -> dict:
         int(row["input_tokens"]), int(row["output_tokens"]),
         {"gpu": row["gpu"], "model": row["model"], "quant": row["quant"], "kv_quant": row["kv_quant"],
          "tensor_parallel": int(row["tensor_parallel"]), "max_batch_size": batch,
-         "max_batched_tokens": max(default_batched_tokens(row["engine"], row["gpu"], ranks), batch),
-         "engine": row["engine"],
-         "admission": engine_row(row["engine"])["admission"], "batching": engine_row(row["engine"])["batching"],
-         "kernel_tables": kernel_tables,
+         **engine_start_keys(row["engine"], row["gpu"], ranks, batch), "kernel_tables": kernel_tables,
          **layout})
     scenario["limits"] = {"max_waiting_requests": max(requests, Limits.max_waiting_requests),
                           "max_drain_s": Caps.drain_s}
     return scenario
+
+
+def engine_start_keys(engine: str, gpu: str, ranks: int = 1, at_least_tokens: int = 1) -> dict:
+    """The server keys ``engine`` starts with on ``gpu`` when a benchmark sets none: its admission and batching
+    rules and its token budget per iteration for each of ``ranks`` (``default_batched_tokens``; at least
+    ``at_least_tokens``, a whole batch of decodes)."""
+    row = engine_row(engine)
+    return {"engine": engine, "admission": row["admission"], "batching": row["batching"],
+            "max_batched_tokens": max(default_batched_tokens(engine, gpu, ranks), at_least_tokens)}
 
 
 def replay_problem(row: pd.Series) -> str | None:
