@@ -32,8 +32,8 @@ from engine.calibrate.calibration import error_pct, measurements, replay_problem
 from engine.calibrate.calibration_report import each_row  # noqa: E402
 from engine.calibrate.calibration_report import VALIDATION_FILE  # noqa: E402
 from engine.calibrate.peer import row_estimate  # noqa: E402
-from engine.calibrate.held_out import (CONFIGURATIONS_FILE, configurations, layout_of, predictions,  # noqa: E402
-                                       run_count, summary)
+from engine.calibrate.held_out import (CONFIGURATIONS_FILE, TAIL, configurations, layout_of,  # noqa: E402
+                                       predictions, run_count, summary)
 from engine.calibrate.silicon_sample import SOURCE, run_ids, run_of, validation_rows  # noqa: E402
 from engine.calibrate.sources import by_source  # noqa: E402
 from engine.hardware.kernel_tables import package_version  # noqa: E402
@@ -118,13 +118,16 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _medians(table: pd.DataFrame, error: str) -> str:
-    """One line of headline medians: time per output token by model kind, time to first token, throughput."""
+    """One line of headline medians: time per output token by model kind, time to first token, the p99s of both
+    where a source measured them (judged apart: ``held_out.figure_kind``), throughput."""
     parts = []
     for label, rows in (("TPOT dense", table[(table["metric_kind"] == "time per output token")
                                              & (table["kind"] == "dense")]),
                         ("TPOT MoE/MLA", table[(table["metric_kind"] == "time per output token")
                                                & (table["kind"] != "dense")]),
                         ("TTFT", table[table["metric_kind"] == "time to first token"]),
+                        ("TTFT p99", table[table["metric_kind"] == "time to first token" + TAIL]),
+                        ("TPOT p99", table[table["metric_kind"] == "time per output token" + TAIL]),
                         ("throughput", table[table["metric_kind"] == "throughput"]),
                         ("one iteration", table[table["metric_kind"] == "one iteration"])):
         if len(rows):
@@ -179,8 +182,8 @@ def report(table: pd.DataFrame, left: str = "") -> str:
             if peer is not None:
                 merged = merged.merge(summary(peer, by, "error_peer_pct").add_prefix("peer ").rename(
                     columns={f"peer {b}": b for b in by}), on=by, how="left")
-            keep = by + [c for c in merged.columns if c.endswith("runs") or "per output token median" in c
-                         or "first token median" in c or "first token signed median" in c]
+            keep = by + [c for c in merged.columns if c.endswith("runs") or re.search(
+                r"(per output token|first token)( p99)? (signed )?median$", c)]
             lines += [_markdown(merged[keep]), ""]
     return "\n".join(lines)
 

@@ -124,3 +124,5 @@ def test_a_check_gives_each_metric_its_own_error_and_time_to_first_tokens_direct
     assert metric_words(rows.drop(columns=["ttft_median_abs_error_pct", "ttft_median_signed_error_pct"])) == \
         ": time per output token 18% off"
     assert metric_words(rows.drop(columns=["tpot_median_abs_error_pct", "ttft_median_abs_error_pct"])) == ""
+    rows["ttft_p99_median_abs_error_pct"] = [float("nan"), 25.0]  # a p99 only where a source measured one
+    assert metric_words(rows).endswith("(too long by 12% at the median), its p99 25% off")

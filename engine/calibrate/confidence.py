@@ -97,13 +97,14 @@ def _weighted(rows: pd.DataFrame, column: str) -> float | None:
 
 def metric_words(rows: pd.DataFrame) -> str:
     """Each metric's part of a check: ": time per output token X% off, time to first token Y% off (too short by
-    Z% at the median)", from the configurations' own figures weighted by their runs; "" when they have none."""
+    Z% at the median), its p99 W% off", from the configurations' own figures weighted by their runs (the p99 only
+    where a source measured one); "" when they have none."""
     tpot, ttft = _weighted(rows, "tpot_median_abs_error_pct"), _weighted(rows, "ttft_median_abs_error_pct")
-    signed = _weighted(rows, "ttft_median_signed_error_pct")
+    signed, tail = _weighted(rows, "ttft_median_signed_error_pct"), _weighted(rows, "ttft_p99_median_abs_error_pct")
     parts = ([f"time per output token {tpot:.0f}% off"] if tpot is not None else []) + (
         [f"time to first token {ttft:.0f}% off" + (f" (too {'short' if signed < 0 else 'long'} by "
                                                    f"{abs(signed):.0f}% at the median)" if signed else "")]
-        if ttft is not None else [])
+        if ttft is not None else []) + ([f"its p99 {tail:.0f}% off"] if tail is not None else [])
     return ": " + ", ".join(parts) if parts else ""
 
 

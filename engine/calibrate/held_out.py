@@ -30,6 +30,7 @@ CONFIGURATIONS_FILE = DATA_DIR / "validation_configurations.csv"
 KINDS = {"gqa": "dense", "mla": "MLA MoE"}  # a model's kind: its attention, "MoE" where it has experts
 TABLES, ROOFLINE = "operator tables", "roofline"
 EXPERT_LAYOUTS = ("ep", "dep")  # a measurement's ``parallel`` with the experts split over the cards
+TAIL = " p99"  # a p99 figure's kind: its metric's kind and this, reported apart from means and medians
 # What one published run is: the figures of a document under one load (its metrics and statistics)
 LOAD_COLUMNS = ["document", "gpu", "model", "quant", "engine", "engine_version", "tensor_parallel", "batch",
                 "rate_per_s", "input_tokens", "output_tokens"]
@@ -68,8 +69,14 @@ def predictions(rows: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
     table["error_roofline_pct"] = error_pct(table["predicted_roofline"], table["measured"])
     table["error_pct"] = error_pct(table["predicted"], table["measured"])
     table["kind"] = table["model"].map(model_kind)
-    table["metric_kind"] = table["metric"].map(metric_kind)
+    table["metric_kind"] = table["metric"].map(figure_kind)
     return table.dropna(subset=["predicted"])
+
+
+def figure_kind(metric: str) -> str:
+    """What a measured figure is, for the report: its metric's kind (``metric_kind``), with ``TAIL`` for a p99, so
+    that a tail is judged apart from the means and medians (a run's mean and median are one centre)."""
+    return metric_kind(metric) + (TAIL if metric.endswith("_p99_ms") else "")
 
 
 def layout_of(row: pd.Series) -> str:
@@ -90,7 +97,8 @@ def run_count(table: pd.DataFrame) -> int:
 
 def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.DataFrame:
     """Per group of ``by``: runs, median and largest absolute error (%) of ``error``, per metric kind, and the
-    median signed error (+: predicted too long or too high) of time to first token, whose errors lean one way."""
+    median signed error (+: predicted too long or too high) of time to first token (its centre and its p99), whose
+    errors lean one way."""
     out = []
     for key, group in table.groupby(by, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -100,7 +108,7 @@ def summary(table: pd.DataFrame, by: list[str], error: str = "error_pct") -> pd.
             errors = rows[error].abs()
             entry[f"{kind} median"] = float(errors.median())
             entry[f"{kind} max"] = float(errors.max())
-            if kind == "time to first token":
+            if kind.startswith("time to first token"):
                 entry[f"{kind} signed median"] = float(rows[error].median())
         out.append(entry)
     return pd.DataFrame(out) if out else pd.DataFrame(columns=[*by, "runs"])
@@ -114,19 +122,22 @@ def _median(errors: pd.Series) -> float:
 def configurations(table: pd.DataFrame) -> pd.DataFrame:
     """The held-out error of the product per (model, GPU, engine, priced_by, expert parallelism or not): runs,
     median absolute error of every metric, of time per output token and of time to first token, and time to first
-    token's median signed error (+: predicted too long) (``confidence.closest_check`` reads it)."""
+    token's median signed error (+: predicted too long), each of a run's centre (mean or median), and time to first
+    token's p99 median absolute error where a source measured it (``confidence.closest_check`` reads them)."""
     rows = []
     table = table.assign(expert_parallel=table["parallel"].isin(EXPERT_LAYOUTS))
     for (model, gpu, engine, priced, split), group in table.groupby(
             ["model", "gpu", "engine", "priced_by", "expert_parallel"], sort=True):
         tpot = group.loc[group["metric_kind"] == "time per output token", "error_pct"]
         ttft = group.loc[group["metric_kind"] == "time to first token", "error_pct"]
+        ttft_p99 = group.loc[group["metric_kind"] == "time to first token" + TAIL, "error_pct"]
         rows.append({"model": model, "gpu": gpu, "engine": engine, "priced_by": priced, "kind": model_kind(model),
                      "expert_parallel": bool(split),
                      "runs": run_count(group), "sources": ", ".join(sorted(set(group["source"]))),
                      "median_abs_error_pct": round(float(group["error_pct"].abs().median()), 1),
                      "tpot_median_abs_error_pct": _median(tpot.abs()), "ttft_median_abs_error_pct": _median(ttft.abs()),
-                     "ttft_median_signed_error_pct": _median(ttft)})
+                     "ttft_median_signed_error_pct": _median(ttft),
+                     "ttft_p99_median_abs_error_pct": _median(ttft_p99.abs())})
     return pd.DataFrame(rows)
 
 
