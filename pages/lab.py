@@ -9,6 +9,7 @@ import streamlit as st
 
 import engine
 from engine.calibrate.confidence import step_badge
+from engine.hardware.kernel_tables import client_fixed_ms
 from engine.decide.cost import cost_columns
 from engine.decide.diagnosis import diagnose, window_words
 from engine.decide.targets import Target
@@ -35,7 +36,9 @@ from ui.widgets import field_help, field_input
 
 BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens", "min_batch_size", "wait_timeout_ms")
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "engine", "engine_version",
-                 "gpu_memory_utilization")
+                 "request_fixed_ms", "gpu_memory_utilization")
+# What leaving a key empty means, shown in its empty input
+PLACEHOLDERS = {"request_fixed_ms": "the engine's measured figure"}
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_caching")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens",
               "conversation_turns", "turn_gap_s")
@@ -174,7 +177,7 @@ def server_controls(data: dict, v: int):
     for keys in ((*model_keys, *BATCHING_KEYS), MEMORY_KEYS):
         for key in keys:
             server[key] = field_input(Server, key, server.get(key), key=f"server_{key}_{v}",
-                                      options=hardware_choices.options(key, server))
+                                      options=hardware_choices.options(key, server), placeholder=PLACEHOLDERS.get(key))
             if key == "tensor_parallel":  # how the cards split a mixture of experts, beside how many there are
                 parallel_controls.expert_controls(server, f"server_{{}}_{v}")
             if key == "engine":  # the engine's own scheduler knobs, beside it
@@ -188,7 +191,13 @@ def server_controls(data: dict, v: int):
         st.info(labels.key_words(notice))
     if server["step_model"] == "roofline":
         try:
-            st.caption(f"Step times: {step_badge(state.validate(data).server)}.")
+            checked = state.validate(data).server
+            st.caption(f"Step times: {step_badge(checked)}.")
+            fixed_ms = client_fixed_ms(checked)
+            if fixed_ms:
+                st.caption(f"Each request's time to first token and end-to-end latency include {fixed_ms:g} ms the "
+                           f"client sees beyond the iterations (HTTP, tokenizing, the first chunk; "
+                           f"{field_label(Server, 'request_fixed_ms')}).")
         except engine.ScenarioError:
             pass  # the run below says what is wrong with the scenario
     return held

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..hardware.calibration_store import saved_for
-from ..hardware.kernel_tables import coverage, table_step
+from ..hardware.kernel_tables import client_fixed_ms, coverage, table_step
 from ..hardware.roofline import (efficiency_for, kv_capacity_tokens, peak_profile, roofline_profile,
                                  roofline_step_params, with_efficiency)
 from ..hardware.steptime import decode_step_s_nb, prefill_s
@@ -153,18 +153,19 @@ class Case:
         """Every measured metric as the simulator gives it at ``efficiency``."""
         step = roofline_step_params(with_efficiency(self.peak, efficiency))
         if self.kernel_key is not None:
-            step = table_step(step, self.kernel_key)
+            step = table_step(step, self.kernel_key, self.server.engine)
         if self.prepared is None:
             return {"decode_step_ms": decode_step_s_nb(step, self.batch, self.tokens) * 1e3,
                     "prefill_step_ms": prefill_s(step, self.tokens) * 1e3}
         run = execute(self.prepared, step)
-        completed, ttft_ms, tpot_ms = latencies_ms(run.ints, run.floats)
+        fixed_ms = client_fixed_ms(self.server)
+        completed, ttft_ms, tpot_ms = latencies_ms(run.ints, run.floats, fixed_ms)
         sent = run.floats[:, F_ARRIVAL]
         if self.clients:  # a closed-loop client sends its next request when its last one finishes
             sent = closed_loop_sent_s(sent, run.floats[:, F_FINISH], self.clients)
-            ttft_ms = (run.floats[:, F_FIRST_TOKEN] - sent) * 1e3
+            ttft_ms = (run.floats[:, F_FIRST_TOKEN] - sent) * 1e3 + fixed_ms
         arrays = {"ttft": ttft_ms[completed], "tpot": tpot_ms[completed],
-                  "e2e": (run.floats[completed, F_FINISH] - sent[completed]) * 1e3}
+                  "e2e": (run.floats[completed, F_FINISH] - sent[completed]) * 1e3 + fixed_ms}
         values = {}
         for metric in self.measured:
             if metric == "output_tokens_per_s":

@@ -343,16 +343,44 @@ def coverage(server: Server) -> Coverage:
                     f"measured kernels ({named})")
 
 
-def table_step(roofline_step: np.ndarray, key: KernelKey) -> np.ndarray:
+def table_step(roofline_step: np.ndarray, key: KernelKey, engine: str) -> np.ndarray:
     """The compiled loop's ``TABLE`` step row: the roofline's fields (for the utilisation and the diagnosis) with the
-    model code ``TABLE``, followed by the operator tables (which time the whole iteration). Marks the kept table as
-    used (the disk cache removes the least recently used first), also when this process holds it in memory."""
+    model code ``TABLE``, followed by the operator tables (which time the whole iteration), the dense table carrying
+    ``engine``'s host time per iteration (``iteration_host_s``: every iteration reads it once). Marks the kept table
+    as used (the disk cache removes the least recently used first), also when this process holds it in memory."""
     row = np.zeros(TABLE_FIELDS)
     row[:ST_FIELDS] = roofline_step
     row[ST_MODEL] = TABLE
     row[ST_FIELDS:] = operator_tables(key)
+    row[T_DENSE:T_LOGITS] += iteration_host_s(engine)
     _touch(_table_path(key))
     return row
+
+
+def _costs(engine: str) -> pd.Series | None:
+    """``engine``'s row of ``engine_costs.csv`` (None: an engine the operator tables never time)."""
+    table = load_table("engine_costs")
+    return table.loc[engine] if engine in table.index else None
+
+
+def iteration_host_s(engine: str) -> float:
+    """Seconds of host work (scheduling, preparing inputs, sampling) each iteration of ``engine`` leaves the GPU
+    idle, which kernel micro-benchmarks do not contain: the profiled gap of ``engine_costs.csv`` (0 for an engine
+    it lacks, which the tables never time)."""
+    row = _costs(engine)
+    return 0.0 if row is None else float(row["host_ms"]) / 1000.0
+
+
+def client_fixed_ms(server: Server) -> float:
+    """Milliseconds a client sees per request beyond the engine's iterations (HTTP, tokenizing, the hand-offs
+    between the engine's processes, the first chunk), added to its time to first token and end-to-end latency:
+    ``server.request_fixed_ms`` where set; else, where measured operator tables time ``server`` (which hold kernels
+    only), its engine's measured figure (``engine_costs.csv``); else 0: the roofline's factors were fitted on runs
+    measured at the client, so they carry it already, and a fixed step time is a model's own."""
+    if server.request_fixed_ms is not None:
+        return float(server.request_fixed_ms)
+    row = _costs(server.engine)
+    return float(row["request_fixed_ms"]) if row is not None and coverage(server).key is not None else 0.0
 
 
 # --------------------------------------------------------------------------- the disk cache

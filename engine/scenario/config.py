@@ -517,6 +517,13 @@ class Server:
                                            le=100_000)
     prefill_delayer_kv_high: float = opt(0.9, "ATOM_PREFILL_DELAYER_KV_HIGH_WATERMARK: prompts go at once when this "
                                               "share of the KV cache is in use (engine = atom)", "", ge=0.0, le=1.0)
+    request_fixed_ms: Optional[float] = opt(None, "time a client sees per request beyond the engine's iterations "
+                                                  "(HTTP, tokenizing, hand-offs, the first chunk), added to its time "
+                                                  "to first token and end-to-end latency; none: the engine's "
+                                                  "measured figure (data/hardware/engine_costs.csv) where measured "
+                                                  "operator tables time the server, else 0: the calibrated step "
+                                                  "model's factors were fitted on runs measured at the client",
+                                            "ms", ge=0.0, le=1e6)
     kernel_tables: str = opt("auto", "auto: iteration times from measured operator tables (aiconfigurator-core) "
                                      "where they cover the GPU, engine version, formats and model, else the "
                                      "roofline; off: always the roofline (step_model = roofline)",
@@ -958,6 +965,7 @@ FIELD_LABELS = {
     "Server.prefill_delayer": "Prefill delayer", "Server.prefill_delayer_target_fill": "Delayer fill target",
     "Server.prefill_delayer_max_ticks": "Delayer's longest hold", "Server.prefill_delayer_stall_ticks": "Delayer stall",
     "Server.prefill_delayer_kv_high": "Delayer KV watermark",
+    "Server.request_fixed_ms": "Client's fixed cost per request",
     "Server.kernel_tables": "Measured kernels", "Server.expert_parallel": "Expert parallel",
     "Server.attention_data_parallel": "Data-parallel attention", "Server.expert_imbalance": "Expert imbalance",
     "Server.model_config": "Your model",

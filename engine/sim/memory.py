@@ -265,7 +265,7 @@ KEY_TERMS: dict[str, tuple[str, ...]] = {
         "host_link_gb_s", "expert_parallel", "attention_data_parallel", "expert_imbalance",
         "scheduler_recv_interval", "attention_dp_balance", "attention_dp_batching_wait_iters",
         "attention_dp_timeout_iters", "prefill_delayer", "prefill_delayer_target_fill", "prefill_delayer_max_ticks",
-        "prefill_delayer_stall_ticks", "prefill_delayer_kv_high")},
+        "prefill_delayer_stall_ticks", "prefill_delayer_kv_high", "request_fixed_ms")},
     **{f"server.model_config.{f.name}": _NONE for f in dataclasses.fields(ModelConfig)},
     "server.max_batch_size": ("replica lists",),
     "server.block_size_tokens": ("prefix blocks", "prefix caches", "replica lists"),

@@ -1,7 +1,10 @@
 """Per-request records and summary metrics of one run.
 
 Definitions (all times from the request's arrival):
-- queue delay = first time scheduled; TTFT = first output token; end-to-end = last output token;
+- queue delay = first time scheduled; TTFT = first output token; end-to-end = last output token; TTFT and
+  end-to-end as the client sees them: with the fixed time per request it sees beyond the iterations
+  (``kernel_tables.client_fixed_ms``: HTTP, tokenizing, the first chunk), which the engine's own clocks (its
+  waits, time-outs and the policies' ages) do not count;
 - TPOT = (end-to-end - TTFT) / (output tokens - 1), for requests with more than one output token;
 - latency statistics (mean, p50, p90, p99; linear-interpolated percentiles) use completed requests;
 - SLA attainment = completed requests that met every SLA target their class sets, divided by
@@ -25,6 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..hardware.kernel_tables import client_fixed_ms
 from ..scenario.config import OVERALL, Scenario
 from ..scenario.metric_table import CLASS_METRICS
 from ..scenario.summary import ClassMetrics, Summary
@@ -38,14 +42,16 @@ LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
 RATE_KEYS = ("output_tokens_per_s", "prompt_tokens_per_s", "sla_met_per_s")  # each also as ``KEY_run``
 
 
-def latencies_ms(ints: np.ndarray, floats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per request: completed or not, time to first token and time per output token after it (ms; NaN where
-    there is none), from the final state arrays."""
+def latencies_ms(ints: np.ndarray, floats: np.ndarray, fixed_ms: float = 0.0
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per request: completed or not, time to first token (with the client's ``fixed_ms``) and time per output
+    token after it (ms; NaN where there is none), from the final state arrays."""
     output = ints[:, I_OUTPUT]
     completed = ints[:, I_STATE] == COMPLETED
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot_ms = np.where(output > 1, (floats[:, F_FINISH] - floats[:, F_FIRST_TOKEN]) / (output - 1) * 1e3, np.nan)
-    return completed, (floats[:, F_FIRST_TOKEN] - floats[:, F_ARRIVAL]) * 1e3, np.where(completed, tpot_ms, np.nan)
+    ttft_ms = (floats[:, F_FIRST_TOKEN] - floats[:, F_ARRIVAL]) * 1e3 + fixed_ms
+    return completed, ttft_ms, np.where(completed, tpot_ms, np.nan)
 
 
 def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) -> pd.DataFrame:
@@ -54,7 +60,8 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
     arrival_s, first_token_s, finish_s = floats[:, F_ARRIVAL], floats[:, F_FIRST_TOKEN], floats[:, F_FINISH]
     first_scheduled_s = floats[:, F_FIRST_SCHEDULED]
     output = ints[:, I_OUTPUT]
-    completed, ttft_ms, tpot_ms = latencies_ms(ints, floats)
+    fixed_ms = client_fixed_ms(scenario.server)
+    completed, ttft_ms, tpot_ms = latencies_ms(ints, floats, fixed_ms)
     frame = pd.DataFrame({
         "request_id": np.arange(len(ints)),
         "class": pd.Categorical.from_codes(ints[:, I_CLASS], names),
@@ -70,7 +77,7 @@ def request_records(scenario: Scenario, ints: np.ndarray, floats: np.ndarray) ->
         "finish_s": finish_s,
         "queue_ms": (first_scheduled_s - arrival_s) * 1e3,
         "ttft_ms": ttft_ms,
-        "e2e_ms": np.where(completed, (finish_s - arrival_s) * 1e3, np.nan),
+        "e2e_ms": np.where(completed, (finish_s - arrival_s) * 1e3 + fixed_ms, np.nan),
         "tpot_ms": tpot_ms,
     })
     if scenario.fleet.mode == "disaggregated":  # where its prompt was computed, and when its KV reached decode

@@ -72,7 +72,7 @@ def _step_params(server: Server, profile: RooflineProfile) -> tuple[np.ndarray, 
     step = roofline_step_params(profile)
     covered = coverage(server)
     if covered.key is not None:
-        step = table_step(step, covered.key)
+        step = table_step(step, covered.key, server.engine)
     return step, kv_capacity_tokens(server, profile)
 
 
