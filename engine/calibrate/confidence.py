@@ -8,9 +8,10 @@ its very shape), GPU and engine; else a model of the same kind (dense, MoE, MLA 
 family's average is never shown as a model's error.
 
 ``trusted``: a plan may win a ranking (``planner.recommend``) when its step times rest on a close check: a
-validated configuration as above, or, for a dense model on the roofline without expert parallelism, the GPU family's
-fitted calibration. A mixture of experts (MoE, MLA), FP4 weights or expert parallelism with no such check is an
-estimate, said as such.
+validated configuration as above at most ``TRUST_LIMIT_PCT`` off, or, for a dense model on the roofline without
+expert parallelism, the GPU family's fitted calibration. A check further off, or a mixture of experts (MoE, MLA), FP4
+weights or expert parallelism with no such check, is an estimate, said as such. A check is read in the plan's weight
+format where one was run in it, else in the formats that were, named.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from ..hardware.kernel_tables import coverage, shape_key
 from ..hardware.roofline import model_row
 from ..hardware.tables import is_slice, load_table
 from ..scenario.config import Server
+from ..scenario.labels import format_label
 from .calibration import badge, slice_note, status
 from .held_out import ROOFLINE, TABLES, kind_of, shipped_configurations
 
 FP4_FORMATS = ("nvfp4", "mxfp4", "mxfp4-w4a16")
 MIN_RUNS = 3  # a configuration checked on fewer held-out runs is no check
+TRUST_LIMIT_PCT = 25.0  # a check further off than this (median absolute error) makes a plan an estimate
 
 
 @dataclass(frozen=True)
@@ -59,31 +62,50 @@ def same_shape(model: str) -> list[str]:
     return [model, *(name for name, row in models.iterrows() if name != model and shape_key(row) == shape)]
 
 
-def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str,
-                  expert_parallel: bool = False) -> tuple[str, float | None, int]:
+def _of_format(rows: pd.DataFrame, quant: str) -> pd.DataFrame:
+    """The rows measured in weight format ``quant`` where there are any, else all of them (another format's check
+    is the closest there is, and ``format_words`` says so)."""
+    if not quant or "quant" not in rows or not (rows["quant"] == quant).any():
+        return rows
+    return rows[rows["quant"] == quant]
+
+
+def format_words(rows: pd.DataFrame, quant: str) -> str:
+    """' on FP8 and NVFP4 weights, not FP16' where the checked runs are of other formats than ``quant``; '' where
+    they are of it (or the table does not say)."""
+    formats = list(dict.fromkeys(rows["quant"])) if quant and "quant" in rows else [quant]
+    if formats == [quant]:
+        return ""
+    return f" on {' and '.join(format_label(f) for f in formats)} weights, not {format_label(quant)}"
+
+
+def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str, expert_parallel: bool = False,
+                  quant: str = "") -> tuple[str, float | None, int]:
     """(words, median absolute error %, runs) of the validated configuration closest to (model, GPU, engine) priced
     by ``priced_by``, with its experts split over the cards or not as ``expert_parallel`` says: the model itself (and
-    a model of its very shape, ``same_shape``), else models of its ``kind`` (``held_out.kind_of``); ("", None, 0) when
-    there is none."""
+    a model of its very shape, ``same_shape``), else models of its ``kind`` (``held_out.kind_of``), each in weight
+    format ``quant`` where it was checked in it, else in the formats it was checked in, said as such; ("", None, 0)
+    when there is none."""
     table = shipped_configurations()
     table = table[(table["priced_by"] == priced_by) & (table["gpu"] == gpu) & (table["engine"] == engine)
                   & (table["expert_parallel"].astype(bool) == expert_parallel) & (table["runs"] >= MIN_RUNS)]
     layout = " with its experts split over the cards" if expert_parallel else ""
-    same = table[table["model"].isin(same_shape(model))]
+    same = _of_format(table[table["model"].isin(same_shape(model))], quant)
     if len(same):
         runs = int(same["runs"].sum())
         error = float((same["median_abs_error_pct"] * same["runs"]).sum() / runs)
-        names = " and ".join(same["model"])
-        twin = ("" if list(same["model"]) == [model] else " (the same shape)" if model in set(same["model"])
+        names = " and ".join(dict.fromkeys(same["model"]))  # a model checked in two weight formats is one name
+        twin = ("" if set(same["model"]) == {model} else " (the same shape)" if model in set(same["model"])
                 else f" (the same shape as {model})")
-        return (f"{error:.0f}% off on {runs} held-out runs of {names}{twin} on {gpu}{layout}{metric_words(same)}",
-                error, runs)
-    alike = table[table["kind"] == kind]
+        return (f"{error:.0f}% off on {runs} held-out runs of {names}{twin}{format_words(same, quant)} on {gpu}"
+                f"{layout}{metric_words(same)}", error, runs)
+    alike = _of_format(table[table["kind"] == kind], quant)
     if len(alike):
         runs = int(alike["runs"].sum())
         error = float((alike["median_abs_error_pct"] * alike["runs"]).sum() / runs)
-        return (f"{error:.0f}% off on {runs} held-out runs of {kind} models on {gpu}{layout}{metric_words(alike)} "
-                f"(closest checked: {', '.join(alike['model'])})", error, runs)
+        return (f"{error:.0f}% off on {runs} held-out runs of {kind} models{format_words(alike, quant)} on {gpu}"
+                f"{layout}{metric_words(alike)} (closest checked: {', '.join(dict.fromkeys(alike['model']))})",
+                error, runs)
     return "", None, 0
 
 
@@ -95,15 +117,21 @@ def _weighted(rows: pd.DataFrame, column: str) -> float | None:
     return float((have[column] * have["runs"]).sum() / have["runs"].sum()) if len(have) else None
 
 
+def _direction(signed: float | None) -> str:
+    """' (too short by Z% at the median)' for a median signed error, '' for none or 0."""
+    return f" (too {'short' if signed < 0 else 'long'} by {abs(signed):.0f}% at the median)" if signed else ""
+
+
 def metric_words(rows: pd.DataFrame) -> str:
-    """Each metric's part of a check: ": time per output token X% off, time to first token Y% off (too short by
-    Z% at the median), its p99 W% off", from the configurations' own figures weighted by their runs (the p99 only
-    where a source measured one); "" when they have none."""
+    """Each metric's part of a check: ": time per output token X% off (too long by V% at the median), time to first
+    token Y% off (too short by Z% at the median), its p99 W% off", from the configurations' own figures weighted by
+    their runs (a direction where the table gives one, the p99 only where a source measured one); "" when they have
+    none."""
     tpot, ttft = _weighted(rows, "tpot_median_abs_error_pct"), _weighted(rows, "ttft_median_abs_error_pct")
-    signed, tail = _weighted(rows, "ttft_median_signed_error_pct"), _weighted(rows, "ttft_p99_median_abs_error_pct")
-    parts = ([f"time per output token {tpot:.0f}% off"] if tpot is not None else []) + (
-        [f"time to first token {ttft:.0f}% off" + (f" (too {'short' if signed < 0 else 'long'} by "
-                                                   f"{abs(signed):.0f}% at the median)" if signed else "")]
+    tail = _weighted(rows, "ttft_p99_median_abs_error_pct")
+    parts = ([f"time per output token {tpot:.0f}% off{_direction(_weighted(rows, 'tpot_median_signed_error_pct'))}"]
+             if tpot is not None else []) + (
+        [f"time to first token {ttft:.0f}% off{_direction(_weighted(rows, 'ttft_median_signed_error_pct'))}"]
         if ttft is not None else []) + ([f"its p99 {tail:.0f}% off"] if tail is not None else [])
     return ": " + ", ".join(parts) if parts else ""
 
@@ -116,9 +144,13 @@ def confidence(server: Server) -> Confidence:
     priced_by = TABLES if covered.key is not None else ROOFLINE
     kind = kind_of(model_row(server))
     check, error, runs = closest_check(server.model, kind, server.gpu, server.engine, priced_by,
-                                       server.expert_parallel)
+                                       server.expert_parallel, server.quant)
     risky = kind != "dense" or server.quant in FP4_FORMATS or server.expert_parallel
     whole_card = not is_slice(server.gpu)
+    if check and error > TRUST_LIMIT_PCT:
+        return Confidence(priced_by, covered.words, f"estimate: {check}; more than {TRUST_LIMIT_PCT:.0f}% off, so "
+                          f"never recommended ahead of a plan checked closer", error, False,
+                          f"{covered.short}, estimate ({error:.0f}% off on {runs} held out)")
     if check:
         return Confidence(priced_by, covered.words, check, error, whole_card,
                           f"{covered.short}, {error:.0f}% off on {runs} held out")

@@ -120,23 +120,24 @@ def _median(errors: pd.Series) -> float:
 
 
 def configurations(table: pd.DataFrame) -> pd.DataFrame:
-    """The held-out error of the product per (model, GPU, engine, priced_by, expert parallelism or not): runs,
-    median absolute error of every metric, of time per output token and of time to first token, and time to first
-    token's median signed error (+: predicted too long), each of a run's centre (mean or median), and time to first
+    """The held-out error of the product per (model, weight format, GPU, engine, priced_by, expert parallelism or
+    not): runs, median absolute error of every metric, of time per output token and of time to first token, and
+    both's median signed error (+: predicted too long), each of a run's centre (mean or median), and time to first
     token's p99 median absolute error where a source measured it (``confidence.closest_check`` reads them)."""
     rows = []
     table = table.assign(expert_parallel=table["parallel"].isin(EXPERT_LAYOUTS))
-    for (model, gpu, engine, priced, split), group in table.groupby(
-            ["model", "gpu", "engine", "priced_by", "expert_parallel"], sort=True):
+    for (model, quant, gpu, engine, priced, split), group in table.groupby(
+            ["model", "quant", "gpu", "engine", "priced_by", "expert_parallel"], sort=True):
         tpot = group.loc[group["metric_kind"] == "time per output token", "error_pct"]
         ttft = group.loc[group["metric_kind"] == "time to first token", "error_pct"]
         ttft_p99 = group.loc[group["metric_kind"] == "time to first token" + TAIL, "error_pct"]
-        rows.append({"model": model, "gpu": gpu, "engine": engine, "priced_by": priced, "kind": model_kind(model),
+        rows.append({"model": model, "quant": quant, "gpu": gpu, "engine": engine, "priced_by": priced,
+                     "kind": model_kind(model),
                      "expert_parallel": bool(split),
                      "runs": run_count(group), "sources": ", ".join(sorted(set(group["source"]))),
                      "median_abs_error_pct": round(float(group["error_pct"].abs().median()), 1),
                      "tpot_median_abs_error_pct": _median(tpot.abs()), "ttft_median_abs_error_pct": _median(ttft.abs()),
-                     "ttft_median_signed_error_pct": _median(ttft),
+                     "tpot_median_signed_error_pct": _median(tpot), "ttft_median_signed_error_pct": _median(ttft),
                      "ttft_p99_median_abs_error_pct": _median(ttft_p99.abs())})
     return pd.DataFrame(rows)
 
