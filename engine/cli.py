@@ -109,6 +109,8 @@ def command_parser() -> argparse.ArgumentParser:
     _plan_arguments(report)
     report.add_argument("--html", required=True, metavar="PATH", help="write the report as HTML to PATH")
     report.add_argument("--pdf", metavar="PATH", help="also print it as a PDF to PATH (needs Chromium)")
+    report.add_argument("--json", metavar="PATH", help="also write the answer as JSON to PATH ('-' = stdout, "
+                                                       "nothing else printed there)")
     report.add_argument("--app-url", help="the app's public address, for the report's link back to the plan "
                         f"(default ${PUBLIC_URL_ENV}; none, or a local address: the report carries the scenario "
                         "instead of a link)")
@@ -540,8 +542,22 @@ def _exit_status(cut: str | None, limit: str) -> int:
     return EXIT_CUT
 
 
+PROGRESS_STEPS = 10  # lines a stage's progress writes to a redirected stderr (a file or a pipe): one per tenth
+
+
 def _sizing_progress(done: int, total: int, stage: str) -> None:
-    print(f"\r{stage}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+    """A stage's progress on stderr: one line rewritten in place on a terminal; on a file or a pipe, which keep
+    every carriage return, a whole line at each tenth of the stage and at its end."""
+    if sys.stderr.isatty():
+        print(f"\r{stage}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        return
+    step = (stage, total, done * PROGRESS_STEPS // max(total, 1))  # the same step again (a heartbeat): no line
+    if step != _PROGRESS_SHOWN.get("step"):
+        _PROGRESS_SHOWN["step"] = step
+        print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
+
+
+_PROGRESS_SHOWN: dict[str, tuple] = {}  # the step of the last line written to a redirected stderr
 
 
 def _wrote_json_to_stdout(answer: dict, destination: str | None) -> bool:
@@ -563,7 +579,7 @@ def _plan(args: argparse.Namespace) -> int:
     with _cluster(args):
         answer = plan(scenario_to_dict(scenario), question, scenario.origin,
                       None if args.json == "-" else _sizing_progress)
-    if answer["run"]["cut"] and args.json != "-":
+    if answer["run"]["cut"] and args.json != "-" and sys.stderr.isatty():
         print(file=sys.stderr)  # the sizing stopped short: end its progress line here
     if not _wrote_json_to_stdout(answer, args.json):
         print(plan_text(answer, f"Plan for {served_text(scenario, answer)} (from {scenario.name!r}): "
@@ -604,7 +620,7 @@ def _report(args: argparse.Namespace) -> int:
     data = scenario_to_dict(scenario)
     with _cluster(args):
         answer = plan(data, question, scenario.origin, _sizing_progress)
-    if answer["run"]["cut"]:
+    if answer["run"]["cut"] and sys.stderr.isatty():
         print(file=sys.stderr)  # the sizing stopped short: end its progress line here
     started = time.perf_counter()
     text = report_html(data, question, answer, public_address(args.app_url), time.strftime("%Y-%m-%d %H:%M %Z"),
@@ -612,10 +628,11 @@ def _report(args: argparse.Namespace) -> int:
     _write(args.html, text, "--html")
     if args.pdf:
         write_pdf(text, Path(args.pdf))
-    best = answer["recommendation"]
-    print(("Recommendation: " + summary_line(best)) if best else no_plan_text(answer) + ".")
-    print(f"wrote {args.html}" + (f" and {args.pdf}" if args.pdf else "") +
-          f" (plan {answer['run']['wall_s']:.1f} s, report {time.perf_counter() - started:.1f} s)")
+    if not _wrote_json_to_stdout(answer, args.json):
+        best = answer["recommendation"]
+        print(("Recommendation: " + summary_line(best)) if best else no_plan_text(answer) + ".")
+        print(f"wrote {args.html}" + (f" and {args.pdf}" if args.pdf else "") +
+              f" (plan {answer['run']['wall_s']:.1f} s, report {time.perf_counter() - started:.1f} s)")
     _write_recipe(args.recipe, answer, scenario)
     return _exit_status(answer["run"]["cut"], "plan_s")
 
@@ -626,12 +643,11 @@ def _tune(args: argparse.Namespace) -> int:
     question = TuneQuestion(parse_objective(args.minimize or args.maximize, minimize=bool(args.minimize)),
                             constraints, _names(args.policies) or TUNABLE, args.batching, args.candidates,
                             args.seeds, args.requests)
-    progress = None if args.json == "-" else (lambda done, total: print(
-        f"\rcandidates: {done}/{total}", end="", file=sys.stderr, flush=True))
+    progress = None if args.json == "-" else (lambda done, total: _sizing_progress(done, total, "candidates"))
     data = scenario_to_dict(scenario)
     with _cluster(args):
         answer = tune(data, question, scenario.origin, progress)
-    if progress is not None:
+    if progress is not None and sys.stderr.isatty():
         print(file=sys.stderr)  # the search may stop short of its budget: end the progress line here
     if args.write:
         tuned = tuned_scenario(data, answer["best"])

@@ -166,6 +166,13 @@ def test_report_writes_the_html_with_the_plans_recommendation(tmp_path):
     assert said.startswith("Recommendation: ") and "H100-80G" in said
     assert said.removeprefix("Recommendation: ").replace("'", "&#x27;") in page.read_text()
     assert "http://lab.example/planner?s=" in page.read_text() and "wrote " in done.stdout
+    assert "\r" not in done.stderr and "Sizing every configuration: " in done.stderr  # a pipe: whole lines
+    assert len(done.stderr.splitlines()) <= 2 * 11, "at most a line per tenth of each stage, and its end"
+    answer = tmp_path / "plan.json"
+    again = cli("report", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target", "interactive.ttft_p99_ms=1000",
+                "--gpus", "H100-80G", "--requests", "500", "--seeds", "2", "--html", str(page), "--json", "-")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["recommendation"]["gpu"] == "H100-80G"  # stdout holds the JSON alone
     refused = cli("report", str(SCENARIOS / "article_mixed_8xa100.toml"), "--target", "interactive.ttft_p99_ms=1000")
     assert refused.returncode == 2 and "--html" in refused.stderr and len(refused.stderr.splitlines()) == 1
 

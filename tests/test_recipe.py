@@ -368,3 +368,11 @@ def test_the_manifests_names_must_be_dns_labels(name):
     longest = manifest(plan_of(replicas=6, prefill_replicas=2, decode_replicas=4), scenario_of(), name="x" * 47)
     for doc in yaml.safe_load_all(longest):
         kubernetes_validate.validate(doc, "1.31.0", strict=True)
+
+
+def test_one_server_on_one_card_is_said_in_the_singular():
+    one = plan_of(tensor_parallel=1, replicas=1, cards=1)
+    files = recipe_files(one, scenario_of())
+    assert files["kubernetes.yaml"].startswith("# 1 server of ")
+    assert "(1 card) serving" in files["README.txt"]
+    assert recipe_files(plan_of(), scenario_of())["kubernetes.yaml"].startswith("# 10 servers of ")

@@ -81,6 +81,11 @@ def words(kind: str, name: object) -> str:
     return CHOICE_WORDS[kind].get(name, str(name))
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless there is one: "1 server", "4 servers"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def format_label(name: object) -> str:
     """A weight or KV-cache format of the hardware tables as it is written: "FP16", "INT4"."""
     return str(name).upper()
