@@ -309,8 +309,8 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     if best is not None:
         files = recipe_files(best, scenario)
         parts += ["<h2>Deploy it</h2>",
-                  f"<p>Attached: one server's launch command under {e(', '.join(engine_versions(files)))}, and the "
-                  "fleet as a Kubernetes manifest: "
+                  f"<p>Attached: one server's launch command under "
+                  f"{e(', '.join(engine_versions(files, best['gpu'])))}, and the fleet as a Kubernetes manifest: "
                   + ", ".join(_attachment(name, text) for name, text in files.items())
                   + ". The README says what the engines cannot take as a flag.</p>"]
     parts += ['<h2 class="appendix">Appendix: the evidence in full</h2>']
