@@ -2,6 +2,7 @@
 nothing is said where nothing limits."""
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -162,3 +163,19 @@ def test_the_engines_own_scheduler_holding_requests_back_is_named_with_its_key()
     default = load_scenario(SCENARIOS / "engine_sglang.toml", overrides=["workload.num_requests=400"])
     plain = simulate(default).summary
     assert plain["system"]["scheduler_hold_s"] == 0.0 and "engine_scheduler" not in kinds(default, plain)
+
+
+def test_a_memory_bound_decode_names_only_the_8_bit_formats_the_plan_does_not_use_yet():
+    """The advice for a memory-bound decode: FP8 KV alone for the preset's INT4 weights and 16-bit KV; FP8 weights
+    and KV for a 16-bit plan, FP8 KV alone where the weights are FP8 already, more bandwidth alone where both are."""
+    from engine.decide.diagnosis import smaller_formats
+    scenario, summary = preset_run("bursty_code_h100_70b.toml")
+    server = scenario.server
+    assert (server.quant, server.kv_quant) == ("int4", "fp16")
+    assert "little per token; more bandwidth or FP8 KV speeds every iteration" in text(scenario, summary,
+                                                                                      "decode_memory_bound")
+    assert smaller_formats(dataclasses.replace(server, quant="bf16")) == ["FP8 weights", "FP8 KV"]
+    fp8 = dataclasses.replace(server, quant="fp8")
+    assert smaller_formats(fp8) == ["FP8 KV"]
+    assert smaller_formats(dataclasses.replace(fp8, kv_quant="fp8")) == []
+    assert smaller_formats(dataclasses.replace(server, quant="int4", kv_quant="int8")) == []

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..hardware.roofline import roofline_profile, roofline_step_params
 from ..hardware.steptime import step_terms_nb
+from ..hardware.tables import load_table
 from ..scenario.config import Policy, Scenario, field_label
 from ..scenario.labels import key_words, words
 from ..scenario.metric_table import metric
@@ -177,6 +178,15 @@ def ridge_batch(step: tuple, context_tokens: float) -> int | None:
     return None
 
 
+def smaller_formats(server) -> list[str]:
+    """The 8-bit formats a memory-bound decode could move to, of those ``server`` does not use yet: "FP8 weights"
+    where its weights take more than a byte each, "FP8 KV" where its cache does (none where both are 8-bit or less:
+    naming a format a plan already has is no advice)."""
+    weights = float(load_table("quant").loc[server.quant, "weight_bytes_per_param"])
+    kv = float(load_table("kv_quant").loc[server.kv_quant, "bytes_per_value"])
+    return [words for words, wide in (("FP8 weights", weights > 1.0), ("FP8 KV", kv > 1.0)) if wide]
+
+
 def _iterations(scenario: Scenario, summary: Summary) -> list[Finding]:
     """What an iteration is bound by on this GPU: decode at the run's mean batch and context, and prefill's share
     of the busy time when large."""
@@ -192,9 +202,9 @@ def _iterations(scenario: Scenario, summary: Summary) -> list[Finding]:
     if memory_s >= compute_s:
         ridge = ridge_batch(step, context)
         turn = f"compute catches up at ~{ridge:,} sequences" if ridge else "at any batch: KV reads grow with it"
+        relief = " or ".join(["more bandwidth", *smaller_formats(scenario.server)])
         findings = [Finding("decode_memory_bound", f"Decode is memory-bound: {at} ({turn}). Fuller batches cost "
-                                                   f"little per token; more bandwidth or FP8 weights and KV speed "
-                                                   f"every iteration.")]
+                                                   f"little per token; {relief} speeds every iteration.")]
     else:
         findings = [Finding("decode_compute_bound", f"Decode is compute-bound: {at}. Bigger batches no longer come "
                                                     f"free; more FLOP/s (a faster GPU, more tensor parallelism) or "
