@@ -1,11 +1,11 @@
-"""The planner's mixed fleet: the cheapest plan's GPU with some replicas of another GPU's in place of its own,
-proposed when it meets every target for less than any single-GPU plan.
+"""The planner's mixed fleet: the recommended plan's GPU with some replicas of another GPU's in place of its own,
+proposed when it meets every target for less than the recommendation.
 
 Why a mix can be cheaper: a fleet comes in whole servers, so the cheapest single-GPU plan often rents most of a
 server it does not need (2.3 servers' worth of load takes 3). Replacing one of them by a smaller or cheaper
 server of another GPU (the fleet's service rates add, ``simulate.offered_load``) can meet the targets for less.
 
-Search: the cheapest plan (base) and the cheapest plan on another GPU (partner) fix each group's GPU, weight
+Search: the recommended plan (base) and the cheapest plan on another GPU (partner) fix each group's GPU, weight
 format and tensor-parallel degree; the base's policy, router and decoding run the mix. For a = base replicas - 1
 down to 1, partner replicas b = 1, 2, ... are tried while the mix costs less than the base plan (priced before
 it is simulated: no run is spent on a mix that could not win) and its estimated offered load is under 1; the
@@ -55,8 +55,8 @@ def mix_scenario(search, base: dict, groups: list[dict], seed_offset: int) -> di
 
 
 def cheaper_mix(search, plans: list[dict]) -> tuple[Optional[dict], str]:
-    """(the mixed fleet proposed, or None; a sentence on what was tried) for the priced single-GPU ``plans``
-    ranked cheapest first."""
+    """(the mixed fleet proposed, or None; a sentence on what was tried) for the priced single-GPU ``plans``: the
+    recommendation first (the base a mix replaces and saves against), then the others cheapest first."""
     if not plans:
         return None, ""
     if search.disaggregated():

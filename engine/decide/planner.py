@@ -804,7 +804,10 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     mix, mix_note = None, f"No mixed fleet was searched: {cut}." if cut else ""
     if cut is None:
         try:
-            mix, mix_note = cheaper_mix(search, ranked)
+            # against the recommendation (what the customer would otherwise rent), not a cheaper estimate
+            base_first = [recommendation] * (recommendation is not None) + [p for p in ranked
+                                                                           if p is not recommendation]
+            mix, mix_note = cheaper_mix(search, base_first)
         except stopping.Stopped as exc:
             mix_note = f"No mixed fleet was searched: {stopping.cut_short(exc)}."
     add_headroom(search, [p for p in (recommendation, *alternatives[:HEADROOM_PLANS]) if p is not None])
