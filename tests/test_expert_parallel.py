@@ -10,6 +10,8 @@ import pytest
 
 import engine
 from conftest import REPO
+from engine.decide.plan_text import caveat
+from engine.decide.planner import rank
 from engine.hardware.roofline import (ACTIVATION_BYTES, card_memory, kv_capacity_tokens, model_shape, peak_profile,
                                       roofline_profile)
 from engine.hardware.tables import gpu_row, load_table
@@ -95,7 +97,9 @@ def test_deepseek_on_eight_h200_runs_as_dp8_ep8_and_serves_every_request():
 
 def test_the_planner_compares_tp8_with_dp8_ep8_and_marks_the_latter_an_estimate():
     """A MoE model gets both shapes on the same cards; the DP + EP plans rest on no measured run, so they are never
-    counted calibrated (and so never recommended silently)."""
+    counted calibrated (and so never recommended silently). DeepSeek-V3's held-out runs on H200 under vLLM are more
+    than 25% off, so its tensor-parallel plans are estimates too: the cheapest is recommended, with the caveat that
+    no checked plan meets the targets."""
     done = subprocess.run([sys.executable, "-m", "engine", "plan", "data/scenarios/example.toml",
                            "--set", "server.step_model=roofline", "--set", "server.model=DeepSeek-V3",
                            "--set", "server.quant=fp8", "--set", "server.kv_quant=fp8",
@@ -109,7 +113,10 @@ def test_the_planner_compares_tp8_with_dp8_ep8_and_marks_the_latter_an_estimate(
     assert split and {p["tensor_parallel"] for p in split} <= {2, 4, 8}
     assert all(not p["calibrated"] and "DP + EP's all-to-all and imbalance estimated" in p["step_times_detail"]
                and p["step_times"].endswith("DP + EP estimated") for p in split)
-    assert not answer["recommendation"]["expert_parallel"] and answer["recommendation"]["calibrated"]
+    whole = [p for p in plans if not p["expert_parallel"]]
+    assert whole and all(not p["calibrated"] and "more than 25% off" in p["step_times_detail"] for p in whole)
+    assert answer["recommendation"] == rank(plans)[0]
+    assert caveat(answer, "x").startswith("No plan whose step times were checked on held-out runs")
 
 
 def test_the_scenario_line_names_the_split():
