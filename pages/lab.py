@@ -38,7 +38,7 @@ BATCHING_KEYS = ("batching", "admission", "max_batch_size", "max_batched_tokens"
 ROOFLINE_KEYS = ("gpu", "model", "quant", "kv_quant", "tensor_parallel", "engine", "engine_version",
                  "request_fixed_ms", "gpu_memory_utilization")
 # What leaving a key empty means, shown in its empty input
-PLACEHOLDERS = {"request_fixed_ms": "the engine's measured figure"}
+PLACEHOLDERS = {"request_fixed_ms": "measured"}  # the engine's own figure (its help says so)
 MEMORY_KEYS = ("block_size_tokens", "kv_allocation", "max_seq_len", "prefix_caching")
 CLASS_KEYS = ("share", "priority", "tier_weight", "sla_ttft_ms", "sla_e2e_ms", "timeout_ms", "shared_prefix_tokens",
               "conversation_turns", "turn_gap_s")
@@ -195,9 +195,11 @@ def server_controls(data: dict, v: int):
             st.caption(f"Step times: {step_badge(checked)}.")
             fixed_ms = client_fixed_ms(checked)
             if fixed_ms:
+                label = field_label(Server, "request_fixed_ms")
+                whose = (f"as measured for {labels.words('engine', checked.engine)}; \u201c{label}\u201d replaces it"
+                         if checked.request_fixed_ms is None else f"as \u201c{label}\u201d sets it")
                 st.caption(f"Each request's time to first token and end-to-end latency include {fixed_ms:g} ms the "
-                           f"client sees beyond the iterations (HTTP, tokenizing, the first chunk; "
-                           f"{field_label(Server, 'request_fixed_ms')}).")
+                           f"client sees beyond the iterations (HTTP, tokenizing, the first chunk), {whose}.")
         except engine.ScenarioError:
             pass  # the run below says what is wrong with the scenario
     return held

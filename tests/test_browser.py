@@ -190,6 +190,25 @@ def test_the_engines_own_scheduler_knobs_read_as_words_beside_the_engine(server,
     page.screenshot(path=str(ARTIFACTS / "lab_scheduler_knobs.png"))
 
 
+def test_the_lab_says_what_a_client_waits_for_beyond_the_measured_kernels(server, page):
+    """A server the operator tables time (vLLM on an H100): the Lab names the engine's measured fixed time per
+    request under the step-time badge, and its field, empty, says the engine's measured figure stands."""
+    data = read_toml(SCENARIOS / "chat_and_batch_a100_8b.toml")
+    data["workload"]["num_requests"] = 300
+    data["server"].update({"step_model": "roofline", "gpu": "H100-80G", "model": "Llama-3.1-8B", "engine": "vllm"})
+    open_lab(page, f"{server}/?{state.QUERY_KEY}={state.encode(data)}")
+    page.get_by_text("Server: batching, memory, step time").click()
+    field = page.get_by_role("spinbutton", name="Client's fixed cost per request (ms)")
+    field.scroll_into_view_if_needed()
+    assert field.get_attribute("placeholder") == "measured"
+    said = page.inner_text("body").replace("\u2060", "")
+    assert ("Each request's time to first token and end-to-end latency include 11 ms the client sees beyond the "
+            "iterations (HTTP, tokenizing, the first chunk), as measured for vLLM V1; \u201cClient's fixed cost per "
+            "request\u201d replaces it.") in said
+    page.get_by_text("Each request's time to first token and end-to-end").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "lab_client_cost.png"))
+
+
 def test_hardware_page_renders_its_charts(server, page):
     """The Hardware & Cost page on the default scenario: memory bar, iteration charts and the shapes table."""
     open_lab(page, server + "/")

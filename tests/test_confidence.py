@@ -175,3 +175,7 @@ def test_a_check_is_read_in_the_plans_weight_format_where_one_was_run_and_names_
     assert fp16.error_pct == 17.5
     assert fp16.check.startswith("18% off on 40 held-out runs of Llama-3.1-8B on FP8 and NVFP4 weights, not FP16 on "
                                  "H200: ")
+    _checks(monkeypatch, [{"quant": "bf16", "runs": 10, "median_abs_error_pct": 10.0},
+                          {"quant": "fp8", "runs": 30, "median_abs_error_pct": 20.0}])
+    same_math = confidence(server(gpu="H200", model="Llama-3.1-8B", engine="vllm", quant="fp16"))
+    assert same_math.error_pct == 10.0 and " weights, not " not in same_math.check  # BF16 runs check an FP16 plan

@@ -62,21 +62,29 @@ def same_shape(model: str) -> list[str]:
     return [model, *(name for name, row in models.iterrows() if name != model and shape_key(row) == shape)]
 
 
+def _math(quant: str) -> str:
+    """The arithmetic a weight format runs in (``quant.csv``'s ``compute``: FP16 and BF16 are one), by which checks
+    of one format stand for another; a name the table lacks stands for itself."""
+    table = load_table("quant")
+    return str(table.loc[quant, "compute"]) if quant in table.index else quant
+
+
 def _of_format(rows: pd.DataFrame, quant: str) -> pd.DataFrame:
-    """The rows measured in weight format ``quant`` where there are any, else all of them (another format's check
-    is the closest there is, and ``format_words`` says so)."""
-    if not quant or "quant" not in rows or not (rows["quant"] == quant).any():
+    """The rows measured in ``quant``'s arithmetic (``_math``) where there are any, else all of them (another
+    format's check is the closest there is, and ``format_words`` says so)."""
+    if not quant or "quant" not in rows:
         return rows
-    return rows[rows["quant"] == quant]
+    alike = rows["quant"].map(_math) == _math(quant)
+    return rows[alike] if alike.any() else rows
 
 
 def format_words(rows: pd.DataFrame, quant: str) -> str:
-    """' on FP8 and NVFP4 weights, not FP16' where the checked runs are of other formats than ``quant``; '' where
-    they are of it (or the table does not say)."""
-    formats = list(dict.fromkeys(rows["quant"])) if quant and "quant" in rows else [quant]
-    if formats == [quant]:
+    """' on FP8 and NVFP4 weights, not FP16' where the checked runs are of other arithmetic than ``quant``'s; ''
+    where they are of its (or the table does not say)."""
+    if not quant or "quant" not in rows or (rows["quant"].map(_math) == _math(quant)).all():
         return ""
-    return f" on {' and '.join(format_label(f) for f in formats)} weights, not {format_label(quant)}"
+    formats = dict.fromkeys(format_label(f) for f in rows["quant"])
+    return f" on {' and '.join(formats)} weights, not {format_label(quant)}"
 
 
 def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str, expert_parallel: bool = False,
