@@ -191,3 +191,25 @@ def test_a_share_of_the_fleet_divides_it_and_leaves_two_replicas_to_scale():
     assert fleet_share(12, 900_000, 1_000_000) == 1
     assert fleet_share(13, 3_456_000, 1_000_000) == 0  # a prime fleet: only one replica would be left
     assert fleet_share(6, 5_000_000, 1_000_000) == 0  # 3 x 2 replicas still hold 1.7M: none keeps two under the cap
+
+
+def test_the_day_judges_each_request_by_the_question_s_own_limits(monkeypatch):
+    """The runs over the whole traffic carry the question's latency limits as each class's per-request limits (the
+    interactive class's 1 s becomes the asked 3 s; the offline class, which no target bounds, is judged by none),
+    so the SLA met hour by hour is the share within what the plan was asked."""
+    import engine.decide.over_time as over_time
+    seen = []
+
+    def capture(datas, origin, progress=None):
+        seen.extend(datas)
+        raise RuntimeError("enough")
+
+    monkeypatch.setattr(over_time, "summaries", capture)
+    question = Question(targets=(Target("interactive", "ttft_p99_ms", 3000.0),), gpus=("H100-80G",), seeds=2,
+                        requests=300)
+    with pytest.raises(RuntimeError, match="enough"):
+        buy_over_time(moving(), {}, {"replicas": 2}, question)
+    interactive, offline = seen[0]["workload"]["classes"]
+    assert interactive["sla_ttft_ms"] == 3000.0 and "sla_e2e_ms" not in interactive
+    assert "sla_ttft_ms" not in offline and "sla_e2e_ms" not in offline
+    assert interactive["timeout_ms"] == 5000 and offline["timeout_ms"] == 600000  # time-outs are the scenario's

@@ -74,3 +74,19 @@ def test_a_target_reads_as_words_with_its_unit():
     assert Target("chat", "ttft_p99_ms", 1000.0).describe() == "chat TTFT p99 <= 1.00 s"
     assert Target("batch", "output_tokens_per_s", 900.0).describe() == "batch Output >= 900 tokens/s"
     assert Target("overall", "sla_attainment", 0.99).describe() == "overall SLA met >= 99.0%"
+
+
+def test_a_question_s_latency_limits_become_each_class_s_per_request_limits():
+    """A class is judged by the targets that bound its time to first token or end-to-end latency (its own and the
+    overall ones, the tightest of several), and by no limit where none does: the scenario's own limits go."""
+    from engine.decide.targets import limits_of_targets
+    classes = [{"name": "chat", "share": 0.7, "sla_ttft_ms": 1000.0, "sla_e2e_ms": 15000.0},
+               {"name": "batch", "share": 0.3, "sla_e2e_ms": 60000.0}]
+    targets = [Target("chat", "ttft_p99_ms", 3000.0), Target("overall", "ttft_p50_ms", 2000.0),
+               Target("overall", "tpot_mean_ms", 50.0), Target("batch", "output_tokens_per_s", 900.0)]
+    chat, batch = limits_of_targets(classes, targets)
+    assert chat == {"name": "chat", "share": 0.7, "sla_ttft_ms": 2000.0}
+    assert batch == {"name": "batch", "share": 0.3, "sla_ttft_ms": 2000.0}
+    assert limits_of_targets(classes, [Target("chat", "e2e_p99_ms", 9000.0)]) == [
+        {"name": "chat", "share": 0.7, "sla_e2e_ms": 9000.0}, {"name": "batch", "share": 0.3}]
+    assert classes[0]["sla_ttft_ms"] == 1000.0, "the scenario's own tables are left as they were"

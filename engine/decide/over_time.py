@@ -4,7 +4,8 @@ trace, bought the three ways of ``decide.bill`` (``STRATEGIES``), with the autos
 The recommendation is sized for the traffic's busiest point (``planner.at_peak``): ``replicas`` of it, the fixed
 fleet at the peak. Over the whole span the planner then runs, each once (seed of the scenario):
 
-- that fixed fleet, for its SLA hour by hour (its bill is the recommendation's own);
+- that fixed fleet, for its SLA hour by hour (its bill is the recommendation's own), each request judged by the
+  question's own latency limits (``targets.limits_of_targets``), not limits the scenario carried unseen;
 - an autoscaler holding between a baseline of ``min_replicas`` and the peak fleet, on the utilisation signal, for
   each baseline of ``baselines`` and each target of ``AUTOSCALE_TARGETS`` (the scenario's own ``[fleet.autoscale]``
   gives the other settings, and is one more candidate, held to the peak fleet, when it has one), starting with the
@@ -30,7 +31,7 @@ from ..scenario.origin import Origin
 from ..sim.parallel import summaries
 from .bill import STRATEGIES, replicas_text, strategy_bills
 from .cost import HOURS_PER_MONTH
-from .targets import all_met
+from .targets import all_met, limits_of_targets
 
 # every key of an autoscaler a scenario may leave out, with its default: the scenario's own, filled in
 AUTOSCALE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Autoscale) if f.default is not dataclasses.MISSING}
@@ -112,6 +113,8 @@ def buy_over_time(data: dict, scaling: dict, plan: dict, question, origin: Origi
     if isinstance(found, str):
         return {"note": found}
     whole, mean_over_peak, start_over_peak, multiple = found
+    # hour by hour, each request is judged by the question's own latency limits (``limits_of_targets``)
+    whole = apply_overrides(whole, {"workload.classes": limits_of_targets(whole["workload"]["classes"], targets)})
     peak = plan["replicas"] // multiple  # the simulated share of the peak fleet
     tell = progress or (lambda done, total: None)
     tell(0, 1)  # the candidates are known after this run (a trace's busiest window)

@@ -320,7 +320,8 @@ def over_time_heading(over: dict) -> str:
     return (f"Over the whole traffic ({span_words(over['span_s'])}, {over['requests'] * multiple:,} requests, each "
             f"such span of the month taken as this one), three ways to buy the recommended fleet; {tried}; "
             f"{over['runs']} runs in {over['wall_s']:.1f} s. A way that misses a target is marked: its price does "
-            f"not buy the service asked for.{share}")
+            f"not buy the service asked for. SLA met: the share of requests within the targets' own latency limits, "
+            f"each request judged alone.{share}")
 
 
 def over_time_frame(over: dict, currency: str) -> pd.DataFrame:

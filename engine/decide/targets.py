@@ -100,3 +100,23 @@ def parse_target(text: str) -> Target:
 def all_met(targets: tuple[Target, ...], summary: Summary) -> bool:
     """True when the run meets every target."""
     return all(t.met(summary)[0] for t in targets)
+
+
+# A latency target's metric (its first word) -> the per-request limit a class sets for it (``RequestClass``)
+REQUEST_LIMITS = {"ttft": "sla_ttft_ms", "e2e": "sla_e2e_ms"}
+
+
+def limits_of_targets(classes: list[dict], targets: Iterable[Target]) -> list[dict]:
+    """Each class of a scenario (its ``workload.classes`` tables) with its per-request limits set from the targets
+    that bound its time to first token or end-to-end latency (its own targets and the overall ones, the tightest
+    where several do), and no limit where none does: an SLA met judged this way is the share of requests within the
+    limits the question set, not within limits the scenario carried and the question never showed."""
+    judged = []
+    for table in classes:
+        limits = {key: value for key, value in table.items() if key not in REQUEST_LIMITS.values()}
+        for target in targets:
+            field = REQUEST_LIMITS.get(target.key.split("_")[0])
+            if field and target.at_most and target.cls in (OVERALL, table.get("name")):
+                limits[field] = min(limits.get(field, math.inf), target.limit)
+        judged.append(limits)
+    return judged
