@@ -214,7 +214,9 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per run")
     parser.add_argument("--max-replicas", type=int, default=DEFAULT_CAPS.replicas, help="largest fleet tried")
     parser.add_argument("--quants", help="comma-separated weight formats the customer accepts (default: the "
-                        "scenario's), e.g. int4,fp8,fp16; each is sized at every tensor-parallel degree it fits")
+                        "scenario's, or, for a 16-bit scenario of a model released in fewer bits, the release's: "
+                        "DeepSeek-R1 FP8), e.g. int4,fp8,fp16; each is sized at every tensor-parallel degree it "
+                        "fits")
     parser.add_argument("--tune", type=int, default=0, metavar="N", help="tune each tunable policy's parameters "
                         "first (N candidates each, on the scenario's own fleet; default 0: the scenario's parameters)")
     parser.add_argument("--routers", help="comma-separated routers to try (default: the scenario's): "

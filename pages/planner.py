@@ -28,7 +28,7 @@ from engine.decide.pdf_printer import VisitorPrints, chromium
 from engine.decide.report import report_html
 from engine.decide.targets import TARGET_METRICS, Target
 from engine.decide.traffic import describe as describe_traffic, describe_mean, peak_rate_per_s
-from engine.hardware.tables import load_table
+from engine.hardware.tables import default_formats, load_table
 from engine.scenario.rate_curve import DEFAULT_SHAPE
 from engine.scenario.table_names import names
 from engine.scenario.config import OVERALL, Arrival, raw_curve
@@ -198,7 +198,8 @@ def question_inputs(typed: engine.Scenario) -> Question:
     offers = st.multiselect("Only these offers (empty: every offer of those GPUs)", OFFERS, key="plan_offers",
                             format_func=lambda o: f"{o} ({OFFER_TABLE.loc[o, 'vendor']}, {OFFER_TABLE.loc[o, 'gpu']})",
                             help="The providers the customer accepts: the plan rents through these offers only.")
-    view.choice("plan_quants", QUANTS, [typed.server.quant] if typed.server.quant in QUANTS else [])
+    view.choice("plan_quants", QUANTS, [q for q in default_formats(typed.server.model, typed.server.quant)
+                                        if q in QUANTS])
     view.choice("plan_routers", list(ROUTER_CODES), [typed.fleet.router])
     view.number("plan_budget", 0.0, 1e9, 0.0)
     view.choice("plan_decodings", list(DECODINGS), [DECODINGS[1] if typed.server.speculative else DECODINGS[0]])

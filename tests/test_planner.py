@@ -506,3 +506,14 @@ def test_billing_words_are_one_phrase_per_offers_terms_and_say_why_annual_prepay
     assert billing_words(plan) == expected
     assert len(billing_words(plan, short=True)) <= 22, "a table cell's few words"
     assert "pay as you go" not in expected or terms == "on-demand", "never 'pay as you go' beside a reserved term"
+
+
+def test_a_model_released_in_fewer_bits_is_sized_in_its_release_by_default():
+    """DeepSeek-R1 is published in FP8: a 16-bit scenario of it is planned in FP8 unless the customer names formats;
+    a scenario that names a lower-precision format keeps it, and a model released in 16 bits keeps the scenario's."""
+    from engine.hardware.tables import default_formats, released_formats
+    assert released_formats("DeepSeek-R1") == ["fp8"] and released_formats("Llama-3.1-8B") == []
+    assert released_formats("gpt-oss-120b") == ["mxfp4", "mxfp4-w4a16"] and released_formats("mine") == []
+    assert default_formats("DeepSeek-R1", "fp16") == default_formats("DeepSeek-R1", "bf16") == ("fp8",)
+    assert default_formats("DeepSeek-R1", "int4") == ("int4",)
+    assert default_formats("Llama-3.1-8B", "fp16") == ("fp16",)

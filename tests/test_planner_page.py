@@ -129,3 +129,18 @@ def test_a_link_with_an_exchange_rate_out_of_range_prices_at_the_default_on_ever
         assert not at.exception and not at.error, (page, shown(at.error))
     next(b for b in at.switch_page("pages/planner.py").run().button if b.label == "Plan").click().run()
     assert not at.error and shown(at.success)[0].startswith("Recommended: ")
+
+
+def test_the_formats_accepted_start_at_the_models_release_for_a_16_bit_scenario():
+    """A scenario of DeepSeek-R1 left at 16-bit weights: the page asks for FP8, the format DeepSeek releases, until
+    the customer names others; the article's INT4 scenario keeps INT4."""
+    import copy
+    data = copy.deepcopy(ARTICLE)
+    data["server"].update({"model": "DeepSeek-R1", "quant": "fp16", "step_model": "roofline"})
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+    at.query_params[state.QUERY_KEY] = encode(data)
+    at.query_params[view.QUERY_KEY] = encode(QUICK)
+    at.run()
+    at.switch_page("pages/planner.py").run()
+    assert not at.exception and at.multiselect(key="plan_quants").value == ["fp8"]
+    assert planner().multiselect(key="plan_quants").value == [ARTICLE["server"]["quant"]]

@@ -40,7 +40,8 @@ from typing import Callable, Optional
 from ..calibrate.confidence import confidence
 from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
-from ..hardware.tables import data_version, gpu_names, is_slice, link_domain_cards, load_table, tensor_parallel_degrees
+from ..hardware.tables import (data_version, default_formats, gpu_names, is_slice, link_domain_cards, load_table,
+                               tensor_parallel_degrees)
 from ..scenario.caps import DEFAULT_CAPS
 from ..scenario.config import OVERALL, Scenario, Server, apply_overrides, load_scenario, raw_rate_per_s
 from ..scenario.errors import ScenarioError, excerpt
@@ -80,7 +81,7 @@ class Question:
     gpus: tuple[str, ...] = ()  # empty: every GPU with an offer
     offers: tuple[str, ...] = ()  # empty: every offer
     policies: tuple[str, ...] = ()  # empty: the scenario's policy
-    quants: tuple[str, ...] = ()  # weight formats the customer accepts; empty: the scenario's
+    quants: tuple[str, ...] = ()  # weight formats the customer accepts; empty: ``tables.default_formats``
     routers: tuple[str, ...] = ()  # routers to try; empty: the scenario's
     billing: str = BILLING_MODES[0]
     currency: str = DEFAULT_CURRENCY
@@ -390,7 +391,7 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
             "(--prices any) to include estimated and spot prices"))
     policies = question.policies or (data.get("policy", {}).get("name", "fifo"),)
     scenario = load_scenario(data, origin=origin)
-    quants = question.quants or (scenario.server.quant,)
+    quants = question.quants or default_formats(scenario.server.model, scenario.server.quant)
     routers = question.routers or (scenario.fleet.router,)
     decodings = question.decodings or (decoding_of(data),)
     for decoding in decodings:

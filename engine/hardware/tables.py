@@ -129,6 +129,28 @@ FAMILY_FACTORS = ("compute", "low_precision_compute", "bandwidth", "sharpness") 
 ENGINE_FACTORS = ("overhead_ms", "allreduce_factor")  # engines.csv, per serving engine
 
 
+def released_formats(model: str) -> list[str]:
+    """The weight formats a shipped model's own release is in (``checkpoints.csv`` rows whose repository is its
+    ``models.csv`` one: DeepSeek-R1 FP8, gpt-oss MXFP4 both ways it runs); none for a model released in 16 bits only
+    or not in ``models.csv``."""
+    models = load_table("models")
+    if model not in models.index:
+        return []
+    rows = load_table("checkpoints")
+    rows = rows[(rows.index == model) & (rows["hf_repo"] == models.loc[model, "hf_repo"])]
+    return list(dict.fromkeys(rows["quant"]))
+
+
+def default_formats(model: str, quant: str) -> tuple[str, ...]:
+    """The weight formats a plan sizes when the customer names none: the scenario's ``quant``, unless it is a 16-bit
+    format and ``model`` was released in fewer bits (DeepSeek-R1 in FP8), whose release's formats are then what a
+    customer would run."""
+    formats = load_table("quant")
+    wide = quant in formats.index and float(formats.loc[quant, "weight_bytes_per_param"]) >= 2.0
+    released = released_formats(model)
+    return tuple(released) if wide and released else (quant,)
+
+
 def engine_row(engine: str) -> pd.Series:
     """The ``engines.csv`` row of a serving engine."""
     return table_row("engines", engine, "engine")
