@@ -32,7 +32,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from ..hardware.roofline import GIB, peak_profile
-from ..hardware.tables import gpu_row, is_slice, load_table
+from ..hardware.tables import gpu_row, is_slice, load_table, released_formats
 from ..scenario import schedulers
 from ..scenario.config import Scenario
 from ..scenario.labels import counted, format_label, parallel_label, words
@@ -143,9 +143,9 @@ def checkpoint(plan: dict, scenario: Scenario) -> Checkpoint:
         return Checkpoint(str(exact["hf_repo"].iloc[0]))
     base = str(load_table("models").loc[server.model, "hf_repo"])
     if quant in SIXTEEN_BIT:
-        native = rows[rows["hf_repo"] == base]
-        if len(native):
-            return Checkpoint(base, False, f"{server.model} is published with {format_label(native['quant'].iloc[0])} "
+        native = released_formats(server.model)
+        if native:
+            return Checkpoint(base, False, f"{server.model} is published with {format_label(native[0])} "
                                            f"weights; this plan is sized for 16-bit ones: set MODEL to a BF16 copy.")
         return Checkpoint(base)
     if quant in FP8_WEIGHTS:
