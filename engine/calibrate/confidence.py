@@ -16,6 +16,7 @@ format where one was run in it, else in the formats that were, named.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
@@ -62,11 +63,16 @@ def same_shape(model: str) -> list[str]:
     return [model, *(name for name, row in models.iterrows() if name != model and shape_key(row) == shape)]
 
 
+@functools.lru_cache(maxsize=1)
+def _arithmetic() -> dict[str, str]:
+    """Each weight format's arithmetic (``quant.csv``'s ``compute``), read once: a check reads it for every row."""
+    return {name: str(compute) for name, compute in load_table("quant")["compute"].items()}
+
+
 def _math(quant: str) -> str:
     """The arithmetic a weight format runs in (``quant.csv``'s ``compute``: FP16 and BF16 are one), by which checks
     of one format stand for another; a name the table lacks stands for itself."""
-    table = load_table("quant")
-    return str(table.loc[quant, "compute"]) if quant in table.index else quant
+    return _arithmetic().get(quant, quant)
 
 
 def _of_format(rows: pd.DataFrame, quant: str) -> pd.DataFrame:
