@@ -111,9 +111,23 @@ class RunInfo(TypedDict):
     scenario: str
 
 
+class SteadyState(TypedDict):
+    """A constant-rate run's steady state (``sim.steady``): from when, whether it settled, for how long."""
+
+    warmup_s: float  # arrival time from which requests are judged (MSER-5)
+    settled: bool  # the population in flight stopped growing after the warm-up
+    mean_in_flight: float  # time-average requests in flight after the warm-up (L of Little's law)
+    growth_frac: float  # the last half's mean in flight over the first half's, minus 1 (after the warm-up)
+    steady_requests: int  # requests arriving after the warm-up
+    flights: float  # requests / mean_in_flight: how many mean times in the system the run lasts (Little's law)
+    classes: dict[str, ClassMetrics]  # the metrics of the requests arriving after the warm-up
+    overall: ClassMetrics
+
+
 class Summary(TypedDict):
     classes: dict[str, ClassMetrics]
     overall: ClassMetrics
     system: SystemMetrics
     run: RunInfo
     windows: list[WindowRow]
+    steady: Optional[SteadyState]  # None: the rate moves (a curve, a trace), or all arrive at once

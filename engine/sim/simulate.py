@@ -33,13 +33,14 @@ from ..scenario.metric_table import WARMUP_SHARE
 from ..scenario.origin import Origin
 from ..scenario.schedulers import loop_gates
 from ..scenario.registry import ADMISSION_CODES, BATCHING_CODES, POOL_ROLES, ROUTER_CODES
-from ..scenario.summary import Summary, SystemMetrics
+from ..scenario.summary import SteadyState, Summary, SystemMetrics
 from ..scenario.table_names import DATA_ROOT
 from . import kernel, stopping
 from .layout import K_SLA_TTFT_S, K_WINDOW_TOKENS, pack_requests
 from .memory import check_run_memory
 from .metrics import add_service_shares, request_records, summarize
 from .policies import policy_inputs, predicted_tokens
+from .steady import steady_state
 from .windows import Cut, windows
 from .autoscale import UP, Autoscaler, provision_s
 from .workload import RequestArrays, build_requests
@@ -714,6 +715,7 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     classes, overall = summarize(scenario, frame, sim_time_s, window, served[:, K_WINDOW_TOKENS])
     window = window and (window[0], min(window[1], sim_time_s))  # the part of it the run reached
     add_service_shares(classes, served, scenario.policy.prefill_token_weight)
+    steady = constant_rate_steady_state(scenario, frame, sim_time_s, window, served)
     cut = Cut.of(requests.arrival_s)
     load, billed, replica_hours, replicas_up = offered_load(prepared), np.full(cut.count, float(replicas)), \
         replicas * sim_time_s / SECONDS_PER_HOUR, None
@@ -742,11 +744,27 @@ def simulate(scenario: Scenario, efficiency: Efficiency | None = None,
     summary: Summary = {"classes": classes, "overall": overall, "system": system,
                         "run": {"wall_s": wall_s, "requests": len(requests), "seed": scenario.seed,
                                 "scenario": scenario.name},
-                        "windows": windows(scenario, frame, cut, loads, billed)}
+                        "windows": windows(scenario, frame, cut, loads, billed), "steady": steady}
     timeseries = pd.concat(
         [pd.DataFrame(run.series[k, : int(stats[k, kernel.S_SERIES_ROWS])], columns=columns).assign(replica=k)
          for k in range(replicas)], ignore_index=True)
     return Result(scenario, summary, frame, timeseries)
+
+
+def constant_rate_steady_state(scenario: Scenario, frame: pd.DataFrame, sim_time_s: float,
+                               window: tuple[float, float] | None, served: np.ndarray) -> SteadyState | None:
+    """The run's steady state (``steady.steady_state``) with the metrics of the requests arriving after its
+    warm-up, under a constant arrival rate; None where the rate moves (a curve or a trace) or there is none."""
+    if scenario.workload.trace is not None or scenario.workload.arrival.curve() is not None:
+        return None
+    steady = steady_state(frame["arrival_s"].to_numpy(), frame["first_scheduled_s"].to_numpy(),
+                          frame["finish_s"].to_numpy())
+    if steady is None:
+        return None
+    after = frame[frame["arrival_s"].to_numpy() >= steady["warmup_s"]]
+    steady["classes"], steady["overall"] = summarize(scenario, after, sim_time_s, window, served[:, K_WINDOW_TOKENS])
+    add_service_shares(steady["classes"], served, scenario.policy.prefill_token_weight)
+    return steady
 
 
 def run_summary(data: dict, origin: Origin = Origin()) -> Summary:

@@ -18,6 +18,7 @@ import pandas as pd
 from ..scenario.config import Scenario
 from ..scenario.summary import WindowRow
 from .layout import COMPLETED, TIMED_OUT
+from .steady import time_integral
 
 # Window lengths a run is cut into: the shortest giving at most MAX_WINDOWS over the arrivals.
 WINDOW_LENGTHS_S = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14_400.0, 21_600.0,
@@ -59,14 +60,6 @@ class Cut:
         return cls(length_s, edges, slot, np.where(widths > 0, widths, length_s))
 
 
-def _time_integral(times_s: np.ndarray, edges_s: np.ndarray) -> np.ndarray:
-    """For each edge x: the integral from 0 to x of the number of ``times_s`` (sorted) at or before t, that is
-    the sum over times before x of (x - time)."""
-    before = np.searchsorted(times_s, edges_s, side="right")
-    sums = np.concatenate(([0.0], np.cumsum(times_s)))
-    return edges_s * before - sums[before]
-
-
 def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray,
             replicas: np.ndarray) -> list[WindowRow]:
     """The run's windows (``WindowRow``) of ``cut``, their offered ``loads`` (``simulate.window_loads``) and the
@@ -80,7 +73,7 @@ def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray
     left_s = np.where(np.isnan(left_s), frame["finish_s"].to_numpy(), left_s)
     left_s = np.sort(left_s[~np.isnan(left_s)])
     arrival_s = np.sort(frame["arrival_s"].to_numpy())
-    queued = np.diff(_time_integral(arrival_s, edges) - _time_integral(left_s, edges)) / cut.length_s
+    queued = np.diff(time_integral(arrival_s, edges) - time_integral(left_s, edges)) / cut.length_s
     names = [c.name for c in scenario.workload.classes]
     codes = frame["class"].cat.codes.to_numpy()
     state = frame["state"].cat.codes.to_numpy()  # the categories are the state codes' names, in code order
