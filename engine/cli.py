@@ -14,8 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from .calibrate.bench_command import read_command
 from .calibrate.bench_replay import load_mismatch, replay, replay_server
 from .calibrate.bench_results import MAX_FILE_MIB, read_result
@@ -24,7 +22,7 @@ from .calibrate.user_calibration import benchmarked_server, calibrate, model_for
 from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES, combined_cost,
                           deployment_cost, fleet_cards, group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .decide.diagnosis import bursts
-from .decide.plan_text import no_plan_text, plan_text, summary_line
+from .decide.plan_text import no_plan_text, plan_text, run_length_words, summary_line, table_text
 from .decide.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
 from .decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, price_list_label, read_price_list
 from .decide.recipe import recipe_files
@@ -42,12 +40,13 @@ from .hardware.steptime import decode_step_s_nb, prefill_s
 from .hardware.tables import load_table
 from .scenario.caps import DEFAULT_CAPS, MIB, caps_with, limits_fields
 from .scenario.config import (OVERALL, Scenario, apply_overrides, fleet_servers, keys_markdown, load_scenario,
-                              scenario_to_dict, to_toml, toml_string)
+                              read_toml, scenario_to_dict, to_toml, toml_string)
 from .scenario.errors import ScenarioError, printable
 from .scenario.csv_out import csv_text
 from .scenario.files import os_reason, quoted, read_regular, write_named
 from .scenario.json_out import strict_json
 from .scenario.link import PUBLIC_URL_ENV, public_address
+from .scenario.naming import renamed
 from .scenario.metric_table import FRACTION, LATENCY_KEYS, metric, money_range
 from .scenario.origin import Origin
 from .scenario.registry import TRACE_FORMATS
@@ -185,6 +184,9 @@ def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a scenario key, e.g. --set policy.name=priority (repeatable)")
     parser.add_argument("--model-config", metavar="FILE", help="serve your own model: its Hugging Face config.json "
                         "(named after its _name_or_path; the roofline step model)")
+    parser.add_argument("--model-name", metavar="NAME", default="",
+                        help="the name of the model --model-config serves, as your customer calls it (default: its "
+                             "_name_or_path, else the file's name)")
     parser.add_argument("--limit", dest="limits", action="append", default=[], metavar="NAME=VALUE",
                         help="raise a safety limit for this run, e.g. --limit requests_per_run=5000000 "
                              f"(repeatable; names: {', '.join(limits_fields())})")
@@ -264,7 +266,9 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     overrides = list(args.overrides)
     if getattr(args, "model_config", None):
         overrides[:0] = user_model_overrides(read_config_file(args.model_config), Path(args.model_config).stem,
-                                             Path(args.model_config).name)
+                                             Path(args.model_config).name, getattr(args, "model_name", ""))
+    elif getattr(args, "model_name", ""):
+        raise ScenarioError("--model-name names the model of --model-config: give that file too")
     if getattr(args, "seed", None) is not None:
         overrides.append(f"seed={args.seed}")
     if getattr(args, "trace", None):
@@ -410,8 +414,15 @@ def _cost_block(args: argparse.Namespace, scenario, summary: Summary) -> dict | 
 
 
 def _load(args: argparse.Namespace) -> Scenario:
-    """The scenario file with the --set, --seed and --trace overrides, within the (maybe raised) limits."""
-    return load_scenario(args.scenario, overrides=_overrides(args), origin=Origin(caps=caps_with(args.limits)))
+    """The scenario file with the --set, --seed and --trace overrides, within the (maybe raised) limits; renamed
+    where the overrides change what a preset's name describes (``naming.renamed``)."""
+    origin = Origin(caps=caps_with(args.limits))
+    overrides = _overrides(args)
+    if not overrides:
+        return load_scenario(args.scenario, origin=origin)
+    data = read_toml(args.scenario, origin.caps)  # relative trace paths stay the file's folder's, as load_scenario's
+    origin = dataclasses.replace(origin, trace_dir=str(Path(args.scenario).resolve().parent))
+    return load_scenario(renamed(data, apply_overrides(data, overrides)), origin=origin)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -463,11 +474,10 @@ def _shapes(args: argparse.Namespace) -> int:
     cards = args.cards or scenario.server.tensor_parallel * scenario.fleet.replicas
     rental = _rental(args, scenario.server, cards, 1)
     frame = fleet_shapes(scenario_to_dict(scenario), cards, rental, origin=scenario.origin)
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
-        print(f"{cards} x {scenario.server.gpu}, {scenario.server.model} ({scenario.server.quant}); "
-              f"router {scenario.fleet.router}; latencies in ms"
-              + (f"; cost at the low end of {rental.offer} in {rental.currency}" if rental else ""))
-        print(frame.drop(columns=["tensor_parallel", "replicas"]).to_string(index=False))
+    print(f"{cards} x {scenario.server.gpu}, {scenario.server.model} ({scenario.server.quant}); "
+          f"router {scenario.fleet.router}; latencies in ms"
+          + (f"; cost at the low end of {rental.offer} in {rental.currency}" if rental else ""))
+    print(table_text(frame.drop(columns=["tensor_parallel", "replicas"]), float_format="{:,.2f}".format))
     return 0
 
 
@@ -479,12 +489,10 @@ def _size(args: argparse.Namespace) -> int:
     target = Target(args.target_class, args.metric, args.max_ms)
     frame = cheapest_fleets(scenario_to_dict(scenario), target, args.billing, args.currency, args.cny_per_usd,
                             args.max_replicas, origin=scenario.origin)
-    with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60,
-                           "display.float_format", "{:,.2f}".format):
-        print(f"cheapest fleet per offer with {target.describe()} on "
-              f"{scenario.name!r} ({scenario.workload.num_requests or 'all'} requests, policy "
-              f"{scenario.policy.name}); prices per month in {args.currency}, {args.billing}")
-        print(frame.to_string(index=False))
+    print(f"cheapest fleet per offer with {target.describe()} on "
+          f"{scenario.name!r} ({scenario.workload.num_requests or 'all'} requests, policy "
+          f"{scenario.policy.name}); prices per month in {args.currency}, {args.billing}")
+    print(table_text(frame, 60, "{:,.2f}".format))
     return 0
 
 
@@ -584,10 +592,11 @@ def _plan(args: argparse.Namespace) -> int:
     if answer["run"]["cut"] and args.json != "-" and sys.stderr.isatty():
         print(file=sys.stderr)  # the sizing stopped short: end its progress line here
     if not _wrote_json_to_stdout(answer, args.json):
-        print(plan_text(answer, f"Plan for {served_text(scenario, answer)} (from {scenario.name!r}): "
-                                f"{_sized_requests(answer, question):,} requests x "
-                                f"{question.seeds} seeds per decision; targets: "
-                                f"{'; '.join(t.describe() for t in question.targets)}"))
+        sized = _sized_requests(answer, question)
+        runs = (f"{sized:,} requests x {question.seeds} seeds per decision" if sized != question.requests else
+                run_length_words(question.requests, question.seeds, answer["recommendation"]))
+        print(plan_text(answer, f"Plan for {served_text(scenario, answer)} (from {scenario.name!r}); targets: "
+                                f"{'; '.join(t.describe() for t in question.targets)}", f"Runs: {runs}."))
     _write_recipe(args.recipe, answer, scenario)
     return _exit_status(answer["run"]["cut"], "plan_s")
 
@@ -697,9 +706,7 @@ def _calibrate(args: argparse.Namespace) -> int:
                                              "fitted error %", "held_out_error_pct": "held-out error %"})
     if len(results) == 1:
         table = table.drop(columns=["file", "held-out error %"])
-    with pd.option_context("display.width", 200, "display.max_columns", 10,
-                           "display.float_format", lambda v: f"{round(v, 1) + 0.0:,.1f}"):  # never "-0.0"
-        print(table.to_string(index=False))
+    print(table_text(table, float_format=lambda v: f"{round(v, 1) + 0.0:,.1f}"))  # never "-0.0"
     print(f"fitted in {calibrated.fit_s:.1f} s: compute {eff.compute:.3f}, bandwidth {eff.bandwidth:.3f} of peak, "
           f"overhead {eff.overhead_ms:.2f} ms per iteration, sharpness {eff.sharpness:.2f}")
     print(f"step times: {saved.badge()}")
@@ -748,8 +755,7 @@ def _replay_bench(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(notes))
     shown = table if measured else table.drop(columns=["measured", "error %"])
-    with pd.option_context("display.width", 200, "display.float_format", lambda v: f"{round(v, 1) + 0.0:,.1f}"):
-        print(shown.to_string(index=False))
+    print(table_text(shown, float_format=lambda v: f"{round(v, 1) + 0.0:,.1f}"))
     return 0
 
 

@@ -165,5 +165,5 @@ def test_every_billing_mode_has_words():
 
 
 def test_the_report_cost_table_names_each_billing_in_words():
-    frame = cost_frame({"offer": "ref-8x-h100-server", "cards": 8}, 7.0)
+    frame = cost_frame({"offer": "ref-8x-h100-server", "cards": 8}, "USD", 7.0)
     assert set(frame["bought"]) == {"reserved term", "annual prepay, 15% off the reserved term price"}

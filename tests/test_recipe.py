@@ -218,6 +218,17 @@ def test_your_own_models_recipe_reads_its_folder_and_says_so():
     files = recipe_files(plan_of(tensor_parallel=1, cards=10), engine.load_scenario(data))
     assert '|| MODEL=/models/acme-8b\n' in files["launch-vllm.sh"]
     assert "your model acme 8b" in files["README.txt"] and "/models/config" not in "".join(files.values())
+    pods = [d["spec"]["template"]["spec"] for d in yaml.safe_load_all(files["kubernetes.yaml"])
+            if d and d["kind"] == "Deployment"]
+    for pod in pods:
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+        assert env["MODEL"] == "/models/acme-8b" and mounts["/models"]["subPath"] == "models", \
+            "the folder MODEL names is mounted in the pod (the cache volume's models folder)"
+        assert mounts["/models"]["name"] in {v["name"] for v in pod["volumes"]}
+    assert "copy the folder into the model cache volume as models/acme-8b" in files["README.txt"]
+    published = recipe_files(plan_of(tensor_parallel=1, cards=10), engine.load_scenario(ARTICLE))["kubernetes.yaml"]
+    assert "mountPath: /models" not in published, "a published checkpoint is downloaded, not mounted"
 
 
 @pytest.mark.parametrize("plan, overrides", [*SHAPES, (plan_of(replicas=6, prefill_replicas=2, decode_replicas=4), {}),

@@ -46,6 +46,7 @@ class Confidence:
     error_pct: float | None
     trusted: bool
     short: str = ""  # the same in a few words, for a table cell
+    errors_pct: tuple = ()  # the check's held-out median absolute error per metric: ((``METRIC_ERRORS`` key, %), ...)
 
     @property
     def headline(self) -> str:
@@ -93,8 +94,28 @@ def format_words(rows: pd.DataFrame, quant: str) -> str:
     return f" on {' and '.join(formats)} weights, not {format_label(quant)}"
 
 
+METRIC_ERRORS = {"ttft": "ttft_median_abs_error_pct", "tpot": "tpot_median_abs_error_pct",
+                 "ttft_p99": "ttft_p99_median_abs_error_pct"}  # a check's error per metric: its table column
+METRIC_ERROR_WORDS = {"ttft": "time to first token", "tpot": "time per output token",
+                      "ttft_p99": "time to first token's p99"}  # the same metrics in words
+
+
+def errors_of(rows: pd.DataFrame) -> tuple:
+    """((metric, held-out median absolute error %), ...) of the checked configurations ``rows``, weighted by their
+    runs, for each ``METRIC_ERRORS`` metric they measured."""
+    return tuple((name, error) for name, column in METRIC_ERRORS.items()
+                 if (error := _weighted(rows, column)) is not None)
+
+
 def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str, expert_parallel: bool = False,
                   quant: str = "") -> tuple[str, float | None, int]:
+    """``closest_check_with_errors`` without the per-metric errors."""
+    words, error, runs, _ = closest_check_with_errors(model, kind, gpu, engine, priced_by, expert_parallel, quant)
+    return words, error, runs
+
+
+def closest_check_with_errors(model: str, kind: str, gpu: str, engine: str, priced_by: str,
+                              expert_parallel: bool = False, quant: str = "") -> tuple[str, float | None, int, tuple]:
     """(words, median absolute error %, runs) of the validated configuration closest to (model, GPU, engine) priced
     by ``priced_by``, with its experts split over the cards or not as ``expert_parallel`` says: the model itself (and
     a model of its very shape, ``same_shape``), else models of its ``kind`` (``held_out.kind_of``), each in weight
@@ -112,15 +133,15 @@ def closest_check(model: str, kind: str, gpu: str, engine: str, priced_by: str, 
         twin = ("" if set(same["model"]) == {model} else " (the same shape)" if model in set(same["model"])
                 else f" (the same shape as {model})")
         return (f"{error:.0f}% off on {runs} held-out runs of {names}{twin}{format_words(same, quant)} on {gpu}"
-                f"{layout}{metric_words(same)}", error, runs)
+                f"{layout}{metric_words(same)}", error, runs, errors_of(same))
     alike = _of_format(table[table["kind"] == kind], quant)
     if len(alike):
         runs = int(alike["runs"].sum())
         error = float((alike["median_abs_error_pct"] * alike["runs"]).sum() / runs)
         return (f"{error:.0f}% off on {runs} held-out runs of {kind} models{format_words(alike, quant)} on {gpu}"
                 f"{layout}{metric_words(alike)} (closest checked: {', '.join(dict.fromkeys(alike['model']))})",
-                error, runs)
-    return "", None, 0
+                error, runs, errors_of(alike))
+    return "", None, 0, ()
 
 
 def _weighted(rows: pd.DataFrame, column: str) -> float | None:
@@ -143,9 +164,10 @@ def metric_words(rows: pd.DataFrame) -> str:
     none."""
     tpot, ttft = _weighted(rows, "tpot_median_abs_error_pct"), _weighted(rows, "ttft_median_abs_error_pct")
     tail = _weighted(rows, "ttft_p99_median_abs_error_pct")
-    parts = ([f"time per output token {tpot:.0f}% off{_direction(_weighted(rows, 'tpot_median_signed_error_pct'))}"]
+    words = METRIC_ERROR_WORDS
+    parts = ([f"{words['tpot']} {tpot:.0f}% off{_direction(_weighted(rows, 'tpot_median_signed_error_pct'))}"]
              if tpot is not None else []) + (
-        [f"time to first token {ttft:.0f}% off{_direction(_weighted(rows, 'ttft_median_signed_error_pct'))}"]
+        [f"{words['ttft']} {ttft:.0f}% off{_direction(_weighted(rows, 'ttft_median_signed_error_pct'))}"]
         if ttft is not None else []) + ([f"its p99 {tail:.0f}% off"] if tail is not None else [])
     return ": " + ", ".join(parts) if parts else ""
 
@@ -157,17 +179,17 @@ def confidence(server: Server) -> Confidence:
         return Confidence("fixed", covered.words, "set by the scenario, not measured", None, False, "fixed")
     priced_by = TABLES if covered.key is not None else ROOFLINE
     kind = kind_of(model_row(server))
-    check, error, runs = closest_check(server.model, kind, server.gpu, server.engine, priced_by,
-                                       server.expert_parallel, server.quant)
+    check, error, runs, errors = closest_check_with_errors(server.model, kind, server.gpu, server.engine, priced_by,
+                                                           server.expert_parallel, server.quant)
     risky = kind != "dense" or server.quant in FP4_FORMATS or server.expert_parallel
     whole_card = not is_slice(server.gpu)
     if check and error > TRUST_LIMIT_PCT:
         return Confidence(priced_by, covered.words, f"estimate: {check}; more than {TRUST_LIMIT_PCT:.0f}% off, so "
                           f"never recommended ahead of a plan checked closer", error, False,
-                          f"{covered.short}, estimate ({error:.0f}% off on {runs} held out)")
+                          f"{covered.short}, estimate ({error:.0f}% off on {runs} held out)", errors)
     if check:
         return Confidence(priced_by, covered.words, check, error, whole_card,
-                          f"{covered.short}, {error:.0f}% off on {runs} held out")
+                          f"{covered.short}, {error:.0f}% off on {runs} held out", errors)
     family = status(server.gpu)
     if not risky and family.startswith("calibrated"):
         words = (f"GPU family {family}" if priced_by == ROOFLINE else

@@ -84,13 +84,20 @@ def firm_offer(offer: str) -> bool:
     return bool(row["terms"] in FIRM_TERMS and not row["estimate"] and row["price_low"] == row["price_high"])
 
 
-def offers_under(rule: str, asked: tuple[str, ...] = ()) -> pd.DataFrame:
+COMMITTED_TERMS = ("reserved",)  # offers.csv terms that bind the renter to a term: not pay as you go
+
+
+def offers_under(rule: str, asked: tuple[str, ...] = (), billing: str = "") -> pd.DataFrame:
     """The offers a plan may rent through under price rule ``rule`` (``PRICE_RULES``): those ``asked`` for (every
-    offer when none is), firm ones only under "firm"."""
+    offer when none is), firm ones only under "firm"; and billed pay as you go, none that binds the renter to a term
+    (``COMMITTED_TERMS``) unless the customer asked for it by name or it is on their own price list (their own
+    contract)."""
     if rule not in PRICE_RULES:
         raise ScenarioError(f"prices {excerpt(rule)} is not one of {', '.join(PRICE_RULES)}")
     offers = offers_table()
     offers = offers[offers.index.isin(asked)] if asked else offers
+    if billing == BILLING_MODES[0] and not asked and _USER_OFFERS.get() is None:
+        offers = offers[~offers["terms"].isin(COMMITTED_TERMS)]
     return offers if rule == "any" else offers[[firm_offer(o) for o in offers.index]]
 
 

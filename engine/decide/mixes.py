@@ -39,7 +39,7 @@ def cheapest_rental(question, gpu: str, tensor_parallel: int, replicas: int) -> 
     cards of ``gpu`` for the least per month (low end) in the question's billing and currency; None when none hosts
     them."""
     cards = fleet_cards(gpu, tensor_parallel, replicas)
-    offers = offers_under(question.price_rule, question.offers)
+    offers = offers_under(question.price_rule, question.offers, question.billing)
     costs = [deployment_cost(o, cards, billing_for(o, question.billing), question.currency, question.cny_per_usd)
              for o in offers[offers["gpu"] == gpu].index if offer_hosting_problem(o, tensor_parallel) is None]
     return min(costs, key=lambda c: c.per_month[0], default=None)
@@ -68,6 +68,8 @@ def cheaper_mix(search, plans: list[dict]) -> tuple[Optional[dict], str]:
     if base["replicas"] < 2:
         return None, f"No mixed fleet tried: the cheapest plan is one {base['gpu']} server."
     q, best, simulated = search.question, None, 0
+    errors = {m: max(e for e in (base["step_errors_pct"].get(m), partner["step_errors_pct"].get(m)) if e is not None)
+              for m in {*base["step_errors_pct"], *partner["step_errors_pct"]}}  # the larger of both checks
     limit = base["monthly_cost"]["low"]
     for a in range(base["replicas"] - 1, 0, -1):
         for b in range(1, partner["replicas"] + 1):
@@ -83,7 +85,8 @@ def cheaper_mix(search, plans: list[dict]) -> tuple[Optional[dict], str]:
                                                     origin=search.origin)) >= 1.0:
                 continue
             simulated += 1
-            evidence = search.runs_of(("mix", a, b), lambda k: mix_scenario(search, base, groups, k))
+            evidence = search.runs_of(("mix", a, b), lambda k: mix_scenario(search, base, groups, k), errors,
+                                      search.plan_config(base))
             if evidence.met:
                 best = (cost, groups, rentals, evidence)
                 limit = cost.per_month[0]
@@ -104,5 +107,5 @@ def cheaper_mix(search, plans: list[dict]) -> tuple[Optional[dict], str]:
            "saving_per_month": base["monthly_cost"]["low"] - cost.per_month[0],
            "instead_of": {"gpu": base["gpu"], "tensor_parallel": base["tensor_parallel"],
                           "replicas": base["replicas"], "offer": base["offer"]},
-           "targets": search.target_entries(evidence)}
+           "targets": search.target_entries(evidence, errors)}
     return mix, f"Cheaper as a mixed fleet ({tried})."

@@ -4,10 +4,14 @@ not be sized. Policies, routers, weight formats and decodings read as their labe
 
 from __future__ import annotations
 
+import shutil
+import sys
+
 import textwrap
 
 import pandas as pd
 
+from ..sim.steady import STEADY_FLIGHTS
 from ..scenario.labels import cards_text, count_text, format_label, key_words, parallel_label, words
 from ..scenario.metric_table import metric, money_range, money_text, significant
 from ..sim.policies import POLICY_LABELS
@@ -22,16 +26,20 @@ ENERGY_COLUMN = "kWh per 1M output tokens (at most)"  # the terminal's table lea
 def target_text(entry: dict) -> str:
     """One target's mean over the seeds and its 95% confidence interval: "812 ms (790 ms–840 ms)", "812 ms (up to
     840 ms)" where the interval reaches zero (``planner.confidence_95``), or "13.1 ms (95% interval narrower than the
-    last digit)" where both its ends print as the mean does."""
+    last digit)" where both its ends print as the mean does; then, where the step times' held-out error widened
+    it, its pessimistic end: "812 ms (790 ms–840 ms; at worst 966 ms with the step times 15% off, as held out)"."""
     m = metric(entry["metric"])
     low, high = entry["ci95"]
-    if high is None:
-        return m.text(entry["value"])
-    if low is None:
-        return f"{m.text(entry['value'])} (up to {m.text(high)})"
-    if m.text(low) == m.text(high) == m.text(entry["value"]):
-        return f"{m.text(entry['value'])} (95% interval narrower than the last digit)"
-    return f"{m.text(entry['value'])} ({m.text(low)}–{m.text(high)})"
+    parts = []
+    if high is not None:
+        narrow = m.text(low) == m.text(high) == m.text(entry["value"]) if low is not None else False
+        parts.append(f"up to {m.text(high)}" if low is None else "95% interval narrower than the last digit" if narrow
+                     else f"{m.text(low)}–{m.text(high)}")
+    error, worst = entry.get("step_error_pct"), entry.get("pessimistic")
+    if error and worst is not None:
+        bound = "at worst" if m.lower_is_better else "at least"
+        parts.append(f"{bound} {m.text(worst)} with the step times {error:.0f}% off, as held out")
+    return m.text(entry["value"]) + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def shape(plan: dict) -> str:
@@ -95,6 +103,7 @@ def summary_line(plan: dict) -> str:
     same = f" (as good: {', '.join(map(policy_label, plan['same_fleet_policies']))})" \
         if plan["same_fleet_policies"] else ""
     decoding = ", speculative decoding" if plan["decoding"] == "speculative" else ""
+    targets += over_the_traffic_text(plan)
     return (f"{shape(plan)} {plan['gpu']} through {plan['offer']} ({cards_text(plan['cards'])}"
             f"{rented_text(plan)}, "
             f"{format_label(plan['quant'])} weights{decoding}), policy "
@@ -103,6 +112,20 @@ def summary_line(plan: dict) -> str:
             f" per month ({billing_words(plan)}; price {price_words(plan)}), "
             f"{money_range((unit['low'], unit['high']), cost['currency'])} per 1M "
             f"output tokens; {targets}{headroom}; step times {plan['step_times']}")
+
+
+def over_the_traffic_text(plan: dict) -> str:
+    """What the same fixed fleet gave over the whole moving traffic (the day run of ``over_time``), so that the
+    headline and the day agree: "; over the whole traffic, fixed: chat TTFT p99 405 ms", or where it missed a
+    target there, "; but over the whole traffic, fixed, it misses: chat TTFT p99 13.9 s (missed)"; "" for traffic
+    that does not move."""
+    day = plan.get("over_the_traffic")
+    if not day:
+        return ""
+    values = "; ".join(f"{t['class']} {metric(t['metric']).label} "
+                       f"{'—' if t['value'] is None else metric_value_text(t)}" for t in day["targets"])
+    return (f"; over the whole traffic, fixed: {values}" if day["meets"] else
+            f"; but over the whole traffic, fixed, it misses: {values}")
 
 
 def energy_text(plan: dict) -> str | None:
@@ -254,6 +277,31 @@ def caveat(answer: dict, how_to_measure: str) -> str | None:
             f"{summary_line(cheaper[0])}") if cheaper else None
 
 
+def run_length_words(requests: int, seeds: int, best: dict | None) -> str:
+    """How long each run of a plan is: "3 runs of at least 3,000 requests each, each lengthened until the fleet's
+    queue settles and the run lasts 10 mean times in the system (Little's law; the recommendation's: 21,366)"; a
+    replayed trace's runs replay it whole (``best`` None: no recommendation to quote)."""
+    steady = (best or {}).get("steady") or {}
+    quoted = (f"; the recommendation's: {steady['requests']:,}" if "flights" in steady
+              and steady["requests"] != requests else "")
+    return (f"{seeds} runs of at least {requests:,} requests each, each lengthened until the fleet's queue settles and "
+            f"the run lasts {STEADY_FLIGHTS} mean times in the system (Little's law{quoted}); targets judged on the "
+            f"requests after its warm-up (MSER-5)")
+
+
+PIPE_WIDTH = 250  # characters per line of a table printed into a pipe or a file (``table_text``)
+
+
+def table_text(frame: pd.DataFrame, max_colwidth: int = 40, float_format=None, width: int | None = None) -> str:
+    """``frame`` as the command line prints it: no index, cells cut at ``max_colwidth`` characters, and, printed to a
+    terminal, its columns wrapped in blocks as wide as the window (or ``width``), so no line runs past it; into a
+    pipe or a file, in blocks of ``PIPE_WIDTH``."""
+    width = width or (shutil.get_terminal_size().columns if sys.stdout.isatty() else PIPE_WIDTH)
+    with pd.option_context("display.max_columns", None, "display.max_colwidth", max_colwidth,
+                           *(("display.float_format", float_format) if float_format else ())):
+        return frame.to_string(index=False, line_width=width)
+
+
 NOT_SIZED = "not sized: "  # how a configuration or a growth the plan's time did not reach is noted
 
 
@@ -262,7 +310,7 @@ def cut_text(answer: dict) -> str | None:
     cut = answer["run"].get("cut")
     if not cut:
         return None
-    if any(item["note"].startswith(NOT_SIZED) for item in answer["not_possible"]):
+    if any(item["note"] == f"{NOT_SIZED}{cut}" for item in answer["not_possible"]):
         covered = ("the answer covers only the configurations sized before then (the others are listed as not "
                    "sized)")
     else:
@@ -371,15 +419,14 @@ def over_time_lines(answer: dict) -> list[str]:
     if "note" in over:
         return [_wrap(f"Not priced over time: {over['note']}.")]
     currency = answer["recommendation"]["monthly_cost"]["currency"]
-    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 70):
-        table = over_time_frame(over, currency).to_string(index=False)
+    table = table_text(over_time_frame(over, currency), 70)
     return ["", _wrap(over_time_heading(over)), table,
             "  (hour by hour: the JSON's over_time.periods, the Planner page and the report)"]
 
 
-def plan_text(answer: dict, title: str) -> str:
-    """The whole answer, for printing."""
-    lines = [title]
+def plan_text(answer: dict, title: str, runs: str = "") -> str:
+    """The whole answer, for printing: ``title`` on one line, then ``runs`` (how long each run was), wrapped."""
+    lines = [title] + ([_wrap(runs)] if runs else [])
     if answer.get("traffic"):
         lines.append(_wrap(traffic_text(answer["traffic"])))
     cut = cut_text(answer)
@@ -410,8 +457,7 @@ def plan_text(answer: dict, title: str) -> str:
     if answer["alternatives"]:
         shown = answer["alternatives"][:ALTERNATIVES_SHOWN]
         lines.append(f"\nAlternatives, cheapest first ({len(shown)} of {len(answer['alternatives'])}):")
-        with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
-            lines.append(alternatives_frame(shown).drop(columns=[ENERGY_COLUMN]).to_string(index=False))
+        lines.append(table_text(alternatives_frame(shown).drop(columns=[ENERGY_COLUMN])))
     if answer["not_possible"]:
         lines.append("\nNot possible:")
         for item in answer["not_possible"]:

@@ -13,16 +13,22 @@ and fresh seeds confirm it; and each target's 95% confidence interval over the s
 too (a mean inside with an interval across the limit is not met: ``interval_met``). Each configuration is then
 priced through every offer that can host it.
 
-The recommendation is the cheapest plan whose step times are calibrated; cheaper plans on GPUs timed by an
-estimate only are listed before it, flagged, never recommended silently. Each plan reports every target's
-mean over the seeds with a 95% confidence interval; the recommendation and the first ``HEADROOM_PLANS``
-alternatives also their headroom: the highest arrival rate at which the same fleet still meets every target
-(bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity:
-what the recommended GPU, degree and policy need with 20% more traffic, and with prompts twice as long (their
-runs count in the answer's evaluations). Mixed fleet: the cheapest plan's GPU partly replaced by another's,
-proposed beside the answer when it meets every target for less (``mixes``). A rate that moves is sized at its
-busiest point (``at_peak``: a curve's peak rate; a trace replayed whole), and the recommendation then bought three
-ways over the whole traffic, fixed, autoscaled or reserved + bursts (``over_time``).
+Steady state: every run lasts until the fleet's population in flight has settled, ``STEADY_FLIGHTS`` mean times in
+the system at least (``Search.steady_run``, ``sim.steady``: Little's law for the length, MSER-5 for the warm-up);
+targets are judged on the requests after the warm-up, and a run whose queue still grows meets none. Plan time: the
+configurations are sized cheapest first, and one that can no longer rent for less than a plan already found is not
+sized further (``size_cheapest_first``); runs are made once per fleet and shared by every offer that prices it.
+
+The recommendation is the cheapest plan whose step times are calibrated; cheaper plans on GPUs timed by an estimate
+only are listed before it, flagged, never recommended silently. Each plan reports every target's mean over the seeds
+with a 95% confidence interval; the recommendation and the first ``HEADROOM_PLANS`` alternatives on at most
+``HEADROOM_FLEETS`` distinct fleets also their headroom: the highest arrival rate at which the same fleet still meets
+every target (bisection, synthetic arrivals only). Diagnosis: what limits the recommended fleet, in words. Sensitivity:
+what the recommended GPU, degree and policy need with 20% more traffic, and with prompts twice as long (their runs
+count in the answer's evaluations). Mixed fleet: the cheapest plan's GPU partly replaced by another's, proposed beside
+the answer when it meets every target for less (``mixes``). A rate that moves is sized at its busiest point
+(``at_peak``: a curve's peak rate; a trace replayed whole), and the recommendation then bought three ways over the
+whole traffic, fixed, autoscaled or reserved + bursts (``over_time``).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..calibrate.confidence import confidence
+from ..calibrate.confidence import METRIC_ERROR_WORDS, TRUST_LIMIT_PCT, confidence
 from ..hardware.calibration_store import with_gpu
 from ..hardware.roofline import has_experts, smallest_fitting_tensor_parallel
 from ..hardware.tables import (data_version, default_formats, gpu_names, is_slice, link_domain_cards, load_table,
@@ -45,30 +51,34 @@ from ..hardware.tables import (data_version, default_formats, gpu_names, is_slic
 from ..scenario.caps import DEFAULT_CAPS
 from ..scenario.config import OVERALL, Scenario, Server, apply_overrides, load_scenario, raw_rate_per_s
 from ..scenario.errors import ScenarioError, excerpt
-from ..scenario.metric_table import metric
+from ..scenario.labels import counted
+from ..scenario.metric_table import metric, money_range
 from ..scenario.origin import Origin
 from ..scenario.registry import POLICY_CODES, ROUTER_CODES
 from ..scenario.summary import Summary
 from ..sim import stopping
-from ..sim.parallel import run_all, simulate_summary, workers
+from ..sim.parallel import HEARTBEAT_S, run_all, simulate_summary, workers
 from ..sim.simulate import LINK_STAGE, estimated_offered_load, estimated_stage_loads
+from ..sim.steady import STEADY_FLIGHTS, requests_needed
 from ..sim.workload import WHOLE_TRACE_MAX_REQUESTS, trace_requests_up_to
 from .cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, DEFAULT_CURRENCY, PRICE_RULES, billing_for, deployment_cost,
                    firm_offer, fleet_cards, idle_cards, offer_hosting_problem, offers_table, offers_under, priced_by,
                    unit_costs)
 from .diagnosis import diagnose
 from .energy import energy_entry
-from .mixes import cheaper_mix
+from .mixes import cheaper_mix, cheapest_rental
 from .over_time import buy_over_time
 from .plan_text import NOT_SIZED
 from .targets import Target, all_met
 from .tuner import CANDIDATE_RANGE, TUNABLE, Objective, TuneQuestion, tune
 
 DEFAULT_SEEDS = 3
-DEFAULT_REQUESTS = 3000  # per run; each decision rests on ``seeds`` of them
+DEFAULT_REQUESTS = 3000  # per run at least (``Search.steady_run`` lengthens it); each decision rests on ``seeds``
+MAX_STEADY_REQUESTS = 60_000  # the longest a run is lengthened to reach steady state (``Search.steady_run``)
 HEADROOM_STEPS = 6  # bisection steps on the arrival rate: the headroom to within 1/64 of the searched span
 TUNE_RANGE = CANDIDATE_RANGE  # candidates per tuned policy
-HEADROOM_PLANS = 12  # alternatives after the recommendation whose headroom is searched (each costs a bisection)
+HEADROOM_PLANS = 12  # alternatives after the recommendation whose headroom may be searched (``add_headroom``) ...
+HEADROOM_FLEETS = 2  # ... on at most this many distinct fleets, the recommendation's first (each costs a bisection)
 DECODINGS = ("plain", "speculative")  # one token per decode iteration, or the scenario's server.speculative
 T_95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}  # t(0.975, n-1)
 
@@ -220,6 +230,7 @@ class Search:
     runs: dict = field(default_factory=dict)
     stages: dict = field(default_factory=dict)  # a disaggregated configuration's stage loads (``stage_loads_of_one``)
     step_times: dict = field(default_factory=dict)  # a configuration's ``step_time_entry`` (one per config)
+    times: dict = field(default_factory=dict)  # a configuration's mean time in the system (``length_key``)
     count: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -242,13 +253,17 @@ class Search:
             data = apply_overrides(data, {"workload.arrival.rate_per_s": rate * rate_factor})
         return data
 
+    def plan_config(self, plan: dict) -> Config:
+        """The configuration of a priced plan (``config_of``), for the modules that cannot import this one."""
+        return config_of(plan)
+
     def plan_scenario(self, plan: dict, seed_offset: int = 0) -> dict:
         """The scenario of a priced plan (its configuration and replicas), seed offset ``seed_offset``."""
         return self.scenario(config_of(plan), plan["replicas"], seed_offset)
 
-    def target_entries(self, evidence: Evidence) -> list[dict]:
+    def target_entries(self, evidence: Evidence, errors: dict | None = None) -> list[dict]:
         """Each of the question's targets over ``evidence`` (``target_entries``)."""
-        return target_entries(self.question, evidence)
+        return target_entries(self.question, evidence, errors)
 
     def disaggregated(self) -> bool:
         """True when the searched scenario splits its fleet into a prefill and a decode pool."""
@@ -258,26 +273,70 @@ class Search:
         """Every seed's run of the configuration at this size (stops at the first seed that misses a target:
         the configuration then fails, whatever the others say)."""
         return self.runs_of((config, replicas, rate_factor),
-                            lambda k: self.scenario(config, replicas, k, rate_factor))
+                            lambda k: self.scenario(config, replicas, k, rate_factor),
+                            step_time_entry(self, config, replicas)["step_errors_pct"])
 
-    def runs_of(self, key: tuple, scenario_of: Callable[[int], dict]) -> Evidence:
-        """The runs of the fleet ``key`` names, seed offset k's scenario ``scenario_of(k)``, made once."""
+    def runs_of(self, key: tuple, scenario_of: Callable[[int], dict], errors: dict | None = None,
+                like: Config | None = None) -> Evidence:
+        """The runs of the fleet ``key`` names, seed offset k's scenario ``scenario_of(k)``, made once, each as long
+        as its steady state needs (``steady_run``), starting from the length Little's law gives at the mean time in
+        the system its configuration's last settled run measured (``Search.times``), the question's requests at
+        least. ``errors``: the step times' held-out errors per metric (``step_time_entry``), by which each target's
+        interval widens (``interval_met``); ``like``: the configuration a fleet not keyed by one is timed like (a
+        mixed fleet's base)."""
         if key in self.runs:
             return self.runs[key]
+        config = length_key(key[0]) if isinstance(key[0], Config) else length_key(like) if like else None
         summaries, met = [], True
+        requests = self.question.requests
         for k in range(self.question.seeds):
-            summary = simulate_summary(scenario_of(k), self.origin)
-            with self._lock:
-                self.count += 1
+            data = scenario_of(k)
+            rate = _constant_rate(data)
+            if config in self.times and rate:
+                requests = max(requests, math.ceil(1.1 * STEADY_FLIGHTS * rate * self.times[config]))
+            summary, requests = self.steady_run(data, requests)
+            steady = summary.get("steady")
+            if config is not None and steady and not summary["system"]["unstable"] and rate:
+                with self._lock:  # Little: W = L / lambda, for the next run of the configuration to start from
+                    self.times[config] = steady["mean_in_flight"] / rate
             summaries.append(summary)
             if not all_met(self.question.targets, summary):
                 met = False
                 break
         if met:  # every seed met every target: so must each target's interval over the seeds
-            met = all(interval_met(t, [t.value(s) for s in summaries]) for t in self.question.targets)
+            met = all(interval_met(t, [t.value(s) for s in summaries], errors) for t in self.question.targets)
         evidence = Evidence(summaries, met)
         self.runs[key] = evidence
         return evidence
+
+    def steady_run(self, data: dict, requests: int) -> tuple[Summary, int]:
+        """Scenario ``data``'s run at steady state, and its length in requests: from ``requests``, lengthened while
+        it meets every target but has not settled or not lasted ``STEADY_FLIGHTS`` mean times in the system (to
+        ``steady.requests_needed``, doubled at least where it has not settled), up to ``MAX_STEADY_REQUESTS``. Its
+        targets are judged after the warm-up (``steady_judged``); a fleet whose population in flight still grows
+        in two runs of at least ``STEADY_FLIGHTS`` / 2 mean times in the system each (the second twice as long),
+        or in the longest run, is unstable and meets none, however low its first requests' latencies. A run that
+        misses a target is not lengthened: a queue still filling would only miss it by more."""
+        growing = 0
+        while True:
+            workload = data.get("workload") or {}
+            if workload.get("num_requests") != requests and not workload.get("trace"):
+                data = apply_overrides(data, {"workload.num_requests": requests})
+            summary = simulate_summary(data, self.origin)
+            with self._lock:
+                self.count += 1
+            steady = summary.get("steady")
+            if steady is None:  # a replayed trace, or all at once: no steady state to reach
+                return summary, requests
+            judged = steady_judged(summary, settled=True)
+            settled, long_enough = steady["settled"], steady["flights"] >= STEADY_FLIGHTS
+            growing += not settled and steady["flights"] >= STEADY_FLIGHTS / 2
+            longest = max(self.question.requests, MAX_STEADY_REQUESTS)
+            if (settled and long_enough) or growing >= 2 or requests >= longest or \
+                    not all_met(self.question.targets, judged):
+                return steady_judged(summary, settled), requests
+            needed = requests_needed(steady, requests)  # long enough by Little's law, if it settled as it was
+            requests = min(longest, needed if settled else max(2 * requests, needed))
 
     def replica_bound(self, config: Config) -> int:
         """The fewest replicas whose estimated offered load is under 1 (a disaggregated fleet: the fewest prefill
@@ -311,13 +370,18 @@ class Search:
         share = min(max(share, 1), replicas - 1)
         return share, replicas - share
 
-    def fewest(self, config: Config) -> tuple[int, Evidence] | str:
-        """The fewest replicas meeting every target on every seed, with their runs; or why there are none."""
+    def fewest(self, config: Config, ceiling: float = math.inf) -> tuple[int, Evidence] | str:
+        """The fewest replicas meeting every target on every seed, with their runs; or why there are none. With a
+        ``ceiling`` (per month, low end): the search stops, dominated, once every size still possible would cost
+        more (more replicas never rent for less; at the same price a plan may still rank first, by its idle cards)."""
         low = self.replica_bound(config)
         if low > self.question.max_replicas:
             return f"needs more than {self.question.max_replicas} replicas (estimated offered load of one: {low - 1}+)"
         failed, size = low - 1, low
         while True:
+            floor = floor_cost(self.question, config, failed + 1)
+            if floor > ceiling:
+                return dominated_note(self.question, failed + 1, floor, ceiling)
             evidence = self.evidence(config, size)
             if evidence.met:
                 break
@@ -348,6 +412,116 @@ class Search:
             else:
                 high = middle
         return low
+
+
+PRUNE_WAVE = 3  # a configuration's price to beat is of those this many places or more before it, cheapest first
+
+
+def floor_cost(question: Question, config: Config, replicas: int) -> float:
+    """The least a fleet of ``replicas`` of ``config`` rents for per month (low end) through any offer asked for;
+    inf when none hosts it."""
+    rental = cheapest_rental(question, config.gpu, config.tensor_parallel, replicas)
+    return math.inf if rental is None else rental.per_month[0]
+
+
+DOMINATED = "more than a plan already found that meets every target"  # how ``dominated_note`` says it
+
+
+def dominated_note(question: Question, replicas: int, floor: float, ceiling: float) -> str:
+    """Why a configuration was not sized further: ``replicas`` or more of it rent for at least ``floor`` per month,
+    more than a plan already found that meets every target (``ceiling``)."""
+    return (f"{NOT_SIZED}{counted(replicas, 'server')} or more rent for at least "
+            f"{money_range((floor, floor), question.currency)} per month, {DOMINATED} "
+            f"({money_range((ceiling, ceiling), question.currency)})")
+
+
+def size_cheapest_first(search: Search, configs: list[Config], size: Callable[[Config, float], object],
+                        progress: Callable[[int, int], None] | None) -> list:
+    """``size(config, ceiling)`` of every configuration, in the order of ``configs``, sized cheapest first (by the
+    rent of its fewest possible servers, ``Search.replica_bound``), each once the configurations ``PRUNE_WAVE``
+    places or more before it in that order are sized (the same ceilings on any machine, whatever finishes first):
+    a configuration whose step times are trusted is skipped (or its search stopped) once it can only rent for more
+    than the cheapest trusted plan among those; one timed by an estimate, once it can only rent for more than the
+    cheapest plan of any kind among those (it could then be neither recommended nor cheaper on paper). Its place
+    then holds ``dominated_note``; None where the job stopped first."""
+    question = search.question
+    floors = []
+    for config in configs:
+        try:
+            floors.append(floor_cost(question, config, min(search.replica_bound(config), question.max_replicas)))
+        except ScenarioError:
+            floors.append(0.0)  # sized first: its own search says what is wrong
+    order = sorted(range(len(configs)), key=lambda i: (floors[i], i))
+    trusted = [step_time_entry(search, configs[i], 1)["calibrated"] for i in order]
+    done = [threading.Event() for _ in order]
+    costs: list[float] = [math.inf] * len(order)  # the rent of each one's plan (inf: none)
+
+    def sized(place: int):
+        for before in range(place - PRUNE_WAVE + 1):
+            while not done[before].wait(HEARTBEAT_S):
+                stopping.check()
+        known = range(place - PRUNE_WAVE + 1)
+        ceiling = min((costs[k] for k in known if trusted[k] or not trusted[place]), default=math.inf)
+        config = configs[order[place]]
+        try:
+            if floors[order[place]] > ceiling:
+                return dominated_note(question, search.replica_bound(config), floors[order[place]], ceiling)
+            result = size(config, ceiling)
+            if isinstance(result, tuple):
+                costs[place] = floor_cost(question, config, result[0])
+            return result
+        finally:
+            done[place].set()
+
+    results = run_all(sized, list(range(len(order))), progress)
+    found: list = [None] * len(configs)
+    for place, result in enumerate(results):
+        found[order[place]] = result
+    return found
+
+
+def with_a_partner(search: Search, configs: list[Config], found: list, size: Callable[[Config, float], object]) -> list:
+    """``found`` (``size_cheapest_first``'s) with one more configuration sized where every plan found is of one GPU
+    but a configuration of another was left dominated: the cheapest of those (by the rent of its fewest possible
+    servers) that meets the targets, so that a mixed fleet has a partner to try (``mixes.cheaper_mix``)."""
+    gpus = {config.gpu for config, result in zip(configs, found) if isinstance(result, tuple)}
+    if len(gpus) != 1:
+        return found
+    left = sorted((floor_cost(search.question, c, min(search.replica_bound(c), search.question.max_replicas)), i)
+                  for i, (c, result) in enumerate(zip(configs, found))
+                  if c.gpu not in gpus and isinstance(result, str) and DOMINATED in result)
+    found = list(found)
+    for _, i in left:
+        found[i] = size(configs[i], math.inf)
+        if isinstance(found[i], tuple):
+            break
+    return found
+
+
+def length_key(config: Config) -> tuple:
+    """What a run's length depends on (``Search.times``): the servers, not the policy or router that schedule on
+    them, nor how a plan's configuration was spelled back from its entry (``config_of``)."""
+    return config.gpu, config.tensor_parallel, config.expert_parallel, config.quant, config.decoding
+
+
+def _constant_rate(data: dict) -> float | None:
+    """The arrival rate of scenario ``data`` (req/s) when it is constant and synthetic; None otherwise."""
+    arrival = (data.get("workload") or {}).get("arrival") or {}
+    if (data.get("workload") or {}).get("trace") or arrival.get("shape") or arrival.get("rate_curve"):
+        return None
+    rate = arrival.get("rate_per_s")
+    return float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
+
+
+def steady_judged(summary: Summary, settled: bool) -> Summary:
+    """``summary`` as the planner judges it: its classes' and overall metrics those of the requests arriving after
+    the warm-up (``steady``), and unstable where its population never ``settled`` (a queue that grows meets no
+    target, however its first requests fared)."""
+    steady = summary["steady"]
+    judged = {**summary, "classes": steady["classes"], "overall": steady["overall"]}
+    if not settled:
+        judged["system"] = {**summary["system"], "unstable": True}
+    return judged
 
 
 def fleet_scenario(data: dict, question: Question, plan: dict, origin: Origin = Origin()) -> dict:
@@ -381,12 +555,16 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
     if question.offers:
         asked = asked.loc[list(question.offers)]
     asked = asked[[g in gpu_names() and (not question.gpus or g in question.gpus) for g in asked["gpu"]]]
-    offers = offers_under(question.price_rule, question.offers)
+    offers = offers_under(question.price_rule, question.offers, question.billing)
     gpus = [g for g in dict.fromkeys(offers["gpu"]) if g in gpu_names() and (not question.gpus or g in question.gpus)]
-    skipped = [{"gpu": gpu, "note": UNFIRM_NOTE} for gpu in dict.fromkeys(asked["gpu"]) if gpu not in gpus]
+    committed = offers_under(question.price_rule, question.offers)  # the same, a term accepted
+    skipped = [{"gpu": gpu, "note": COMMITTED_NOTE if gpu in set(committed["gpu"]) else UNFIRM_NOTE}
+               for gpu in dict.fromkeys(asked["gpu"]) if gpu not in gpus]
     if not gpus:
         raise ScenarioError("no GPU has an offer among those asked for" + (
             ": widen --gpus or --offers" if asked.empty else
+            " billed pay as you go (those left rent on a reserved term): plan with annual prepay billing (--billing "
+            "annual) to include them" if any(item["note"] == COMMITTED_NOTE for item in skipped) else
             " at a firm price (one number, read from the provider, on-demand or reserved): plan with prices 'any' "
             "(--prices any) to include estimated and spot prices"))
     policies = question.policies or (data.get("policy", {}).get("name", "fifo"),)
@@ -425,6 +603,8 @@ def configurations(data: dict, question: Question, origin: Origin) -> tuple[list
     return configs, skipped
 
 
+COMMITTED_NOTE = ("only reserved-term offers, which bind the renter to a term: plan with annual prepay billing to "
+                  "include them")
 UNFIRM_NOTE = ("no firm price (its offers are estimates, ranges or spot capacity): plan with prices 'any' to "
                "include it")
 
@@ -437,8 +617,10 @@ def step_time_entry(search: Search, config: Config, replicas: int) -> dict:
     """What priced a configuration's step times and how far they can be trusted (``confidence``): ``calibrated``
     (it may be recommended), ``step_times`` (a few words, for tables) and ``step_times_detail`` (the whole line),
     ``priced_by`` and ``step_error_pct`` (the closest validated configuration's held-out error; None: none). A saved
-    calibration of the user's own runs is trusted as such. Made once per configuration (of any size, through any
-    offer, its servers are the same)."""
+    calibration of the user's own runs is trusted as such. A check within ``TRUST_LIMIT_PCT`` overall but further
+    off on a metric a target of the question rests on (``step_error_pct``) makes it an estimate for this question;
+    ``step_errors_pct``: a trusted check's errors per metric, by which its targets' intervals widen. Made once per
+    configuration (of any size, through any offer, its servers are the same)."""
     if config in search.step_times:
         return search.step_times[config]
     server = load_scenario(search.scenario(config, replicas), origin=search.origin).server
@@ -447,10 +629,21 @@ def step_time_entry(search: Search, config: Config, replicas: int) -> dict:
     unchecked = config.expert_parallel and trust.error_pct is None
     words = trust.headline + (EXPERT_PARALLEL_STATUS if unchecked else "")
     short = trust.short + (EXPERT_PARALLEL_SHORT if unchecked else "")
+    errors = dict(trust.errors_pct)
+    far = [found for t in search.question.targets
+           if (found := step_error_of(t.key, errors)) is not None and found[1] > TRUST_LIMIT_PCT]
+    trusted = trust.trusted and not far
+    if trust.trusted and far:  # checked closely overall, but not on what this question asks
+        name, error = far[0]
+        what = f"{METRIC_ERROR_WORDS[name]} {error:.0f}% off as held out"
+        words += (f"; an estimate for this question: its {what}, more than {TRUST_LIMIT_PCT:.0f}%, so never "
+                  f"recommended ahead of a plan checked closer")
+        short = f"{short}; estimate ({what})"
     if own:
         words = short = f"fitted on your own runs ({server.calibration})"
-    entry = {"calibrated": own or trust.trusted, "step_times": short, "step_times_detail": words,
-             "priced_by": trust.priced_by, "step_error_pct": trust.error_pct}
+    entry = {"calibrated": own or trusted, "step_times": short, "step_times_detail": words,
+             "priced_by": trust.priced_by, "step_error_pct": trust.error_pct,
+             "step_errors_pct": {} if own or not trusted else errors}
     search.step_times[config] = entry
     return entry
 
@@ -467,16 +660,54 @@ def confidence_95(values: list[float | None]) -> tuple[float | None, float | Non
     return mean, (mean - half if mean - half > 0 else None), mean + half
 
 
-def interval_met(target: Target, values: list[float | None]) -> bool:
-    """Whether the 95% interval of ``target``'s values over the seeds lies inside its limit (its high end at most
-    the limit for a latency, its low end at least the limit otherwise): a mean inside the limit with an interval
-    across it is not met. With one value (no interval) the value decides."""
+# Which step-time error widens a target's interval (``confidence.METRIC_ERRORS``), by the target metric's prefix: a
+# tail of the time to first token by its own p99 check where there is one; what decode paces (time per token, whole
+# answers, throughput) by the time per output token's; queueing by the time to first token's. None: no widening.
+TARGET_ERRORS = (("ttft_p99", ("ttft_p99", "ttft")), ("ttft_p90", ("ttft_p99", "ttft")), ("ttft", ("ttft",)),
+                 ("queue", ("ttft",)), ("tpot", ("tpot",)), ("e2e", ("tpot", "ttft")),
+                 ("output_tokens_per_s", ("tpot",)), ("prompt_tokens_per_s", ("ttft",)),
+                 ("sla_met_per_s", ("tpot",)))
+
+
+def step_error_of(key: str, errors: dict | None) -> tuple[str, float] | None:
+    """(metric, held-out step-time error %) that widens target metric ``key``'s interval (``TARGET_ERRORS``): the
+    first of its metrics ``errors`` has; for end-to-end latency the larger of both; None where none applies."""
+    for prefix, metrics in TARGET_ERRORS:
+        if key.startswith(prefix):
+            found = [(m, errors[m]) for m in metrics if errors and errors.get(m) is not None]
+            if not found:
+                return None
+            return max(found, key=lambda pair: pair[1]) if prefix == "e2e" else found[0]
+    return None
+
+
+def step_error_pct(key: str, errors: dict | None) -> float | None:
+    """``step_error_of``'s error alone (%)."""
+    found = step_error_of(key, errors)
+    return None if found is None else found[1]
+
+
+def pessimistic(target: Target, values: list[float | None], errors: dict | None) -> float | None:
+    """The pessimistic end of ``target``'s 95% interval over the seeds, widened by the step times' held-out error
+    (``step_error_pct``): its high end times (1 + error) for a latency, its low end over (1 + error) otherwise (an
+    iteration that much longer does that much less); the value itself with one seed; None where the interval
+    reaches zero from below (nothing bounds it)."""
     mean, low, high = confidence_95(values)
     if mean is None:
-        return False
-    if high is None:
-        return meets_limit(mean, target)
-    return meets_limit(high, target) if target.at_most else low is not None and meets_limit(low, target)
+        return None
+    error = (step_error_pct(target.key, errors) or 0.0) / 100.0
+    end = mean if high is None else high if target.at_most else low
+    if end is None:
+        return None
+    return end * (1.0 + error) if target.at_most else end / (1.0 + error)
+
+
+def interval_met(target: Target, values: list[float | None], errors: dict | None = None) -> bool:
+    """Whether the pessimistic end of ``target``'s 95% interval over the seeds, widened by the step times' error
+    (``pessimistic``), lies inside its limit: a mean inside the limit with an interval (or its error) across it is
+    not met. With one value (no interval) the value, widened, decides."""
+    end = pessimistic(target, values, errors)
+    return end is not None and meets_limit(end, target)
 
 
 def meets_limit(value: float, target: Target) -> bool:
@@ -534,7 +765,7 @@ def sensitivity(search: Search, best: dict) -> list[dict]:
     q = search.question
 
     def size(variant: dict):
-        grown = Search(variant, q, search.origin, search.policies)
+        grown = Search(variant, q, search.origin, search.policies, times=dict(search.times))
         try:
             return grown.fewest(config), grown
         except stopping.Stopped:
@@ -570,23 +801,28 @@ def diagnosis(search: Search, best: dict) -> list[str]:
 
 
 def add_headroom(search: Search, plans: list[dict]) -> None:
-    """Fill in ``headroom_rate_per_s`` of these plans (one bisection per distinct fleet, on all cores)."""
-    fleets = list(dict.fromkeys((config_of(p), p["replicas"]) for p in plans))
+    """Fill in ``headroom_rate_per_s`` of these plans on the first ``HEADROOM_FLEETS`` distinct fleets (one
+    bisection per fleet, on all cores); the others keep None."""
+    fleets = list(dict.fromkeys((config_of(p), p["replicas"]) for p in plans))[:HEADROOM_FLEETS]
     factors = dict(zip(fleets, run_all(lambda fleet: search.headroom_factor(*fleet), fleets)))
     arrival = search.data["workload"].get("arrival")
     rate = raw_rate_per_s(arrival) if arrival else None
     for p in plans:
-        factor = factors[(config_of(p), p["replicas"])]
+        factor = factors.get((config_of(p), p["replicas"]))
         p["headroom_rate_per_s"] = factor * rate if factor is not None and rate else None
 
 
-def target_entries(question: Question, evidence: Evidence) -> list[dict]:
-    """Each target with its mean over the seeds and the 95% confidence interval."""
+def target_entries(question: Question, evidence: Evidence, errors: dict | None = None) -> list[dict]:
+    """Each target with its mean over the seeds, the 95% confidence interval, and that interval's pessimistic end
+    widened by the step times' held-out error (``pessimistic``; ``step_error_pct`` the error it widened by, None:
+    none applied), which decides whether the target is met."""
     targets = []
     for target in question.targets:
-        mean, low, high = confidence_95(evidence.target_values(target))
+        values = evidence.target_values(target)
+        mean, low, high = confidence_95(values)
         targets.append({"target": target.describe(), "class": target.cls, "metric": target.key, "limit": target.limit,
-                        "value": mean, "ci95": [low, high]})
+                        "value": mean, "ci95": [low, high], "pessimistic": pessimistic(target, values, errors),
+                        "step_error_pct": step_error_pct(target.key, errors)})
     return targets
 
 
@@ -622,10 +858,22 @@ def plan_entry(search: Search, config: Config, replicas: int, evidence: Evidence
         "energy": energy_entry([(config.gpu, cards)], [s["overall"]["output_tokens_per_s"] for s in evidence.summaries],
                                q.currency, q.cny_per_usd),
         "headroom_rate_per_s": None,  # ``add_headroom`` fills it in for the plans shown first
-        "targets": target_entries(q, evidence),
+        "targets": target_entries(q, evidence, step_time_entry(search, config, replicas)["step_errors_pct"]),
         "metrics": {**first["classes"], OVERALL: first["overall"]},
+        "steady": steady_entry(first),
         "gpu_busy_frac": first["system"]["gpu_busy_frac"],
     }
+
+
+def steady_entry(summary: Summary) -> dict:
+    """How a plan's first run reached steady state: its length in requests, the arrival time its warm-up ended
+    (requests after it are judged), the mean in flight after it (L of Little's law), how many mean times in the
+    system the run lasted, and whether its population settled; the length alone for a run without one (a trace)."""
+    steady = summary.get("steady")
+    if not steady:
+        return {"requests": summary["run"]["requests"]}
+    return {"requests": summary["run"]["requests"], "warmup_s": steady["warmup_s"],
+            "mean_in_flight": steady["mean_in_flight"], "flights": steady["flights"], "settled": steady["settled"]}
 
 
 def price_entry(offer: str) -> dict:
@@ -767,9 +1015,9 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     search = Search(data, question, origin, {name: t["policy"] for name, t in tuned.items() if t["used"]})
     search.count += tuning_runs
 
-    def size(config: Config):
+    def size(config: Config, ceiling: float):
         try:
-            return search.fewest(config)
+            return search.fewest(config, ceiling)
         except stopping.Stopped:
             raise  # its place stays empty: not sized
         except ScenarioError as exc:
@@ -778,8 +1026,11 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     sized, failed = {}, {}
     several_quants, several_routers = len({c.quant for c in configs}) > 1, len({c.router for c in configs}) > 1
     several_decodings = len({c.decoding for c in configs}) > 1
-    found_all = run_all(size, configs, staged(progress, STAGES[0])) if cut is None else [None] * len(configs)
+    found_all = (size_cheapest_first(search, configs, size, staged(progress, STAGES[0])) if cut is None
+                 else [None] * len(configs))
     cut = cut or stopping.cut_reason()
+    if cut is None:
+        found_all = with_a_partner(search, configs, found_all, size)
     for config, found in zip(configs, found_all):
         if found is None:
             found = f"{NOT_SIZED}{cut}"
@@ -793,7 +1044,7 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
     not_possible += [{"gpu": gpu, "tensor_parallel": tp, "expert_parallel": split, "policies": policies, "note": note}
                      for (gpu, tp, split, note), policies in failed.items()]
     plans = []
-    offers = offers_under(question.price_rule, question.offers)
+    offers = offers_under(question.price_rule, question.offers, question.billing)
     for config, (replicas, evidence), same in best_policies(sized, question.targets):
         for offer in offers[offers["gpu"] == config.gpu].index:
             if offer_hosting_problem(offer, config.tensor_parallel):
@@ -822,6 +1073,9 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
             over_time = {"note": f"not priced over time: {stopping.cut_short(exc)}"}
         except ScenarioError as exc:  # e.g. no offer bills this GPU by use: the plan stands, priced fixed
             over_time = {"note": str(exc)}
+        if over_time and over_time.get("strategies"):  # the headline says what the day said of the same fleet
+            fixed = over_time["strategies"][0]
+            recommendation["over_the_traffic"] = {"meets": fixed["meets_targets"], "targets": fixed["targets"]}
     budget = {"per_month": question.budget, "currency": question.currency} if question.budget else None
     return ({"recommendation": recommendation, "alternatives": alternatives, "not_possible": not_possible,
              "budget": budget, "tuned": tuned, "mix": mix, "mix_note": mix_note,

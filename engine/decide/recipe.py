@@ -48,6 +48,7 @@ ROCM_VLLM_VERSION = "v0.11.2"  # AMD's ROCm build of vLLM, what an AMD plan's vL
 ROCM_IMAGE = f"rocm/vllm:rocm7.0.0_vllm_{ROCM_VLLM_VERSION[1:]}_20251210"
 MODEL_WORD = "$MODEL"  # where a command reads the weights: the launch scripts' MODEL variable
 CACHE_PATH = "/root/.cache/huggingface"  # where the engines keep downloaded weights (HF_HOME), on the cache volume
+MODELS_PATH = "/models"  # where a model of the user's own is read from: the cache volume's folder "models"
 CACHE_HEADROOM = 1.25  # the cache volume: the checkpoint's weights and this much more (tokenizer, a second copy while
 # a download is replaced)
 PORT = 8000
@@ -133,9 +134,11 @@ def checkpoint(plan: dict, scenario: Scenario) -> Checkpoint:
     server, quant = scenario.server, plan["quant"]
     named = format_label(quant)
     if server.own_model is not None or server.model not in load_table("models").index:
-        return Checkpoint(f"/models/{model_slug(server.model)}", False,
+        folder = model_slug(server.model)
+        return Checkpoint(f"{MODELS_PATH}/{folder}", False,
                           f"MODEL: the folder (or Hugging Face repository) of your model {one_line(server.model)} "
-                          f"with {named} weights.")
+                          f"with {named} weights. On Kubernetes, copy the folder into the model cache volume as "
+                          f"models/{folder}: every server pod mounts that volume's models folder at {MODELS_PATH}.")
     table = load_table("checkpoints")
     rows = table[table.index == server.model]
     exact = rows[rows["quant"] == quant]
@@ -346,6 +349,8 @@ def _deployment(app: str, replicas: int, image: str, argv: list[str], pod: Pod) 
     args = "\n".join(f"            - {json.dumps(word)}" for word in argv)
     mounts = (f"\n          volumeMounts:\n            - {{name: shm, mountPath: /dev/shm}}"
               f"\n            - {{name: model-cache, mountPath: {CACHE_PATH}}}"
+              + (f"\n            - {{name: model-cache, mountPath: {MODELS_PATH}, subPath: models, readOnly: true}}"
+                 if pod.model.startswith(MODELS_PATH + "/") else "")
               + ("\n            - {name: options, mountPath: /workspace/extra-llm-api-options.yaml, "
                  "subPath: extra-llm-api-options.yaml}" if pod.extra_yaml else ""))
     volumes = ("\n        - {name: shm, emptyDir: {medium: Memory}}"

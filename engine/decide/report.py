@@ -30,7 +30,7 @@ from ..scenario.link import page_link
 from ..scenario.metric_table import metric, money_range
 from ..scenario.origin import Origin
 from ..sim.simulate import estimated_offered_load, load_text
-from .cost import (CURRENCIES, INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_modes, deployment_cost, firm_offer,
+from .cost import (INTERRUPTIBLE_TERMS, STALE_PRICE_DAYS, billing_modes, deployment_cost, firm_offer,
                    offers_table, price_age_days, priced_by)
 from .plan_charts import over_time_chart, pareto_chart, targets_chart
 from .pdf_printer import CHROMIUM_ENV, chromium, write_pdf  # noqa: F401 - the report's printer
@@ -38,7 +38,8 @@ from .price_list import price_list_csv
 from .recipe import engine_versions, recipe_files
 from .plan_text import (alternatives_frame, caveat, cut_text, energy_text, hours_frame, mix_text, mode_words,
                         no_plan_text, not_possible_frame, over_time_frame, over_time_heading, policy_label,
-                        sensitivity_text, shape, step_times_text, summary_line, target_text, traffic_text, tuned_text)
+                        run_length_words, sensitivity_text, shape, step_times_text, summary_line, target_text,
+                        traffic_text, tuned_text)
 from .planner import Question, answer_key
 
 PLANNER_PAGE = "planner"
@@ -56,7 +57,7 @@ h1 { font-size: 1.7rem; margin-bottom: 0.2rem; } h2 { font-size: 1.25rem; margin
 table { border-collapse: collapse; margin: 8px 0; font-size: 0.88rem; }
 th, td { border: 1px solid #d9dce1; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f3f4f6; }
-.chart { page-break-inside: avoid; break-inside: avoid; }
+.chart, .keep { page-break-inside: avoid; break-inside: avoid; }
 .appendix { break-before: page; page-break-before: always; }
 @page { size: A4 landscape; margin: 12mm; }
 @media print { body { max-width: none; margin: 0; font-size: 11px; } table { font-size: 9px; }
@@ -69,9 +70,19 @@ def _table(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, escape=True, na_rep="—", border=0)
 
 
-def _chart(fig) -> str:
+def _chart(fig, caption: str = "") -> str:
+    """A chart with the sentence that reads it (``caption``, HTML) above it, in one box a page does not split."""
     fig.update_layout(width=1000)  # one width on screen and on the printed page
-    return f'<div class="chart">{pio.to_html(fig, full_html=False, include_plotlyjs=False)}</div>'
+    return f'<div class="chart">{caption}{pio.to_html(fig, full_html=False, include_plotlyjs=False)}</div>'
+
+
+PLAN_FILE = "plan.toml"  # the report's attachment that reopens its plan: the scenario and the question
+
+
+def plan_toml(data: dict, question: Question) -> str:
+    """The scenario ``data`` and the ``question`` asked of it (the Planner page's controls, ``planner_view``) as one
+    TOML file: ``[scenario]`` and ``[planner]`` (what the sidebar's upload reopens on the Planner page)."""
+    return to_toml({"scenario": data, "planner": planner_view(question, data)})
 
 
 def planner_view(question: Question, data: dict) -> dict:
@@ -90,12 +101,13 @@ def planner_view(question: Question, data: dict) -> dict:
     return {k: v for k, v in view.items() if v not in ([], (), None)}
 
 
-def cost_frame(plan: dict, cny_per_usd: float) -> pd.DataFrame:
-    """The recommended fleet's rent through its offer in every billing mode it is sold under and every currency."""
+def cost_frame(plan: dict, currency: str, cny_per_usd: float) -> pd.DataFrame:
+    """The recommended fleet's rent through its offer in every billing mode it is sold under, in the customer's
+    ``currency`` and, where the offer is quoted in another, in that one too (what its invoice will say)."""
     rows = []
     row = offers_table().loc[plan["offer"]]
     for billing in billing_modes(plan["offer"]):
-        for currency in CURRENCIES:
+        for currency in dict.fromkeys((currency, str(row["currency"]))):
             cost = deployment_cost(plan["offer"], plan["cards"], billing, currency, cny_per_usd)
             rows.append({"bought": mode_words(str(row["terms"]), billing, float(row["annual_discount"])),
                          "currency": currency,
@@ -128,14 +140,15 @@ def workload_frame(scenario: Scenario) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def assumptions(scenario: Scenario, question: Question) -> list[str]:
-    """The facts the numbers rest on, one sentence each."""
+def assumptions(scenario: Scenario, question: Question, best: dict | None = None) -> list[str]:
+    """The facts the numbers rest on, one sentence each (``best``: the recommendation, whose run length is quoted)."""
     w, s = scenario.workload, scenario.server
     arrival = (f"the trace {Path(w.trace.path).name}" if w.arrival is None else
                f"{words('arrival', w.arrival.process)} arrivals at {rate_text(w.arrival)}")
-    lines = [f"Workload: {arrival}; every decision rests on {question.seeds} runs of {question.requests:,} requests "
-             f"each (seeds {scenario.seed} to {scenario.seed + question.seeds - 1}); a fleet meets a target only if "
-             f"it does on every run."]
+    runs = (f"{question.seeds} runs of the whole trace" if w.arrival is None else
+            run_length_words(question.requests, question.seeds, best))
+    lines = [f"Workload: {arrival}; every decision rests on {runs} (seeds {scenario.seed} to "
+             f"{scenario.seed + question.seeds - 1}); a fleet meets a target only if it does on every run."]
     if s.step_model == "roofline":
         lines.append(f"Model {s.model} with {format_label(s.quant)} weights and a {format_label(s.kv_quant)} KV "
                      f"cache; at most {s.max_batch_size} sequences and {s.max_batched_tokens:,} tokens per iteration, "
@@ -263,7 +276,7 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     heading = title(scenario, question, answer)
     link = page_link(app_url, PLANNER_PAGE, data, planner_view(question, data)) if app_url else ""
     reopen = (f'<a href="{e(link)}">Reopen this plan in Scheduler Lab</a>.' if app_url else
-              "The scenario is attached at the end, to reopen this plan.")
+              f"The plan is attached at the end ({PLAN_FILE}), to reopen it.")
     if question.price_list:  # a link cannot carry a file: the report does, and says to upload it again
         reopen += (f" Priced with your own price list ({e(question.price_list_named or PRICE_LIST_FILE)}), attached "
                    "at the end: upload it again on the Planner page to plan with it.")
@@ -285,7 +298,7 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
         per_million = money_range((unit["low"], unit["high"]), best["monthly_cost"]["currency"])
         hazards = risks(answer, today)
         energy = energy_text(best)
-        parts += ["<h2>What it costs</h2>", _table(cost_frame(best, question.cny_per_usd)),
+        parts += ["<h2>What it costs</h2>", _table(cost_frame(best, question.currency, question.cny_per_usd)),
                   f'<p class="meta">{cards_text(best["cards"])} through {e(best["offer"])}; per 1M output tokens '
                   f"at the simulated load: {e(per_million)}.</p>",
                   *([f'<p class="meta">{e(energy)}.</p>'] if energy else []),
@@ -315,12 +328,12 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
                   + ". The README says what the engines cannot take as a flag.</p>"]
     parts += ['<h2 class="appendix">Appendix: the evidence in full</h2>']
     if best is not None:
-        parts += ["<p>Each target's mean over the seeds with its 95% interval, for the recommendation (gold) and the "
-                  "cheapest alternatives (grey: step times an estimate only); dashed: the limit.</p>",
-                  _chart(targets_chart(answer, question.targets)),
-                  "<p>Cost against the first target for every priced plan (the recommendation starred; plans whose "
-                  "step times are an estimate marked apart):</p>",
-                  _chart(pareto_chart(answer, question.targets[0])),
+        parts += [_chart(targets_chart(answer, question.targets),
+                         "<p>Each target's mean over the seeds with its 95% interval, for the recommendation (gold) "
+                         "and the cheapest alternatives (grey: step times an estimate only); dashed: the limit.</p>"),
+                  _chart(pareto_chart(answer, question.targets[0]),
+                         "<p>Cost against the first target for every priced plan (the recommendation starred; plans "
+                         "whose step times are an estimate marked apart):</p>"),
                   *hours_parts(answer)]
     if alternatives:
         parts += [f"<h2>Alternatives, cheapest first ({len(alternatives)})</h2>",
@@ -328,7 +341,7 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
     if answer["not_possible"]:
         parts += ["<h2>Not possible</h2>", _table(not_possible_frame(answer["not_possible"]))]
     parts += ["<h2>Workload and assumptions</h2>", _table(workload_frame(scenario)),
-              "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question)) + "</ul>",
+              "<ul>" + "".join(f"<li>{e(s)}</li>" for s in assumptions(scenario, question, best)) + "</ul>",
               "<h2>Step times of every fleet shape in this plan</h2>",
               _table(calibration_frame(answer)),
               "<h2>Offers priced</h2>", _table(offers_frame(answer, today))]
@@ -337,16 +350,35 @@ def _report_html(data: dict, question: Question, answer: dict, app_url: str | No
         parts.append(f'<p class="meta">{attached}: the offers this plan rented through '
                      f"({e(question.price_list_named or PRICE_LIST_FILE)}), as a CSV to upload on the Planner page or "
                      "to pass to plan --price-list.</p>")
-    parts.append(f'<p class="meta">{_attachment("scenario.toml", to_toml(data), "The scenario, attached")}: '
-                 "everything the plan simulated, as a file to open in Scheduler Lab or to plan again from the "
-                 "command line.</p>")
+    parts.append(f'<p class="meta">{_attachment(PLAN_FILE, plan_toml(data, question), "The plan, attached")}: '
+                 "the scenario and the question asked of it; upload it in Scheduler Lab's sidebar (Upload a "
+                 "scenario) to reopen this plan on the Planner page. "
+                 f'{_attachment("scenario.toml", to_toml(data), "The scenario alone, attached")}: everything the '
+                 "plan simulated, as a file to open in Scheduler Lab or to plan again from the command line.</p>")
     run = answer["run"]
     parts.append(f'<p class="meta">{run["evaluations"]:,} simulations in {run["wall_s"]:.1f} s on {run["workers"]} '
                  "cores. Latencies are simulated with the step times above; see the app's Method page for the "
                  "model.</p>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{e(heading)}</title><style>{STYLE}</style>"
-            f"<script>{get_plotlyjs()}</script></head><body>{''.join(parts)}</body></html>")
+            f"<script>{get_plotlyjs()}</script></head><body>{''.join(kept_together(parts))}</body></html>")
+
+
+def kept_together(parts: list[str]) -> list[str]:
+    """``parts`` with each heading and the block after it in one ``keep`` box, which a printed page does not split
+    (a heading is never left alone at the foot of a page; Chromium does not honour break-after on a heading)."""
+    kept, k = [], 0
+    while k < len(parts):
+        part = parts[k]
+        if part.startswith("<h2") and k + 1 < len(parts):
+            appendix = ' class="appendix"' in part
+            heading = part.replace(' class="appendix"', "")
+            kept.append(f'<div class="keep{" appendix" if appendix else ""}">{heading}{parts[k + 1]}</div>')
+            k += 2
+        else:
+            kept.append(part)
+            k += 1
+    return kept
 
 
 def over_time_parts(answer: dict) -> list[str]:

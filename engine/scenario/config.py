@@ -211,6 +211,17 @@ def raw_curve(arrival: Mapping[str, Any]) -> RateCurve | None:
     return base.scaled(raw_rate_per_s(arrival) / base.mean_per_s())
 
 
+def curve_points(arrival: Mapping[str, Any]) -> tuple[list[list[float]], float | None]:
+    """A raw ``workload.arrival`` that moves (a shape, or points) as the points of a curve at its mean rate, rates to
+    four significant figures, and the period it repeats with (the period's return to the first rate left out): what
+    the Workload page's grid starts from when a day's shape becomes points to edit."""
+    curve = raw_curve(arrival)
+    points = [[float(t), float(f"{r:.4g}")] for t, r in zip(curve.times_s, curve.rates_per_s)]
+    if curve.period_s is not None and len(points) > 1 and points[-1][0] >= curve.period_s:
+        points = points[:-1]
+    return points, curve.period_s
+
+
 @dataclass(frozen=True)
 class Trace:
     """Replay of a recorded request trace instead of synthetic arrivals."""
