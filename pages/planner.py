@@ -41,6 +41,7 @@ from engine.scenario.metric_table import metric
 from engine.scenario.registry import POLICY_CODES, ROUTER_CODES
 from engine.sim import parallel
 from engine.sim.policies import POLICY_LABELS
+from engine.sim.steady import STEADY_FLIGHTS
 from ui import cluster, cost_panel, jobs, plan_store, runner, scenario_sidebar, state, tables, text, turns, view
 from ui.trace_store import APP_ORIGIN
 from ui.widgets import field_input
@@ -236,7 +237,10 @@ def question_inputs(typed: engine.Scenario) -> Question:
     seeds = cols[2].number_input("Seeds per decision", 2, max(T_95), step=1, key="plan_seeds",
                                  help="A fleet meets a target only if it does on every seed's run and the 95% "
                                       "interval over the seeds lies inside the limit.")
-    requests = cols[3].number_input("Requests per run", *REQUESTS_RANGE, step=500, key="plan_requests")
+    requests = cols[3].number_input("Requests per run", *REQUESTS_RANGE, step=500, key="plan_requests",
+                                    help=f"At least this many: each run is lengthened until the fleet's queue "
+                                         f"settles and it lasts {STEADY_FLIGHTS} mean times in the system (Little's "
+                                         f"law), and targets are judged after its warm-up.")
     tune_first = cols[4].number_input("Tune first (candidates)", 0, TUNE_RANGE[1], step=50, key="plan_tune",
                                       help="0: the scenario's policy parameters. Otherwise each of strict priority, "
                                            "weighted fair queuing and dynamic cost is tuned on the scenario's own "
@@ -373,6 +377,7 @@ def open_in_lab(chosen: dict, question: Question) -> None:
         return
     if state.replace(data):
         st.session_state["cost_offer"] = chosen["offer"]  # the Lab's cost through the plan's own offer
+        st.session_state[cost_panel.PLAN_PRICE_LIST] = (question.price_list, question.price_list_named)
         st.session_state[state.PLAN_TARGETS] = {  # the Lab judges the plan's targets, not only the classes' SLA
             "targets": [{"cls": t.cls, "key": t.key, "limit": t.limit} for t in question.targets],
             "scenario": state.current(), "seeds": question.seeds, "requests": question.requests}

@@ -10,7 +10,8 @@ import streamlit as st
 
 import engine
 from engine.scenario.caps import DEFAULT_CAPS, MIB
-from engine.scenario.config import Arrival, Trace, Workload, field_bounds, field_label, field_meta
+from engine.scenario.config import (Arrival, Trace, Workload, curve_points, field_bounds, field_label,
+                                   field_meta)
 from engine.scenario.rate_curve import DEFAULT_SHAPE, shape_curve, shape_source
 from engine.scenario.table_names import names
 from engine.scenario.errors import printable
@@ -61,9 +62,13 @@ def points_editor(points: list[list[float]], v: int) -> list[list[float]]:
     The grid keeps the rows it was first given as its base while the visitor edits: its edits are kept as changes
     to that base, and a grid given other rows is a new grid that forgets them (the second edit of a row would be
     lost, a half-typed row dropped). It is given new rows only when the scenario's points changed elsewhere (another
-    page, a link, a preset), never by its own edits or by an edit the scenario refused."""
+    page, a link, a preset) or its edits were forgotten (``shown``), never by its own edits or by an edit the
+    scenario refused."""
     memo = st.session_state.get(POINTS_EDITOR)
-    if memo is None or memo["v"] != v or points not in (memo["seen"], memo["out"]):
+    shown = memo is not None and f"w_points_{memo['v']}_{memo['generation']}" in st.session_state
+    if memo is None or memo["v"] != v or points not in (memo["seen"], memo["out"]) or not shown:
+        # a new grid; also when its widget's edits are gone (another page was open: Streamlit forgets the widgets
+        # it did not draw), so that it starts from the points as edited rather than from a base without the edits
         memo = {"v": v, "base": points, "generation": memo["generation"] + 1 if memo else 0}
     edited = st.data_editor(pd.DataFrame(memo["base"], columns=list(POINT_COLUMNS)), num_rows="dynamic",
                             key=f"w_points_{v}_{memo['generation']}", width="stretch",
@@ -103,6 +108,8 @@ def rate_controls(arrival: dict, mean_rate: float, v: int) -> None:
             arrival["curve_start_s"] = start_h * 3600.0
         st.caption(text.plain(f"Source: {shape_source(arrival['shape'])}."))
         return
+    if arrival.get("shape"):  # from the day or week chosen: its points at its mean rate, repeating as it does
+        arrival["rate_curve"], arrival["curve_period_s"] = curve_points({**arrival, "rate_per_s": mean_rate})
     arrival.pop("shape", None)
     arrival.pop("rate_per_s", None)  # the points say the rate
     arrival["rate_curve"] = points_editor(arrival.get("rate_curve") or flash_crowd(mean_rate), v)

@@ -22,7 +22,11 @@ from engine.decide.plan_text import caveat, energy_text, summary_line, target_te
 from engine.decide import pdf_printer
 from engine.decide.pdf_printer import PRINTERS, VisitorPrints
 from engine.decide.planner import Question, plan
-from engine.decide.report import CHROMIUM_ENV, cost_frame, offers_frame, report_html, risks, write_pdf
+from engine.hardware.tables import load_table
+from engine.decide.report import (CHROMIUM_ENV, cost_frame, offers_frame, planner_view, report_html, risks,
+                                  write_pdf)
+from ui.scenario_sidebar import plan_question
+from ui.view import plain_view
 from engine.decide.targets import Target
 from engine.scenario.config import read_toml
 from engine.scenario.errors import ScenarioError
@@ -225,12 +229,21 @@ def test_the_report_names_policies_routers_arrivals_and_formats_in_words(page):
 
 
 def test_the_cost_table_lists_only_the_billing_terms_the_offer_is_sold_under():
-    on_demand = cost_frame({"offer": "runpod-h100-sxm-secure", "cards": 4}, 7.0)
+    on_demand = cost_frame({"offer": "runpod-h100-sxm-secure", "cards": 4}, "USD", 7.0)
     assert set(on_demand["bought"]) == {"on demand, pay as you go"}, \
         "no annual term quoted: no annual row repeating the price"
-    prepaid = cost_frame({"offer": "ref-a100-40g-single", "cards": 1}, 7.0)
+    prepaid = cost_frame({"offer": "ref-a100-40g-single", "cards": 1}, "USD", 7.0)
     assert set(prepaid["bought"]) == {"reserved term", "annual prepay, 20% off the reserved term price"}
-    assert prepaid.iloc[0]["per month"] != prepaid.iloc[2]["per month"], "the annual row carries its discount"
+    assert prepaid.iloc[0]["per month"] != prepaid.iloc[1]["per month"], "the annual row carries its discount"
+
+
+def test_the_cost_table_is_in_the_customers_currency_and_the_offers_own():
+    """A USD customer renting a USD offer reads USD alone (no CNY rows); a CNY offer adds the invoice's CNY."""
+    usd = cost_frame({"offer": "runpod-h100-sxm-secure", "cards": 4}, "USD", 7.0)
+    assert set(usd["currency"]) == {"USD"}
+    cny_offer = next(o for o, row in load_table("offers").iterrows() if row["currency"] == "CNY")
+    both = cost_frame({"offer": cny_offer, "cards": 8}, "USD", 7.0)
+    assert list(dict.fromkeys(both["currency"])) == ["USD", "CNY"]
 
 
 def test_the_risks_name_spot_capacity_an_unfirm_or_old_price_and_unmeasured_step_times():
@@ -272,6 +285,12 @@ def test_no_report_names_a_local_address_an_internal_path_or_a_mirror(answer, mo
         assert needle not in page, needle
     attached = re.search(r'download="scenario.toml" href="data:text/plain;base64,([^"]+)"', page)
     assert tomllib.loads(base64.b64decode(attached.group(1)).decode()) == ARTICLE, "the scenario travels with it"
+    plan_file = re.search(r'download="plan.toml" href="data:text/plain;base64,([^"]+)"', page)
+    reopened = tomllib.loads(base64.b64decode(plan_file.group(1)).decode())
+    assert reopened["scenario"] == ARTICLE, "the plan file reopens the same scenario ..."
+    assert plan_question(reopened) == plain_view(planner_view(QUESTION, ARTICLE)) and \
+        reopened["planner"]["plan_limit_0"] == QUESTION.targets[0].limit, "... and the same question"
+    assert plan_question(ARTICLE) is None, "a scenario file is not a plan file"
     best = answer["recommendation"]
     assert f"<h1>{ARTICLE['server']['model']} at 50 req/s, interactive TTFT p99 &lt;= 1.00 s (+1 more): rent " \
            f"{best['replicas']} x TP{best['tensor_parallel']} {best['gpu']} for " in page, "titled by the question"

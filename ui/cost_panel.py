@@ -8,7 +8,7 @@ import streamlit as st
 import engine
 from engine.decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CNY_PER_USD_RANGE, COST_COLUMNS, CURRENCIES,
                                 DEFAULT_CURRENCY, HOURS_PER_MONTH, DeploymentCost, cheapest_offer, offers_for,
-                                unit_costs)
+                                priced_by, unit_costs)
 from engine.decide.bill import HOURLY_INCREMENT_S, HOURLY_MINIMUM_S, fixed_overrides, strategy_bills
 from engine.decide.energy import energy_entry, fleet_parts
 from engine.decide.plan_text import energy_words
@@ -98,10 +98,25 @@ def pick_group_offers(scenario: engine.Scenario) -> DeploymentCost | None:
     return rent.cost
 
 
+PLAN_PRICE_LIST = "lab_price_list"  # (rows, how it is named) of the price list a plan opened in the Lab was priced on
+
+
 def cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | None:
     """Rental cost of the scenario's fleet and its unit costs at the simulated load; the chosen offer's
     cost (a mixed fleet: its groups' cheapest offers together; None when the scenario has no real GPU or no
-    offer). Amounts carry the currency in their label, so each card holds a number or a range that fits it."""
+    offer). Amounts carry the currency in their label, so each card holds a number or a range that fits it.
+    A plan opened from the Planner on the customer's own price list is priced on that list while it rents the
+    scenario's GPU (``PLAN_PRICE_LIST``), and says so."""
+    rows, named = st.session_state.get(PLAN_PRICE_LIST) or ((), "")
+    with priced_by(rows):
+        own = bool(rows) and not offers_for(scenario.server.gpu).empty
+    if own:
+        st.caption(f"Priced with the plan's own price list ({named or 'uploaded on the Planner page'}).")
+    with priced_by(rows if own else ()):
+        return _cost_view(scenario, summary)
+
+
+def _cost_view(scenario: engine.Scenario, summary: Summary) -> DeploymentCost | None:
     problem = price_problem(scenario)
     if problem:
         st.caption(problem)

@@ -16,6 +16,15 @@ def scenario_from_upload(name: str, content: bytes) -> dict:
     return parse_toml(content, printable(name, 60), DEFAULT_CAPS)
 
 
+def plan_question(uploaded: dict) -> dict | None:
+    """The Planner page's controls an uploaded plan file carries (a report's ``plan.toml``: ``[scenario]`` and
+    ``[planner]``), those a view may hold (``view.plain_view``); None for a scenario file."""
+    if set(uploaded) != {"scenario", "planner"} or not isinstance(uploaded["planner"], dict) \
+            or not isinstance(uploaded["scenario"], dict):
+        return None
+    return view.plain_view(uploaded["planner"])
+
+
 PICK = "choose a preset..."
 
 
@@ -62,7 +71,11 @@ def render():
             except engine.ScenarioError as exc:
                 text.error(exc)
             else:
-                if state.replace(uploaded):
+                question = plan_question(uploaded)
+                if state.replace(uploaded.get("scenario") if question is not None else uploaded):
+                    if question is not None:  # a report's plan file: its question, asked on the Planner page
+                        view.hand_over(question)
+                        st.switch_page("pages/planner.py")
                     st.rerun()
         st.download_button("Download this scenario (TOML)", to_toml(data), file_name="scenario.toml",
                            mime="application/toml", width="stretch", on_click="ignore")

@@ -17,6 +17,7 @@ from engine.hardware.calibration_store import holds_for
 from engine.scenario.config import Server, fleet_pools, read_toml
 from engine.scenario.labels import format_label, key_words, parallel_label
 from engine.scenario.link import SCENARIO_KEY, UNREAD_KEY, decode, encode, unread_link_line
+from engine.scenario.naming import renamed
 from engine.sim.policies import POLICY_LABELS
 from engine.sim.simulate import PRESET_DIR, hardware_label, stated_load
 from ui import entry, text, trace_store
@@ -93,7 +94,10 @@ def _store(data: dict, new_version: bool) -> None:
 
 
 def _change(data: dict, new_version: bool) -> None:
-    """The visitor's change (a preset, an upload, an edit): ``data`` becomes the scenario and its link."""
+    """The visitor's change (a preset, an upload, an edit): ``data`` becomes the scenario and its link, renamed
+    where it kept a preset's name but no longer runs what that name says (``naming.renamed``)."""
+    if "scenario" in st.session_state:
+        data = renamed(st.session_state["scenario"], data)
     st.session_state.pop(KEPT_LINK, None)
     _store(data, new_version)
 

@@ -73,7 +73,7 @@ def restore() -> None:
                 text.error(exc)
                 st.session_state[_KEPT_LINK] = link
                 wished = {}
-            st.session_state[_MEMORY] = {k: v for k, v in wished.items() if k in VIEW_KEYS and _plain_value(v)}
+            st.session_state[_MEMORY] = plain_view(wished)
     for key, value in st.session_state[_MEMORY].items():
         if key not in st.session_state:
             st.session_state[key] = value
@@ -90,6 +90,11 @@ def remember() -> None:
     link = st.session_state.get(_KEPT_LINK) or (state.encode(memory) if memory else None)
     if link and st.query_params.get(QUERY_KEY) != link:
         st.query_params[QUERY_KEY] = link
+
+
+def plain_view(values: dict) -> dict:
+    """The entries of ``values`` a view may hold: known controls (``VIEW_KEYS``) with plain values."""
+    return {k: v for k, v in values.items() if k in VIEW_KEYS and _plain_value(v)}
 
 
 def hand_over(values: dict) -> None:
