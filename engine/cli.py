@@ -22,7 +22,7 @@ from .calibrate.user_calibration import benchmarked_server, calibrate, model_for
 from .decide.cost import (BILLING_MODES, CNY_PER_USD_DEFAULT, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES, combined_cost,
                           deployment_cost, fleet_cards, group_rentals, offer_hosting_problem, offers_for, unit_costs)
 from .decide.diagnosis import bursts
-from .decide.plan_text import no_plan_text, plan_text, run_length_words, summary_line, table_text
+from .decide.plan_text import no_plan_text, pace_words, plan_text, run_length_words, summary_line, table_text
 from .decide.planner import DEFAULT_REQUESTS, DEFAULT_SEEDS, Question, plan
 from .decide.price_list import MAX_BYTES as PRICE_LIST_MAX_BYTES, price_list_label, read_price_list
 from .decide.recipe import recipe_files
@@ -556,18 +556,21 @@ PROGRESS_STEPS = 10  # lines a stage's progress writes to a redirected stderr (a
 
 
 def _sizing_progress(done: int, total: int, stage: str) -> None:
-    """A stage's progress on stderr: one line rewritten in place on a terminal; on a file or a pipe, which keep
-    every carriage return, a whole line at each tenth of the stage and at its end."""
+    """A stage's progress on stderr, with the time left at its pace so far (``pace_words``): one line rewritten in
+    place on a terminal; on a file or a pipe, which keep every carriage return, a whole line at each tenth of the
+    stage and at its end."""
+    started = _PROGRESS_SHOWN.setdefault(("started", stage), time.monotonic())
+    line = f"{stage}: {done}/{total}{pace_words(done, total, time.monotonic() - started)}"
     if sys.stderr.isatty():
-        print(f"\r{stage}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        print(f"\r{line}\x1b[K", end="" if done < total else "\n", file=sys.stderr, flush=True)
         return
     step = (stage, total, done * PROGRESS_STEPS // max(total, 1))  # the same step again (a heartbeat): no line
     if step != _PROGRESS_SHOWN.get("step"):
         _PROGRESS_SHOWN["step"] = step
-        print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
+        print(line, file=sys.stderr, flush=True)
 
 
-_PROGRESS_SHOWN: dict[str, tuple] = {}  # the step of the last line written to a redirected stderr
+_PROGRESS_SHOWN: dict = {}  # the step of the last line written to a redirected stderr, and when each stage began
 
 
 def _wrote_json_to_stdout(answer: dict, destination: str | None) -> bool:

@@ -469,7 +469,8 @@ def planner_targets(summary: Summary, scenario: dict) -> None:
         lines.append(f"- {text.plain(target.describe())}: {shown}, {'met' if met else '**missed**'}")
     box.markdown("\n".join(lines))
     box.caption(f"One run of {summary['run']['requests']:,} requests; the plan judged {opened['seeds']} seeds of "
-                f"{opened['requests']:,}. The cards' SLA met is each class's own SLA (the scenario's), not these.")
+                f"{opened['requests']:,} requests each, after their warm-up. The cards' SLA met is each class's own "
+                f"SLA (the scenario's), not these.")
 
 
 BUSY_OVER_LOAD = 0.3  # GPU busy this far above the offered load is explained beside the cards

@@ -18,7 +18,7 @@ import engine
 from engine.decide.cost import BILLING_MODES, CURRENCIES, DEFAULT_CURRENCY, PRICE_RULES
 from engine.decide.plan_charts import over_time_chart, pareto_chart
 from engine.decide.plan_text import (alternatives_frame, caveat, cut_text, energy_text, hours_frame, mix_text,
-                                     no_plan_text, not_possible_frame, over_time_frame, over_time_heading,
+                                     no_plan_text, not_possible_frame, over_time_frame, over_time_heading, pace_words,
                                      sensitivity_text, shape, summary_line, traffic_text, tuned_text)
 from engine.decide.planner import (DECODINGS, DEFAULT_REQUESTS, DEFAULT_SEEDS, T_95, TUNE_RANGE, Question, answer_key,
                                    fleet_scenario, plan)
@@ -380,7 +380,8 @@ def open_in_lab(chosen: dict, question: Question) -> None:
         st.session_state[cost_panel.PLAN_PRICE_LIST] = (question.price_list, question.price_list_named)
         st.session_state[state.PLAN_TARGETS] = {  # the Lab judges the plan's targets, not only the classes' SLA
             "targets": [{"cls": t.cls, "key": t.key, "limit": t.limit} for t in question.targets],
-            "scenario": state.current(), "seeds": question.seeds, "requests": question.requests}
+            "scenario": state.current(), "seeds": question.seeds,
+            "requests": chosen.get("steady", {}).get("requests", question.requests)}  # the plan's runs, lengthened
         st.switch_page("pages/lab.py")
 
 
@@ -453,8 +454,10 @@ if kept is not None and reopened:
     st.session_state["plan"] = (asked, kept)
 # The click is kept in the session (a button's own value lasts one run, and the first run of a page may rerun).
 where = cluster.choice("plan_on_dask")
-st.button("Plan", type="primary", help="Simulates every configuration; takes from seconds to a minute.",
-          on_click=lambda: st.session_state.__setitem__("plan_asked", True))
+st.button("Plan", type="primary", help=f"Simulates every configuration at steady state: from seconds to minutes (a "
+                                      f"model whose answers live long needs long runs); the bar says how long is "
+                                      f"left at the pace so far, and the plan stops at {APP_ORIGIN.caps.plan_s:,.0f} "
+                                      f"s.", on_click=lambda: st.session_state.__setitem__("plan_asked", True))
 recompute = reopened and kept is None and (st.session_state.get("plan") or ("",))[0] != asked
 if st.session_state.pop("plan_asked", False) or recompute:
     bar = st.progress(0.0, text="Recomputing the answer this link names (the server no longer kept it)..."
@@ -463,8 +466,10 @@ if st.session_state.pop("plan_asked", False) or recompute:
         # The plan gives up this page's turn while it runs (its runs queue in the background pool), and stops with
         # the visitor's session.
         with where, jobs.page_job("the plan"), turns.stepping_aside():
+            started = time.monotonic()
             answer = plan(data, question, APP_ORIGIN, lambda done, total, stage: bar.progress(
-                done / total, text=f"{stage}... {done}/{total}"))
+                done / total, text=f"{stage}... {done}/{total}"
+                                   f"{pace_words(done, total, time.monotonic() - started, APP_ORIGIN.caps.plan_s)}"))
             answer["run"]["where"] = parallel.where()
     except engine.ScenarioError as exc:
         text.error(f"The plan stopped: {key_words(str(exc))}.")

@@ -12,6 +12,7 @@ import html
 import json
 import re
 import time
+import tomllib
 import zipfile
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -19,10 +20,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect, sync_playwright
 
+import engine
 from conftest import REPO, SCENARIOS, app_server
 from engine.decide.cost import ELECTRICITY_USD_PER_KWH
 from engine.decide.energy import board_power_w
-from engine.scenario.config import read_toml
+from engine.scenario.config import apply_overrides, read_toml
 from engine.scenario.metric_table import metric
 from engine.teach import workshop
 from ui import state, view
@@ -622,7 +624,16 @@ def test_own_model_and_own_price_list_leave_as_a_report_and_recipe_that_name_the
     assert "/models/Acme-Chat-8B" in launch and "Acme-Chat-8B" in manifest
     for text in (report, *scripts.values()):
         assert "/models/config" not in text and "config (your" not in text, "never called after its file"
+    assert "mountPath: /models, subPath: models" in manifest, "the folder MODEL names is mounted"
     page.screenshot(path=str(ARTIFACTS / "own_model_and_price_list.png"), full_page=True)
+    page.get_by_role("button", name="Open this fleet in the Lab").click()
+    page.wait_for_selector("text=Per-class results", timeout=TIMEOUT_MS)
+    wait_idle(page)
+    expect(page.locator("body")).to_contain_text("Priced with the plan's own price list (two_offers.csv",
+                                                  timeout=TIMEOUT_MS)
+    expect(page.locator("body")).to_contain_text("8 x H100-80G rents 1 x our-h100-reserved")
+    expect(page.get_by_test_id("stMetric").filter(has_text="Per hour (USD)")).to_contain_text("15.0")
+    page.screenshot(path=str(ARTIFACTS / "own_price_list_in_the_lab.png"), full_page=True)
 
 
 def test_deepseek_r1_by_day_and_night_leaves_with_a_report_and_recipe_for_r1(server, page):
@@ -655,6 +666,17 @@ def test_deepseek_r1_by_day_and_night_leaves_with_a_report_and_recipe_for_r1(ser
     assert "Over the whole traffic: fixed, autoscaled, or reserved + bursts" in report
     for strategy in ("fixed at the peak", "autoscaled, on demand", "reserved baseline + bursts"):
         assert strategy in report
+    answer = json.loads(download(page, "Download the plan (JSON)").read_text())
+    best, fixed = answer["recommendation"], answer["over_time"]["strategies"][0]
+    day = best["over_the_traffic"]
+    assert day["targets"] == fixed["targets"], "the headline quotes the day table's fixed fleet"
+    worded = metric("ttft_p99_ms").text(fixed["targets"][0]["value"])
+    assert (f"over the whole traffic, fixed: chat TTFT p99 {worded}" if day["meets"] else
+            f"but over the whole traffic, fixed, it misses: chat TTFT p99 {worded}") in said, said
+    reopened = tomllib.loads(report_attachment(report, "plan.toml").decode())
+    assert_confidence_is_the_tables(best, reopened["scenario"], page)
+    assert reopened["planner"]["plan_limit_0"] == 3000.0 and reopened["planner"]["plan_quants"] == ["fp8"] \
+        and reopened["scenario"]["server"]["model"] == "DeepSeek-R1", "the attachment reopens this question"
     with zipfile.ZipFile(download(page, "Download the recipe (ZIP)")) as archive:
         scripts = {n: archive.read(n).decode() for n in archive.namelist()}
     launch = next(text for name, text in scripts.items() if name.startswith("recipe/launch-"))
@@ -662,6 +684,28 @@ def test_deepseek_r1_by_day_and_night_leaves_with_a_report_and_recipe_for_r1(ser
     assert "deepseek-ai/DeepSeek-R1" in launch and "deepseek-ai/DeepSeek-R1" in manifest
     assert "DeepSeek-V3" not in launch + manifest, "R1 served as R1 (V3 is named only as the closest checked model)"
     assert re.search(r"v\d+\.\d+\.\d+", scripts["recipe/README.txt"]), "the engine release pinned"
+
+
+def assert_confidence_is_the_tables(plan: dict, scenario: dict, page) -> None:
+    """A plan's step-time error and words are those of the closest validated configuration in the shipped table
+    (``validation_configurations.csv``) for its scenario's model and engine on its GPU, layout and weights; and the
+    page says them."""
+    from engine.calibrate.confidence import closest_check
+    from engine.calibrate.held_out import ROOFLINE, TABLES, kind_of
+    from engine.hardware.kernel_tables import coverage
+    from engine.hardware.roofline import model_row
+
+    server = engine.load_scenario(apply_overrides(scenario, {
+        "server.gpu": plan["gpu"], "server.quant": plan["quant"], "server.tensor_parallel": plan["tensor_parallel"],
+        "server.expert_parallel": plan["expert_parallel"],
+        "server.attention_data_parallel": plan["expert_parallel"]})).server
+    words, error, runs = closest_check(server.model, kind_of(model_row(server)), server.gpu, server.engine,
+                                       TABLES if coverage(server).key is not None else ROOFLINE,
+                                       server.expert_parallel, server.quant)
+    assert plan["step_error_pct"] == error
+    if error is not None:
+        assert f"{error:.0f}% off on {runs} held out" in plan["step_times"], plan["step_times"]
+        expect(page.locator("body")).to_contain_text(f"{error:.0f}% off on {runs} held out")
 
 
 def test_the_curve_grid_keeps_every_edit_across_reruns(server, page):

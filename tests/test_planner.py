@@ -591,3 +591,10 @@ def test_the_command_lines_tables_fit_the_terminal():
     assert max(len(line) for line in text.splitlines()) <= 80 and "column 11" in text
     piped = table_text(frame).splitlines()
     assert len(piped) > 2 and max(len(line) for line in piped) <= 250
+
+
+def test_progress_says_how_long_is_left_at_the_pace_so_far():
+    from engine.decide.plan_text import pace_words
+    assert pace_words(0, 10, 5.0) == "" and pace_words(10, 10, 50.0) == "", "no estimate from nothing, or of nothing"
+    assert pace_words(2, 10, 10.0) == ", about 40 s left at this pace"
+    assert pace_words(2, 10, 100.0, 300.0) == ", about 400 s left at this pace, past the plan's limit of 300 s"

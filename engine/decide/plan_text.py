@@ -289,6 +289,17 @@ def run_length_words(requests: int, seeds: int, best: dict | None) -> str:
             f"requests after its warm-up (MSER-5)")
 
 
+def pace_words(done: int, total: int, elapsed_s: float, limit_s: float | None = None) -> str:
+    """What is left of a stage at the pace so far: ", about 40 s left at this pace", with ", past the plan's limit of
+    300 s" where that pace would not finish within ``limit_s`` of the start; "" before the first step is done or
+    after the last (an estimate from nothing, or of nothing)."""
+    if done <= 0 or done >= total:
+        return ""
+    left_s = elapsed_s * (total - done) / done
+    late = f", past the plan's limit of {limit_s:,.0f} s" if limit_s and elapsed_s + left_s > limit_s else ""
+    return f", about {left_s:,.0f} s left at this pace{late}"
+
+
 PIPE_WIDTH = 250  # characters per line of a table printed into a pipe or a file (``table_text``)
 
 
