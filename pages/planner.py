@@ -356,7 +356,7 @@ def show_over_time(answer: dict) -> None:
         return
     st.markdown("**Over the whole traffic: fixed, autoscaled, or reserved + bursts**")
     if answer.get("traffic"):
-        st.caption(text.plain(traffic_text(answer["traffic"])))
+        st.caption(text.plain(traffic_text(answer["traffic"], answer.get("over_time"))))
     if "note" in over:
         st.caption(text.plain(f"Not priced over time: {over['note']}."))
         return

@@ -543,6 +543,11 @@ def test_a_new_user_asks_the_customers_question_and_leaves_with_the_report_and_t
         page.get_by_role("button", name="Download the report (HTML)").click()
     report = Path(download.value.path()).read_text()
     assert "<h1>Llama-3-70B at 40 req/s, chat TTFT p99 &lt;= 2.00 s (+1 more): rent " in report
+    best = json.loads(download(page, "Download the plan (JSON)").read_text())["recommendation"]
+    asked = tomllib.loads(report_attachment(report, "plan.toml").decode())
+    assert_confidence_is_the_tables(best, asked["scenario"], page)
+    for entry in best["targets"]:  # met on the interval's end, widened by the check's error for its metric
+        assert entry["pessimistic"] <= entry["limit"]
     with page.expect_download() as download:
         page.get_by_role("button", name="Download the recipe (ZIP)").click()
     with zipfile.ZipFile(download.value.path()) as archive:

@@ -550,6 +550,9 @@ def test_a_rate_that_moves_is_sized_at_its_busiest_point_without_the_autoscaler(
     assert sized["workload"]["arrival"] == {"process": "poisson", "rate_per_s": pytest.approx(80.0)}
     assert "autoscale" not in sized["fleet"] and "autoscale" in data["fleet"]
     assert traffic_text(traffic).startswith("Sized for the traffic's busiest point, 80.00 req/s (its mean is 50.00")
+    assert "(below)" not in traffic_text(traffic, {"note": "the plan's time limit of 300 s (plan_s) ran out"}), \
+        "no bills promised below when the pricing over time did not run"
+    assert traffic_text(traffic, {"strategies": [{}]}).endswith("reserved baseline with bursts (below).")
     constant, none = at_peak(article(), load_scenario(article()))
     assert none is None and constant["workload"]["arrival"] == article()["workload"]["arrival"]
 

@@ -22,6 +22,7 @@ from typing import Optional
 
 from ..hardware.calibration_store import with_gpu
 from ..scenario.config import apply_overrides, load_scenario
+from ..scenario.labels import counted
 from ..sim.simulate import estimated_offered_load
 from .cost import (DeploymentCost, billing_for, combined_cost, deployment_cost, fleet_cards, offer_hosting_problem,
                    offers_under)
@@ -91,7 +92,7 @@ def cheaper_mix(search, plans: list[dict]) -> tuple[Optional[dict], str]:
                 best = (cost, groups, rentals, evidence)
                 limit = cost.per_month[0]
                 break
-    tried = f"{simulated} mixed fleet(s) of {base['gpu']} and {partner['gpu']} simulated"
+    tried = f"{counted(simulated, 'mixed fleet')} of {base['gpu']} and {partner['gpu']} simulated"
     if best is None:
         return None, f"No mix of {base['gpu']} and {partner['gpu']} meets the targets for less ({tried})."
     cost, groups, rentals, evidence = best

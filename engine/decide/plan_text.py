@@ -344,18 +344,20 @@ def _wrap(paragraph: str, indent: str = "  ") -> str:
     return textwrap.fill(paragraph, TEXT_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
-def traffic_text(traffic: dict) -> str:
-    """What the plan sized for when the scenario's rate moves (a curve, or a replayed trace)."""
+def traffic_text(traffic: dict, over_time: dict | None = None) -> str:
+    """What the plan sized for when the scenario's rate moves (a curve, or a replayed trace), and, where the answer
+    priced it (``over_time`` with its strategies), that the same fleet is bought three ways below."""
+    also = (f" Over the whole {'trace' if 'trace_requests' in traffic else 'curve'} the same fleet is also priced "
+            f"autoscaled and as a reserved baseline with bursts (below).") if (over_time or {}).get("strategies") \
+        else ""
     if "trace_requests" in traffic:
         whole, sized = traffic["trace_requests"], traffic["sized_requests"]
         return ((f"Sized on the whole trace, {whole:,} requests a run" if sized == whole else
                  f"Sized on the first {sized:,} of the trace's more than {sized:,} requests a run" if whole is None
                  else f"Sized on the first {sized:,} of the trace's {whole:,} requests a run") +
-                " (its first requests alone would miss its bursts). Over the whole trace the same fleet is also "
-                "priced autoscaled and as a reserved baseline with bursts (below).")
+                f" (its first requests alone would miss its bursts).{also}")
     return (f"Sized for the traffic's busiest point, {traffic['peak_rate_per_s']:,.2f} req/s (its mean is "
-            f"{traffic['mean_rate_per_s']:,.2f} req/s): a fixed fleet must hold the peak. Over the whole curve the "
-            f"same fleet is also priced autoscaled and as a reserved baseline with bursts (below).")
+            f"{traffic['mean_rate_per_s']:,.2f} req/s): a fixed fleet must hold the peak.{also}")
 
 
 def span_words(span_s: float) -> str:
@@ -439,7 +441,7 @@ def plan_text(answer: dict, title: str, runs: str = "") -> str:
     """The whole answer, for printing: ``title`` on one line, then ``runs`` (how long each run was), wrapped."""
     lines = [title] + ([_wrap(runs)] if runs else [])
     if answer.get("traffic"):
-        lines.append(_wrap(traffic_text(answer["traffic"])))
+        lines.append(_wrap(traffic_text(answer["traffic"], answer.get("over_time"))))
     cut = cut_text(answer)
     if cut:
         lines.append(_wrap("CUT: " + cut))

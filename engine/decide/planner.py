@@ -1070,7 +1070,7 @@ def _plan(data: dict, question: Question, origin: Origin, progress) -> tuple[dic
             over_time = buy_over_time(fleet_scenario(moving, question, recommendation, origin), scaling,
                                       recommendation, question, origin, staged(progress, STAGES[1]))
         except stopping.Stopped as exc:
-            over_time = {"note": f"not priced over time: {stopping.cut_short(exc)}"}
+            over_time = {"note": stopping.cut_short(exc)}
         except ScenarioError as exc:  # e.g. no offer bills this GPU by use: the plan stands, priced fixed
             over_time = {"note": str(exc)}
         if over_time and over_time.get("strategies"):  # the headline says what the day said of the same fleet

@@ -389,7 +389,7 @@ def over_time_parts(answer: dict) -> list[str]:
         return []
     parts = ["<h2>Over the whole traffic: fixed, autoscaled, or reserved + bursts</h2>"]
     if answer.get("traffic"):
-        parts.append(f"<p>{e(traffic_text(answer['traffic']))}</p>")
+        parts.append(f"<p>{e(traffic_text(answer['traffic'], answer.get('over_time')))}</p>")
     if "note" in over:
         return parts + [f'<p class="caveat">Not priced over time: {e(over["note"])}.</p>']
     currency = answer["recommendation"]["monthly_cost"]["currency"]
