@@ -97,14 +97,19 @@ def test_a_preset_name_follows_what_it_describes():
     preset = tomllib.loads(PRESET.read_text())
     edited = apply_overrides(preset, {"server.model": "Llama-3.1-70B", "server.gpu": "H100-80G"})
     named = renamed(preset, edited)
-    assert named["name"] == described_name(edited) == "Llama-3.1-70B on H100-80G, 4.7 req/s"
-    assert renamed(preset, apply_overrides(preset, {"policy.name": "priority"}))["name"] == preset["name"], \
-        "a policy is not what the name describes"
+    assert named["name"] == described_name(edited) == "chat + batch, Llama-3.1-70B on H100-80G, steady arrivals"
+    for unnamed in ({"policy.name": "priority"}, {"workload.arrival.rate_per_s": 9.0},
+                    {"workload.classes.0.share": 0.5}):
+        assert renamed(preset, apply_overrides(preset, unnamed))["name"] == preset["name"], \
+            f"{unnamed}: not what the name describes"
     own = {**preset, "name": "Acme's chat"}
     assert renamed(own, apply_overrides(own, {"server.gpu": "H100-80G"}))["name"] == "Acme's chat", \
         "a name the user gave stays"
-    again = renamed(named, apply_overrides(named, {"workload.arrival.rate_per_s": 40.0}))
-    assert again["name"] == "Llama-3.1-70B on H100-80G, 40 req/s", "a described name follows the next change"
+    day = renamed(named, apply_overrides(named, {"workload.arrival.shape": "servegen-reasoning-day"}))
+    assert day["name"] == "chat + batch, Llama-3.1-70B on H100-80G, the shape servegen-reasoning-day", \
+        "a described name follows the next change"
+    huge = renamed(preset, apply_overrides(preset, {"server.gpu": "X" * 2000}))["name"]
+    assert len(huge) == 80 and huge.endswith("…"), "never longer than a name may be: the GPU's own check names it"
 
 
 def test_a_days_shape_becomes_the_points_of_the_same_day():
