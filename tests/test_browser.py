@@ -715,6 +715,26 @@ def assert_confidence_is_the_tables(plan: dict, scenario: dict, page) -> None:
         expect(page.locator("body")).to_contain_text(f"{error:.0f}% off on {runs} held out")
 
 
+def test_a_reports_plan_file_reopens_its_question_on_the_planner(server, page):
+    """The report's plan.toml, uploaded in the sidebar of any page, opens the Planner page on its scenario and its
+    question (the limit, the GPUs and the seeds asked), not on the page's defaults."""
+    from engine.decide.planner import Question
+    from engine.decide.report import plan_toml
+    from engine.decide.targets import parse_target
+
+    data = read_toml(SCENARIOS / "article_mixed_8xa100.toml")
+    question = Question((parse_target("interactive.ttft_p99_ms=1500"),), gpus=("H200",), seeds=4, requests=800)
+    open_lab(page, server + "/")
+    page.get_by_test_id("stSidebar").get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        {"name": "plan.toml", "mimeType": "application/toml", "buffer": plan_toml(data, question).encode()})
+    page.wait_for_url("**/planner**", timeout=TIMEOUT_MS)
+    page.wait_for_selector("text=Your workload")
+    wait_idle(page)
+    expect(page.get_by_role("spinbutton", name="Target 1: limit (ms)")).to_have_value("1500")
+    expect(page.get_by_role("spinbutton", name="Seeds per decision")).to_have_value("4")
+    expect(page.locator("body")).to_contain_text("H200")
+
+
 def test_the_curve_grid_keeps_every_edit_across_reruns(server, page):
     """The Workload page's grid of a curve's points: a second edit is kept and reaches the scenario (its peak, read
     under the chart of the rate), where a grid redrawn from its own output forgot it."""
