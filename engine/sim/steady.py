@@ -53,6 +53,14 @@ def in_flight(arrival_s: np.ndarray, leave_s: np.ndarray, edges_s: np.ndarray) -
     return np.diff(area) / np.diff(edges_s)
 
 
+def queued(arrival_s: np.ndarray, start_s: np.ndarray, leave_s: np.ndarray,
+           edges_s: np.ndarray) -> np.ndarray:
+    """The time-average queue over each interval between ``edges_s``: requests arrived and not yet first scheduled
+    (at ``start_s``; one never scheduled leaves the queue when it leaves, at ``leave_s``; NaN in both: still
+    there). Exact (``in_flight``)."""
+    return in_flight(arrival_s, np.where(np.isnan(start_s), leave_s, start_s), edges_s)
+
+
 def mser_cut(batches: np.ndarray) -> int:
     """MSER's truncation: the number of leading ``batches`` (searched up to half of them) whose removal minimises
     the sum of squared deviations of the rest from their mean over the count of the rest squared."""
@@ -90,15 +98,14 @@ def steady_state(arrival_s: np.ndarray, start_s: np.ndarray, leave_s: np.ndarray
         return None
     edges = np.linspace(first_s, last_s, GRID_INTERVALS + 1)
     flying = in_flight(arrival_s, leave_s, edges).reshape(-1, MSER_BATCH).mean(axis=1)
-    queued = in_flight(arrival_s, np.where(np.isnan(start_s), leave_s, start_s), edges)
-    queued = queued.reshape(-1, MSER_BATCH).mean(axis=1)
+    waiting = queued(arrival_s, start_s, leave_s, edges).reshape(-1, MSER_BATCH).mean(axis=1)
     cut = mser_cut(flying)
     warmup_s = float(edges[cut * MSER_BATCH])
     rest = flying[cut:]
     mean = float(rest.mean())
     half = len(rest) // 2
     growth = float(rest[len(rest) - half:].mean() / rest[:half].mean() - 1.0) if rest[:half].mean() > 0 else 0.0
-    settled = not _grows(rest, 0.0) and not _grows(queued[cut:], 1.0)
+    settled = not _grows(rest, 0.0) and not _grows(waiting[cut:], 1.0)
     steady_requests = int(np.count_nonzero(arrival_s >= warmup_s))
     return {"warmup_s": warmup_s, "settled": bool(settled), "mean_in_flight": mean, "growth_frac": growth,
             "steady_requests": steady_requests, "flights": len(arrival_s) / mean if mean > 0 else math.inf,

@@ -18,7 +18,7 @@ import pandas as pd
 from ..scenario.config import Scenario
 from ..scenario.summary import WindowRow
 from .layout import COMPLETED, TIMED_OUT
-from .steady import time_integral
+from .steady import queued
 
 # Window lengths a run is cut into: the shortest giving at most MAX_WINDOWS over the arrivals.
 WINDOW_LENGTHS_S = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14_400.0, 21_600.0,
@@ -68,12 +68,8 @@ def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray
         return []
     count, edges, slot = cut.count, cut.edges_s, cut.slot
     arrived = np.bincount(slot, minlength=count)
-    # waiting: arrivals before t minus first schedulings (or departures unscheduled) before t, integrated
-    left_s = frame["first_scheduled_s"].to_numpy()
-    left_s = np.where(np.isnan(left_s), frame["finish_s"].to_numpy(), left_s)
-    left_s = np.sort(left_s[~np.isnan(left_s)])
-    arrival_s = np.sort(frame["arrival_s"].to_numpy())
-    queued = np.diff(time_integral(arrival_s, edges) - time_integral(left_s, edges)) / cut.length_s
+    waiting = queued(frame["arrival_s"].to_numpy(), frame["first_scheduled_s"].to_numpy(),
+                     frame["finish_s"].to_numpy(), edges)
     names = [c.name for c in scenario.workload.classes]
     codes = frame["class"].cat.codes.to_numpy()
     state = frame["state"].cat.codes.to_numpy()  # the categories are the state codes' names, in code order
@@ -82,7 +78,7 @@ def windows(scenario: Scenario, frame: pd.DataFrame, cut: Cut, loads: np.ndarray
     judged_counts = [np.bincount(slot[judged & (codes == k)], minlength=count) for k in range(len(names))]
     met_counts = [np.bincount(slot[met & (codes == k)], minlength=count) for k in range(len(names))]
     return [{"start_s": float(edges[w]), "end_s": float(edges[w + 1]), "arrived": int(arrived[w]),
-             "offered_load": float(loads[w]), "mean_waiting": float(max(queued[w], 0.0)),
+             "offered_load": float(loads[w]), "mean_waiting": float(max(waiting[w], 0.0)),
              "replicas": float(replicas[w]),
              "sla_attainment": {name: float(met_counts[k][w] / judged_counts[k][w]) if judged_counts[k][w] else None
                                 for k, name in enumerate(names)},
